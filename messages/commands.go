@@ -1,0 +1,103 @@
+package messages
+
+// Commands the facade sends to the registry (which answers or forwards them to a
+// lease actor), and the replies. Every Reply channel is buffered by the asker, so an
+// actor never blocks answering; an asker that gave up simply never reads it.
+
+// Admit asks the registry to admit a provision request. A nil error means 202.
+type Admit struct {
+	Req   ProvisionRequest
+	Reply chan<- error
+}
+
+// Deprovision asks for a lease to be closed. A nil error means 200: the lease is
+// gone (or never existed). ErrLifecyclePending means teardown is still running.
+type Deprovision struct {
+	Lease string
+	Reply chan<- error
+}
+
+// InfoReply answers GetInfo.
+type InfoReply struct {
+	Info *LeaseInfo
+	Err  error
+}
+
+// GetInfo asks for a ready lease's connection details.
+type GetInfo struct {
+	Lease string
+	Reply chan<- InfoReply
+}
+
+// LogsReply answers GetLogs.
+type LogsReply struct {
+	Logs map[string]string
+	Err  error
+}
+
+// GetLogs asks for the last Tail lines of every instance of a lease.
+type GetLogs struct {
+	Lease string
+	Tail  int
+	Reply chan<- LogsReply
+}
+
+// ProvisionReply answers GetProvision.
+type ProvisionReply struct {
+	Info *ProvisionInfo
+	Err  error
+}
+
+// GetProvision asks for one lease's provision record.
+type GetProvision struct {
+	Lease string
+	Reply chan<- ProvisionReply
+}
+
+// ProvisionsReply answers ListProvisions.
+type ProvisionsReply struct {
+	Provisions []ProvisionInfo
+	Continue   string
+}
+
+// ListProvisions lists provision records: by Leases when set (no paging), else all
+// leases sorted by UUID, strictly after Continue, at most Limit (0 = all).
+type ListProvisions struct {
+	Leases   []string
+	Limit    int
+	Continue string
+	Reply    chan<- ProvisionsReply
+}
+
+// StatsReply answers GetStats.
+type StatsReply struct {
+	Stats Stats
+	Err   error
+}
+
+// GetStats asks for the resource pool and active container count.
+type GetStats struct {
+	Reply chan<- StatsReply
+}
+
+// HealthReply answers GetHealth.
+type HealthReply struct {
+	Ready  bool   // startup recovery finished and accounting is whole
+	Reason string // why not, for the operator log
+}
+
+// GetHealth asks the registry whether accounting is whole (recovery done).
+type GetHealth struct {
+	Reply chan<- HealthReply
+}
+
+// OutboxWake tells the outbox that rows were committed for Lease ("" = rescan all).
+type OutboxWake struct {
+	Lease string
+}
+
+// LeaseGone tells the network reclaimer a lease closed: its network may be
+// reclaimable soon.
+type LeaseGone struct {
+	Lease string
+}
