@@ -1,0 +1,136 @@
+package persistence
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+)
+
+// markerMaxBytes bounds how much of a marker file is read; a real one is ~150 bytes.
+const markerMaxBytes = 64 << 10
+
+// Identity is the storage identity: the marker file's content and state.db's meta.
+// StorageID is sent in every callback as backend_storage_id.
+type Identity struct {
+	StorageID      string    `json:"storage_id"`
+	InstallationID string    `json:"installation_id"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// newIdentity mints a fresh identity with two UUIDv4s.
+func newIdentity(now time.Time) (Identity, error) {
+	sid, err := uuid.NewRandom()
+	if err != nil {
+		return Identity{}, fmt.Errorf("generate storage id: %w", err)
+	}
+	iid, err := uuid.NewRandom()
+	if err != nil {
+		return Identity{}, fmt.Errorf("generate installation id: %w", err)
+	}
+	// Round(0) drops the monotonic reading so the value round-trips through JSON.
+	return Identity{StorageID: sid.String(), InstallationID: iid.String(), CreatedAt: now.UTC().Round(0)}, nil
+}
+
+// validUUIDv4 accepts only the canonical lower-case form of a version-4 UUID.
+func validUUIDv4(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u.Version() == 4 && u.String() == s
+}
+
+func (id Identity) validate() error {
+	if !validUUIDv4(id.StorageID) {
+		return fmt.Errorf("storage_id %q is not a canonical UUIDv4", id.StorageID)
+	}
+	if !validUUIDv4(id.InstallationID) {
+		return fmt.Errorf("installation_id %q is not a canonical UUIDv4", id.InstallationID)
+	}
+	if id.CreatedAt.IsZero() {
+		return errors.New("created_at is missing")
+	}
+	return nil
+}
+
+// readMarker reads and validates <dir>/storage-identity without following a symlink.
+func readMarker(path string) (Identity, error) {
+	if err := checkEntry(path, "storage identity marker"); err != nil {
+		return Identity{}, err
+	}
+	f, err := openNoFollow(path, "storage identity marker", os.O_RDONLY)
+	if err != nil {
+		return Identity{}, err
+	}
+	defer f.Close()
+	if _, _, err := checkShape(f, "storage identity marker", markerMaxBytes); err != nil {
+		return Identity{}, err
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, markerMaxBytes+1))
+	if err != nil {
+		return Identity{}, fmt.Errorf("read storage identity marker %s: %w", path, err)
+	}
+	var id Identity
+	if err := json.Unmarshal(raw, &id); err != nil {
+		return Identity{}, refuseCause(ErrCorrupt, err, "storage identity marker %s is not valid JSON (%v); refusing to start (file left untouched)", path, err)
+	}
+	if err := id.validate(); err != nil {
+		return Identity{}, refuseCause(ErrCorrupt, err, "storage identity marker %s is invalid: %v; refusing to start (file left untouched)", path, err)
+	}
+	return id, nil
+}
+
+// writeMarker publishes the marker atomically; it never replaces an existing one.
+func writeMarker(path string, id Identity) error {
+	raw, err := json.MarshalIndent(id, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode storage identity: %w", err)
+	}
+	return writeFileAtomic(path, append(raw, '\n'))
+}
+
+// InitializeIdentity implements `berthd -initialize-storage-identity new`: it mints a
+// storage identity and creates state.db (meta filled) and then the marker. It refuses
+// with ErrIdentityExists when either already exists. The caller holds the daemon lock.
+func InitializeIdentity(opts Options) (Identity, error) {
+	opts = opts.withDefaults()
+	if err := ensureDir(opts.Dir); err != nil {
+		return Identity{}, err
+	}
+	statePath := filepath.Join(opts.Dir, stateFileName)
+	markerPath := filepath.Join(opts.Dir, markerFileName)
+	for _, p := range []string{markerPath, statePath} {
+		exists, err := lexists(p)
+		if err != nil {
+			return Identity{}, err
+		}
+		if exists {
+			return Identity{}, refuse(ErrIdentityExists, "%s already exists; refusing to initialise a new storage identity over an existing store (nothing changed)", p)
+		}
+	}
+	return createStore(opts, statePath, markerPath)
+}
+
+// createStore creates state.db (staged under a temp name, then renamed into place)
+// and then the marker. The marker is published last: it is what says "this store is
+// initialised". If publishing it fails, the fresh, empty state.db is removed again.
+func createStore(opts Options, statePath, markerPath string) (Identity, error) {
+	id, err := newIdentity(opts.Now())
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := createBoltFile(statePath, func(tx *bolt.Tx) error { return initStateTx(tx, id) }); err != nil {
+		return Identity{}, err
+	}
+	if err := writeMarker(markerPath, id); err != nil {
+		if rmErr := os.Remove(statePath); rmErr == nil {
+			_ = fsyncDir(opts.Dir)
+		}
+		return Identity{}, fmt.Errorf("publish storage identity marker %s: %w", markerPath, err)
+	}
+	return id, nil
+}
