@@ -1,0 +1,82 @@
+package supervisors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/messages"
+)
+
+// Ask sends the message build makes around a fresh, buffered reply channel to the
+// actor at path and waits for the reply, ctx, or timeout. An actor whose backlog is
+// over its limit is refused at once (ErrBusy → 503) instead of being queued on.
+// This replaces protoactor's RequestFuture, which races upstream.
+func Ask[R any](ctx context.Context, t *Tree, path string, timeout time.Duration, build func(reply chan<- R) any) (R, error) {
+	return ask(ctx, t, path, timeout, true, build)
+}
+
+func ask[R any](ctx context.Context, t *Tree, path string, timeout time.Duration, checkBacklog bool, build func(reply chan<- R) any) (R, error) {
+	var zero R
+	node, ok := t.Dir.Get(path)
+	if !ok {
+		return zero, fmt.Errorf("ask %s: no such actor: %w", path, messages.ErrUnavailable)
+	}
+	if checkBacklog && node.Overloaded() {
+		return zero, messages.Refuse(messages.ErrBusy, "%s is busy, retry later", node.Kind)
+	}
+	reply := make(chan R, 1)
+	t.Send(path, build(reply))
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-ctx.Done():
+		return zero, fmt.Errorf("ask %s: %w", path, ctx.Err())
+	case <-timer.C:
+		return zero, messages.Refuse(messages.ErrBusy, "%s did not answer in time, retry later", node.Kind)
+	}
+}
+
+// DescribeTimeout is how long an actor has to describe itself before it is shown
+// as unresponsive.
+const DescribeTimeout = 200 * time.Millisecond
+
+// DescribeTree walks the live tree from the root, asking every actor to describe
+// itself (in parallel, bounded); an actor that does not answer within
+// DescribeTimeout is shown from the directory's bookkeeping as "unresponsive".
+func (t *Tree) DescribeTree(ctx context.Context) messages.NodeInfo {
+	sem := make(chan struct{}, 32)
+	return t.describe(ctx, RootPath, sem)
+}
+
+func (t *Tree) describe(ctx context.Context, path string, sem chan struct{}) messages.NodeInfo {
+	sem <- struct{}{}
+	info, err := ask(ctx, t, path, DescribeTimeout, false, func(r chan<- messages.NodeInfo) any {
+		return &messages.Describe{Reply: r}
+	})
+	<-sem
+	if err != nil {
+		info = messages.NodeInfo{Path: path, Status: "unresponsive"}
+		if n, ok := t.Dir.Get(path); ok {
+			info.Kind, info.Restarts, info.MailboxDepth = n.Kind, n.Restarts(), n.Depth()
+		}
+		return info
+	}
+	if len(info.ChildPaths) == 0 {
+		return info
+	}
+	info.Children = make([]messages.NodeInfo, len(info.ChildPaths))
+	var wg sync.WaitGroup
+	for i, p := range info.ChildPaths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info.Children[i] = t.describe(ctx, p, sem)
+		}()
+	}
+	wg.Wait()
+	return info
+}

@@ -1,0 +1,121 @@
+package supervisors
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/berth-dev/berth/messages"
+)
+
+// Spec describes an actor to spawn under the tree's bookkeeping.
+type Spec struct {
+	Name         string
+	Kind         string
+	Producer     actor.Producer
+	Supervisor   actor.SupervisorStrategy // applied to this actor's children; nil = the tree's default
+	MailboxLimit int                      // askers get 503 at this backlog; 0 = no limit
+}
+
+// Describer is implemented by actors that summarise themselves for /debug/actors.
+type Describer interface {
+	Describe() (state string, inFlight int)
+}
+
+// ChaosCrash is the panic value of a chaos-induced crash.
+type ChaosCrash struct{ Path string }
+
+func (c ChaosCrash) Error() string { return "chaos crash of " + c.Path }
+
+// Spawn starts spec as a child of parent with the tree's mailbox counter, receiver
+// middleware (metrics, Describe, chaos) and supervisor strategy.
+func (t *Tree) Spawn(parent actor.SpawnerContext, spec Spec) (*actor.PID, error) {
+	path := spec.Name
+	if self := parent.Self(); self != nil {
+		path = self.Id + "/" + spec.Name
+	}
+	node := &Node{Path: path, Kind: spec.Kind, Limit: spec.MailboxLimit}
+	strategy := spec.Supervisor
+	if strategy == nil {
+		strategy = t.childStrategy
+	}
+	props := actor.PropsFromProducer(spec.Producer,
+		actor.WithMailbox(actor.Unbounded(mailboxCounter{node})),
+		actor.WithReceiverMiddleware(t.middleware(node)),
+		actor.WithSupervisor(strategy),
+	)
+	pid, err := parent.SpawnNamed(props, spec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", path, err)
+	}
+	t.Dir.put(node)
+	return pid, nil
+}
+
+// middleware is the receiver middleware every actor of the tree runs: it keeps the
+// mailbox depth, answers Describe, performs chaos crashes, and records metrics.
+func (t *Tree) middleware(node *Node) actor.ReceiverMiddleware {
+	var stopped atomic.Bool
+	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			msg := env.Message
+			switch m := msg.(type) {
+			case actor.SystemMessage, *actor.Restarting, *actor.Stopping:
+				// lifecycle: handled by the actor, not counted as mailbox traffic
+			case *actor.Stopped:
+				next(c, env)
+				if stopped.CompareAndSwap(false, true) {
+					t.Dir.remove(node)
+				}
+				return
+			case *messages.Describe:
+				node.depth.Add(-1)
+				t.answerDescribe(c, node, m)
+				return
+			case *messages.Crash:
+				node.depth.Add(-1)
+				if t.chaos {
+					t.Metrics.panic(node.Kind)
+					panic(ChaosCrash{Path: node.Path})
+				}
+				return
+			default:
+				node.depth.Add(-1)
+			}
+			start := time.Now()
+			completed := false
+			defer func() {
+				if !completed {
+					t.Metrics.panic(node.Kind) // the panic continues to the supervisor
+				}
+			}()
+			next(c, env)
+			completed = true
+			t.Metrics.observe(node.Kind, msg, time.Since(start))
+		}
+	}
+}
+
+func (t *Tree) answerDescribe(c actor.ReceiverContext, node *Node, m *messages.Describe) {
+	info := messages.NodeInfo{
+		Path:         node.Path,
+		Kind:         node.Kind,
+		Restarts:     node.Restarts(),
+		MailboxDepth: node.Depth(),
+		Status:       "ok",
+	}
+	if d, ok := c.Actor().(Describer); ok {
+		info.State, info.InFlight = d.Describe()
+	}
+	if full, ok := c.(actor.Context); ok {
+		for _, child := range full.Children() {
+			info.ChildPaths = append(info.ChildPaths, child.Id)
+		}
+	}
+	select {
+	case m.Reply <- info:
+	default: // the asker gave up and its buffer is full; never block the actor
+	}
+}
