@@ -1,0 +1,202 @@
+package hmac
+
+import (
+	"crypto/hmac"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults from CONTRACT.md.
+const (
+	DefaultMaxBody   int64 = 2 << 20 // max_request_body_size
+	DefaultMaxAge          = 5 * time.Minute
+	DefaultMaxFuture       = 1 * time.Minute
+)
+
+// Reasons a request is refused. Verify returns one of the first five (possibly
+// wrapped with detail); the middleware adds the last two.
+var (
+	ErrMissing    = errors.New("missing signature")
+	ErrMalformed  = errors.New("malformed signature header")
+	ErrStale      = errors.New("signature timestamp too old")
+	ErrFuture     = errors.New("signature timestamp in the future")
+	ErrMismatch   = errors.New("signature mismatch")
+	ErrTooLarge   = errors.New("request body too large")
+	ErrUnreadable = errors.New("request body unreadable")
+)
+
+// Outcomes passed to Verifier.Observe, one per request.
+const (
+	OutcomeOK         = "ok"
+	OutcomeMissing    = "missing"
+	OutcomeTooLarge   = "too_large"
+	OutcomeMalformed  = "malformed"
+	OutcomeStale      = "stale"
+	OutcomeFuture     = "future"
+	OutcomeMismatch   = "mismatch"
+	OutcomeUnreadable = "unreadable"
+)
+
+// Outcome maps a Verify/middleware error to its metrics label.
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.Is(err, ErrMissing):
+		return OutcomeMissing
+	case errors.Is(err, ErrTooLarge):
+		return OutcomeTooLarge
+	case errors.Is(err, ErrStale):
+		return OutcomeStale
+	case errors.Is(err, ErrFuture):
+		return OutcomeFuture
+	case errors.Is(err, ErrMismatch):
+		return OutcomeMismatch
+	case errors.Is(err, ErrUnreadable):
+		return OutcomeUnreadable
+	case errors.Is(err, ErrMalformed):
+		return OutcomeMalformed
+	default: // not one of ours; count it with the unparseable ones rather than drop it
+		return OutcomeMalformed
+	}
+}
+
+// Verifier checks incoming requests against the current secret and, during a key
+// rotation, the next one (accepted for verification only; never used to sign).
+// The zero values of the tunables mean the CONTRACT.md defaults. An empty key never
+// verifies anything: anyone can compute a MAC under it.
+type Verifier struct {
+	Secret     []byte
+	NextSecret []byte           // may be nil
+	MaxBody    int64            // max_request_body_size; default 2 MiB when <= 0
+	Now        func() time.Time // default time.Now
+	MaxAge     time.Duration    // default 5 min when <= 0
+	MaxFuture  time.Duration    // default 1 min when <= 0
+
+	// Observe, when set, is called once per request the middleware handles with one
+	// of the Outcome* labels (the lead wires it to a Prometheus CounterVec).
+	Observe func(outcome string)
+}
+
+func (v *Verifier) maxBody() int64 {
+	if v.MaxBody <= 0 {
+		return DefaultMaxBody
+	}
+	return v.MaxBody
+}
+
+func (v *Verifier) now() time.Time {
+	if v.Now == nil {
+		return time.Now()
+	}
+	return v.Now()
+}
+
+func (v *Verifier) maxAge() time.Duration {
+	if v.MaxAge <= 0 {
+		return DefaultMaxAge
+	}
+	return v.MaxAge
+}
+
+func (v *Verifier) maxFuture() time.Duration {
+	if v.MaxFuture <= 0 {
+		return DefaultMaxFuture
+	}
+	return v.MaxFuture
+}
+
+// Verify is the pure check: nil when header is a well-formed signature of
+// method, requestURI and body under Secret or NextSecret, with a timestamp in
+// [now-MaxAge, now+MaxFuture] (whole seconds, inclusive). Otherwise it returns an
+// error wrapping ErrMissing, ErrMalformed, ErrMismatch, ErrStale or ErrFuture.
+//
+// The MAC is checked before the clock so that "stale"/"future" only ever count
+// genuinely signed requests (clock skew or replay) and "mismatch" counts wrong
+// keys or tampering.
+func (v *Verifier) Verify(header, method, requestURI string, body []byte) error {
+	if header == "" {
+		return ErrMissing
+	}
+	sig, err := parseHeader(header)
+	if err != nil {
+		return err
+	}
+	msg := canonical(sig.ts, method, requestURI, bodyDigest(body))
+	// Both keys are always tried so the time taken does not say which one matched.
+	okCurrent := len(v.Secret) > 0 && hmac.Equal(mac(v.Secret, msg), sig.mac)
+	okNext := len(v.NextSecret) > 0 && hmac.Equal(mac(v.NextSecret, msg), sig.mac)
+	if !okCurrent && !okNext {
+		return ErrMismatch
+	}
+	// Compare in whole seconds: the header carries no fraction, so "exactly
+	// now-MaxAge" must not be refused for the sub-second part of now.
+	now := time.Unix(v.now().Unix(), 0)
+	at := time.Unix(sig.unix, 0)
+	if at.Before(now.Add(-v.maxAge())) {
+		return fmt.Errorf("%w: t=%d, now=%d", ErrStale, sig.unix, now.Unix())
+	}
+	if at.After(now.Add(v.maxFuture())) {
+		return fmt.Errorf("%w: t=%d, now=%d", ErrFuture, sig.unix, now.Unix())
+	}
+	return nil
+}
+
+type signature struct {
+	ts   string // timestamp text exactly as sent; it is what was signed
+	unix int64
+	mac  []byte
+}
+
+// parseHeader parses "t=<decimal>,sha256=<64 hex>" strictly: exactly two parts in
+// that order, optional spaces after the comma, nothing else.
+func parseHeader(h string) (signature, error) {
+	first, second, ok := strings.Cut(h, ",")
+	if !ok {
+		return signature{}, fmt.Errorf("%w: want two comma-separated parts", ErrMalformed)
+	}
+	if strings.Contains(second, ",") {
+		return signature{}, fmt.Errorf("%w: more than two parts", ErrMalformed)
+	}
+	ts, ok := strings.CutPrefix(first, "t=")
+	if !ok {
+		return signature{}, fmt.Errorf("%w: first part is not t=", ErrMalformed)
+	}
+	if !isDecimal(ts) {
+		return signature{}, fmt.Errorf("%w: timestamp is not decimal seconds", ErrMalformed)
+	}
+	unix, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return signature{}, fmt.Errorf("%w: timestamp out of range", ErrMalformed)
+	}
+	digest, ok := strings.CutPrefix(strings.TrimLeft(second, " "), "sha256=")
+	if !ok {
+		return signature{}, fmt.Errorf("%w: second part is not sha256=", ErrMalformed)
+	}
+	if len(digest) != 2*32 {
+		return signature{}, fmt.Errorf("%w: sha256 must be 64 hex digits", ErrMalformed)
+	}
+	sum, err := hex.DecodeString(digest)
+	if err != nil {
+		return signature{}, fmt.Errorf("%w: sha256 is not hex", ErrMalformed)
+	}
+	return signature{ts: ts, unix: unix, mac: sum}, nil
+}
+
+// isDecimal reports a non-empty run of ASCII digits (ParseInt alone would also
+// take a sign).
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
