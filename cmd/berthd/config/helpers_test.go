@@ -1,0 +1,81 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A valid 32+ byte secret, and a different one, for tests that need them.
+const (
+	testSecret     = "0123456789abcdef0123456789abcdef-primary"
+	testSecretNext = "fedcba9876543210fedcba9876543210-next"
+)
+
+// writeConfig writes yaml to a fresh file and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "berthd.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// loadYAML loads yaml as the config file ("" = no file) over the defaults, with env.
+func loadYAML(t *testing.T, yaml string, env ...string) (*Config, error) {
+	t.Helper()
+	path := ""
+	if yaml != "" {
+		path = writeConfig(t, yaml)
+	}
+	return Load(path, env)
+}
+
+func mustLoad(t *testing.T, yaml string, env ...string) *Config {
+	t.Helper()
+	c, err := loadYAML(t, yaml, env...)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return c
+}
+
+// problemsOf loads and returns the problem list, failing unless Load refused.
+func problemsOf(t *testing.T, yaml string, env ...string) []string {
+	t.Helper()
+	c, err := loadYAML(t, yaml, env...)
+	if err == nil {
+		t.Fatalf("Load accepted the config, want problems; got %+v", c)
+	}
+	var p *Problems
+	if !errors.As(err, &p) {
+		t.Fatalf("Load error is %T (%v), want *Problems", err, err)
+	}
+	if len(p.List) == 0 {
+		t.Fatal("Problems with an empty list")
+	}
+	if got := p.Error(); got != strings.Join(p.List, "\n") {
+		t.Fatalf("Error() = %q, want one problem per line", got)
+	}
+	return p.List
+}
+
+// findProblem returns the problem containing every one of parts, or "".
+func findProblem(list []string, parts ...string) string {
+	for _, p := range list {
+		all := true
+		for _, part := range parts {
+			if !strings.Contains(p, part) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return p
+		}
+	}
+	return ""
+}

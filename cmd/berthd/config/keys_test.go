@@ -1,0 +1,57 @@
+package config
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/knadh/koanf/parsers/yaml"
+)
+
+// The schema (what is accepted) and defaults.yaml (what is documented and
+// defaulted) must list the same keys, or a key would be silently unusable or
+// undocumented.
+func TestDefaultsYAML_SetsEverySchemaKey_AndNoOther(t *testing.T) {
+	m, err := yaml.Parser().Unmarshal(defaultsYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unknown := unknownKeys("defaults.yaml", "", m, schema); len(unknown) != 0 {
+		t.Fatalf("defaults.yaml has keys the schema lacks: %q", unknown)
+	}
+	optional := map[string]bool{"tenant_quota": true}
+	for key := range schema.fields {
+		if _, ok := m[key]; !ok && !optional[key] {
+			t.Errorf("defaults.yaml does not set %s", key)
+		}
+	}
+	for _, key := range replacedWhole {
+		if _, ok := schema.fields[key]; !ok {
+			t.Errorf("replacedWhole names %s, which is not a key", key)
+		}
+	}
+}
+
+func TestSchemaKnows_FreeKeyMapsAcceptAnyName_TyposRefused(t *testing.T) {
+	cases := map[string]bool{
+		"listen_addr":                  true,
+		"debug.chaos":                  true,
+		"debug.chaoss":                 false,
+		"sku_profiles.any.cpu_cores":   true,
+		"sku_profiles.any.cpu":         false,
+		"sku_mapping.some-uuid":        true,
+		"sku_mapping.some-uuid.deeper": false,
+		"listen_addr.port":             false,
+		"retain_on_close":              false,
+	}
+	keys := make([]string, 0, len(cases))
+	for k := range cases {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got := schemaKnows(strings.Split(k, ".")); got != cases[k] {
+			t.Errorf("schemaKnows(%s) = %v, want %v", k, got, cases[k])
+		}
+	}
+}

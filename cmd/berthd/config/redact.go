@@ -1,0 +1,71 @@
+package config
+
+// Redacted returns the configuration keyed by YAML key, fit for one startup log
+// line: callback_secret and callback_secret_next read "<redacted>" when set and
+// "<unset>" when not; durations are strings such as "5m0s".
+func (c *Config) Redacted() map[string]any {
+	profiles := make(map[string]any, len(c.SKUProfiles))
+	for name, p := range c.SKUProfiles {
+		profiles[name] = map[string]any{"cpu_cores": p.CPUCores, "memory_mb": p.MemoryMB, "disk_mb": p.DiskMB}
+	}
+	mapping := make(map[string]any, len(c.SKUMapping))
+	for sku, profile := range c.SKUMapping {
+		mapping[sku] = profile
+	}
+	var quota any = unsetText
+	if c.TenantQuota.Set {
+		quota = map[string]any{
+			"max_cpu_cores": c.TenantQuota.MaxCPUCores,
+			"max_memory_mb": c.TenantQuota.MaxMemoryMB,
+			"max_disk_mb":   c.TenantQuota.MaxDiskMB,
+		}
+	}
+	return map[string]any{
+		"config_file":           c.File,
+		"name":                  c.Name,
+		"listen_addr":           c.ListenAddr,
+		"debug_listen_addr":     c.DebugListenAddr,
+		"host_address":          c.HostAddress,
+		"host_bind_ip":          c.HostBindIP,
+		"docker_host":           c.DockerHost,
+		"log_level":             c.LogLevel,
+		"production_mode":       c.ProductionMode,
+		"data_dir":              c.DataDir,
+		"max_store_size_mb":     c.MaxStoreSizeMB,
+		"max_request_body_size": c.MaxRequestBodySize,
+
+		"tls_cert_file":            c.TLSCertFile,
+		"tls_key_file":             c.TLSKeyFile,
+		"tls_client_ca_file":       c.TLSClientCAFile,
+		"tls_client_allowed_names": append([]string{}, c.TLSClientAllowedNames...),
+
+		"total_cpu_cores": c.TotalCPUCores,
+		"total_memory_mb": c.TotalMemoryMB,
+		"total_disk_mb":   c.TotalDiskMB,
+
+		"sku_mapping":        mapping,
+		"sku_profiles":       profiles,
+		"tenant_quota":       quota,
+		"allowed_registries": append([]string{}, c.AllowedRegistries...),
+
+		"callback_secret":               c.CallbackSecret.String(),
+		"callback_secret_next":          c.CallbackSecretNext.String(),
+		"callback_insecure_skip_verify": c.CallbackInsecureSkipVerify,
+
+		"diagnostics_max_age":      c.DiagnosticsMaxAge.String(),
+		"image_pull_timeout":       c.ImagePullTimeout.String(),
+		"container_create_timeout": c.ContainerCreateTimeout.String(),
+		"container_start_timeout":  c.ContainerStartTimeout.String(),
+		"provision_timeout":        c.ProvisionTimeout.String(),
+		"reconcile_interval":       c.ReconcileInterval.String(),
+		"startup_verify_duration":  c.StartupVerifyDuration.String(),
+		"container_stop_timeout":   c.ContainerStopTimeout.String(),
+
+		"network_isolation":         c.NetworkIsolation,
+		"container_readonly_rootfs": c.ContainerReadonlyRootfs,
+		"container_pids_limit":      c.ContainerPidsLimit,
+		"container_tmpfs_size_mb":   c.ContainerTmpfsSizeMB,
+
+		"debug": map[string]any{"chaos": c.Debug.Chaos},
+	}
+}

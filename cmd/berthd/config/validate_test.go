@@ -1,0 +1,249 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// ruleCase is one rule applied to one input: want == "" means the input must be
+// accepted; otherwise some problem must contain every "|"-separated part of want.
+type ruleCase struct {
+	name string
+	yaml string
+	env  []string
+	want string
+}
+
+func runRuleCases(t *testing.T, cases []ruleCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.want == "" {
+				mustLoad(t, tc.yaml, tc.env...)
+				return
+			}
+			list := problemsOf(t, tc.yaml, tc.env...)
+			if findProblem(list, strings.Split(tc.want, "|")...) == "" {
+				t.Fatalf("want a problem with %q, got:\n%s", tc.want, strings.Join(list, "\n"))
+			}
+		})
+	}
+}
+
+func TestValidate_CallbackSecrets(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"secret 32 bytes accepted", `callback_secret: "` + strings.Repeat("s", 32) + `"`, nil, ""},
+		{"secret 31 bytes refused", `callback_secret: "` + strings.Repeat("s", 31) + `"`, nil, "callback_secret: must be at least 32 bytes, got 31"},
+		{"secret from env checked", "", []string{"BERTH_CALLBACK_SECRET=short"}, "callback_secret: must be at least 32 bytes"},
+		{"next distinct accepted", "callback_secret: " + testSecret + "\ncallback_secret_next: " + testSecretNext, nil, ""},
+		{"next short refused", "callback_secret: " + testSecret + "\ncallback_secret_next: tiny", nil, "callback_secret_next: must be at least 32 bytes"},
+		{"next equal refused", "callback_secret: " + testSecret + "\ncallback_secret_next: " + testSecret, nil, "callback_secret_next: must differ from callback_secret"},
+		// HMAC zero-pads short keys, so a trailing NUL is the same key.
+		{"next HMAC-equivalent refused", "callback_secret: " + testSecret + "\ncallback_secret_next: \"" + testSecret + `\0"`, nil, "callback_secret_next: must differ"},
+		{"next alone accepted (secret generated)", "callback_secret_next: " + testSecretNext, nil, ""},
+		{"production without secret refused", "production_mode: true", nil, "callback_secret: is required in production_mode"},
+		{"production with secret accepted", "production_mode: true\ncallback_secret: " + testSecret, nil, ""},
+		{"production skip-verify refused", "production_mode: true\ncallback_secret: " + testSecret + "\ncallback_insecure_skip_verify: true", nil, "callback_insecure_skip_verify: is not allowed in production_mode"},
+		{"dev skip-verify accepted", "callback_insecure_skip_verify: true", nil, ""},
+	})
+}
+
+func TestHMACKeysEquivalent_ZeroPaddingAndLongKeyHashing(t *testing.T) {
+	long := strings.Repeat("k", 100)
+	sum := hmacBlockKey([]byte(long))[:32] // a >64-byte key is replaced by its SHA-256
+	cases := []struct {
+		a, b string
+		want bool
+	}{
+		{testSecret, testSecret, true},
+		{testSecret, testSecret + "\x00\x00", true},
+		{testSecret, testSecretNext, false},
+		{long, string(sum), true},
+		{long, long + "x", false},
+	}
+	for _, c := range cases {
+		if got := hmacKeysEquivalent([]byte(c.a), []byte(c.b)); got != c.want {
+			t.Errorf("hmacKeysEquivalent(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestValidate_Addresses(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"host hostname accepted", "host_address: berth.example.com", nil, ""},
+		{"host IPv4 accepted", "host_address: 203.0.113.7", nil, ""},
+		{"host IPv6 accepted", `host_address: "2001:db8::1"`, nil, ""},
+		{"host empty refused", `host_address: ""`, nil, "host_address: is required"},
+		{"host URL refused", `host_address: "http://x"`, nil, `host_address: "http://x" is not a valid IP address or hostname`},
+		{"host with port refused", `host_address: "berth.example.com:80"`, nil, "host_address:|not a valid"},
+		{"host with path refused", `host_address: "example.com/x"`, nil, "host_address:|not a valid"},
+		{"host bad IP refused", `host_address: "300.1.1.1"`, nil, "host_address:|not a valid"},
+		{"host label hyphen refused", `host_address: "-bad.example.com"`, nil, "host_address:|not a valid"},
+		{"bind IP accepted", `host_bind_ip: "0.0.0.0"`, nil, ""},
+		{"bind hostname refused", `host_bind_ip: localhost`, nil, `host_bind_ip: "localhost" is not a valid IP address`},
+		{"listen all interfaces accepted", `listen_addr: ":9001"`, nil, ""},
+		{"listen hostname accepted", `listen_addr: "localhost:9001"`, nil, ""},
+		{"listen port 0 accepted", `listen_addr: "127.0.0.1:0"`, nil, ""},
+		{"listen no port refused", `listen_addr: "9001"`, nil, `listen_addr: "9001" is not a host:port address`},
+		{"listen port range refused", `listen_addr: "127.0.0.1:99999"`, nil, "listen_addr:|port must be a number from 0 to 65535"},
+		{"listen URL refused", `listen_addr: "http://127.0.0.1:9001"`, nil, "listen_addr:"},
+		{"debug bad refused", `debug_listen_addr: "loopback"`, nil, "debug_listen_addr:|not a host:port"},
+		{"debug same as API refused", `debug_listen_addr: "127.0.0.1:9001"`, nil, "debug_listen_addr: must differ from listen_addr"},
+		{"both port 0 accepted", "listen_addr: \"127.0.0.1:0\"\ndebug_listen_addr: \"127.0.0.1:0\"", nil, ""},
+	})
+}
+
+func TestValidate_DebugListenNotLoopback_Warned(t *testing.T) {
+	c := mustLoad(t, `debug_listen_addr: "0.0.0.0:9002"`)
+	if findProblem(c.Warnings, "debug_listen_addr", "not loopback") == "" {
+		t.Fatalf("no warning: %q", c.Warnings)
+	}
+	if c := mustLoad(t, ""); len(c.Warnings) != 0 {
+		t.Fatalf("defaults produce warnings: %q", c.Warnings)
+	}
+}
+
+func TestValidate_DockerHost(t *testing.T) {
+	prod := "production_mode: true\ncallback_secret: " + testSecret + "\n"
+	runRuleCases(t, []ruleCase{
+		{"dev unix accepted", `docker_host: "unix:///var/run/docker.sock"`, nil, ""},
+		{"dev tcp accepted", `docker_host: "tcp://10.0.0.2:2375"`, nil, ""},
+		{"dev empty refused", `docker_host: ""`, nil, "docker_host: is required"},
+		{"dev ssh refused", `docker_host: "ssh://user@host"`, nil, "docker_host:|scheme must be unix, tcp, http or https"},
+		{"dev relative unix refused", `docker_host: "unix://docker.sock"`, nil, "docker_host:|absolute path"},
+		{"prod canonical accepted", prod + `docker_host: "unix:///var/run/docker.sock"`, nil, ""},
+		{"prod rootless accepted", prod + `docker_host: "unix:///run/user/1000/docker.sock"`, nil, ""},
+		{"prod tcp refused", prod + `docker_host: "tcp://10.0.0.2:2375"`, nil, "docker_host:|canonical absolute local unix socket URL"},
+		{"prod http refused", prod + `docker_host: "http://localhost:2375"`, nil, "docker_host:|canonical"},
+		{"prod unix with host refused", prod + `docker_host: "unix://remote/var/run/docker.sock"`, nil, "docker_host:|canonical"},
+		{"prod dot segments refused", prod + `docker_host: "unix:///var/run/../run/docker.sock"`, nil, "docker_host:|canonical"},
+		{"prod double slash refused", prod + `docker_host: "unix:////var/run/docker.sock"`, nil, "docker_host:|canonical"},
+		{"prod query refused", prod + `docker_host: "unix:///var/run/docker.sock?x=1"`, nil, "docker_host:|canonical"},
+		{"prod via env refused", prod, []string{"BERTH_DOCKER_HOST=tcp://1.2.3.4:2375"}, "docker_host:|canonical"},
+	})
+}
+
+func TestValidate_CoreScalars(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"log level debug accepted", "log_level: debug", nil, ""},
+		{"log level unknown refused", "log_level: verbose", nil, `log_level: "verbose" is not one of debug, info, warn, error`},
+		{"log level case refused", "log_level: INFO", nil, "log_level:"},
+		{"name empty refused", `name: ""`, nil, "name: must not be empty"},
+		{"data dir empty refused", `data_dir: ""`, nil, "data_dir: must not be empty"},
+		{"store size 0 refused", "max_store_size_mb: 0", nil, "max_store_size_mb: must be positive"},
+		{"store size positive accepted", "max_store_size_mb: 64", nil, ""},
+		{"string for number refused", "total_memory_mb: lots", nil, `total_memory_mb: "lots" is not a whole number`},
+		{"fraction for int refused", "container_pids_limit: 1.5", nil, "container_pids_limit: must be a whole number"},
+		{"integral float for int accepted", "container_pids_limit: 512.0", nil, ""},
+		{"number for string refused", "host_address: 12", nil, "host_address: must be a string"},
+		{"bool typo from env refused", "", []string{"BERTH_DEBUG__CHAOS=maybe"}, `debug.chaos: "maybe" is not a boolean`},
+		{"debug scalar refused", "debug: true", nil, "debug: must be a map"},
+		{"list scalar refused", "allowed_registries: docker.io", nil, "allowed_registries: must be a list of strings"},
+		{"registry URL refused", `allowed_registries: ["https://ghcr.io"]`, nil, "allowed_registries:|no scheme"},
+		{"registry empty entry refused", `allowed_registries: [""]`, nil, "allowed_registries: entry 0 is empty"},
+	})
+}
+
+func TestValidate_ResourcesAndSKUs(t *testing.T) {
+	one := "sku_profiles:\n  p: {cpu_cores: 1, memory_mb: 512, disk_mb: 0}\n"
+	runRuleCases(t, []ruleCase{
+		{"cpu total fractional accepted", "total_cpu_cores: 1.5", nil, ""},
+		{"cpu total 0 refused", "total_cpu_cores: 0", nil, "total_cpu_cores: must be finite and positive"},
+		{"cpu total NaN refused", "total_cpu_cores: .nan", nil, "total_cpu_cores: must be finite and positive"},
+		{"cpu total Inf refused", "total_cpu_cores: .inf", nil, "total_cpu_cores: must be finite and positive"},
+		{"cpu total -Inf refused", "total_cpu_cores: -.inf", nil, "total_cpu_cores: must be finite and positive"},
+		{"cpu total NaN env refused", "", []string{"BERTH_TOTAL_CPU_CORES=NaN"}, "total_cpu_cores: must be finite and positive"},
+		{"memory total negative refused", "total_memory_mb: -1", nil, "total_memory_mb: must be positive"},
+		{"disk total 0 refused", "total_disk_mb: 0", nil, "total_disk_mb: must be positive"},
+		{"disk total NaN refused", "total_disk_mb: .nan", nil, "total_disk_mb: must be a finite whole number"},
+		{"one profile accepted", one, nil, ""},
+		{"empty profiles refused", "sku_profiles: {}", nil, "sku_profiles: at least one SKU profile is required"},
+		{"null profiles refused", "sku_profiles:", nil, "sku_profiles: at least one SKU profile is required"},
+		{"profile cpu 0 refused", "sku_profiles:\n  p: {cpu_cores: 0, memory_mb: 512}", nil, "sku_profiles.p.cpu_cores: must be finite and positive"},
+		{"profile cpu NaN refused", "sku_profiles:\n  p: {cpu_cores: .nan, memory_mb: 512}", nil, "sku_profiles.p.cpu_cores: must be finite and positive"},
+		{"profile cpu Inf refused", "sku_profiles:\n  p: {cpu_cores: .inf, memory_mb: 512}", nil, "sku_profiles.p.cpu_cores: must be finite and positive"},
+		{"profile cpu missing refused", "sku_profiles:\n  p: {memory_mb: 512}", nil, "sku_profiles.p.cpu_cores: is required"},
+		{"profile memory 0 refused", "sku_profiles:\n  p: {cpu_cores: 1, memory_mb: 0}", nil, "sku_profiles.p.memory_mb: must be positive"},
+		{"profile disk negative refused", "sku_profiles:\n  p: {cpu_cores: 1, memory_mb: 1, disk_mb: -1}", nil, "sku_profiles.p.disk_mb: must not be negative"},
+		{"profile not a map refused", "sku_profiles:\n  p: small", nil, "sku_profiles.p: must be a map"},
+		{"profile field typo refused", "sku_profiles:\n  p: {cpu: 1, cpu_cores: 1, memory_mb: 1}", nil, `sku_profiles.p.cpu: unknown key`},
+		{"mapping to known accepted", one + "sku_mapping: {chain-1: p}", nil, ""},
+		{"mapping to unknown refused", one + "sku_mapping: {chain-1: docker-small}", nil, `sku_mapping.chain-1: names unknown profile "docker-small"`},
+	})
+}
+
+func TestValidate_TenantQuota(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"partial quota accepted", "tenant_quota: {max_cpu_cores: 4}", nil, ""},
+		{"full quota at totals accepted", "tenant_quota: {max_cpu_cores: 8, max_memory_mb: 16384, max_disk_mb: 102400}", nil, ""},
+		{"cpu 0 refused", "tenant_quota: {max_cpu_cores: 0}", nil, "tenant_quota.max_cpu_cores: must be finite and positive"},
+		{"cpu NaN refused", "tenant_quota: {max_cpu_cores: .nan}", nil, "tenant_quota.max_cpu_cores: must be finite and positive"},
+		{"cpu Inf refused", "tenant_quota: {max_cpu_cores: .inf}", nil, "tenant_quota.max_cpu_cores: must be finite and positive"},
+		{"cpu above pool refused", "tenant_quota: {max_cpu_cores: 8.5}", nil, "tenant_quota.max_cpu_cores: 8.5 exceeds total_cpu_cores (8)"},
+		{"memory 0 refused", "tenant_quota: {max_memory_mb: 0}", nil, "tenant_quota.max_memory_mb: must be positive"},
+		{"memory above pool refused", "tenant_quota: {max_memory_mb: 16385}", nil, "tenant_quota.max_memory_mb: 16385 exceeds total_memory_mb (16384)"},
+		{"disk negative refused", "tenant_quota: {max_disk_mb: -1}", nil, "tenant_quota.max_disk_mb: must be positive"},
+		{"disk above pool refused", "tenant_quota: {max_disk_mb: 102401}", nil, "tenant_quota.max_disk_mb: 102401 exceeds total_disk_mb"},
+		{"above lowered total refused", "total_memory_mb: 1000\ntenant_quota: {max_memory_mb: 1001}", nil, "tenant_quota.max_memory_mb:|exceeds total_memory_mb (1000)"},
+		{"env quota above pool refused", "", []string{"BERTH_TENANT_QUOTA__MAX_CPU_CORES=16"}, "tenant_quota.max_cpu_cores:|exceeds"},
+		{"quota key typo refused", "tenant_quota: {max_cpus: 2}", nil, "tenant_quota.max_cpus: unknown key"},
+	})
+}
+
+func TestValidate_Durations(t *testing.T) {
+	const dw = "use h, m or s; d and w are not valid"
+	runRuleCases(t, []ruleCase{
+		{"hours accepted", "diagnostics_max_age: 336h", nil, ""},
+		{"compound accepted", "provision_timeout: 1h30m", nil, ""},
+		{"days refused", "diagnostics_max_age: 7d", nil, "diagnostics_max_age: \"7d\": " + dw},
+		{"weeks refused", "reconcile_interval: 2w", nil, "reconcile_interval:|" + dw},
+		{"mixed days refused", "provision_timeout: 1d12h", nil, "provision_timeout:|" + dw},
+		{"days from env refused", "", []string{"BERTH_IMAGE_PULL_TIMEOUT=1d"}, "image_pull_timeout:|" + dw},
+		{"no unit refused", "container_start_timeout: 30", nil, "container_start_timeout: 30 has no unit"},
+		{"garbage refused", "container_create_timeout: soon", nil, `container_create_timeout: "soon" is not a duration`},
+		{"image pull zero refused", "image_pull_timeout: 0s", nil, "image_pull_timeout: must be positive"},
+		{"create negative refused", "container_create_timeout: -1s", nil, "container_create_timeout: must be positive"},
+		{"start zero refused", "container_start_timeout: 0", nil, "container_start_timeout: must be positive"},
+		{"provision zero refused", "provision_timeout: 0s", nil, "provision_timeout: must be positive"},
+		{"reconcile zero refused", "reconcile_interval: 0s", nil, "reconcile_interval: must be positive"},
+		{"diagnostics zero refused", "diagnostics_max_age: 0s", nil, "diagnostics_max_age: must be positive"},
+		{"startup verify zero accepted", "startup_verify_duration: 0s", nil, ""},
+		{"startup verify negative refused", "startup_verify_duration: -5s", nil, "startup_verify_duration: must not be negative"},
+		{"stop timeout zero accepted", "container_stop_timeout: 0", nil, ""},
+		{"stop timeout negative refused", "container_stop_timeout: -1m", nil, "container_stop_timeout: must not be negative"},
+		{"bool for duration refused", "provision_timeout: true", nil, "provision_timeout: must be a duration"},
+	})
+}
+
+func TestValidate_TLS(t *testing.T) {
+	both := "tls_cert_file: /c.pem\ntls_key_file: /k.pem\n"
+	runRuleCases(t, []ruleCase{
+		{"cert and key accepted", both, nil, ""},
+		{"full mTLS accepted", both + "tls_client_ca_file: /ca.pem\ntls_client_allowed_names: [providerd]", nil, ""},
+		{"cert without key refused", "tls_cert_file: /c.pem", nil, "tls_key_file: is required when tls_cert_file is set"},
+		{"key without cert refused", "tls_key_file: /k.pem", nil, "tls_cert_file: is required when tls_key_file is set"},
+		{"CA without cert/key refused", "tls_client_ca_file: /ca.pem", nil, "tls_client_ca_file: requires tls_cert_file and tls_key_file"},
+		{"CA with cert only refused", "tls_cert_file: /c.pem\ntls_client_ca_file: /ca.pem", nil, "tls_client_ca_file: requires"},
+		{"names without CA refused", both + "tls_client_allowed_names: [providerd]", nil, "tls_client_allowed_names: requires tls_client_ca_file"},
+		{"empty name refused", both + "tls_client_ca_file: /ca.pem\ntls_client_allowed_names: [\"\"]", nil, "tls_client_allowed_names: entry 0 is empty"},
+	})
+}
+
+func TestValidate_Hardening(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"readonly rootfs off accepted", "container_readonly_rootfs: false", nil, ""},
+		{"network isolation off refused", "network_isolation: false", nil, "network_isolation: false is not supported"},
+		{"network isolation off env refused", "", []string{"BERTH_NETWORK_ISOLATION=false"}, "network_isolation: false is not supported"},
+		{"pids 0 refused", "container_pids_limit: 0", nil, "container_pids_limit: must be positive"},
+		{"pids 1 accepted", "container_pids_limit: 1", nil, ""},
+		{"tmpfs negative refused", "container_tmpfs_size_mb: -64", nil, "container_tmpfs_size_mb: must be positive"},
+	})
+}
+
+func TestValidate_UnknownFileKeys(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"top-level typo refused", "listen_adr: x", nil, `listen_adr: unknown key in|did you mean "listen_addr"`},
+		{"unrelated key refused", "retain_on_close: true", nil, "retain_on_close: unknown key"},
+		{"nested typo refused", "debug: {chaoss: true}", nil, `debug.chaoss: unknown key|did you mean "chaos"`},
+	})
+}
