@@ -1,0 +1,62 @@
+# berth — one command runs the daemon (`make run`), one runs every test
+# (`make test`). Both install and start what they need (Debian docker.io,
+# docker-registry) on a fresh machine and reuse what is already running.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+
+# Go needs a HOME for its caches; CI may hand us an environment without one.
+ifeq ($(strip $(HOME)),)
+export HOME := $(shell getent passwd "$$(id -u)" | cut -d: -f6)
+endif
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:/usr/local/sbin:/usr/sbin:/sbin:$(PATH)
+
+# What the integration tests run and push to.
+export BERTH_TEST_REGISTRY ?= 127.0.0.1:5000
+export BERTH_TEST_IMAGE ?= $(BERTH_TEST_REGISTRY)/berth/workload:test
+export BERTH_TEST_IMAGE_NOVOLUME ?= $(BERTH_TEST_REGISTRY)/berth/workload:novolume
+export BERTH_REGISTRY_ADDR := $(BERTH_TEST_REGISTRY)
+
+ARGS ?=
+TESTFLAGS ?=
+BENCH ?= .
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 1
+
+.PHONY: run test bench build fmt vet workload-image docker-up registry-up
+
+## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
+run: docker-up
+	go run ./cmd/berthd $(ARGS)
+
+## test: Docker + local registry + test workload image, then every test with -race (extra flags: TESTFLAGS=...)
+test: docker-up registry-up workload-image
+	go test -race -timeout 30m $(TESTFLAGS) ./...
+
+## bench: every benchmark against the real engine (BENCH=regexp BENCHTIME=1s BENCHCOUNT=1)
+bench: docker-up registry-up workload-image
+	go test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m $(TESTFLAGS) ./...
+
+## build: compile every package and command
+build:
+	go build ./...
+
+## fmt: gofmt every Go file in place
+fmt:
+	gofmt -l -w .
+
+## vet: go vet every package
+vet:
+	go vet ./...
+
+## workload-image: build and push $(BERTH_TEST_IMAGE) and its :novolume twin
+workload-image: docker-up registry-up
+	bash .ci/workload-image.sh
+
+## docker-up: install docker.io when missing, start dockerd (with a large address pool) when not running
+docker-up:
+	bash .ci/docker-up.sh
+
+## registry-up: install docker-registry when missing, serve an open registry on $(BERTH_TEST_REGISTRY)
+registry-up:
+	bash .ci/registry-up.sh

@@ -1,0 +1,49 @@
+// Command workload is berth's test workload: one small static binary that the
+// integration tests run as a tenant container to make it serve, fail health
+// checks, exit, ignore SIGTERM, write files and print logs on demand.
+//
+// Every flag also reads a WORKLOAD_* environment variable (flag -exit-after is
+// WORKLOAD_EXIT_AFTER), so a flat manifest can drive it with env alone; a flag
+// given on the command line wins over the environment.
+//
+//	workload [serve] [-port 8080] [-unhealthy] [-health-after D] [-logs N]
+//	                 [-exit-after D -exit-code N] [-ignore-sigterm] [-write P=content]...
+//	workload probe URL           exit 0 when GET URL answers 2xx within 2 s, else 1
+//	workload exit -code N -after D
+//	workload logs -n N           print N lines, then wait for SIGTERM
+//	workload fetch URL           GET URL once, print the body, exit 0 on 2xx else 1
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a mode and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	mode := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		mode, args = args[0], args[1:]
+	}
+	switch mode {
+	case "serve":
+		return runServe(args, stdout, stderr)
+	case "probe":
+		return runProbe(args, stdout, stderr)
+	case "exit":
+		return runExit(args, stdout, stderr)
+	case "logs":
+		return runLogs(args, stdout, stderr)
+	case "fetch":
+		return runFetch(args, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "workload: unknown mode %q (want serve, probe, exit, logs or fetch)\n", mode)
+		return 2
+	}
+}
