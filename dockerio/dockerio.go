@@ -1,0 +1,229 @@
+// Package dockerio is berth's narrow view of the Docker Engine and Compose: the
+// types a lease actor plans with and the Engine interface it drives. The real
+// adapter lives in dockerio/engine (Docker SDK + compose v2); an in-memory fake for
+// unit tests of actor logic lives in dockerio/fake. Nothing outside dockerio/engine
+// links the Docker SDK or compose.
+package dockerio
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Labels carried by every managed container, network and volume (seed: Container Labels).
+const (
+	LabelManaged         = "fred.managed"                // "true"
+	LabelLease           = "fred.lease_uuid"             // lease UUID
+	LabelTenant          = "fred.tenant"                 // tenant address
+	LabelProvider        = "fred.provider_uuid"          // provider UUID
+	LabelSKU             = "fred.sku"                    // SKU as requested
+	LabelCreatedAt       = "fred.created_at"             // RFC 3339
+	LabelService         = "fred.service_name"           // service name ("app" for flat)
+	LabelInstance        = "fred.instance_index"         // 0-based index within the service
+	LabelFailCount       = "fred.fail_count"             // lifetime failures at creation time
+	LabelCallbackURL     = "fred.callback_url"           // exact completion URL
+	LabelLifecycleURL    = "fred.lifecycle_callback_url" // lifecycle URL
+	LabelRuntimeContract = "fred.runtime_contract"       // RuntimeContract at creation
+	LabelMaintenanceID   = "fred.maintenance_id"         // empty for provision launches
+	LabelBackend         = "fred.backend_name"           // backend name
+	LabelImageRef        = "fred.image_reference"        // manifest image reference
+	LabelImageID         = "fred.image_id"               // sha256:… image ID the container runs
+	LabelInstallation    = "fred.installation_id"        // this installation's identity (store meta)
+	LabelOperationID     = "fred.operation_id"           // provision attempt identity
+	LabelGeneration      = "fred.generation"             // provision attempt counter, decimal
+	LabelNetworkScope    = "fred.network_scope"          // "lease" on lease networks
+)
+
+// RuntimeContract versions the properties a container keeps until recreated.
+const RuntimeContract = 1
+
+// Errors the adapter returns; callers classify with errors.Is.
+var (
+	ErrNotFound             = errors.New("docker object not found")
+	ErrImagePull            = errors.New("image pull refused") // registry refused or image missing
+	ErrForeignNetwork       = errors.New("network name taken by a foreign network")
+	ErrAddressPoolExhausted = errors.New("docker address pools exhausted")
+	ErrUnavailable          = errors.New("docker engine unavailable")
+)
+
+// ProjectName is the Compose project (and network name) of a lease.
+func ProjectName(lease string) string { return "fred-" + lease }
+
+// Plan is everything needed to launch one provision attempt of a lease as a
+// Compose project. It is built by the lease actor from the frozen lease spec.
+type Plan struct {
+	Lease          string
+	Tenant         string
+	ProviderUUID   string
+	BackendName    string
+	InstallationID string
+	OperationID    string
+	Generation     uint64
+	FailCount      int
+	CallbackURL    string
+	LifecycleURL   string
+	NetworkID      string // verified lease network, attached as external by ID
+	HostBindIP     string
+	ReadonlyRootfs bool
+	PidsLimit      int64
+	TmpfsSizeMB    int
+	Services       []ServicePlan // sorted by Name
+}
+
+// ServicePlan is one tenant service, fanned out to Quantity instances.
+type ServicePlan struct {
+	Name            string
+	SKU             string
+	Quantity        int
+	CPUCores        float64
+	MemoryMB        int64
+	DiskMB          int64  // 0 = diskless: image VOLUMEs become tmpfs
+	Image           string // manifest reference
+	ImageID         string // resolved sha256 ID after pull/inspect
+	ImageVolumes    []string
+	Env             map[string]string
+	Command         []string // replaces the image ENTRYPOINT when set
+	Args            []string // replaces the image CMD when set
+	User            string
+	Init            *bool
+	StopGracePeriod time.Duration // 0 = Docker default
+	Ports           []PortSpec
+	Expose          []string
+	Tmpfs           []string // tenant tmpfs targets
+	Labels          map[string]string
+	HealthCheck     *HealthCheck      // nil = no manifest health check
+	DependsOn       map[string]string // service → "service_started" | "service_healthy"
+}
+
+// PortSpec is a container port published on HostBindIP with an ephemeral host port.
+type PortSpec struct {
+	Port     int
+	Protocol string // "tcp" | "udp"
+}
+
+// HealthCheck mirrors the manifest health check. Test[0] is CMD, CMD-SHELL or NONE.
+type HealthCheck struct {
+	Test        []string
+	Interval    time.Duration
+	Timeout     time.Duration
+	StartPeriod time.Duration
+	Retries     int
+}
+
+// Active reports whether the check runs (Test[0] is CMD or CMD-SHELL).
+func (h *HealthCheck) Active() bool {
+	return h != nil && len(h.Test) > 0 && (h.Test[0] == "CMD" || h.Test[0] == "CMD-SHELL")
+}
+
+// InstanceKey names one container of a lease.
+type InstanceKey struct {
+	Service string
+	Index   int
+}
+
+// ComposeKeys is the exact key map: Compose service key → instance. A service of
+// quantity 1 keeps its name; quantity n > 1 becomes <name>-0 … <name>-(n-1).
+func ComposeKeys(services []ServicePlan) map[string]InstanceKey {
+	keys := make(map[string]InstanceKey)
+	for _, s := range services {
+		if s.Quantity == 1 {
+			keys[s.Name] = InstanceKey{Service: s.Name, Index: 0}
+			continue
+		}
+		for i := 0; i < s.Quantity; i++ {
+			keys[composeKey(s.Name, i)] = InstanceKey{Service: s.Name, Index: i}
+		}
+	}
+	return keys
+}
+
+func composeKey(name string, i int) string { return name + "-" + strconv.Itoa(i) }
+
+// Container is one managed container as Docker reports it.
+type Container struct {
+	ID          string // full ID
+	Name        string
+	Lease       string
+	Service     string
+	Index       int
+	OperationID string
+	Generation  uint64
+	Image       string // reference (fred.image_reference)
+	ImageID     string
+	State       string // created | running | paused | restarting | removing | exited | dead
+	Health      string // "" (no check) | starting | healthy | unhealthy
+	ExitCode    int
+	OOMKilled   bool
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Ports       map[string]Binding // "8080/tcp" → binding
+	Labels      map[string]string
+}
+
+// Binding is a published port.
+type Binding struct {
+	HostIP   string
+	HostPort string
+}
+
+// ImageInfo is what inspect tells a lease about an image.
+type ImageInfo struct {
+	ID      string
+	Volumes []string // declared VOLUME paths, sorted
+	User    string
+}
+
+// NetworkSpec asks for the lease network fred-<lease>.
+type NetworkSpec struct {
+	Lease          string
+	Tenant         string
+	BackendName    string
+	InstallationID string
+}
+
+// Network is a managed network as Docker reports it.
+type Network struct {
+	ID         string
+	Name       string
+	Labels     map[string]string
+	Containers int // attached containers
+}
+
+// Event is one container event from Docker's stream.
+type Event struct {
+	Action      string // start | die | kill | oom
+	ContainerID string
+	Lease       string
+	Service     string
+	Index       int
+	Generation  uint64
+	ExitCode    int
+	At          time.Time
+}
+
+// DownOptions tune teardown.
+type DownOptions struct {
+	StopTimeout   time.Duration
+	RemoveVolumes bool // remove the lease's managed named volumes too
+}
+
+// Engine is everything berth asks of Docker. Every method honours ctx's deadline.
+type Engine interface {
+	Ping(ctx context.Context) error
+	PullImage(ctx context.Context, ref string) error
+	InspectImage(ctx context.Context, ref string) (ImageInfo, error)
+	EnsureNetwork(ctx context.Context, spec NetworkSpec) (string, error)
+	InspectNetwork(ctx context.Context, id string) (Network, error)
+	LeaseNetworks(ctx context.Context, installationID string) ([]Network, error)
+	RemoveNetwork(ctx context.Context, id string) error
+	Up(ctx context.Context, plan Plan) error
+	Cohort(ctx context.Context, lease string) ([]Container, error)
+	Inspect(ctx context.Context, id string) (Container, error)
+	Down(ctx context.Context, lease string, opts DownOptions) error
+	RemoveContainers(ctx context.Context, ids []string) error
+	ListManaged(ctx context.Context, installationID string) ([]Container, error)
+	Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error)
+	Events(ctx context.Context, installationID string) (<-chan Event, <-chan error)
+}

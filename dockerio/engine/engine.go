@@ -1,0 +1,193 @@
+// Package engine is berth's real dockerio.Engine: the Docker Engine SDK for
+// objects berth manages one by one (images, networks, volumes, containers, events,
+// logs) and Compose v2 for launching and tearing down a lease's project. It talks
+// to Docker Engine 20.10 (API 1.41) through API version negotiation and uses no
+// endpoint newer than that.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/compose/v2/pkg/api"
+	"github.com/docker/compose/v2/pkg/compose"
+	"github.com/docker/docker/client"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// Options configure an Engine.
+type Options struct {
+	Host        string        // docker_host, e.g. "unix:///var/run/docker.sock"; "" = client.FromEnv
+	BackendName string        // "docker": fred.backend_name on everything we create
+	PullTimeout time.Duration // image_pull_timeout, applied inside PullImage on top of ctx
+	Logger      zerolog.Logger
+}
+
+// Engine is the Docker + Compose adapter. Safe for concurrent use.
+type Engine struct {
+	docker  *client.Client
+	compose api.Compose
+	opts    Options
+	log     zerolog.Logger
+
+	netLocks leaseLocks // serialises EnsureNetwork per lease (Docker allows duplicate names)
+
+	composeMu    sync.Mutex
+	composeReady bool // compose's process-wide API-version cache holds a good value
+}
+
+var _ dockerio.Engine = (*Engine)(nil)
+
+// pinnedAPIVersion is Docker Engine 20.10's API, used when negotiation cannot run.
+const pinnedAPIVersion = "1.41"
+
+// defaultPullTimeout applies when Options.PullTimeout is zero (config default 5m).
+const defaultPullTimeout = 5 * time.Minute
+
+// New builds an Engine, negotiating the API version with the engine when it
+// answers within a few seconds.
+func New(opts Options) (*Engine, error) {
+	clientOpts := []client.Opt{client.WithAPIVersionNegotiation()}
+	if opts.Host == "" {
+		clientOpts = append([]client.Opt{client.FromEnv}, clientOpts...)
+	} else {
+		clientOpts = append(clientOpts, client.WithHost(opts.Host))
+	}
+	docker, err := client.NewClientWithOpts(clientOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
+	}
+	// Negotiate now, once: the SDK's lazy negotiation writes the client's version
+	// while concurrent calls read it (a data race under -race). When the engine is
+	// not reachable yet, pin the API version the engine we target speaks instead.
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ping, perr := docker.Ping(pctx)
+	pcancel()
+	if perr == nil {
+		docker.NegotiateAPIVersionPing(ping)
+	} else {
+		_ = docker.Close()
+		pinned := append(clientOpts[:len(clientOpts):len(clientOpts)], client.WithVersion(pinnedAPIVersion))
+		if docker, err = client.NewClientWithOpts(pinned...); err != nil {
+			return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
+		}
+		opts.Logger.Warn().Err(perr).Str("api_version", pinnedAPIVersion).Msg("docker not reachable at start; API version pinned")
+	}
+	if opts.PullTimeout <= 0 {
+		opts.PullTimeout = defaultPullTimeout
+	}
+	if opts.BackendName == "" {
+		opts.BackendName = "docker"
+	}
+	cli, err := newComposeCLI(docker)
+	if err != nil {
+		_ = docker.Close()
+		return nil, fmt.Errorf("compose cli: %w", err)
+	}
+	routeComposeLogs(opts.Logger)
+	e := &Engine{
+		docker: docker,
+		// The prompt is only asked about destructive changes (e.g. recreating a
+		// diverged volume); berth never agrees to them unattended.
+		compose: compose.NewComposeService(cli, compose.WithPrompt(func(string, bool) (bool, error) { return false, nil })),
+		opts:    opts,
+		log:     opts.Logger.With().Str("component", "dockerio").Logger(),
+	}
+	return e, nil
+}
+
+// Close releases the Docker client's connections.
+func (e *Engine) Close() error {
+	return e.docker.Close()
+}
+
+// Ping checks the engine answers.
+func (e *Engine) Ping(ctx context.Context) error {
+	if _, err := e.docker.Ping(ctx); err != nil {
+		return dockerErr("ping docker", err)
+	}
+	return nil
+}
+
+// dockerErr wraps err with op and the dockerio sentinel it means, so callers can
+// classify with errors.Is while the cause stays visible in logs.
+func dockerErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%s: %w: %w", op, dockerio.ErrUnavailable, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%s: %w: %w", op, dockerio.ErrNotFound, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isNotFound reports a Docker "no such object" answer.
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+// isConflict reports a Docker "already exists" answer.
+func isConflict(err error) bool { return cerrdefs.IsConflict(err) }
+
+// leaseLocks hands out one mutex per lease and forgets it when nobody holds it.
+type leaseLocks struct {
+	mu    sync.Mutex
+	locks map[string]*leaseLock
+}
+
+type leaseLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock blocks until the lease's mutex is held (or ctx ends) and returns its unlock.
+func (l *leaseLocks) lock(ctx context.Context, lease string) (func(), error) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = make(map[string]*leaseLock)
+	}
+	ll := l.locks[lease]
+	if ll == nil {
+		ll = &leaseLock{}
+		l.locks[lease] = ll
+	}
+	ll.refs++
+	l.mu.Unlock()
+
+	release := func() {
+		l.mu.Lock()
+		ll.refs--
+		if ll.refs == 0 {
+			delete(l.locks, lease)
+		}
+		l.mu.Unlock()
+	}
+	acquired := make(chan struct{})
+	go func() {
+		ll.mu.Lock()
+		close(acquired)
+	}()
+	select {
+	case <-acquired:
+		return func() { ll.mu.Unlock(); release() }, nil
+	case <-ctx.Done():
+		// The goroutine still takes the mutex eventually; hand it straight back.
+		go func() { <-acquired; ll.mu.Unlock(); release() }()
+		return nil, ctx.Err()
+	}
+}
+
+// trimID shortens an ID for messages.
+func trimID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

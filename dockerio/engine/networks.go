@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine/labels"
+)
+
+// poolExhaustedMarker is how dockerd 20.10 reports that no address pool has room
+// for another bridge network.
+const poolExhaustedMarker = "could not find an available, non-overlapping IPv4 address pool"
+
+// EnsureNetwork returns the ID of the lease network fred-<lease>, creating it when
+// absent. An existing network of that name is used only when it carries exactly
+// our ownership labels; anything else fails with dockerio.ErrForeignNetwork and is
+// never touched. Docker allows duplicate network names, so calls for one lease
+// are serialised here and the name is re-checked after a create: when two of ours
+// exist (another process raced us), the oldest is kept and the empty surplus
+// removed. Across processes this cannot be atomic: a racing creator that lost
+// may still return its removed network; the launch's by-ID verification then
+// fails with ErrNotFound and the next attempt converges on the survivor.
+func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (string, error) {
+	if spec.Lease == "" {
+		return "", fmt.Errorf("ensure network: empty lease")
+	}
+	if spec.BackendName == "" {
+		spec.BackendName = e.opts.BackendName
+	}
+	name := dockerio.ProjectName(spec.Lease)
+	unlock, err := e.netLocks.lock(ctx, spec.Lease)
+	if err != nil {
+		return "", fmt.Errorf("ensure network %s: %w", name, err)
+	}
+	defer unlock()
+
+	id, err := e.findLeaseNetwork(ctx, name, spec, "")
+	if err != nil || id != "" {
+		return id, err
+	}
+
+	created, err := e.docker.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver: "bridge",
+		Labels: labels.Network(spec),
+	})
+	switch {
+	case err != nil && strings.Contains(err.Error(), poolExhaustedMarker):
+		return "", fmt.Errorf("create network %s: %w: %w", name, dockerio.ErrAddressPoolExhausted, err)
+	case err != nil && !isConflict(err):
+		return "", dockerErr("create network "+name, err)
+	case err == nil:
+		// Not found here means a concurrent creator already removed ours as its
+		// surplus: an older one exists, and the re-checks below find it.
+		if err := e.verifyNetwork(ctx, created.ID, name, spec); err != nil && !errors.Is(err, dockerio.ErrNotFound) {
+			return "", err
+		}
+	}
+	// A conflict means someone else created the name between our list and create;
+	// either way, the re-checks below decide which network the lease uses. A
+	// concurrent creator's network can become visible in a list a moment after
+	// ours, so the answer counts only once two checks a short pause apart agree.
+	var prev string
+	for attempt := 0; ; attempt++ {
+		id, err = e.findLeaseNetwork(ctx, name, spec, created.ID)
+		if err != nil {
+			return "", err
+		}
+		if id == "" {
+			return "", fmt.Errorf("ensure network %s: %w: vanished right after create", name, dockerio.ErrNotFound)
+		}
+		if id == prev || attempt == networkSettleChecks {
+			return id, nil
+		}
+		prev = id
+		select {
+		case <-time.After(networkSettlePause):
+		case <-ctx.Done():
+			return "", fmt.Errorf("ensure network %s: %w", name, ctx.Err())
+		}
+	}
+}
+
+// Re-checks after a create: at most networkSettleChecks more, networkSettlePause apart.
+const (
+	networkSettleChecks = 5
+	networkSettlePause  = 100 * time.Millisecond
+)
+
+// findLeaseNetwork looks name up exactly. It returns "" when no network has the
+// name, ErrForeignNetwork when any holder is not ours, else the oldest of ours
+// (verified by ID), removing our empty surplus duplicates. justCreated is the
+// network this call created, if any: it is removed when it turns out surplus or
+// when a foreign network shares its name.
+func (e *Engine) findLeaseNetwork(ctx context.Context, name string, spec dockerio.NetworkSpec, justCreated string) (string, error) {
+	for attempt := 1; ; attempt++ {
+		id, err := e.findLeaseNetworkOnce(ctx, name, spec, justCreated)
+		// The chosen network vanished between list and verify: a concurrent
+		// creator removed it as its surplus. Look again.
+		if errors.Is(err, dockerio.ErrNotFound) && attempt < 3 && ctx.Err() == nil {
+			continue
+		}
+		return id, err
+	}
+}
+
+func (e *Engine) findLeaseNetworkOnce(ctx context.Context, name string, spec dockerio.NetworkSpec, justCreated string) (string, error) {
+	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return "", dockerErr("list networks named "+name, err)
+	}
+	owner := labels.NetworkOwnership(spec)
+	var ours []network.Summary
+	for _, n := range list {
+		if n.Name != name { // the name filter matches substrings
+			continue
+		}
+		if !ownedLeaseNetwork(n, owner) {
+			if justCreated != "" {
+				e.removeSurplusNetwork(ctx, justCreated, name)
+			}
+			return "", fmt.Errorf("network %s (%s): %w", name, trimID(n.ID), dockerio.ErrForeignNetwork)
+		}
+		ours = append(ours, n)
+	}
+	if len(ours) == 0 {
+		return "", nil
+	}
+	slices.SortFunc(ours, func(a, b network.Summary) int {
+		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
+	})
+	keep := ours[0]
+	for _, n := range ours[1:] {
+		e.removeSurplusNetwork(ctx, n.ID, name)
+	}
+	if err := e.verifyNetwork(ctx, keep.ID, name, spec); err != nil {
+		return "", err
+	}
+	return keep.ID, nil
+}
+
+func ownedLeaseNetwork(n network.Summary, owner map[string]string) bool {
+	return n.Driver == "bridge" && n.Scope == "local" && labels.HasAll(n.Labels, owner)
+}
+
+// removeSurplusNetwork removes a duplicate of ours; it never removes one with
+// containers attached (Docker refuses that anyway) and only logs failures: the
+// reclaimer's sweep gets another chance at it.
+func (e *Engine) removeSurplusNetwork(ctx context.Context, id, name string) {
+	if err := e.docker.NetworkRemove(ctx, id); err != nil && !isNotFound(err) {
+		e.log.Warn().Err(err).Str("network", name).Str("network_id", id).Msg("could not remove duplicate lease network")
+		return
+	}
+	e.log.Info().Str("network", name).Str("network_id", id).Msg("removed duplicate lease network")
+}
+
+// verifyNetwork inspects id and proves it is the lease network: exact ID, name,
+// driver and ownership labels.
+func (e *Engine) verifyNetwork(ctx context.Context, id, name string, spec dockerio.NetworkSpec) error {
+	n, err := e.docker.NetworkInspect(ctx, id, network.InspectOptions{})
+	if err != nil {
+		return dockerErr("verify network "+name, err)
+	}
+	if n.ID != id || n.Name != name {
+		return fmt.Errorf("verify network %s: %w: %s resolves to %s (%s)", name, dockerio.ErrForeignNetwork, trimID(id), n.Name, trimID(n.ID))
+	}
+	if !ownedLeaseNetwork(n, labels.NetworkOwnership(spec)) {
+		return fmt.Errorf("verify network %s (%s): %w", name, trimID(id), dockerio.ErrForeignNetwork)
+	}
+	return nil
+}
+
+// InspectNetwork reports the network whose full ID is id; a name or an ID prefix
+// that happens to resolve is dockerio.ErrNotFound.
+func (e *Engine) InspectNetwork(ctx context.Context, id string) (dockerio.Network, error) {
+	n, err := e.docker.NetworkInspect(ctx, id, network.InspectOptions{})
+	if err != nil {
+		return dockerio.Network{}, dockerErr("inspect network "+trimID(id), err)
+	}
+	if n.ID != id {
+		return dockerio.Network{}, fmt.Errorf("inspect network %s: %w: no network has exactly this ID", trimID(id), dockerio.ErrNotFound)
+	}
+	return toNetwork(n), nil
+}
+
+func toNetwork(n network.Inspect) dockerio.Network {
+	return dockerio.Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Containers: len(n.Containers)}
+}
+
+// LeaseNetworks lists the managed lease networks of installationID with their
+// attached-container counts (a list does not carry them on API 1.41, so each is
+// inspected). Sorted by name.
+func (e *Engine) LeaseNetworks(ctx context.Context, installationID string) ([]dockerio.Network, error) {
+	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", dockerio.LabelManaged+"=true"),
+		filters.Arg("label", dockerio.LabelNetworkScope+"="+labels.NetworkScopeLease),
+		filters.Arg("label", dockerio.LabelInstallation+"="+installationID),
+	)})
+	if err != nil {
+		return nil, dockerErr("list lease networks", err)
+	}
+	out := make([]dockerio.Network, 0, len(list))
+	for _, s := range list {
+		n, err := e.docker.NetworkInspect(ctx, s.ID, network.InspectOptions{})
+		if isNotFound(err) {
+			continue // removed since the list
+		}
+		if err != nil {
+			return nil, dockerErr("inspect network "+s.Name, err)
+		}
+		out = append(out, toNetwork(n))
+	}
+	slices.SortFunc(out, func(a, b dockerio.Network) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// RemoveNetwork removes the network whose full ID is id. Idempotent: when no
+// network has exactly this ID there is nothing to remove. A network with
+// containers attached is refused by Docker and reported.
+func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
+	n, err := e.docker.NetworkInspect(ctx, id, network.InspectOptions{})
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return dockerErr("remove network "+trimID(id), err)
+	}
+	if n.ID != id {
+		return nil
+	}
+	if err := e.docker.NetworkRemove(ctx, n.ID); err != nil && !isNotFound(err) {
+		return dockerErr("remove network "+n.Name, err)
+	}
+	return nil
+}

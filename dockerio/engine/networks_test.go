@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine/labels"
+)
+
+func testSpec(installation string) dockerio.NetworkSpec {
+	lease := uuid.NewString()
+	return dockerio.NetworkSpec{Lease: lease, Tenant: "tenant-" + lease[:8], BackendName: "docker", InstallationID: installation}
+}
+
+// removeNetworkAtEnd removes whatever network of that name the test leaves behind.
+func removeNetworksNamedAtEnd(t *testing.T, name string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, n := range networksNamed(t, ctx, name) {
+			_ = fx.docker.NetworkRemove(ctx, n.ID)
+		}
+	})
+}
+
+func networksNamed(t *testing.T, ctx context.Context, name string) []network.Summary {
+	t.Helper()
+	list, err := fx.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		t.Fatalf("network list: %v", err)
+	}
+	var exact []network.Summary
+	for _, n := range list {
+		if n.Name == name {
+			exact = append(exact, n)
+		}
+	}
+	return exact
+}
+
+func TestEnsureNetwork_CreatesVerifiedLabelledBridge_IdempotentListedAndRemovable(t *testing.T) {
+	e := newTestEngine(t)
+	ctx := testCtx(t, time.Minute)
+	spec := testSpec("inst-" + uuid.NewString()[:8])
+	name := dockerio.ProjectName(spec.Lease)
+	removeNetworksNamedAtEnd(t, name)
+
+	id, err := e.EnsureNetwork(ctx, spec)
+	if err != nil {
+		t.Fatalf("EnsureNetwork: %v", err)
+	}
+	raw, err := fx.docker.NetworkInspect(ctx, id, network.InspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if raw.ID != id || raw.Name != name || raw.Driver != "bridge" || raw.Internal {
+		t.Errorf("network = id %s name %s driver %s internal %v", raw.ID, raw.Name, raw.Driver, raw.Internal)
+	}
+	if !labels.HasAll(raw.Labels, labels.Network(spec)) {
+		t.Errorf("labels = %v, want %v", raw.Labels, labels.Network(spec))
+	}
+	for k := range raw.Labels {
+		if len(k) > 19 && k[:19] == "com.docker.compose." {
+			t.Errorf("lease network carries compose label %s: compose could claim it", k)
+		}
+	}
+
+	again, err := e.EnsureNetwork(ctx, spec)
+	if err != nil || again != id {
+		t.Errorf("second EnsureNetwork = %s, %v; want %s", again, err, id)
+	}
+	if n := len(networksNamed(t, ctx, name)); n != 1 {
+		t.Errorf("%d networks named %s, want 1", n, name)
+	}
+
+	got, err := e.InspectNetwork(ctx, id)
+	if err != nil || got.ID != id || got.Name != name || got.Containers != 0 {
+		t.Errorf("InspectNetwork = %+v, %v", got, err)
+	}
+	if _, err := e.InspectNetwork(ctx, name); !errors.Is(err, dockerio.ErrNotFound) {
+		t.Errorf("InspectNetwork(by name) = %v, want ErrNotFound (IDs only)", err)
+	}
+	listed, err := e.LeaseNetworks(ctx, spec.InstallationID)
+	if err != nil || len(listed) != 1 || listed[0].ID != id {
+		t.Errorf("LeaseNetworks = %+v, %v; want just %s", listed, err, id)
+	}
+	if other, err := e.LeaseNetworks(ctx, "inst-other-"+uuid.NewString()[:8]); err != nil || len(other) != 0 {
+		t.Errorf("LeaseNetworks(other installation) = %+v, %v; want none", other, err)
+	}
+
+	if err := e.RemoveNetwork(ctx, id); err != nil {
+		t.Fatalf("RemoveNetwork: %v", err)
+	}
+	if _, err := e.InspectNetwork(ctx, id); !errors.Is(err, dockerio.ErrNotFound) {
+		t.Errorf("InspectNetwork after remove = %v, want ErrNotFound", err)
+	}
+	if err := e.RemoveNetwork(ctx, id); err != nil {
+		t.Errorf("RemoveNetwork again = %v, want nil (idempotent)", err)
+	}
+}
+
+func TestEnsureNetwork_SameNamedForeignNetwork_RefusedAndLeftUntouched(t *testing.T) {
+	e := newTestEngine(t)
+	ctx := testCtx(t, time.Minute)
+	installation := "inst-" + uuid.NewString()[:8]
+
+	unlabelled := testSpec(installation)
+	foreignID := createForeignNetwork(t, dockerio.ProjectName(unlabelled.Lease))
+	if _, err := e.EnsureNetwork(ctx, unlabelled); !errors.Is(err, dockerio.ErrForeignNetwork) {
+		t.Errorf("EnsureNetwork over an unlabelled network = %v, want ErrForeignNetwork", err)
+	}
+	nets := networksNamed(t, ctx, dockerio.ProjectName(unlabelled.Lease))
+	if len(nets) != 1 || nets[0].ID != foreignID || len(nets[0].Labels) != 1 {
+		t.Errorf("foreign network changed: %+v", nets)
+	}
+
+	// Our labels but another installation's identity: still not ours.
+	otherInstallation := testSpec(installation)
+	theirs := otherInstallation
+	theirs.InstallationID = "inst-someone-else"
+	name := dockerio.ProjectName(theirs.Lease)
+	resp, err := fx.docker.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: labels.Network(theirs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeNetworksNamedAtEnd(t, name)
+	if _, err := e.EnsureNetwork(ctx, otherInstallation); !errors.Is(err, dockerio.ErrForeignNetwork) {
+		t.Errorf("EnsureNetwork over another installation's network = %v, want ErrForeignNetwork", err)
+	}
+	if n := networksNamed(t, ctx, name); len(n) != 1 || n[0].ID != resp.ID {
+		t.Errorf("other installation's network changed: %+v", n)
+	}
+}
+
+// Docker allows duplicate names. Concurrent EnsureNetwork calls for one lease
+// from two engines (which share no lock, like two processes) must leave exactly
+// one network; every caller returns it, or returns a network that no longer
+// exists (a lost cross-process race, caught by Up's by-ID verification).
+// Within one engine, calls always agree.
+func TestEnsureNetwork_ConcurrentCallsFromTwoEngines_OneNetworkRemains(t *testing.T) {
+	a, b := newTestEngine(t), newTestEngine(t)
+	ctx := testCtx(t, 3*time.Minute)
+	lost := 0
+	for round := 0; round < 4; round++ {
+		spec := testSpec("inst-" + uuid.NewString()[:8])
+		name := dockerio.ProjectName(spec.Lease)
+		removeNetworksNamedAtEnd(t, name)
+
+		ids := make([]string, 6)
+		errs := make([]error, 6)
+		var wg sync.WaitGroup
+		for i := range ids {
+			e := a
+			if i%2 == 1 {
+				e = b
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids[i], errs[i] = e.EnsureNetwork(ctx, spec)
+			}()
+		}
+		wg.Wait()
+		nets := networksNamed(t, ctx, name)
+		if len(nets) != 1 {
+			t.Fatalf("round %d: %d networks named %s, want exactly 1", round, len(nets), name)
+		}
+		survivor := nets[0].ID
+		for i := range ids {
+			if errs[i] != nil {
+				t.Errorf("round %d call %d: %v", round, i, errs[i])
+				continue
+			}
+			if ids[i] != ids[i%2] {
+				t.Errorf("round %d: calls on one engine disagree: %s vs %s", round, ids[i], ids[i%2])
+			}
+			if ids[i] == survivor {
+				continue
+			}
+			lost++
+			if _, err := a.InspectNetwork(ctx, ids[i]); !errors.Is(err, dockerio.ErrNotFound) {
+				t.Errorf("round %d call %d returned %s, neither the survivor nor gone (%v)", round, i, ids[i][:12], err)
+			}
+		}
+	}
+	t.Logf("callers that lost a cross-engine race (and got a removed network): %d of 24", lost)
+}
+
+// Two of our networks under one name (left by a race in an earlier process):
+// the oldest is kept, the surplus removed.
+func TestEnsureNetwork_DuplicateOwnedNetworks_OldestKeptSurplusRemoved(t *testing.T) {
+	e := newTestEngine(t)
+	ctx := testCtx(t, time.Minute)
+	spec := testSpec("inst-" + uuid.NewString()[:8])
+	name := dockerio.ProjectName(spec.Lease)
+	removeNetworksNamedAtEnd(t, name)
+
+	oldest := createDuplicateNetwork(t, ctx, name, labels.Network(spec))
+	time.Sleep(10 * time.Millisecond) // distinct creation times (ordering, not correctness)
+	newer := createDuplicateNetwork(t, ctx, name, labels.Network(spec))
+	if n := len(networksNamed(t, ctx, name)); n != 2 {
+		t.Fatalf("setup: %d networks named %s, want 2", n, name)
+	}
+	id, err := e.EnsureNetwork(ctx, spec)
+	if err != nil || id != oldest {
+		t.Fatalf("EnsureNetwork = %s, %v; want the oldest %s", id, err, oldest)
+	}
+	nets := networksNamed(t, ctx, name)
+	if len(nets) != 1 || nets[0].ID != oldest {
+		t.Errorf("after EnsureNetwork: %d networks, newer %s should be gone", len(nets), newer[:12])
+	}
+}
+
+// createDuplicateNetwork bypasses the SDK, which always asks API < 1.44 daemons
+// to refuse duplicate names, to create a same-named network as another process could.
+func createDuplicateNetwork(t *testing.T, ctx context.Context, name string, l map[string]string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"Name": name, "Driver": "bridge", "CheckDuplicate": false, "Labels": l})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://docker/v1.41/networks/create", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := fx.docker.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatalf("raw network create: %v", err)
+	}
+	defer resp.Body.Close()
+	var out struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated || out.ID == "" {
+		t.Fatalf("raw network create: status %d, %v", resp.StatusCode, err)
+	}
+	return out.ID
+}

@@ -1,0 +1,267 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/docker/compose/v2/pkg/api"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine/labels"
+)
+
+// leaseNetworkKey is the Compose key of the one network every container joins.
+const leaseNetworkKey = "lease"
+
+// namedVolume is a managed Docker volume a stateful instance mounts; Up creates
+// it (if absent) before Compose runs, and the project declares it external.
+type namedVolume struct {
+	Name   string
+	Labels map[string]string
+}
+
+// buildProject turns a plan into the in-memory Compose project of the lease: one
+// Compose service per instance key of dockerio.ComposeKeys, each carrying every
+// hardening setting, the SKU limits and the seed's fred.* labels. It is a pure
+// function of its inputs, so a repeated Up of the same plan yields the same
+// Compose config hashes and Compose leaves running containers alone.
+func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, []namedVolume, error) {
+	if plan.Lease == "" || plan.NetworkID == "" {
+		return nil, nil, fmt.Errorf("plan: lease and network ID are required")
+	}
+	if len(plan.Services) == 0 {
+		return nil, nil, fmt.Errorf("plan: no services")
+	}
+	byName := make(map[string]dockerio.ServicePlan, len(plan.Services))
+	for _, s := range plan.Services {
+		if _, dup := byName[s.Name]; dup {
+			return nil, nil, fmt.Errorf("plan: service %q listed twice", s.Name)
+		}
+		byName[s.Name] = s
+	}
+	keys := dockerio.ComposeKeys(plan.Services)
+	keysOf := make(map[string][]string) // service name → its instance keys, sorted
+	for key, inst := range keys {
+		keysOf[inst.Service] = append(keysOf[inst.Service], key)
+	}
+	for _, ks := range keysOf {
+		slices.Sort(ks)
+	}
+
+	name := dockerio.ProjectName(plan.Lease)
+	project := &types.Project{
+		Name:       name,
+		WorkingDir: "/",
+		Services:   types.Services{},
+		Networks: types.Networks{
+			// External and named by the verified ID: Compose neither creates nor
+			// removes it, and Docker resolves an exact ID before any name.
+			leaseNetworkKey: {Name: plan.NetworkID, External: true},
+		},
+		Volumes: types.Volumes{},
+	}
+	var volumes []namedVolume
+
+	for key, inst := range keys {
+		svc := byName[inst.Service]
+		if len(svc.ImageVolumes) > labels.MaxImageVolumes {
+			return nil, nil, fmt.Errorf("plan: service %q: image declares %d VOLUMEs, at most %d are supported",
+				svc.Name, len(svc.ImageVolumes), labels.MaxImageVolumes)
+		}
+		sc, vols, err := buildService(plan, svc, key, inst.Index, createdAt)
+		if err != nil {
+			return nil, nil, err
+		}
+		for target, condition := range svc.DependsOn {
+			targetKeys, ok := keysOf[target]
+			if _, known := byName[target]; !known {
+				return nil, nil, fmt.Errorf("plan: service %q depends on unknown service %q", svc.Name, target)
+			}
+			if condition != types.ServiceConditionStarted && condition != types.ServiceConditionHealthy {
+				return nil, nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", svc.Name, condition)
+			}
+			if !ok {
+				continue // a quantity-0 target has no instances to wait for
+			}
+			if sc.DependsOn == nil {
+				sc.DependsOn = types.DependsOnConfig{}
+			}
+			for _, tk := range targetKeys {
+				sc.DependsOn[tk] = types.ServiceDependency{Condition: condition, Required: true}
+			}
+		}
+		project.Services[key] = sc
+		for _, v := range vols {
+			project.Volumes[v.Name] = types.VolumeConfig{Name: v.Name, External: true}
+		}
+		volumes = append(volumes, vols...)
+	}
+	slices.SortFunc(volumes, func(a, b namedVolume) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return project, volumes, nil
+}
+
+// buildService is the Compose service of one instance.
+func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, createdAt time.Time) (types.ServiceConfig, []namedVolume, error) {
+	project := dockerio.ProjectName(plan.Lease)
+	fred := labels.Container(plan, svc, index, createdAt)
+	// created_at changes on every Up; keeping it out of the hashed labels keeps
+	// Compose's config hash stable, so a repeated Up does not recreate anything.
+	delete(fred, dockerio.LabelCreatedAt)
+
+	image := svc.ImageID
+	if image == "" {
+		image = svc.Image
+	}
+	memBytes := types.UnitBytes(svc.MemoryMB * 1024 * 1024)
+	restart := types.RestartPolicyNo
+
+	sc := types.ServiceConfig{
+		Name:       key,
+		Image:      image,
+		PullPolicy: types.PullPolicyNever, // images are pulled and pinned before Up
+		Labels:     types.Labels(fred),
+		CustomLabels: types.Labels{
+			api.ProjectLabel:        project,
+			api.ServiceLabel:        key,
+			api.VersionLabel:        api.ComposeVersion,
+			api.WorkingDirLabel:     "/",
+			api.ConfigFilesLabel:    "",
+			api.OneoffLabel:         "False",
+			dockerio.LabelCreatedAt: createdAt.UTC().Format(time.RFC3339),
+			api.ImageBuilderLabel:   "",
+		},
+		CapDrop:      []string{"ALL"},
+		SecurityOpt:  []string{"no-new-privileges:true"},
+		ReadOnly:     plan.ReadonlyRootfs,
+		PidsLimit:    plan.PidsLimit,
+		MemLimit:     memBytes,
+		MemSwapLimit: memBytes, // equal to the limit: no swap at all
+		CPUS:         float32(svc.CPUCores),
+		Restart:      restart,
+		Init:         svc.Init,
+		User:         svc.User,
+		Networks: map[string]*types.ServiceNetworkConfig{
+			// The bare service name is the in-lease DNS name: web reaches db, and
+			// every fan-out instance answers to its service's name.
+			leaseNetworkKey: {Aliases: []string{svc.Name}},
+		},
+	}
+	if svc.StopGracePeriod > 0 {
+		d := types.Duration(svc.StopGracePeriod)
+		sc.StopGracePeriod = &d
+	}
+	if len(svc.Env) > 0 {
+		sc.Environment = types.MappingWithEquals{}
+		for k, v := range svc.Env {
+			sc.Environment[k] = &v
+		}
+	}
+	if len(svc.Command) > 0 {
+		sc.Entrypoint = types.ShellCommand(slices.Clone(svc.Command))
+	}
+	if len(svc.Args) > 0 {
+		sc.Command = types.ShellCommand(slices.Clone(svc.Args))
+	}
+	if hc := healthCheck(svc.HealthCheck); hc != nil {
+		sc.HealthCheck = hc
+	}
+	for _, p := range svc.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		sc.Ports = append(sc.Ports, types.ServicePortConfig{
+			Mode:     "ingress",
+			HostIP:   plan.HostBindIP,
+			Target:   uint32(p.Port),
+			Protocol: proto,
+			// Published empty: Docker picks an ephemeral host port.
+		})
+	}
+	if len(svc.Expose) > 0 {
+		sc.Expose = types.StringOrNumberList(slices.Clone(svc.Expose))
+	}
+
+	mounts, vols := buildMounts(plan, svc, index)
+	sc.Volumes = mounts
+	return sc, vols, nil
+}
+
+// buildMounts lays out every filesystem mount of one instance. Later layers win
+// on the same target: the read-only rootfs' /tmp and /run, then the image VOLUMEs
+// (named volume when stateful, tmpfs when diskless, so no anonymous volume is ever
+// created), then the tenant's tmpfs mounts. Sorted by target, for a stable hash.
+func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) ([]types.ServiceVolumeConfig, []namedVolume) {
+	tmpfsSize := types.UnitBytes(int64(plan.TmpfsSizeMB) * 1024 * 1024)
+	tmpfs := func(target string) types.ServiceVolumeConfig {
+		m := types.ServiceVolumeConfig{Type: types.VolumeTypeTmpfs, Target: target}
+		if tmpfsSize > 0 {
+			m.Tmpfs = &types.ServiceVolumeTmpfs{Size: tmpfsSize}
+		}
+		return m
+	}
+	byTarget := map[string]types.ServiceVolumeConfig{}
+	if plan.ReadonlyRootfs {
+		byTarget["/tmp"] = tmpfs("/tmp")
+		byTarget["/run"] = tmpfs("/run")
+	}
+	var vols []namedVolume
+	imageVolumes := slices.Clone(svc.ImageVolumes)
+	slices.Sort(imageVolumes)
+	for k, target := range imageVolumes {
+		if svc.DiskMB == 0 {
+			byTarget[target] = tmpfs(target)
+			continue
+		}
+		name := labels.VolumeName(plan.Lease, svc.Name, index, k)
+		vols = append(vols, namedVolume{Name: name, Labels: labels.Volume(plan, svc.Name, index)})
+		byTarget[target] = types.ServiceVolumeConfig{Type: types.VolumeTypeVolume, Source: name, Target: target}
+	}
+	for _, target := range svc.Tmpfs {
+		byTarget[target] = tmpfs(target)
+	}
+	targets := slices.Sorted(maps.Keys(byTarget))
+	mounts := make([]types.ServiceVolumeConfig, 0, len(targets))
+	for _, t := range targets {
+		mounts = append(mounts, byTarget[t])
+	}
+	return mounts, vols
+}
+
+// healthCheck maps the manifest check; nil keeps the image's own HEALTHCHECK,
+// NONE disables it.
+func healthCheck(h *dockerio.HealthCheck) *types.HealthCheckConfig {
+	if h == nil || len(h.Test) == 0 {
+		return nil
+	}
+	if h.Test[0] == "NONE" {
+		return &types.HealthCheckConfig{Test: types.HealthCheckTest{"NONE"}, Disable: true}
+	}
+	hc := &types.HealthCheckConfig{Test: types.HealthCheckTest(slices.Clone(h.Test))}
+	dur := func(d time.Duration) *types.Duration {
+		if d <= 0 {
+			return nil
+		}
+		v := types.Duration(d)
+		return &v
+	}
+	hc.Interval = dur(h.Interval)
+	hc.Timeout = dur(h.Timeout)
+	hc.StartPeriod = dur(h.StartPeriod)
+	if h.Retries > 0 {
+		r := uint64(h.Retries)
+		hc.Retries = &r
+	}
+	return hc
+}

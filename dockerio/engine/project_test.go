@@ -1,0 +1,276 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/docker/compose/v2/pkg/compose"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// These tests need no Docker: buildProject is a pure function.
+
+func unitPlan(services ...dockerio.ServicePlan) dockerio.Plan {
+	return dockerio.Plan{
+		Lease: "11111111-2222-3333-4444-555555555555", Tenant: "t1", ProviderUUID: "p1", BackendName: "docker",
+		InstallationID: "inst-1", OperationID: "op-1", Generation: 7, FailCount: 2,
+		CallbackURL: "http://cb/x?operation_id=1", LifecycleURL: "http://cb/x?lifecycle_id=1",
+		NetworkID: strings.Repeat("ab", 32), HostBindIP: "127.0.0.1", ReadonlyRootfs: true,
+		PidsLimit: 256, TmpfsSizeMB: 64, Services: services,
+	}
+}
+
+func unitService(name string, quantity int) dockerio.ServicePlan {
+	return dockerio.ServicePlan{
+		Name: name, SKU: "s", Quantity: quantity, CPUCores: 1.5, MemoryMB: 256,
+		Image: "registry.example/app:1", ImageID: "sha256:" + strings.Repeat("c", 64),
+		Ports: []dockerio.PortSpec{{Port: 80, Protocol: "tcp"}, {Port: 53, Protocol: "udp"}},
+	}
+}
+
+func TestBuildProject_FanOut_OneComposeServicePerInstanceKey_WithItsLabels(t *testing.T) {
+	p, _, err := buildProject(unitPlan(unitService("db", 1), unitService("web", 3)), time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.ServiceNames(), []string{"db", "web-0", "web-1", "web-2"}; !slices.Equal(got, want) {
+		t.Fatalf("compose services = %v, want %v", got, want)
+	}
+	for key, inst := range map[string][2]string{"db": {"db", "0"}, "web-0": {"web", "0"}, "web-2": {"web", "2"}} {
+		s := p.Services[key]
+		if s.Labels[dockerio.LabelService] != inst[0] || s.Labels[dockerio.LabelInstance] != inst[1] {
+			t.Errorf("%s: labels service=%q index=%q, want %v", key, s.Labels[dockerio.LabelService], s.Labels[dockerio.LabelInstance], inst)
+		}
+		if s.CustomLabels["com.docker.compose.service"] != key || s.CustomLabels["com.docker.compose.project"] != "fred-"+unitPlan().Lease {
+			t.Errorf("%s: compose labels %v", key, s.CustomLabels)
+		}
+		if s.CustomLabels[dockerio.LabelCreatedAt] != "2023-11-14T22:13:20Z" {
+			t.Errorf("%s: created_at %q", key, s.CustomLabels[dockerio.LabelCreatedAt])
+		}
+		if s.Labels[dockerio.LabelGeneration] != "7" || s.Labels[dockerio.LabelFailCount] != "2" || s.Labels[dockerio.LabelInstallation] != "inst-1" {
+			t.Errorf("%s: fred labels %v", key, s.Labels)
+		}
+		if s.Image != unitService("x", 1).ImageID || s.PullPolicy != types.PullPolicyNever {
+			t.Errorf("%s: image %q pull %q, want the resolved ID, never pulled", key, s.Image, s.PullPolicy)
+		}
+		if n := s.Networks[leaseNetworkKey]; n == nil || !slices.Equal(n.Aliases, []string{inst[0]}) || len(s.Networks) != 1 {
+			t.Errorf("%s: networks %v, want only the lease network with alias %s", key, s.Networks, inst[0])
+		}
+	}
+	if n := p.Networks[leaseNetworkKey]; !bool(n.External) || n.Name != unitPlan().NetworkID || len(p.Networks) != 1 {
+		t.Errorf("project networks = %+v, want one external network named by the verified ID", p.Networks)
+	}
+}
+
+func TestBuildProject_Hardening_OnEveryService(t *testing.T) {
+	init := true
+	svc := unitService("app", 1)
+	svc.Init = &init
+	svc.User = "1000:1000"
+	svc.StopGracePeriod = 15 * time.Second
+	svc.Env = map[string]string{"A": "1"}
+	svc.Command = []string{"/bin/app"}
+	svc.Args = []string{"--flag"}
+	svc.Expose = []string{"9000"}
+	p, _, err := buildProject(unitPlan(svc), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Services["app"]
+	if !slices.Equal(s.CapDrop, []string{"ALL"}) || len(s.CapAdd) != 0 || s.Privileged {
+		t.Errorf("caps: drop %v add %v privileged %v", s.CapDrop, s.CapAdd, s.Privileged)
+	}
+	if !slices.Equal(s.SecurityOpt, []string{"no-new-privileges:true"}) || !s.ReadOnly || s.PidsLimit != 256 {
+		t.Errorf("security_opt %v read_only %v pids %d", s.SecurityOpt, s.ReadOnly, s.PidsLimit)
+	}
+	if s.MemLimit != 256<<20 || s.MemSwapLimit != s.MemLimit || s.CPUS != 1.5 || s.Restart != "no" {
+		t.Errorf("mem %d swap %d cpus %v restart %q", s.MemLimit, s.MemSwapLimit, s.CPUS, s.Restart)
+	}
+	if s.Init == nil || !*s.Init || s.User != "1000:1000" || s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) != 15*time.Second {
+		t.Errorf("init %v user %q grace %v", s.Init, s.User, s.StopGracePeriod)
+	}
+	if v := s.Environment["A"]; v == nil || *v != "1" {
+		t.Errorf("env %v", s.Environment)
+	}
+	if !slices.Equal([]string(s.Entrypoint), []string{"/bin/app"}) || !slices.Equal([]string(s.Command), []string{"--flag"}) {
+		t.Errorf("entrypoint %v command %v", s.Entrypoint, s.Command)
+	}
+	if len(s.Ports) != 2 || s.Ports[0].HostIP != "127.0.0.1" || s.Ports[0].Published != "" || s.Ports[1].Protocol != "udp" {
+		t.Errorf("ports %+v, want both on 127.0.0.1 with ephemeral host ports", s.Ports)
+	}
+	if !slices.Equal([]string(s.Expose), []string{"9000"}) {
+		t.Errorf("expose %v", s.Expose)
+	}
+}
+
+func TestBuildProject_Mounts_DisklessTmpfsStatefulNamedVolumeTenantTmpfs(t *testing.T) {
+	diskless := unitService("cache", 1)
+	diskless.ImageVolumes = []string{"/var/lib/b", "/data", "/tmp"} // /tmp overlaps the rootfs tmpfs
+	diskless.Tmpfs = []string{"/scratch"}
+	stateful := unitService("db", 2)
+	stateful.DiskMB = 1024
+	stateful.ImageVolumes = []string{"/var/lib/db", "/data"}
+	p, vols, err := buildProject(unitPlan(diskless, stateful), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(s types.ServiceConfig) []string {
+		var out []string
+		for _, m := range s.Volumes {
+			d := m.Type + ":" + m.Target
+			if m.Source != "" {
+				d += "<-" + m.Source
+			}
+			if m.Tmpfs != nil {
+				d += "@" + itoa(int(m.Tmpfs.Size>>20)/16) // size in 16 MiB units keeps it short
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	if got, want := describe(p.Services["cache"]), []string{
+		"tmpfs:/data@4", "tmpfs:/run@4", "tmpfs:/scratch@4", "tmpfs:/tmp@4", "tmpfs:/var/lib/b@4",
+	}; !slices.Equal(got, want) {
+		t.Errorf("diskless mounts = %v, want %v", got, want)
+	}
+	lease := unitPlan().Lease
+	if got, want := describe(p.Services["db-1"]), []string{
+		"volume:/data<-fred-" + lease + "-db-1-0", "tmpfs:/run@4", "tmpfs:/tmp@4", "volume:/var/lib/db<-fred-" + lease + "-db-1-1",
+	}; !slices.Equal(got, want) {
+		t.Errorf("stateful mounts = %v, want %v", got, want)
+	}
+	var names []string
+	for _, v := range vols {
+		names = append(names, v.Name)
+		if v.Labels[dockerio.LabelLease] != lease || v.Labels[dockerio.LabelService] != "db" || v.Labels[dockerio.LabelManaged] != "true" || v.Labels[dockerio.LabelInstallation] != "inst-1" {
+			t.Errorf("volume %s labels %v", v.Name, v.Labels)
+		}
+		if pv := p.Volumes[v.Name]; !bool(pv.External) || pv.Name != v.Name {
+			t.Errorf("project volume %s = %+v, want external", v.Name, pv)
+		}
+	}
+	if len(names) != 4 || names[0] != "fred-"+lease+"-db-0-0" || names[3] != "fred-"+lease+"-db-1-1" {
+		t.Errorf("named volumes = %v", names)
+	}
+}
+
+func TestBuildProject_WritableRootfs_NoTmpTmpfsButImageVolumesStillTmpfs(t *testing.T) {
+	plan := unitPlan(unitService("app", 1))
+	plan.ReadonlyRootfs = false
+	plan.Services[0].ImageVolumes = []string{"/data"}
+	p, _, err := buildProject(plan, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Services["app"]
+	if s.ReadOnly || len(s.Volumes) != 1 || s.Volumes[0].Target != "/data" || s.Volumes[0].Type != types.VolumeTypeTmpfs {
+		t.Errorf("read_only %v mounts %+v, want only /data as tmpfs", s.ReadOnly, s.Volumes)
+	}
+}
+
+func TestBuildProject_DependsOn_EveryInstanceOnEveryTargetInstance(t *testing.T) {
+	web := unitService("web", 2)
+	web.DependsOn = map[string]string{"db": "service_healthy", "cache": "service_started"}
+	p, _, err := buildProject(unitPlan(unitService("cache", 1), unitService("db", 3), web), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"web-0", "web-1"} {
+		deps := p.Services[key].DependsOn
+		want := map[string]string{"cache": "service_started", "db-0": "service_healthy", "db-1": "service_healthy", "db-2": "service_healthy"}
+		if len(deps) != len(want) {
+			t.Errorf("%s depends_on %v, want %v", key, deps, want)
+		}
+		for target, cond := range want {
+			if d, ok := deps[target]; !ok || d.Condition != cond || !d.Required {
+				t.Errorf("%s depends_on[%s] = %+v, want required %s", key, target, d, cond)
+			}
+		}
+	}
+	if len(p.Services["db-0"].DependsOn) != 0 {
+		t.Errorf("db has dependencies: %v", p.Services["db-0"].DependsOn)
+	}
+}
+
+func TestBuildProject_HealthCheck_MappedAndNoneDisables(t *testing.T) {
+	active := unitService("a", 1)
+	active.HealthCheck = &dockerio.HealthCheck{Test: []string{"CMD", "probe"}, Interval: 2 * time.Second, Timeout: time.Second, StartPeriod: 5 * time.Second, Retries: 4}
+	none := unitService("n", 1)
+	none.HealthCheck = &dockerio.HealthCheck{Test: []string{"NONE"}}
+	p, _, err := buildProject(unitPlan(active, none, unitService("z", 1)), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := p.Services["a"].HealthCheck
+	if hc == nil || !slices.Equal([]string(hc.Test), []string{"CMD", "probe"}) || time.Duration(*hc.Interval) != 2*time.Second ||
+		time.Duration(*hc.Timeout) != time.Second || time.Duration(*hc.StartPeriod) != 5*time.Second || *hc.Retries != 4 {
+		t.Errorf("active health check = %+v", hc)
+	}
+	if hc := p.Services["n"].HealthCheck; hc == nil || !hc.Disable {
+		t.Errorf("NONE health check = %+v, want disabled", hc)
+	}
+	if p.Services["z"].HealthCheck != nil {
+		t.Errorf("no manifest check must keep the image's own: %+v", p.Services["z"].HealthCheck)
+	}
+}
+
+// A re-run of the same plan at a later time must hash the same in Compose, or a
+// retried launch would recreate healthy containers.
+func TestBuildProject_SamePlanLater_SameComposeConfigHash(t *testing.T) {
+	svc := unitService("web", 2)
+	svc.Env = map[string]string{"A": "1", "B": "2", "C": "3"}
+	svc.ImageVolumes = []string{"/z", "/a", "/m"}
+	svc.Tmpfs = []string{"/t2", "/t1"}
+	a, _, err := buildProject(unitPlan(svc), time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := buildProject(unitPlan(svc), time.Unix(999999, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range a.Services {
+		ha, _ := compose.ServiceHash(a.Services[key])
+		hb, _ := compose.ServiceHash(b.Services[key])
+		if ha != hb {
+			t.Errorf("%s: config hash differs between two builds of the same plan", key)
+		}
+	}
+	changed := unitPlan(svc)
+	changed.Generation++
+	c, _, _ := buildProject(changed, time.Unix(1, 0))
+	ha, _ := compose.ServiceHash(a.Services["web-0"])
+	hc, _ := compose.ServiceHash(c.Services["web-0"])
+	if ha == hc {
+		t.Error("a new generation must change the config hash (Compose then recreates)")
+	}
+}
+
+func TestBuildProject_InvalidPlans_Refused(t *testing.T) {
+	tooMany := unitService("app", 1)
+	for i := range 17 {
+		tooMany.ImageVolumes = append(tooMany.ImageVolumes, "/v"+itoa(i%10)+itoa(i/10))
+	}
+	unknownDep := unitService("web", 1)
+	unknownDep.DependsOn = map[string]string{"db": "service_started"}
+	badCond := unitService("web", 1)
+	badCond.DependsOn = map[string]string{"web2": "service_completed_successfully"}
+	noNetwork := unitPlan(unitService("app", 1))
+	noNetwork.NetworkID = ""
+	for name, plan := range map[string]dockerio.Plan{
+		"17 volumes":        unitPlan(tooMany),
+		"unknown target":    unitPlan(unknownDep),
+		"bad condition":     unitPlan(badCond, unitService("web2", 1)),
+		"no network":        noNetwork,
+		"no services":       unitPlan(),
+		"duplicate service": unitPlan(unitService("a", 1), unitService("a", 1)),
+	} {
+		if _, _, err := buildProject(plan, time.Now()); err == nil {
+			t.Errorf("%s: buildProject accepted it", name)
+		}
+	}
+}

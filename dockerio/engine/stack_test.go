@@ -1,0 +1,253 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated launches
+// web×2 (depends_on db service_healthy) + db×1 (active health check, stateful),
+// then proves attribution, hardening, mounts, published ports, in-lease DNS and
+// cross-lease isolation against real Docker.
+func TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated(t *testing.T) {
+	e := newTestEngine(t)
+	info := ensurePulled(t, e)
+	installation := "inst-" + uuid.NewString()[:8]
+	l := newTestLease(t, e, installation)
+
+	web := workloadService("web", 2, info)
+	web.DependsOn = map[string]string{"db": "service_healthy"}
+	web.Env = map[string]string{"GREETING": "hello"}
+	web.Labels = map[string]string{"tenant.example/tier": "front"}
+	withInit := true
+	web.Init = &withInit
+	web.StopGracePeriod = 3 * time.Second
+	db := workloadService("db", 1, info)
+	db.DiskMB = 128 // stateful: the image VOLUME becomes a named volume
+	db.User = "1000:1000"
+	db.HealthCheck = &dockerio.HealthCheck{
+		Test:     []string{"CMD", "/workload", "get", "http://127.0.0.1:8080/"},
+		Interval: time.Second, Timeout: 2 * time.Second, Retries: 5,
+	}
+	plan := l.plan(db, web)
+	ctx := testCtx(t, 3*time.Minute)
+	start := time.Now()
+	if err := e.Up(ctx, plan); err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	t.Logf("Up of 3 containers took %s", time.Since(start).Round(time.Millisecond))
+
+	cohort, err := e.Cohort(ctx, l.Lease)
+	if err != nil {
+		t.Fatalf("Cohort: %v", err)
+	}
+	var got []string
+	for _, c := range cohort {
+		got = append(got, c.Service+"/"+itoa(c.Index))
+	}
+	if want := []string{"db/0", "web/0", "web/1"}; !slices.Equal(got, want) {
+		t.Fatalf("cohort = %v, want %v", got, want)
+	}
+	for _, c := range cohort {
+		if c.State != "running" || c.Lease != l.Lease || c.Generation != 1 || c.OperationID != plan.OperationID || c.ImageID != info.ID {
+			t.Errorf("%s/%d: state %q lease %q gen %d op %q image %q", c.Service, c.Index, c.State, c.Lease, c.Generation, c.OperationID, c.ImageID)
+		}
+		if c.Service == "db" && c.Health != "healthy" {
+			t.Errorf("db health = %q; web depends on it being healthy", c.Health)
+		}
+		b, ok := c.Ports["8080/tcp"]
+		if !ok || b.HostIP != "127.0.0.1" || b.HostPort == "" || b.HostPort == "0" {
+			t.Fatalf("%s/%d ports = %v, want 8080/tcp on 127.0.0.1 with an ephemeral port", c.Service, c.Index, c.Ports)
+		}
+		body, err := httpGet("http://127.0.0.1:" + b.HostPort + "/")
+		if err != nil || !strings.HasPrefix(body, "ok ") {
+			t.Errorf("GET published port of %s/%d: %q, %v", c.Service, c.Index, body, err)
+		}
+	}
+
+	for _, c := range cohort {
+		assertHardened(t, c, plan)
+	}
+	dbC, web0 := cohort[0], cohort[1]
+	assertMount(t, dbC.ID, "/data", mount.TypeVolume, "fred-"+l.Lease+"-db-0-0")
+	assertMount(t, web0.ID, "/data", mount.TypeTmpfs, "")
+	if code, out := execIn(t, web0.ID, "/workload", "write", "/data/probe"); code != 0 {
+		t.Errorf("diskless /data (tmpfs) not writable: %s", out)
+	}
+	if code, _ := execIn(t, web0.ID, "/workload", "write", "/probe"); code == 0 {
+		t.Errorf("root filesystem is writable; want read-only")
+	}
+	if vols := leaseVolumes(t, l.Lease); !slices.Equal(vols, []string{"fred-" + l.Lease + "-db-0-0"}) {
+		t.Errorf("lease volumes = %v", vols)
+	}
+
+	// In-lease DNS: web reaches db by its bare service name, and "web" answers.
+	if code, out := execIn(t, web0.ID, "/workload", "get", "http://db:8080/"); code != 0 {
+		t.Errorf("web/0 cannot reach db by name: %s", out)
+	}
+	if code, out := execIn(t, dbC.ID, "/workload", "get", "http://web:8080/"); code != 0 {
+		t.Errorf("db cannot reach web by name: %s", out)
+	}
+
+	// Another lease (same installation, same tenant even) can neither resolve nor reach db.
+	other := newTestLease(t, e, installation)
+	if err := e.Up(ctx, other.plan(workloadService("app", 1, info))); err != nil {
+		t.Fatalf("Up other lease: %v", err)
+	}
+	otherCohort, err := e.Cohort(ctx, other.Lease)
+	if err != nil || len(otherCohort) != 1 {
+		t.Fatalf("other cohort = %v, %v", otherCohort, err)
+	}
+	if code, out := execIn(t, otherCohort[0].ID, "/workload", "get", "http://db:8080/"); code == 0 {
+		t.Errorf("a container of another lease resolved and reached db: %s", out)
+	}
+	dbIP := containerIP(t, dbC.ID, l.NetworkID)
+	if code, out := execIn(t, otherCohort[0].ID, "/workload", "get", "http://"+dbIP+":8080/"); code == 0 {
+		t.Errorf("a container of another lease reached db by address %s: %s", dbIP, out)
+	}
+
+	// A repeated Up of the same plan converges without recreating anything.
+	if err := e.Up(ctx, plan); err != nil {
+		t.Fatalf("second Up: %v", err)
+	}
+	again, err := e.Cohort(ctx, l.Lease)
+	if err != nil {
+		t.Fatalf("Cohort after second Up: %v", err)
+	}
+	for i := range again {
+		if again[i].ID != cohort[i].ID {
+			t.Errorf("second Up of the same plan recreated %s/%d", again[i].Service, again[i].Index)
+		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// assertHardened checks every hardening setting in Docker's own view of the container.
+func assertHardened(t *testing.T, c dockerio.Container, plan dockerio.Plan) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	r, err := fx.docker.ContainerInspect(ctx, c.ID)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", c.ID, err)
+	}
+	hc := r.HostConfig
+	name := c.Service + "/" + itoa(c.Index)
+	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || len(hc.CapAdd) != 0 {
+		t.Errorf("%s: CapDrop %v CapAdd %v", name, hc.CapDrop, hc.CapAdd)
+	}
+	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") {
+		t.Errorf("%s: SecurityOpt %v lacks no-new-privileges", name, hc.SecurityOpt)
+	}
+	if !hc.ReadonlyRootfs || hc.Privileged {
+		t.Errorf("%s: ReadonlyRootfs %v Privileged %v", name, hc.ReadonlyRootfs, hc.Privileged)
+	}
+	if hc.PidsLimit == nil || *hc.PidsLimit != plan.PidsLimit {
+		t.Errorf("%s: PidsLimit %v, want %d", name, hc.PidsLimit, plan.PidsLimit)
+	}
+	if hc.Memory != 64<<20 || hc.MemorySwap != hc.Memory {
+		t.Errorf("%s: Memory %d MemorySwap %d, want both %d", name, hc.Memory, hc.MemorySwap, 64<<20)
+	}
+	if hc.NanoCPUs != 500_000_000 {
+		t.Errorf("%s: NanoCPUs %d, want 0.5 CPU", name, hc.NanoCPUs)
+	}
+	if hc.RestartPolicy.Name != container.RestartPolicyDisabled {
+		t.Errorf("%s: RestartPolicy %q", name, hc.RestartPolicy.Name)
+	}
+	if hc.NetworkMode.NetworkName() != plan.NetworkID || len(r.NetworkSettings.Networks) != 1 {
+		t.Errorf("%s: NetworkMode %q networks %v, want only %s", name, hc.NetworkMode, keysOf(r.NetworkSettings.Networks), plan.NetworkID)
+	}
+	for _, target := range []string{"/tmp", "/run"} {
+		assertMount(t, c.ID, target, mount.TypeTmpfs, "")
+	}
+	l := r.Config.Labels
+	for k, want := range map[string]string{
+		dockerio.LabelManaged: "true", dockerio.LabelLease: plan.Lease, dockerio.LabelInstallation: plan.InstallationID,
+		dockerio.LabelService: c.Service, dockerio.LabelInstance: itoa(c.Index), dockerio.LabelBackend: "docker",
+		dockerio.LabelTenant: plan.Tenant, dockerio.LabelProvider: plan.ProviderUUID, dockerio.LabelSKU: "small",
+		dockerio.LabelRuntimeContract: "1", dockerio.LabelMaintenanceID: "", dockerio.LabelGeneration: "1",
+		dockerio.LabelOperationID: plan.OperationID, dockerio.LabelImageRef: fx.image, dockerio.LabelImageID: c.ImageID,
+		dockerio.LabelCallbackURL: plan.CallbackURL, dockerio.LabelLifecycleURL: plan.LifecycleURL, dockerio.LabelFailCount: "0",
+		"com.docker.compose.project": dockerio.ProjectName(plan.Lease),
+	} {
+		if got, ok := l[k]; !ok || got != want {
+			t.Errorf("%s: label %s = %q (present %v), want %q", name, k, got, ok, want)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339, l[dockerio.LabelCreatedAt]); err != nil {
+		t.Errorf("%s: fred.created_at %q: %v", name, l[dockerio.LabelCreatedAt], err)
+	}
+	switch c.Service {
+	case "web":
+		if l["tenant.example/tier"] != "front" || !slices.Contains(r.Config.Env, "GREETING=hello") {
+			t.Errorf("%s: tenant label/env missing: %v %v", name, l["tenant.example/tier"], r.Config.Env)
+		}
+		if hc.Init == nil || !*hc.Init || r.Config.StopTimeout == nil || *r.Config.StopTimeout != 3 {
+			t.Errorf("%s: init %v stop timeout %v, want init and 3 s", name, hc.Init, r.Config.StopTimeout)
+		}
+	case "db":
+		if r.Config.User != "1000:1000" {
+			t.Errorf("%s: user %q, want 1000:1000", name, r.Config.User)
+		}
+	}
+	if r.Config.Image != c.ImageID {
+		t.Errorf("%s: runs image %q, want the resolved ID %q", name, r.Config.Image, c.ImageID)
+	}
+}
+
+func keysOf[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// assertMount checks the container has exactly one mount at target, of type typ
+// (and, for volumes, that named volume).
+func assertMount(t *testing.T, id, target string, typ mount.Type, volumeName string) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	r, err := fx.docker.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	var found []string
+	for _, m := range r.Mounts {
+		if m.Destination != target {
+			continue
+		}
+		found = append(found, string(m.Type)+":"+m.Name)
+		if m.Type != typ || (volumeName != "" && m.Name != volumeName) {
+			t.Errorf("mount %s is %s %q, want %s %q", target, m.Type, m.Name, typ, volumeName)
+		}
+	}
+	if len(found) != 1 {
+		t.Errorf("mounts at %s = %v, want exactly one %s", target, found, typ)
+	}
+}
+
+func containerIP(t *testing.T, id, networkID string) string {
+	t.Helper()
+	r, err := fx.docker.ContainerInspect(context.Background(), id)
+	if err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	for _, ep := range r.NetworkSettings.Networks {
+		if ep.NetworkID == networkID {
+			return ep.IPAddress
+		}
+	}
+	t.Fatalf("container %s not on network %s", id[:12], networkID[:12])
+	return ""
+}

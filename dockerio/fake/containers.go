@@ -1,0 +1,523 @@
+package fake
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine/labels"
+)
+
+// Compose labels the real engine's containers carry; the fake sets the same.
+const (
+	composeProjectLabel = "com.docker.compose.project"
+	composeServiceLabel = "com.docker.compose.service"
+	composeOneoffLabel  = "com.docker.compose.oneoff"
+)
+
+// Exit codes Docker reports for a stop (SIGTERM) and a forced removal (SIGKILL).
+const (
+	exitStopped = 143
+	exitKilled  = 137
+)
+
+type fakeContainer struct {
+	c            dockerio.Container
+	key          string // Compose service key
+	networkID    string
+	installation string
+	healthCheck  bool // the service has an active health check
+	healthPinned bool // SetHealth/PinHealth decided; no automatic transition
+	logs         []string
+}
+
+func (c *fakeContainer) snapshot() dockerio.Container {
+	out := c.c
+	out.Labels = copyMap(c.c.Labels)
+	out.Ports = make(map[string]dockerio.Binding, len(c.c.Ports))
+	for k, v := range c.c.Ports {
+		out.Ports[k] = v
+	}
+	return out
+}
+
+// Up converges the lease's containers to plan, like compose up: an instance
+// whose identity (operation, generation, image) is unchanged is kept (and
+// started again if it stopped), any other is replaced; then instances start in
+// depends_on order. A service_healthy dependency on an instance whose health was
+// pinned to anything but healthy fails the launch, leaving its dependents
+// created but not started, as Compose does. Orphans are left alone.
+func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
+	if err := e.enter(ctx, OpUp); err != nil {
+		return err
+	}
+	name := dockerio.ProjectName(plan.Lease)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.failNextUp; err != nil {
+		e.failNextUp = nil
+		return fmt.Errorf("compose up %s: %w", name, err)
+	}
+	order, err := validatePlan(plan)
+	if err != nil {
+		return fmt.Errorf("compose up %s: %w", name, err)
+	}
+	n, ok := e.networks[plan.NetworkID]
+	if !ok {
+		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrNotFound)
+	}
+	owner := labels.NetworkOwnership(dockerio.NetworkSpec{Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID})
+	if !labels.HasAll(n.labels, owner) {
+		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrForeignNetwork)
+	}
+
+	now := e.now()
+	byKey := map[string]*fakeContainer{}
+	for _, svc := range plan.Services {
+		for i := 0; i < svc.Quantity; i++ {
+			key := composeKeyOf(svc, i)
+			if svc.DiskMB > 0 {
+				for k := range svc.ImageVolumes {
+					e.volumes[labels.VolumeName(plan.Lease, svc.Name, i, k)] = labels.Volume(plan, svc.Name, i)
+				}
+			}
+			old := e.instanceLocked(plan.Lease, key)
+			if old != nil && sameIdentity(old, plan, svc) {
+				byKey[key] = old
+				continue
+			}
+			if old != nil {
+				e.stopAndRemoveLocked(old, exitStopped)
+			}
+			byKey[key] = e.createLocked(plan, svc, key, i, now)
+		}
+	}
+
+	for _, svcName := range order {
+		svc := serviceNamed(plan, svcName)
+		for i := 0; i < svc.Quantity; i++ {
+			c := byKey[composeKeyOf(svc, i)]
+			if isUp(c.c.State) {
+				continue
+			}
+			if err := e.dependenciesMetLocked(plan, svc, byKey); err != nil {
+				return fmt.Errorf("compose up %s: %w", name, err)
+			}
+			e.startLocked(c)
+		}
+	}
+	return nil
+}
+
+// validatePlan checks what Compose would refuse and returns the services in an
+// order that starts dependencies first.
+func validatePlan(plan dockerio.Plan) ([]string, error) {
+	if plan.Lease == "" || plan.NetworkID == "" || len(plan.Services) == 0 {
+		return nil, fmt.Errorf("plan: lease, network ID and services are required")
+	}
+	known := map[string]bool{}
+	for _, s := range plan.Services {
+		if known[s.Name] {
+			return nil, fmt.Errorf("plan: service %q listed twice", s.Name)
+		}
+		known[s.Name] = true
+		if len(s.ImageVolumes) > labels.MaxImageVolumes {
+			return nil, fmt.Errorf("plan: service %q: %d VOLUMEs, at most %d", s.Name, len(s.ImageVolumes), labels.MaxImageVolumes)
+		}
+	}
+	for _, s := range plan.Services {
+		for target, cond := range s.DependsOn {
+			if !known[target] {
+				return nil, fmt.Errorf("plan: service %q depends on unknown service %q", s.Name, target)
+			}
+			if cond != "service_started" && cond != "service_healthy" {
+				return nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", s.Name, cond)
+			}
+		}
+	}
+	var order []string
+	done := map[string]bool{}
+	for len(order) < len(plan.Services) {
+		progressed := false
+		for _, s := range plan.Services {
+			if done[s.Name] {
+				continue
+			}
+			ready := true
+			for target := range s.DependsOn {
+				ready = ready && done[target]
+			}
+			if ready {
+				done[s.Name] = true
+				order = append(order, s.Name)
+				progressed = true
+			}
+		}
+		if !progressed {
+			return nil, fmt.Errorf("plan: depends_on cycle")
+		}
+	}
+	return order, nil
+}
+
+func serviceNamed(plan dockerio.Plan, name string) dockerio.ServicePlan {
+	for _, s := range plan.Services {
+		if s.Name == name {
+			return s
+		}
+	}
+	return dockerio.ServicePlan{}
+}
+
+func composeKeyOf(svc dockerio.ServicePlan, index int) string {
+	if svc.Quantity == 1 {
+		return svc.Name
+	}
+	return svc.Name + "-" + strconv.Itoa(index)
+}
+
+// instanceLocked is the lease's current container for a Compose key.
+func (e *Engine) instanceLocked(lease, key string) *fakeContainer {
+	var found *fakeContainer
+	for _, c := range e.containers {
+		if c.c.Labels[dockerio.LabelLease] == lease && c.key == key {
+			if found == nil || c.c.ID > found.c.ID {
+				found = c
+			}
+		}
+	}
+	return found
+}
+
+func sameIdentity(c *fakeContainer, plan dockerio.Plan, svc dockerio.ServicePlan) bool {
+	l := c.c.Labels
+	return l[dockerio.LabelOperationID] == plan.OperationID &&
+		l[dockerio.LabelGeneration] == strconv.FormatUint(plan.Generation, 10) &&
+		l[dockerio.LabelImageID] == svc.ImageID && l[dockerio.LabelImageRef] == svc.Image
+}
+
+func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, now time.Time) *fakeContainer {
+	l := labels.Container(plan, svc, index, now)
+	l[composeProjectLabel] = dockerio.ProjectName(plan.Lease)
+	l[composeServiceLabel] = key
+	l[composeOneoffLabel] = "False"
+	imageID := svc.ImageID
+	if imageID == "" {
+		info, _ := e.imageLocked(svc.Image)
+		imageID = info.ID
+	}
+	id := randomHex(32)
+	c := &fakeContainer{
+		key:          key,
+		networkID:    plan.NetworkID,
+		installation: plan.InstallationID,
+		healthCheck:  svc.HealthCheck.Active(),
+		c: dockerio.Container{
+			ID:          id,
+			Name:        dockerio.ProjectName(plan.Lease) + "-" + key + "-1",
+			Lease:       plan.Lease,
+			Service:     svc.Name,
+			Index:       index,
+			OperationID: plan.OperationID,
+			Generation:  plan.Generation,
+			Image:       svc.Image,
+			ImageID:     imageID,
+			State:       "created",
+			Ports:       map[string]dockerio.Binding{},
+			Labels:      l,
+		},
+	}
+	for _, p := range svc.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		c.c.Ports[strconv.Itoa(p.Port)+"/"+proto] = dockerio.Binding{HostIP: plan.HostBindIP, HostPort: strconv.Itoa(e.nextPort)}
+		e.nextPort++
+	}
+	if h, ok := e.pinned[plan.Lease+"/"+svc.Name]; ok {
+		c.healthPinned = true
+		c.c.Health = h
+	}
+	e.containers[id] = c
+	return c
+}
+
+// dependenciesMetLocked is Compose's wait for depends_on, decided at once: a
+// started dependency must be up; a healthy one must not be pinned unhealthy.
+func (e *Engine) dependenciesMetLocked(plan dockerio.Plan, svc dockerio.ServicePlan, byKey map[string]*fakeContainer) error {
+	for target, cond := range svc.DependsOn {
+		t := serviceNamed(plan, target)
+		for i := 0; i < t.Quantity; i++ {
+			dep := byKey[composeKeyOf(t, i)]
+			if !isUp(dep.c.State) {
+				return fmt.Errorf("dependency failed to start: container %s exited (%d)", dep.c.Name, dep.c.ExitCode)
+			}
+			if cond != "service_healthy" {
+				continue
+			}
+			if !dep.healthCheck {
+				return fmt.Errorf("dependency failed to start: container %s has no healthcheck configured", dep.c.Name)
+			}
+			if dep.healthPinned && dep.c.Health != "healthy" {
+				return fmt.Errorf("dependency failed to start: container %s is unhealthy", dep.c.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) startLocked(c *fakeContainer) {
+	c.c.State = "running"
+	c.c.StartedAt = e.now()
+	c.c.FinishedAt = time.Time{}
+	c.c.ExitCode = 0
+	c.c.OOMKilled = false
+	if c.healthCheck && !c.healthPinned {
+		c.c.Health = "starting"
+		time.AfterFunc(e.opts.HealthyAfter, func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.containers[c.c.ID] == c && c.c.State == "running" && !c.healthPinned && c.c.Health == "starting" {
+				c.c.Health = "healthy"
+			}
+		})
+	}
+	e.emitLocked(c, "start")
+}
+
+// stopLocked ends a running container with exitCode, emitting kill then die.
+func (e *Engine) stopLocked(c *fakeContainer, exitCode int, oom bool) {
+	if !isUp(c.c.State) {
+		return
+	}
+	if oom {
+		e.emitLocked(c, "oom")
+	}
+	e.emitLocked(c, "kill")
+	c.c.State = "exited"
+	c.c.ExitCode = exitCode
+	c.c.OOMKilled = oom
+	c.c.FinishedAt = e.now()
+	e.emitLocked(c, "die")
+}
+
+func (e *Engine) stopAndRemoveLocked(c *fakeContainer, exitCode int) {
+	e.stopLocked(c, exitCode, false)
+	delete(e.containers, c.c.ID)
+}
+
+// Cohort is the lease's containers attributed through their Compose key, sorted
+// by (Service, Index, ID).
+func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container, error) {
+	if err := e.enter(ctx, OpCohort); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []dockerio.Container
+	for _, c := range e.containers {
+		if c.c.Labels[composeProjectLabel] != dockerio.ProjectName(lease) {
+			continue
+		}
+		inst, ok := labels.ParseInstance(c.c.Labels)
+		if !ok || inst.Lease != lease || !labels.AgreesWithComposeKey(c.key, inst.Service, inst.Index) {
+			continue
+		}
+		out = append(out, c.snapshot())
+	}
+	sortContainers(out)
+	return out, nil
+}
+
+func sortContainers(cs []dockerio.Container) {
+	slices.SortFunc(cs, func(a, b dockerio.Container) int {
+		return cmp.Or(strings.Compare(a.Lease, b.Lease), strings.Compare(a.Service, b.Service),
+			cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
+	})
+}
+
+// Inspect reports one container; dockerio.ErrNotFound when absent.
+func (e *Engine) Inspect(ctx context.Context, id string) (dockerio.Container, error) {
+	if err := e.enter(ctx, OpInspect); err != nil {
+		return dockerio.Container{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.containers[id]
+	if !ok {
+		return dockerio.Container{}, fmt.Errorf("inspect container %s: %w", id, dockerio.ErrNotFound)
+	}
+	return c.snapshot(), nil
+}
+
+// Down removes every managed container of the lease (stopping running ones:
+// kill + die with exit 143), and its named volumes when asked. Networks stay.
+func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptions) error {
+	if err := e.enter(ctx, OpDown); err != nil {
+		return err
+	}
+	if lease == "" {
+		return fmt.Errorf("compose down: empty lease")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.containers {
+		if c.c.Labels[dockerio.LabelManaged] == "true" && c.c.Labels[dockerio.LabelLease] == lease {
+			e.stopAndRemoveLocked(c, exitStopped)
+		}
+	}
+	if opts.RemoveVolumes {
+		for name, l := range e.volumes {
+			if l[dockerio.LabelLease] == lease {
+				delete(e.volumes, name)
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveContainers force-removes by ID (kill + die with exit 137 for running
+// ones); absent IDs are success.
+func (e *Engine) RemoveContainers(ctx context.Context, ids []string) error {
+	if err := e.enter(ctx, OpRemoveContainers); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := e.containers[id]; ok {
+			e.stopAndRemoveLocked(c, exitKilled)
+		}
+	}
+	return nil
+}
+
+// ListManaged lists installationID's managed containers as a Docker list call
+// shows them: health only while running, no start/finish times.
+func (e *Engine) ListManaged(ctx context.Context, installationID string) ([]dockerio.Container, error) {
+	if err := e.enter(ctx, OpListManaged); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []dockerio.Container
+	for _, c := range e.containers {
+		if c.c.Labels[dockerio.LabelManaged] != "true" || c.c.Labels[dockerio.LabelInstallation] != installationID {
+			continue
+		}
+		s := c.snapshot()
+		if s.State != "running" {
+			s.Health = ""
+		}
+		s.StartedAt, s.FinishedAt, s.OOMKilled = time.Time{}, time.Time{}, false
+		out = append(out, s)
+	}
+	sortContainers(out)
+	return out, nil
+}
+
+// --- container controls ---------------------------------------------------
+
+// ErrUnknownContainer is returned by the controls for an ID the fake does not hold.
+var ErrUnknownContainer = errors.New("fake: no such container")
+
+// Kill makes a running container exit with exitCode (events kill, die).
+func (e *Engine) Kill(id string, exitCode int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.containers[id]
+	if !ok {
+		return fmt.Errorf("kill %s: %w", id, ErrUnknownContainer)
+	}
+	e.stopLocked(c, exitCode, false)
+	return nil
+}
+
+// OOMKill makes a running container die of OOM (events oom, kill, die; exit 137).
+func (e *Engine) OOMKill(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.containers[id]
+	if !ok {
+		return fmt.Errorf("oom-kill %s: %w", id, ErrUnknownContainer)
+	}
+	e.stopLocked(c, exitKilled, true)
+	return nil
+}
+
+// SetHealth pins a container's health ("starting", "healthy", "unhealthy").
+func (e *Engine) SetHealth(id, health string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.containers[id]
+	if !ok {
+		return fmt.Errorf("set health of %s: %w", id, ErrUnknownContainer)
+	}
+	c.healthPinned = true
+	c.c.Health = health
+	return nil
+}
+
+// PinHealth pins the health of the lease's service's containers created from
+// now on (e.g. "unhealthy" to make a service_healthy dependency fail Up).
+func (e *Engine) PinHealth(lease, service, health string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pinned[lease+"/"+service] = health
+}
+
+// AppendLogs adds output lines to a container's log.
+func (e *Engine) AppendLogs(id string, lines ...string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.containers[id]
+	if !ok {
+		return fmt.Errorf("append logs of %s: %w", id, ErrUnknownContainer)
+	}
+	c.logs = append(c.logs, lines...)
+	return nil
+}
+
+// maxLogBytes mirrors the real engine's hard cap.
+const maxLogBytes = 16 << 20
+
+// Logs returns the last tail lines (100 when tail ≤ 0), keeping at most maxBytes
+// (capped at 16 MiB) of the end, cut on a line boundary; truncated when cut.
+func (e *Engine) Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error) {
+	if err := e.enter(ctx, OpLogs); err != nil {
+		return "", false, err
+	}
+	if maxBytes <= 0 || maxBytes > maxLogBytes {
+		maxBytes = maxLogBytes
+	}
+	if tail <= 0 {
+		tail = 100
+	}
+	e.mu.Lock()
+	c, ok := e.containers[id]
+	var lines []string
+	if ok {
+		lines = c.logs[max(0, len(c.logs)-tail):]
+	}
+	e.mu.Unlock()
+	if !ok {
+		return "", false, fmt.Errorf("logs of %s: %w", id, dockerio.ErrNotFound)
+	}
+	var kept []string
+	size := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		if size+len(lines[i])+1 > maxBytes {
+			return strings.Join(kept, ""), true, nil
+		}
+		kept = append([]string{lines[i] + "\n"}, kept...)
+		size += len(lines[i]) + 1
+	}
+	return strings.Join(kept, ""), false, nil
+}

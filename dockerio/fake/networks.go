@@ -1,0 +1,133 @@
+package fake
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine/labels"
+)
+
+type fakeNetwork struct {
+	id     string
+	name   string
+	labels map[string]string
+	seq    int64 // creation order
+}
+
+func (e *Engine) createNetworkLocked(name string, l map[string]string) string {
+	e.seq++
+	id := randomHex(32)
+	e.networks[id] = &fakeNetwork{id: id, name: name, labels: copyMap(l), seq: e.seq}
+	return id
+}
+
+// EnsureNetwork mirrors the real engine: a same-named network is used only when
+// it carries exactly our ownership labels, anything else is ErrForeignNetwork.
+func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (string, error) {
+	if err := e.enter(ctx, OpEnsureNetwork); err != nil {
+		return "", err
+	}
+	if spec.Lease == "" {
+		return "", fmt.Errorf("ensure network: empty lease")
+	}
+	name := dockerio.ProjectName(spec.Lease)
+	owner := labels.NetworkOwnership(spec)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ours []*fakeNetwork
+	for _, n := range e.networks {
+		if n.name != name {
+			continue
+		}
+		if !labels.HasAll(n.labels, owner) {
+			return "", fmt.Errorf("network %s: %w", name, dockerio.ErrForeignNetwork)
+		}
+		ours = append(ours, n)
+	}
+	if len(ours) > 0 {
+		slices.SortFunc(ours, func(a, b *fakeNetwork) int { return cmp.Compare(a.seq, b.seq) })
+		return ours[0].id, nil
+	}
+	return e.createNetworkLocked(name, labels.Network(spec)), nil
+}
+
+// InspectNetwork reports the network with exactly this ID.
+func (e *Engine) InspectNetwork(ctx context.Context, id string) (dockerio.Network, error) {
+	if err := e.enter(ctx, OpInspectNetwork); err != nil {
+		return dockerio.Network{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n, ok := e.networks[id]
+	if !ok {
+		return dockerio.Network{}, fmt.Errorf("inspect network %s: %w", id, dockerio.ErrNotFound)
+	}
+	return e.networkLocked(n), nil
+}
+
+func (e *Engine) networkLocked(n *fakeNetwork) dockerio.Network {
+	return dockerio.Network{ID: n.id, Name: n.name, Labels: copyMap(n.labels), Containers: e.attachedLocked(n.id)}
+}
+
+// attachedLocked counts containers with an endpoint on the network: like Docker,
+// only containers that are up hold one.
+func (e *Engine) attachedLocked(networkID string) int {
+	n := 0
+	for _, c := range e.containers {
+		if c.networkID == networkID && isUp(c.c.State) {
+			n++
+		}
+	}
+	return n
+}
+
+func isUp(state string) bool {
+	return state == "running" || state == "paused" || state == "restarting"
+}
+
+// LeaseNetworks lists installationID's managed lease networks, sorted by name.
+func (e *Engine) LeaseNetworks(ctx context.Context, installationID string) ([]dockerio.Network, error) {
+	if err := e.enter(ctx, OpLeaseNetworks); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	want := map[string]string{
+		dockerio.LabelManaged:      "true",
+		dockerio.LabelNetworkScope: labels.NetworkScopeLease,
+		dockerio.LabelInstallation: installationID,
+	}
+	var out []dockerio.Network
+	for _, n := range e.networks {
+		if labels.HasAll(n.labels, want) {
+			out = append(out, e.networkLocked(n))
+		}
+	}
+	slices.SortFunc(out, func(a, b dockerio.Network) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// RemoveNetwork removes the network with exactly this ID; absent is success, one
+// with running containers attached is refused (as Docker does).
+func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
+	if err := e.enter(ctx, OpRemoveNetwork); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n, ok := e.networks[id]
+	if !ok {
+		return nil
+	}
+	if k := e.attachedLocked(id); k > 0 {
+		return fmt.Errorf("remove network %s: error while removing network: network %s id %s has active endpoints (%d)", n.name, n.name, id, k)
+	}
+	delete(e.networks, id)
+	return nil
+}
