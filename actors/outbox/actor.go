@@ -1,0 +1,213 @@
+// Package outbox is the durable callback sender: it delivers the rows lease actors
+// commit to outbox/<lease> together with the events that produced them, one lease's
+// rows in order (the next waits for its head), many leases in parallel, and deletes
+// a row only after a 2xx. Delivery survives a restart of this actor or the process:
+// the rows are the truth, and a restarted instance simply reads them again.
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// Settings of the outbox actor.
+type Settings struct {
+	Secret   []byte       // callback_secret: signs every attempt
+	Client   *http.Client // no client-wide timeout: the delivery deadline is the only one
+	Parallel int          // leases delivering at once
+	Delays   []time.Duration
+	Deadline time.Duration
+	Sweep    time.Duration // replay cadence for rows whose delivery failed
+	Now      func() time.Time
+}
+
+// DefaultSettings are CONTRACT.md's: attempts at 0 s, 1 s, 5 s inside 2 m 15 s, a
+// 30 s sweep, 16 leases in flight.
+func DefaultSettings(secret []byte) Settings {
+	return Settings{
+		Secret: secret,
+		// No redirects: a 3xx is not a delivery (and must not carry the signature
+		// elsewhere); it is retried like any other non-2xx.
+		Client:   &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		Parallel: 16,
+		Delays:   []time.Duration{0, time.Second, 5 * time.Second},
+		Deadline: 2*time.Minute + 15*time.Second,
+		Sweep:    30 * time.Second,
+		Now:      time.Now,
+	}
+}
+
+// Actor is the outbox actor.
+type Actor struct {
+	store *persistence.Store
+	set   Settings
+	log   zerolog.Logger
+	met   *Metrics
+
+	epoch    uint64
+	ctx      context.Context
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+	inFlight map[string]bool // lease → its head is being delivered
+	queued   []string        // leases with rows waiting for a delivery slot
+	isQueued map[string]bool
+}
+
+var epochs atomic.Uint64
+
+// New returns the producer of the outbox actor.
+func New(store *persistence.Store, set Settings, log zerolog.Logger, met *Metrics) actor.Producer {
+	return func() actor.Actor {
+		return &Actor{store: store, set: set, log: log.With().Str("actor", "outbox").Logger(), met: met}
+	}
+}
+
+// delivered reports the end of one delivery back to the actor.
+type delivered struct {
+	epoch uint64
+	lease string
+	err   error
+}
+
+type sweepTick struct{ epoch uint64 }
+
+// Receive handles the outbox's messages.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.start(c)
+	case *actor.Restarting, *actor.Stopping:
+		a.stop()
+	case *messages.OutboxWake:
+		if m.Lease == "" {
+			a.queueAll()
+		} else {
+			a.enqueue(m.Lease)
+		}
+		a.schedule(c)
+	case sweepTick:
+		if m.epoch == a.epoch {
+			a.queueAll()
+			a.schedule(c)
+		}
+	case delivered:
+		if m.epoch != a.epoch {
+			return // a previous incarnation's delivery; its row is re-read anyway
+		}
+		delete(a.inFlight, m.lease)
+		if m.err == nil {
+			a.enqueue(m.lease) // the next row of this lease, if any, goes at once
+		} else {
+			a.log.Warn().Str("lease_uuid", m.lease).Err(m.err).Msg("callback not delivered; kept for the sweep")
+		}
+		a.schedule(c)
+	}
+}
+
+// Describe summarises the outbox for /debug/actors.
+func (a *Actor) Describe() (string, int) {
+	return fmt.Sprintf("%d leases delivering, %d queued", len(a.inFlight), len(a.queued)), len(a.inFlight)
+}
+
+func (a *Actor) start(c actor.Context) {
+	a.epoch = epochs.Add(1)
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.inFlight = make(map[string]bool)
+	a.isQueued = make(map[string]bool)
+	a.queueAll()
+	a.schedule(c)
+
+	self, epoch, sys := c.Self(), a.epoch, c.ActorSystem()
+	ctx := a.ctx
+	a.workers.Add(1)
+	go func() {
+		defer a.workers.Done()
+		t := time.NewTicker(a.set.Sweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				sys.Root.Send(self, sweepTick{epoch: epoch})
+			}
+		}
+	}()
+}
+
+// stop cancels in-flight deliveries and waits for them: rows stay in the store, so
+// nothing is lost, and no late goroutine of this incarnation outlives it.
+func (a *Actor) stop() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.workers.Wait()
+}
+
+func (a *Actor) queueAll() {
+	leases, err := a.store.OutboxLeases()
+	if err != nil {
+		a.log.Error().Err(err).Msg("read outbox")
+		return
+	}
+	for _, l := range leases {
+		a.enqueue(l)
+	}
+}
+
+func (a *Actor) enqueue(lease string) {
+	if a.inFlight[lease] || a.isQueued[lease] {
+		return
+	}
+	a.isQueued[lease] = true
+	a.queued = append(a.queued, lease)
+}
+
+// schedule starts deliveries for queued leases while slots are free. Only a lease's
+// head row is ever in flight, which is what keeps per-lease FIFO.
+func (a *Actor) schedule(c actor.Context) {
+	for len(a.inFlight) < a.set.Parallel && len(a.queued) > 0 {
+		lease := a.queued[0]
+		a.queued = a.queued[1:]
+		delete(a.isQueued, lease)
+		head, ok, err := a.store.OutboxHead(lease)
+		if err != nil {
+			a.log.Error().Err(err).Str("lease_uuid", lease).Msg("read outbox head")
+			continue
+		}
+		if !ok {
+			continue
+		}
+		a.inFlight[lease] = true
+		a.deliver(c, *head)
+	}
+}
+
+func (a *Actor) deliver(c actor.Context, e persistence.OutboxEntry) {
+	self, epoch, sys, ctx := c.Self(), a.epoch, c.ActorSystem(), a.ctx
+	d := &Delivery{Client: a.set.Client, Secret: a.set.Secret, Delays: a.set.Delays,
+		Deadline: a.set.Deadline, Now: a.set.Now, Observe: a.met.attempt}
+	a.workers.Add(1)
+	go func() {
+		defer a.workers.Done()
+		err := d.Send(ctx, e.Row)
+		if err == nil {
+			// Delete exactly the delivered row; a failure here latches the store and
+			// the row is simply sent again later (at least once).
+			if derr := a.store.DeleteOutbox(e.Key); derr != nil {
+				err = fmt.Errorf("delete delivered row: %w", derr)
+			}
+		}
+		sys.Root.Send(self, delivered{epoch: epoch, lease: e.Key.Lease, err: err})
+	}()
+}
