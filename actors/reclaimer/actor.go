@@ -1,0 +1,230 @@
+// Package reclaimer removes lease networks once no live lease owns them and Docker
+// reports no attached container. Each candidate is re-inspected by its exact ID and
+// its ownership labels re-verified right before removal. One pass runs every
+// reconcile_interval and shortly after a close; each pass is bounded to 30 s, and
+// what it leaves is picked up by the next.
+package reclaimer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/actors/registry"
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Settings of the reclaimer.
+type Settings struct {
+	Interval       time.Duration // reconcile_interval
+	AfterClose     time.Duration // delay of the pass a close triggers
+	Budget         time.Duration // 30 s per pass
+	InstallationID string
+	BackendName    string
+	RegistryPath   string
+}
+
+// Deps are the reclaimer's collaborators.
+type Deps struct {
+	Engine   dockerio.Engine
+	Tree     *supervisors.Tree
+	Settings *Settings
+	Metrics  *Metrics
+	Log      zerolog.Logger
+}
+
+// Actor is the reclaimer.
+type Actor struct {
+	deps    *Deps
+	set     *Settings
+	log     zerolog.Logger
+	epoch   uint64
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	running bool
+	again   bool
+	soon    bool // a close-triggered pass is scheduled
+	last    string
+}
+
+var epochs atomic.Uint64
+
+type tick struct{ epoch uint64 }
+
+type passDone struct {
+	epoch   uint64
+	removed int
+	err     error
+}
+
+// New returns the producer of the reclaimer.
+func New(deps *Deps) actor.Producer {
+	return func() actor.Actor {
+		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reclaimer").Logger()}
+	}
+}
+
+// Receive handles the reclaimer's messages.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.epoch = epochs.Add(1)
+		a.ctx, a.cancel = context.WithCancel(context.Background())
+		self, sys, epoch, ctx := c.Self(), c.ActorSystem(), a.epoch, a.ctx
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			t := time.NewTicker(a.set.Interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					sys.Root.Send(self, tick{epoch: epoch})
+				}
+			}
+		}()
+		a.pass(c)
+	case *actor.Restarting, *actor.Stopping:
+		a.cancel()
+		a.wg.Wait()
+	case *messages.LeaseGone:
+		if !a.soon {
+			a.soon = true
+			self, sys, epoch := c.Self(), c.ActorSystem(), a.epoch
+			time.AfterFunc(a.set.AfterClose, func() { sys.Root.Send(self, tick{epoch: epoch}) })
+		}
+	case tick:
+		if m.epoch == a.epoch {
+			a.soon = false
+			a.pass(c)
+		}
+	case passDone:
+		if m.epoch != a.epoch {
+			return
+		}
+		a.running = false
+		if m.err != nil {
+			a.last = "error: " + m.err.Error()
+			a.log.Warn().Err(m.err).Msg("network reclamation pass incomplete")
+		} else {
+			a.last = fmt.Sprintf("ok: %d removed", m.removed)
+		}
+		if a.again {
+			a.again = false
+			a.pass(c)
+		}
+	}
+}
+
+// Describe summarises the reclaimer for /debug/actors.
+func (a *Actor) Describe() (string, int) {
+	n := 0
+	if a.running {
+		n = 1
+	}
+	return "last pass " + a.last, n
+}
+
+func (a *Actor) pass(c actor.Context) {
+	if a.running {
+		a.again = true
+		return
+	}
+	a.running = true
+	self, sys, epoch := c.Self(), c.ActorSystem(), a.epoch
+	ctx, cancel := context.WithTimeout(a.ctx, a.set.Budget)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer cancel()
+		removed, err := a.run(ctx)
+		sys.Root.Send(self, passDone{epoch: epoch, removed: removed, err: err})
+	}()
+}
+
+func (a *Actor) run(ctx context.Context) (int, error) {
+	live, err := supervisors.Ask(ctx, a.deps.Tree, a.set.RegistryPath, 10*time.Second,
+		func(r chan<- registry.LeasesReply) any { return &registry.ListLeases{Reply: r} })
+	if err != nil {
+		return 0, fmt.Errorf("list leases: %w", err)
+	}
+	isLive := make(map[string]bool, len(live.Leases))
+	for _, id := range live.Leases {
+		isLive[id] = true
+	}
+	nets, err := a.deps.Engine.LeaseNetworks(ctx, a.set.InstallationID)
+	if err != nil {
+		a.deps.Metrics.outcome("list_error")
+		return 0, fmt.Errorf("list networks: %w", err)
+	}
+	removed := 0
+	for _, n := range nets {
+		if ctx.Err() != nil {
+			a.deps.Metrics.outcome("budget_exhausted")
+			return removed, fmt.Errorf("budget exhausted with candidates left: %w", ctx.Err())
+		}
+		leaseID := n.Labels[dockerio.LabelLease]
+		if isLive[leaseID] {
+			a.deps.Metrics.outcome("lease_active")
+			continue
+		}
+		// Re-verify the exact ID and its labels right before removal.
+		cur, err := a.deps.Engine.InspectNetwork(ctx, n.ID)
+		switch {
+		case err != nil:
+			a.deps.Metrics.outcome("absent")
+			continue
+		case !owned(cur, leaseID, a.set):
+			a.deps.Metrics.outcome("error")
+			a.log.Warn().Str("network", n.ID).Msg("network no longer carries our ownership labels; left in place")
+			continue
+		case cur.Containers > 0:
+			a.deps.Metrics.outcome("in_use")
+			continue
+		}
+		if err := a.deps.Engine.RemoveNetwork(ctx, cur.ID); err != nil {
+			a.deps.Metrics.outcome("error")
+			a.log.Warn().Err(err).Str("network", cur.ID).Msg("remove network")
+			continue
+		}
+		a.deps.Metrics.outcome("removed")
+		removed++
+	}
+	return removed, nil
+}
+
+func owned(n dockerio.Network, leaseID string, set *Settings) bool {
+	l := n.Labels
+	return n.Name == dockerio.ProjectName(leaseID) && l[dockerio.LabelManaged] == "true" &&
+		l[dockerio.LabelNetworkScope] == "lease" && l[dockerio.LabelLease] == leaseID &&
+		l[dockerio.LabelBackend] == set.BackendName && l[dockerio.LabelInstallation] == set.InstallationID
+}
+
+// Metrics of network reclamation.
+type Metrics struct {
+	outcomes *prometheus.CounterVec
+}
+
+// NewMetrics registers the reclaimer's series.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_network_reclamation_total",
+		Help: "Network candidates by outcome (removed, absent, in_use, lease_active, error) and pass outcomes (list_error, budget_exhausted)."},
+		[]string{"outcome"})}
+	if reg != nil {
+		reg.MustRegister(m.outcomes)
+	}
+	return m
+}
+
+func (m *Metrics) outcome(o string) { m.outcomes.WithLabelValues(o).Inc() }

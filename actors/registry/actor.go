@@ -1,0 +1,478 @@
+// Package registry is the parent of every lease actor: the lease directory,
+// admission (validation, SKU resolution, the resource pool and tenant quotas), and
+// the read model behind GET /provisions and /stats. Admissions are journaled in the
+// "registry" stream before the 202 is sent; the pool is derived from that journal.
+package registry
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Settings of the registry, mapped from the config by cmd/berthd.
+type Settings struct {
+	Totals            Resources
+	TenantQuota       Resources // zero dimension = unlimited
+	SKUMapping        map[string]string
+	SKUProfiles       map[string]lease.Profile
+	ScratchMB         int64 // container_tmpfs_size_mb, pinned by diskless instances
+	AllowedRegistries []string
+	LeaseMailboxLimit int
+	SnapshotEvery     int
+	ReconcilerPath    string // asked for a recovery pass whenever the registry (re)starts
+	ReclaimerPath     string // told when a lease closed, so its network goes soon
+}
+
+// Deps are the registry's collaborators.
+type Deps struct {
+	Store     *persistence.Store
+	Diag      *persistence.Diagnostics
+	Tree      *supervisors.Tree
+	LeaseDeps *lease.Deps
+	Settings  *Settings
+	Log       zerolog.Logger
+	Now       func() time.Time
+}
+
+// entry is one lease the registry knows about.
+type entry struct {
+	id       string
+	spec     *atomic.Pointer[lease.Spec] // shared with the lease actor's producer
+	pid      *actor.PID
+	report   lease.Report
+	reported bool
+	closing  bool // a deprovision was forwarded: no re-admission until it settles
+	closed   bool // the closed receipt is journaled; waiting for the actor to stop
+	stopped  bool // the actor stopped without closing (restart limit): shown unknown
+	respawn  bool // a new admission arrived while the old actor was still stopping
+}
+
+// Actor is the registry actor.
+type Actor struct {
+	deps      *Deps
+	set       *Settings
+	log       zerolog.Logger
+	st        *State
+	pool      *Pool
+	leases    map[string]*entry
+	byPID     map[string]*entry
+	seq       uint64 // last sequence of the registry stream
+	sinceSnap int
+	ready     bool // startup recovery finished: accounting is whole
+}
+
+// New returns the producer of the registry actor.
+func New(deps *Deps) actor.Producer {
+	return func() actor.Actor {
+		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "registry").Logger()}
+	}
+}
+
+// Recovered tells the registry a reconciliation pass over every lease finished.
+type Recovered struct{}
+
+// RecoverNow asks the reconciler for a pass (sent whenever the registry starts).
+type RecoverNow struct{}
+
+// LeasesReply lists live leases for the reconciler.
+type LeasesReply struct {
+	Leases []string
+}
+
+// ListLeases asks for the live lease IDs.
+type ListLeases struct {
+	Reply chan<- LeasesReply
+}
+
+// Deliver forwards msg to a live lease's actor (used by the reconciler and the
+// watcher). Dropped when the lease is unknown, gone or its mailbox is over limit.
+type Deliver struct {
+	Lease string
+	Msg   any
+	// Dropped, when set, is called (off the registry goroutine's critical path, but
+	// synchronously) if the message could not be delivered.
+	Dropped func()
+}
+
+// RetryStopped respawns lease actors that were stopped past their restart limit.
+type RetryStopped struct{}
+
+// Receive dispatches the registry's messages.
+func (a *Actor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.started(c)
+	case *messages.Admit:
+		m.Reply <- a.admit(c, m.Req)
+	case *messages.Deprovision:
+		a.deprovision(c, m)
+	case *messages.GetInfo:
+		a.forward(c, m.Lease, m, func(err error) { m.Reply <- messages.InfoReply{Err: err} })
+	case *messages.GetLogs:
+		a.getLogs(c, m)
+	case *messages.GetProvision:
+		m.Reply <- a.getProvision(m.Lease)
+	case *messages.ListProvisions:
+		m.Reply <- a.list(m)
+	case *messages.GetStats:
+		m.Reply <- messages.StatsReply{Stats: a.pool.Stats(a.running())}
+	case *messages.GetHealth:
+		if a.ready {
+			m.Reply <- messages.HealthReply{Ready: true}
+		} else {
+			m.Reply <- messages.HealthReply{Reason: "startup recovery in progress"}
+		}
+	case lease.Report:
+		if e, ok := a.leases[m.Lease]; ok && m.Admission >= e.report.Admission {
+			e.report, e.reported = m, true
+		}
+	case lease.LeaseClosed:
+		a.leaseClosed(c, m)
+	case *actor.Terminated:
+		a.terminated(c, m)
+	case Recovered:
+		if !a.ready {
+			a.log.Info().Int("leases", len(a.st.Leases)).Msg("startup recovery complete; admitting work")
+		}
+		a.ready = true
+	case *ListLeases:
+		m.Reply <- LeasesReply{Leases: a.st.Sorted()}
+	case *Deliver:
+		a.deliver(c, m)
+	case RetryStopped:
+		a.retryStopped(c)
+	}
+}
+
+// Describe summarises the registry for /debug/actors.
+func (a *Actor) Describe() (string, int) {
+	if a.pool == nil {
+		return "loading", 0
+	}
+	al := a.pool.Allocated()
+	return fmt.Sprintf("%d leases, ready=%t, allocated cpu %.2f mem %dMB disk %dMB",
+		len(a.st.Leases), a.ready, float64(al.CPUMilli)/1000, al.MemoryMB, al.DiskMB), 0
+}
+
+func (a *Actor) started(c actor.Context) {
+	a.leases, a.byPID = map[string]*entry{}, map[string]*entry{}
+	st, seq, err := LoadState(a.deps.Store)
+	if err != nil {
+		// Startup verified every stream; failing here means the store broke since.
+		a.deps.Tree.Fail(fmt.Errorf("registry: %w", err))
+		a.st, a.pool = newState(), NewPool(a.set.Totals, a.set.TenantQuota)
+		return
+	}
+	a.st, a.seq = st, seq
+	a.pool = NewPool(a.set.Totals, a.set.TenantQuota)
+	for _, id := range st.Sorted() {
+		spec := st.Leases[id]
+		a.pool.Set(id, spec.Tenant, Need(spec))
+		a.spawn(c, spec)
+	}
+	a.ready = false
+	a.deps.Tree.Send(a.set.ReconcilerPath, RecoverNow{})
+}
+
+func (a *Actor) spawn(c actor.Context, spec *lease.Spec) {
+	e := a.leases[spec.Lease]
+	if e == nil {
+		e = &entry{id: spec.Lease, spec: &atomic.Pointer[lease.Spec]{}}
+		a.leases[spec.Lease] = e
+	}
+	e.spec.Store(spec)
+	e.closing, e.closed, e.stopped = false, false, false
+	pid, err := a.deps.Tree.Spawn(c, supervisors.Spec{
+		Name:         "lease-" + spec.Lease,
+		Kind:         "lease",
+		Producer:     lease.New(a.deps.LeaseDeps, e.spec),
+		MailboxLimit: a.set.LeaseMailboxLimit,
+	})
+	if err != nil {
+		// The previous actor of this lease is still stopping; spawn when it has.
+		e.respawn = true
+		return
+	}
+	e.pid, e.respawn = pid, false
+	a.byPID[pid.Id] = e
+}
+
+// admit validates, reserves, journals and spawns — in that order; nothing is
+// reserved or written for a refused request.
+func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
+	if !a.ready {
+		return messages.Refuse(messages.ErrUnavailable, "recovering state, retry shortly")
+	}
+	now := a.deps.Now()
+	spec, err := a.set.prepare(req, now)
+	if err != nil {
+		return err
+	}
+	e := a.leases[spec.Lease]
+	replacing := false
+	if e != nil && !e.closed {
+		if !e.reported || e.closing || e.stopped || e.report.Status != lease.Failed {
+			return messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned")
+		}
+		replacing = true // a failed lease is replaced; its fail_count carries over
+	}
+	need := Need(spec)
+	if err := a.pool.Check(spec.Lease, spec.Tenant, need); err != nil {
+		return err
+	}
+	spec.Admission = a.st.Admissions + 1
+	if err := a.commit([]persistence.Event{admittedEvent(spec, now)}); err != nil {
+		return messages.Refuse(messages.ErrUnavailable, "state store unavailable")
+	}
+	a.pool.Set(spec.Lease, spec.Tenant, need)
+	if replacing {
+		e.spec.Store(spec)
+		c.Send(e.pid, lease.Reprovision{})
+	} else {
+		a.spawn(c, spec)
+	}
+	a.log.Info().Str("lease_uuid", spec.Lease).Uint64("admission", spec.Admission).Bool("replacing", replacing).
+		Int("instances", spec.Instances()).Msg("lease admitted")
+	return nil
+}
+
+func (a *Actor) deprovision(c actor.Context, m *messages.Deprovision) {
+	if !ValidLeaseID(m.Lease) {
+		m.Reply <- messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID")
+		return
+	}
+	e := a.leases[m.Lease]
+	if e == nil || e.closed {
+		if e != nil && e.respawn {
+			m.Reply <- messages.Refuse(messages.ErrLifecyclePending, "lease is being replaced, retry shortly")
+			return
+		}
+		m.Reply <- nil // idempotent: an unknown or closed lease is gone
+		return
+	}
+	if e.stopped {
+		a.spawn(c, e.spec.Load()) // give the lease actor another chance to own its close
+	}
+	e.closing = true
+	a.forward(c, m.Lease, m, func(err error) { m.Reply <- err })
+}
+
+// forward hands a command to a live lease's actor, refusing at once when the lease
+// is unknown or its backlog is over the limit.
+func (a *Actor) forward(c actor.Context, id string, msg any, refuse func(error)) {
+	e := a.leases[id]
+	if e == nil || e.closed || e.pid == nil {
+		refuse(messages.Refuse(messages.ErrNotFound, "lease not found"))
+		return
+	}
+	if e.stopped {
+		refuse(messages.Refuse(messages.ErrUnavailable, "lease actor is being recovered"))
+		return
+	}
+	if n, ok := a.deps.Tree.Dir.Get(e.pid.Id); ok && n.Overloaded() {
+		refuse(messages.Refuse(messages.ErrBusy, "lease is busy, retry later"))
+		return
+	}
+	c.Send(e.pid, msg)
+}
+
+func (a *Actor) deliver(c actor.Context, m *Deliver) {
+	e := a.leases[m.Lease]
+	if e == nil || e.closed || e.stopped || e.pid == nil {
+		if m.Dropped != nil {
+			m.Dropped()
+		}
+		return
+	}
+	if n, ok := a.deps.Tree.Dir.Get(e.pid.Id); ok && n.Overloaded() {
+		if m.Dropped != nil {
+			m.Dropped()
+		}
+		return
+	}
+	c.Send(e.pid, m.Msg)
+}
+
+func (a *Actor) getLogs(c actor.Context, m *messages.GetLogs) {
+	e := a.leases[m.Lease]
+	if e == nil || e.closed {
+		// A closed or unknown lease may still have a stored failure capture.
+		if capt, err := lease.LatestCapture(a.deps.Diag, m.Lease); err == nil && capt != nil {
+			logs := map[string]string{}
+			for _, cc := range capt.Containers {
+				logs[fmt.Sprintf("%s/%d", cc.Service, cc.Index)] = cc.Logs
+			}
+			m.Reply <- messages.LogsReply{Logs: logs}
+			return
+		}
+		m.Reply <- messages.LogsReply{Err: messages.Refuse(messages.ErrNotFound, "lease not found")}
+		return
+	}
+	a.forward(c, m.Lease, m, func(err error) { m.Reply <- messages.LogsReply{Err: err} })
+}
+
+func (a *Actor) getProvision(id string) messages.ProvisionReply {
+	if e := a.leases[id]; e != nil && !e.closed {
+		info := a.view(e)
+		return messages.ProvisionReply{Info: &info}
+	}
+	capt, err := lease.LatestCapture(a.deps.Diag, id)
+	if err != nil || capt == nil {
+		return messages.ProvisionReply{Err: messages.Refuse(messages.ErrNotFound, "lease not found")}
+	}
+	// The diagnostics fallback: the stored failure, without a terminal budget.
+	return messages.ProvisionReply{Info: &messages.ProvisionInfo{
+		LeaseUUID: id, Status: messages.StatusFailed, CreatedAt: capt.At, FailCount: capt.FailCount,
+		Reason: capt.Reason, Message: capt.Message,
+	}}
+}
+
+// view is a lease's record as last reported, or what the spec alone says.
+func (a *Actor) view(e *entry) messages.ProvisionInfo {
+	spec := e.spec.Load()
+	var info messages.ProvisionInfo
+	if e.reported && e.report.Admission == spec.Admission {
+		info = e.report.Info
+	} else {
+		info = messages.ProvisionInfo{LeaseUUID: spec.Lease, ProviderUUID: spec.ProviderUUID,
+			Status: messages.StatusProvisioning, CreatedAt: spec.AdmittedAt, Tenant: spec.Tenant,
+			Quantity: spec.Instances(), Items: spec.Items, ServiceImages: spec.ServiceImages(),
+			FailCount: e.report.Info.FailCount}
+	}
+	if e.stopped {
+		info.Status = messages.StatusUnknown
+	}
+	return info
+}
+
+func (a *Actor) list(m *messages.ListProvisions) messages.ProvisionsReply {
+	out := messages.ProvisionsReply{Provisions: []messages.ProvisionInfo{}}
+	if len(m.Leases) > 0 {
+		for _, id := range m.Leases {
+			if e := a.leases[id]; e != nil && !e.closed {
+				out.Provisions = append(out.Provisions, a.view(e))
+			}
+		}
+		return out
+	}
+	ids := make([]string, 0, len(a.leases))
+	for id, e := range a.leases {
+		if !e.closed && id > m.Continue {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	if m.Limit > 0 && len(ids) > m.Limit {
+		ids = ids[:m.Limit]
+		out.Continue = ids[len(ids)-1]
+	}
+	for _, id := range ids {
+		out.Provisions = append(out.Provisions, a.view(a.leases[id]))
+	}
+	return out
+}
+
+func (a *Actor) running() int {
+	n := 0
+	for _, e := range a.leases {
+		if !e.closed {
+			n += e.report.Running
+		}
+	}
+	return n
+}
+
+// leaseClosed journals the release of a closed lease's reservation, then stops its
+// actor. The lease's own stream already holds the closed receipt and its callback.
+func (a *Actor) leaseClosed(c actor.Context, m lease.LeaseClosed) {
+	e := a.leases[m.Lease]
+	if e == nil || e.closed {
+		return
+	}
+	if cur := a.st.Leases[m.Lease]; cur != nil && cur.Admission == m.Admission {
+		if err := a.commit([]persistence.Event{closedEvent(m.Lease, m.Admission, a.deps.Now())}); err != nil {
+			return
+		}
+		a.pool.Release(m.Lease)
+	} else if cur != nil {
+		return // a newer admission superseded the closed one
+	}
+	e.closed = true
+	a.deps.Tree.Send(a.set.ReclaimerPath, &messages.LeaseGone{Lease: m.Lease})
+	if e.pid != nil {
+		c.Stop(e.pid)
+	} else {
+		delete(a.leases, m.Lease)
+	}
+}
+
+func (a *Actor) terminated(c actor.Context, m *actor.Terminated) {
+	e := a.byPID[m.Who.Id]
+	if e == nil {
+		return
+	}
+	delete(a.byPID, m.Who.Id)
+	e.pid = nil
+	switch {
+	case e.respawn:
+		a.spawn(c, e.spec.Load())
+	case e.closed:
+		delete(a.leases, e.id)
+	default:
+		// Stopped past its restart limit: hold it as unknown, keep its reservation;
+		// the reconciler's next pass retries it.
+		e.stopped = true
+		a.log.Error().Str("lease_uuid", e.id).Msg("lease actor stopped after repeated failures; lease shown unknown")
+	}
+}
+
+func (a *Actor) retryStopped(c actor.Context) {
+	for _, e := range a.leases {
+		if e.stopped && !e.closed && e.pid == nil {
+			a.log.Info().Str("lease_uuid", e.id).Msg("respawning stopped lease actor")
+			a.spawn(c, e.spec.Load())
+		}
+	}
+}
+
+func (a *Actor) commit(events []persistence.Event) error {
+	res, err := a.deps.Store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: Stream, Events: events}}})
+	if err != nil {
+		a.log.Error().Err(err).Msg("journal write failed")
+		return err
+	}
+	a.seq = res.LastSeq[Stream]
+	for _, ev := range events {
+		if err := a.st.Apply(ev); err != nil {
+			a.log.Error().Err(err).Msg("journaled event does not apply")
+		}
+	}
+	a.sinceSnap += len(events)
+	if a.sinceSnap >= a.set.SnapshotEvery {
+		a.snapshot()
+	}
+	return nil
+}
+
+func (a *Actor) snapshot() {
+	data, err := json.Marshal(a.st)
+	if err != nil {
+		return
+	}
+	if err := a.deps.Store.SaveSnapshot(Stream, persistence.Snapshot{Seq: a.seq, V: eventVersion, At: a.deps.Now(), Data: data}); err != nil {
+		a.log.Warn().Err(err).Msg("registry snapshot")
+		return
+	}
+	a.sinceSnap = 0
+}

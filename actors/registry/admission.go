@@ -1,0 +1,155 @@
+package registry
+
+import (
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
+)
+
+var canonicalUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// ValidLeaseID reports whether s is a canonical (lowercase, hyphenated) UUID. Only
+// such IDs are ever stored or used in a Docker name.
+func ValidLeaseID(s string) bool { return canonicalUUID.MatchString(s) }
+
+// maxFieldLen bounds free-text request fields (tenant, provider, URLs).
+const maxFieldLen = 2048
+
+// prepare validates a provision request and builds its frozen spec (without an
+// admission number). It is pure: nothing is reserved or written. Every refusal is a
+// *messages.Refusal, so the wire status follows from its kind.
+func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease.Spec, error) {
+	if !ValidLeaseID(req.LeaseUUID) {
+		return nil, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID")
+	}
+	if len(req.Tenant) > maxFieldLen || len(req.ProviderUUID) > maxFieldLen {
+		return nil, messages.Refuse(messages.ErrBadRequest, "tenant or provider_uuid too long")
+	}
+	if len(req.Items) == 0 {
+		return nil, messages.Refuse(messages.ErrBadRequest, "items must not be empty")
+	}
+	if err := validCallbackURL("callback_url", req.CallbackURL); err != nil {
+		return nil, err
+	}
+	lifecycle := req.LifecycleCallbackURL
+	if lifecycle == "" {
+		lifecycle = DeriveLifecycleURL(req.CallbackURL)
+	} else if err := validCallbackURL("lifecycle_callback_url", lifecycle); err != nil {
+		return nil, err
+	}
+	if req.Payload == "" {
+		return nil, messages.Refuse(messages.ErrBadRequest, "payload is required")
+	}
+	items, err := manifest.NormalizeItems(req.Items)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := manifest.DecodePayload(req.Payload)
+	if err != nil {
+		return nil, err
+	}
+	built, err := manifest.Build(raw, items, manifest.Options{AllowedRegistries: s.AllowedRegistries})
+	if err != nil {
+		return nil, err
+	}
+	spec := &lease.Spec{
+		Lease:        req.LeaseUUID,
+		Tenant:       req.Tenant,
+		ProviderUUID: req.ProviderUUID,
+		Items:        built.Items,
+		Flat:         built.Flat,
+		CallbackURL:  req.CallbackURL,
+		LifecycleURL: lifecycle,
+		OperationID:  operationID(req.CallbackURL),
+		AdmittedAt:   now.UTC(),
+	}
+	for _, it := range built.Items {
+		prof, ok := s.resolveSKU(it.SKU)
+		if !ok {
+			return nil, messages.Refuse(messages.ErrUnknownSKU, "unknown sku %q", excerpt(it.SKU))
+		}
+		spec.Services = append(spec.Services, lease.ServiceSpec{Name: it.ServiceName, SKU: it.SKU,
+			Quantity: it.Quantity, Profile: prof, Manifest: built.Services[it.ServiceName]})
+	}
+	sort.Slice(spec.Services, func(i, j int) bool { return spec.Services[i].Name < spec.Services[j].Name })
+	return spec, nil
+}
+
+// resolveSKU maps an on-chain SKU through sku_mapping, then sku_profiles, and pins
+// the scratch allowance of a diskless profile.
+func (s *Settings) resolveSKU(sku string) (lease.Profile, bool) {
+	name := sku
+	if mapped, ok := s.SKUMapping[sku]; ok {
+		name = mapped
+	}
+	p, ok := s.SKUProfiles[name]
+	if !ok {
+		return lease.Profile{}, false
+	}
+	if p.DiskMB == 0 {
+		p.ScratchMB = s.ScratchMB
+	}
+	return p, true
+}
+
+func validCallbackURL(field, raw string) error {
+	if raw == "" {
+		return messages.Refuse(messages.ErrBadRequest, "%s is required", field)
+	}
+	if len(raw) > maxFieldLen {
+		return messages.Refuse(messages.ErrBadRequest, "%s too long", field)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.User != nil {
+		return messages.Refuse(messages.ErrBadRequest, "%s must be an absolute http(s) URL with a host", field)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
+		return messages.Refuse(messages.ErrBadRequest, "%s must not be link-local", field)
+	}
+	return nil
+}
+
+// DeriveLifecycleURL replaces the operation_id query parameter with lifecycle_id;
+// a URL without operation_id is used as is (CONTRACT.md, Callbacks).
+func DeriveLifecycleURL(callback string) string {
+	u, err := url.Parse(callback)
+	if err != nil {
+		return callback
+	}
+	q := u.Query()
+	op, ok := q["operation_id"]
+	if !ok {
+		return callback
+	}
+	q.Del("operation_id")
+	q["lifecycle_id"] = op
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// operationID is the operation's identity: the callback URL's operation_id when
+// present, else a fresh UUID.
+func operationID(callback string) string {
+	if u, err := url.Parse(callback); err == nil {
+		if op := u.Query().Get("operation_id"); op != "" {
+			return op
+		}
+	}
+	return uuid.NewString()
+}
+
+func excerpt(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return strings.ToValidUTF8(s, "?")
+}

@@ -1,0 +1,198 @@
+// Package watcher follows Docker's event stream for this installation's managed
+// containers and forwards every death, with the container's lease and generation,
+// to that lease through the registry. The stream reader never blocks: deaths go
+// through a bounded queue (4096) to a dispatcher, and a full queue drops — counted,
+// never silently. A reconnect (backoff 1 s doubling to 30 s) forgets what the last
+// session saw, so a death whose start it did not see is attributed unknown.
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/registry"
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Settings of the watcher.
+type Settings struct {
+	InstallationID string
+	RegistryPath   string
+	QueueSize      int           // 4096
+	BackoffBase    time.Duration // 1 s
+	BackoffCap     time.Duration // 30 s
+}
+
+// Deps are the watcher's collaborators.
+type Deps struct {
+	Engine   dockerio.Engine
+	Tree     *supervisors.Tree
+	Settings *Settings
+	Metrics  *Metrics
+	Log      zerolog.Logger
+}
+
+// Actor owns the stream reader and the dispatcher goroutines.
+type Actor struct {
+	deps      *Deps
+	set       *Settings
+	log       zerolog.Logger
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	connected atomic.Bool
+	sessions  atomic.Int64
+}
+
+// New returns the producer of the watcher.
+func New(deps *Deps) actor.Producer {
+	return func() actor.Actor {
+		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "watcher").Logger()}
+	}
+}
+
+// death is one observed death on its way to its lease.
+type death struct {
+	lease string
+	msg   *lease.ContainerDied
+}
+
+// Receive starts and stops the goroutines with the actor's life.
+func (a *Actor) Receive(c actor.Context) {
+	switch c.Message().(type) {
+	case *actor.Started:
+		ctx, cancel := context.WithCancel(context.Background())
+		a.cancel = cancel
+		queue := make(chan death, a.set.QueueSize)
+		a.wg.Add(2)
+		go func() { defer a.wg.Done(); a.read(ctx, queue) }()
+		go func() { defer a.wg.Done(); a.dispatch(ctx, queue) }()
+	case *actor.Restarting, *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
+		a.wg.Wait()
+	}
+}
+
+// Describe summarises the watcher for /debug/actors.
+func (a *Actor) Describe() (string, int) {
+	return fmt.Sprintf("connected=%t sessions=%d", a.connected.Load(), a.sessions.Load()), 0
+}
+
+// read keeps one subscription at a time and tracks, per session, which runs it saw
+// start and whether they were killed.
+func (a *Actor) read(ctx context.Context, queue chan<- death) {
+	backoff := a.set.BackoffBase
+	for ctx.Err() == nil {
+		a.sessions.Add(1)
+		a.deps.Metrics.stream.WithLabelValues("connected").Inc()
+		events, errs := a.deps.Engine.Events(ctx, a.set.InstallationID)
+		a.connected.Store(true)
+		type run struct{ started, killed bool }
+		runs := make(map[string]*run) // this session only: a reconnect forgets
+		healthy := false
+	session:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-events:
+				if !ok {
+					break session
+				}
+				healthy = true
+				a.deps.Metrics.events.WithLabelValues(ev.Action).Inc()
+				r := runs[ev.ContainerID]
+				if r == nil {
+					r = &run{}
+					runs[ev.ContainerID] = r
+				}
+				switch ev.Action {
+				case "start":
+					*r = run{started: true}
+				case "kill":
+					r.killed = true
+				case "die":
+					d := death{lease: ev.Lease, msg: &lease.ContainerDied{ContainerID: ev.ContainerID,
+						Generation: ev.Generation, ExitCode: ev.ExitCode, Counted: r.started && !r.killed}}
+					delete(runs, ev.ContainerID)
+					select {
+					case queue <- d:
+						a.deps.Metrics.depth.Set(float64(len(queue)))
+					default:
+						a.deps.Metrics.dropped.WithLabelValues("queue_full").Inc()
+					}
+				}
+			case err := <-errs:
+				if err != nil && ctx.Err() == nil {
+					a.log.Warn().Err(err).Msg("docker event stream ended; reconnecting")
+				}
+				break session
+			}
+		}
+		a.connected.Store(false)
+		a.deps.Metrics.stream.WithLabelValues("reconnect").Inc()
+		if healthy {
+			backoff = a.set.BackoffBase
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, a.set.BackoffCap)
+	}
+}
+
+// dispatch routes deaths to their leases through the registry. Send never waits,
+// and the registry drops (and counts, via the callback) what a busy lease cannot
+// take, so a slow lease never stalls the stream.
+func (a *Actor) dispatch(ctx context.Context, queue <-chan death) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-queue:
+			a.deps.Metrics.depth.Set(float64(len(queue)))
+			a.deps.Tree.Send(a.set.RegistryPath, &registry.Deliver{Lease: d.lease, Msg: d.msg,
+				Dropped: func() { a.deps.Metrics.dropped.WithLabelValues("undeliverable").Inc() }})
+		}
+	}
+}
+
+// Metrics of the event stream.
+type Metrics struct {
+	stream  *prometheus.CounterVec
+	events  *prometheus.CounterVec
+	dropped *prometheus.CounterVec
+	depth   prometheus.Gauge
+}
+
+// NewMetrics registers the watcher's series.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		stream: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_container_event_stream_total",
+			Help: "Event stream subscriptions, by outcome (connected, reconnect)."}, []string{"outcome"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_container_events_total",
+			Help: "Container events seen, by action."}, []string{"action"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_death_events_dropped_total",
+			Help: "Container deaths not delivered to their lease (queue_full, undeliverable); reconciliation finds them later as unknown."}, []string{"reason"}),
+		depth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_container_death_queue_depth",
+			Help: "Deaths waiting for the dispatcher."}),
+	}
+	m.dropped.WithLabelValues("queue_full")
+	m.dropped.WithLabelValues("undeliverable")
+	if reg != nil {
+		reg.MustRegister(m.stream, m.events, m.dropped, m.depth)
+	}
+	return m
+}
