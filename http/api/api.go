@@ -1,0 +1,175 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Deps are what the API handlers ask and check.
+type Deps struct {
+	Tree         *supervisors.Tree
+	RegistryPath string
+	Store        *persistence.Store
+	Engine       dockerio.Engine
+	Verifier     *hmac.Verifier
+	Gatherer     prometheus.Gatherer
+	Metrics      *Metrics
+	Log          zerolog.Logger
+	AskTimeout   time.Duration // how long a handler waits for an actor
+	CloseWait    time.Duration // how long POST /deprovision waits for teardown before 503 lifecycle_pending
+}
+
+// route is one path with its handlers by method.
+type route struct {
+	pattern string
+	auth    bool
+	methods map[string]http.HandlerFunc
+}
+
+// Handler builds the API: authenticated routes behind the HMAC middleware, JSON
+// 404/405 for anything else, every request logged and counted.
+func Handler(d *Deps) http.Handler {
+	s := &server{d: d}
+	routes := []route{
+		{"/health", false, map[string]http.HandlerFunc{http.MethodGet: s.health}},
+		{"/stats", false, map[string]http.HandlerFunc{http.MethodGet: s.stats}},
+		{"/metrics", false, map[string]http.HandlerFunc{http.MethodGet: promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{}).ServeHTTP}},
+		{"/provision", true, map[string]http.HandlerFunc{http.MethodPost: s.provision}},
+		{"/deprovision", true, map[string]http.HandlerFunc{http.MethodPost: s.deprovision}},
+		{"/info/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.info}},
+		{"/logs/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.logs}},
+		{"/provisions", true, map[string]http.HandlerFunc{http.MethodGet: s.provisions}},
+		{"/provisions/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.provisionOne}},
+		{"/retentions", true, map[string]http.HandlerFunc{http.MethodGet: s.retentions}},
+		{"/reconcile_custom_domain", true, map[string]http.HandlerFunc{http.MethodPost: s.reconcileCustomDomain}},
+		{"/restart", true, map[string]http.HandlerFunc{http.MethodPost: unsupported("restart")}},
+		{"/update", true, map[string]http.HandlerFunc{http.MethodPost: unsupported("update")}},
+		{"/restore", true, map[string]http.HandlerFunc{http.MethodPost: unsupported("restore")}},
+		{"/releases/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: unsupported("releases")}},
+	}
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		var h http.Handler = byMethod(r.methods)
+		if r.auth {
+			h = d.Verifier.Middleware(h)
+		}
+		mux.Handle(r.pattern, s.observe(r.pattern, h))
+	}
+	mux.Handle("/", s.observe("unknown", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+	})))
+	return mux
+}
+
+type server struct{ d *Deps }
+
+// byMethod dispatches on the method, answering a JSON 405 with Allow otherwise.
+// (ServeMux's own 404/405 are plain text, so methods are matched here.)
+func byMethod(methods map[string]http.HandlerFunc) http.Handler {
+	allow := make([]string, 0, len(methods))
+	for m := range methods {
+		allow = append(allow, m)
+	}
+	allowed := strings.Join(allow, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := methods[r.Method]; ok {
+			h(w, r)
+			return
+		}
+		w.Header().Set("Allow", allowed)
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
+	})
+}
+
+// unsupported answers endpoints of later capabilities honestly: a 501 providerd
+// treats as a backend-side refusal it may retry, never a permanent 4xx.
+func unsupported(what string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": what + " is not supported by this berthd"})
+	}
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// observe logs and counts every request with its route, status and duration.
+func (s *server) observe(routeName string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		d := time.Since(start)
+		s.d.Metrics.observe(routeName, rec.status, d)
+		ev := s.d.Log.Info()
+		if rec.status >= 500 {
+			ev = s.d.Log.Warn()
+		}
+		if lease := r.PathValue("lease"); lease != "" {
+			ev = ev.Str("lease_uuid", lease)
+		}
+		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).
+			Dur("duration", d).Msg("request")
+	})
+}
+
+// Metrics of the API.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	auth     *prometheus.CounterVec
+}
+
+// NewMetrics registers the API series.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_http_requests_total",
+			Help: "API requests, by route and status code."}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "berth_http_request_seconds",
+			Help: "API request duration, by route.", Buckets: prometheus.DefBuckets}, []string{"route"}),
+		auth: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_http_auth_total",
+			Help: "Request authentication outcomes."}, []string{"outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration, m.auth)
+	}
+	return m
+}
+
+// AuthOutcome is the hmac.Verifier's Observe hook.
+func (m *Metrics) AuthOutcome(outcome string) { m.auth.WithLabelValues(outcome).Inc() }
+
+func (m *Metrics) observe(route string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(d.Seconds())
+}

@@ -1,0 +1,133 @@
+// Package debug serves the operator's debug listener: the live actor tree
+// (GET /debug/actors as JSON, ?format=text or ?format=dot), pprof, and — only with
+// debug.chaos — POST /debug/chaos/crash?actor=<path>.
+package debug
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Handler builds the debug mux.
+func Handler(tree *supervisors.Tree, chaos bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/actors", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		root := tree.DescribeTree(ctx)
+		switch r.URL.Query().Get("format") {
+		case "", "json":
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(root)
+		case "text":
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write([]byte(Text(root)))
+		case "dot":
+			w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")
+			_, _ = w.Write([]byte(DOT(root)))
+		default:
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "format must be json, text or dot"})
+		}
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("POST /debug/chaos/crash", func(w http.ResponseWriter, r *http.Request) {
+		if !chaos {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "chaos is disabled (debug.chaos: false)"})
+			return
+		}
+		path := r.URL.Query().Get("actor")
+		if _, ok := tree.Dir.Get(path); !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no live actor at that path"})
+			return
+		}
+		tree.Send(path, &messages.Crash{})
+		writeJSON(w, http.StatusAccepted, map[string]string{"status": "crash sent", "actor": path})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Text renders the tree indented, one actor per line.
+func Text(root messages.NodeInfo) string {
+	var b strings.Builder
+	var walk func(n messages.NodeInfo, prefix, branch string)
+	walk = func(n messages.NodeInfo, prefix, branch string) {
+		fmt.Fprintf(&b, "%s%s%s [%s] %s", prefix, branch, name(n.Path), n.Kind, n.Status)
+		if n.State != "" {
+			fmt.Fprintf(&b, " — %s", n.State)
+		}
+		fmt.Fprintf(&b, " (restarts=%d mailbox=%d in_flight=%d)\n", n.Restarts, n.MailboxDepth, n.InFlight)
+		next := prefix
+		switch branch {
+		case "├── ":
+			next += "│   "
+		case "└── ":
+			next += "    "
+		}
+		for i, c := range n.Children {
+			br := "├── "
+			if i == len(n.Children)-1 {
+				br = "└── "
+			}
+			walk(c, next, br)
+		}
+	}
+	walk(root, "", "")
+	return b.String()
+}
+
+// DOT renders the tree for Graphviz; unresponsive actors are drawn red.
+func DOT(root messages.NodeInfo) string {
+	var b strings.Builder
+	b.WriteString("digraph berth {\n  node [shape=box, fontname=\"monospace\"];\n")
+	var walk func(n messages.NodeInfo)
+	walk = func(n messages.NodeInfo) {
+		label := fmt.Sprintf("%s\\n[%s] %s\\nrestarts=%d mailbox=%d in_flight=%d", name(n.Path), n.Kind,
+			escape(n.State), n.Restarts, n.MailboxDepth, n.InFlight)
+		color := ""
+		if n.Status != "ok" {
+			color = ", color=red, fontcolor=red"
+		}
+		fmt.Fprintf(&b, "  %q [label=\"%s\"%s];\n", n.Path, label, color)
+		for _, c := range n.Children {
+			fmt.Fprintf(&b, "  %q -> %q;\n", n.Path, c.Path)
+			walk(c)
+		}
+	}
+	walk(root)
+	b.WriteString("}\n")
+	return b.String()
+}
+
+func name(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+func escape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}
