@@ -1,0 +1,224 @@
+// Command berthctl is the operator's client for berthd: it signs requests the way
+// providerd does, so an operator (or a newcomer following the README) can drive
+// the API by hand, read the actor tree, and receive callbacks.
+//
+//	berthctl [global flags] provision -lease UUID -image REF [-sku S] [-quantity N] [-manifest FILE] [-callback URL]
+//	berthctl [global flags] deprovision -lease UUID
+//	berthctl [global flags] get PATH            signed GET, e.g. /provisions or /info/<lease>
+//	berthctl [global flags] post PATH [FILE]    signed POST of a JSON body (FILE or stdin)
+//	berthctl [global flags] sign METHOD URI [FILE]   print an X-Fred-Signature header value
+//	berthctl [global flags] actors [-format text|json|dot]
+//	berthctl [global flags] callbacks [-listen ADDR]  receive and verify callbacks, print them
+//
+// Global flags: -api URL (default http://127.0.0.1:9001), -debug URL (default
+// http://127.0.0.1:9002), -secret-file FILE (default ./var/berth/callback-secret;
+// BERTH_CALLBACK_SECRET overrides).
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "berthctl:", err)
+		os.Exit(1)
+	}
+}
+
+type client struct {
+	api, debug string
+	secret     []byte
+	out        io.Writer
+}
+
+func run(args []string, stdin io.Reader, out io.Writer) error {
+	global := flag.NewFlagSet("berthctl", flag.ContinueOnError)
+	api := global.String("api", "http://127.0.0.1:9001", "berthd API base URL")
+	dbg := global.String("debug", "http://127.0.0.1:9002", "berthd debug base URL")
+	secretFile := global.String("secret-file", "./var/berth/callback-secret", "file holding callback_secret")
+	if err := global.Parse(args); err != nil {
+		return err
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		return errors.New("usage: berthctl [flags] provision|deprovision|get|post|sign|actors|callbacks …")
+	}
+	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), out: out}
+	needSecret := rest[0] != "actors"
+	if needSecret {
+		s, err := loadSecret(*secretFile)
+		if err != nil {
+			return err
+		}
+		c.secret = s
+	}
+	switch rest[0] {
+	case "provision":
+		return c.provision(rest[1:])
+	case "deprovision":
+		fs := flag.NewFlagSet("deprovision", flag.ContinueOnError)
+		lease := fs.String("lease", "", "lease UUID")
+		if err := fs.Parse(rest[1:]); err != nil {
+			return err
+		}
+		body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: *lease})
+		return c.do(http.MethodPost, "/deprovision", body)
+	case "get":
+		if len(rest) != 2 {
+			return errors.New("usage: berthctl get PATH")
+		}
+		return c.do(http.MethodGet, rest[1], nil)
+	case "post":
+		if len(rest) < 2 {
+			return errors.New("usage: berthctl post PATH [FILE]")
+		}
+		body, err := readBody(rest[2:], stdin)
+		if err != nil {
+			return err
+		}
+		return c.do(http.MethodPost, rest[1], body)
+	case "sign":
+		if len(rest) < 3 {
+			return errors.New("usage: berthctl sign METHOD URI [FILE]")
+		}
+		body, err := readBody(rest[3:], stdin)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, hmac.Sign(c.secret, strings.ToUpper(rest[1]), rest[2], body, time.Now()))
+		return nil
+	case "actors":
+		fs := flag.NewFlagSet("actors", flag.ContinueOnError)
+		format := fs.String("format", "text", "text, json or dot")
+		if err := fs.Parse(rest[1:]); err != nil {
+			return err
+		}
+		resp, err := http.Get(c.debug + "/debug/actors?format=" + *format)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(out, resp.Body)
+		return err
+	case "callbacks":
+		return c.callbacks(rest[1:])
+	}
+	return fmt.Errorf("unknown command %q", rest[0])
+}
+
+func loadSecret(path string) ([]byte, error) {
+	if s := os.Getenv("BERTH_CALLBACK_SECRET"); s != "" {
+		return []byte(s), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read secret (set -secret-file or BERTH_CALLBACK_SECRET): %w", err)
+	}
+	return bytes.TrimRight(b, "\r\n"), nil
+}
+
+func readBody(args []string, stdin io.Reader) ([]byte, error) {
+	if len(args) > 0 && args[0] != "-" {
+		return os.ReadFile(args[0])
+	}
+	return io.ReadAll(stdin)
+}
+
+// do sends a signed request and prints the status and body.
+func (c *client) do(method, uri string, body []byte) error {
+	req, err := http.NewRequest(method, c.api+uri, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := hmac.SignRequest(c.secret, req, body, time.Now()); err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	fmt.Fprintf(c.out, "%s\n%s", resp.Status, data)
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		fmt.Fprintln(c.out)
+	}
+	return nil
+}
+
+func (c *client) provision(args []string) error {
+	fs := flag.NewFlagSet("provision", flag.ContinueOnError)
+	lease := fs.String("lease", uuid.NewString(), "lease UUID (default: a new one)")
+	image := fs.String("image", "", "image of a flat single-service manifest")
+	manifestFile := fs.String("manifest", "", "manifest JSON file (instead of -image)")
+	sku := fs.String("sku", "docker-small", "SKU of the item")
+	quantity := fs.Int("quantity", 1, "instances")
+	tenant := fs.String("tenant", "tenant-demo", "tenant")
+	callback := fs.String("callback", "http://127.0.0.1:9100/callbacks?operation_id="+uuid.NewString(), "callback_url")
+	port := fs.String("port", "8080/tcp", "port to publish (flat -image manifests; empty for none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var manifest []byte
+	switch {
+	case *manifestFile != "":
+		b, err := os.ReadFile(*manifestFile)
+		if err != nil {
+			return err
+		}
+		manifest = b
+	case *image != "":
+		m := map[string]any{"image": *image}
+		if *port != "" {
+			m["ports"] = map[string]any{*port: map[string]any{}}
+		}
+		manifest, _ = json.Marshal(m)
+	default:
+		return errors.New("provision needs -image or -manifest")
+	}
+	req := messages.ProvisionRequest{
+		LeaseUUID:    *lease,
+		Tenant:       *tenant,
+		ProviderUUID: "provider-demo",
+		Items:        []messages.LeaseItem{{SKU: *sku, Quantity: *quantity}},
+		CallbackURL:  *callback,
+		Payload:      base64.StdEncoding.EncodeToString(manifest),
+	}
+	body, _ := json.Marshal(req)
+	fmt.Fprintf(c.out, "lease %s\n", *lease)
+	return c.do(http.MethodPost, "/provision", body)
+}
+
+// callbacks serves a receiver that verifies each callback's signature and prints it.
+func (c *client) callbacks(args []string) error {
+	fs := flag.NewFlagSet("callbacks", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9100", "address to receive callbacks on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	v := &hmac.Verifier{Secret: c.secret}
+	h := v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(c.out, "%s %s (signature ok) %s\n", time.Now().Format(time.RFC3339), r.URL.RequestURI(), body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	fmt.Fprintf(c.out, "receiving callbacks on http://%s/ (Ctrl-C to stop)\n", *listen)
+	return http.ListenAndServe(*listen, h)
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/actors/facade"
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/outbox"
+	"github.com/berth-dev/berth/actors/reclaimer"
+	"github.com/berth-dev/berth/actors/reconciler"
+	"github.com/berth-dev/berth/actors/registry"
+	"github.com/berth-dev/berth/actors/watcher"
+	"github.com/berth-dev/berth/cmd/berthd/config"
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine"
+	"github.com/berth-dev/berth/http/api"
+	"github.com/berth-dev/berth/http/debug"
+	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Paths of the root's children (PID ids), fixed so actors can address siblings.
+const (
+	registryPath   = supervisors.RootPath + "/registry"
+	outboxPath     = supervisors.RootPath + "/outbox"
+	reconcilerPath = supervisors.RootPath + "/reconciler"
+	reclaimerPath  = supervisors.RootPath + "/reclaimer"
+)
+
+// daemon is a running berthd: what start opened, and how to stop it.
+type daemon struct {
+	lock   *persistence.Lock
+	store  *persistence.Store
+	diag   *persistence.Diagnostics
+	engine *engine.Engine
+	tree   *supervisors.Tree
+	log    zerolog.Logger
+}
+
+// Hooks lets tests shorten the guardian's backoff and swap the clock.
+type hooks struct {
+	guardian supervisors.Backoff
+	now      func() time.Time
+}
+
+var testHooks hooks
+
+// start opens storage (refusing anything it cannot trust), connects Docker and
+// starts the actor tree. Every error is one line for the operator log.
+func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*daemon, error) {
+	d := &daemon{log: log}
+	ok := false
+	defer func() {
+		if !ok {
+			d.closeStorage()
+		}
+	}()
+	lock, err := persistence.AcquireLock(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	d.lock = lock
+	store, info, err := persistence.Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	d.store = store
+	if info.Initialized {
+		log.Warn().Str("data_dir", cfg.DataDir).Str("storage_id", store.Identity().StorageID).
+			Msg("empty data dir initialised with a new storage identity (production mode requires -initialize-storage-identity new)")
+	}
+	if err := registry.Verify(store); err != nil {
+		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
+	if d.diag, err = persistence.OpenDiagnostics(opts); err != nil {
+		return nil, err
+	}
+	secret, secretPath, err := config.CallbackSecret(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if secretPath != "" {
+		log.Info().Str("path", secretPath).Msg("callback secret generated or read from the data dir (value not logged)")
+	}
+	d.engine, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name,
+		PullTimeout: cfg.ImagePullTimeout, Logger: log.With().Str("component", "docker").Logger()})
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	now := time.Now
+	if testHooks.now != nil {
+		now = testHooks.now
+	}
+	id := store.Identity()
+
+	d.tree, err = supervisors.Start(supervisors.Options{
+		Logger:     log,
+		Registerer: reg,
+		Chaos:      cfg.Debug.Chaos,
+		Guardian:   testHooks.guardian,
+		Children: func(tree *supervisors.Tree) []supervisors.Spec {
+			return children(cfg, secret, id, d, tree, reg, now, log)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info().Str("version", version).Str("data_dir", cfg.DataDir).Str("storage_id", id.StorageID).
+		Str("listen_addr", cfg.ListenAddr).Str("debug_listen_addr", cfg.DebugListenAddr).Msg("berthd started")
+	ok = true
+	return d, nil
+}
+
+// children builds the root's children, in spawn order: the facade last, so it is
+// the first to stop when the tree drains.
+func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
+	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger) []supervisors.Spec {
+	var eng dockerio.Engine = d.engine
+	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Log: log, Now: now, Settings: &lease.Settings{
+		BackendName:      cfg.Name,
+		HostAddress:      cfg.HostAddress,
+		HostBindIP:       cfg.HostBindIP,
+		StorageID:        id.StorageID,
+		InstallationID:   id.InstallationID,
+		ProvisionTimeout: cfg.ProvisionTimeout,
+		PullTimeout:      cfg.ImagePullTimeout,
+		VerifyDuration:   cfg.StartupVerifyDuration,
+		StopTimeout:      cfg.ContainerStopTimeout,
+		HealthPoll:       2 * time.Second,
+		ResumePoll:       5 * time.Second,
+		TeardownRetry:    5 * time.Second,
+		ReadonlyRootfs:   cfg.ContainerReadonlyRootfs,
+		PidsLimit:        cfg.ContainerPidsLimit,
+		TmpfsSizeMB:      int(cfg.ContainerTmpfsSizeMB),
+		OutboxPath:       outboxPath,
+		SnapshotEvery:    64,
+		WorkerDrain:      cfg.ContainerStopTimeout + time.Minute,
+	}}
+	profiles := make(map[string]lease.Profile, len(cfg.SKUProfiles))
+	for name, p := range cfg.SKUProfiles {
+		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
+	}
+	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now,
+		Settings: &registry.Settings{
+			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
+			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
+				MemoryMB: cfg.TenantQuota.MaxMemoryMB, DiskMB: cfg.TenantQuota.MaxDiskMB},
+			SKUMapping:        cfg.SKUMapping,
+			SKUProfiles:       profiles,
+			ScratchMB:         cfg.ContainerTmpfsSizeMB,
+			AllowedRegistries: cfg.AllowedRegistries,
+			LeaseMailboxLimit: 256,
+			SnapshotEvery:     256,
+			ReconcilerPath:    reconcilerPath,
+			ReclaimerPath:     reclaimerPath,
+		}}
+
+	outSet := outbox.DefaultSettings(secret) // signs with the wall clock: receivers check it
+	if cfg.CallbackInsecureSkipVerify {
+		// Dev only (refused in production): same client, TLS unchecked.
+		outSet.Client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec
+	}
+
+	apiMetrics := api.NewMetrics(reg)
+	verifier := &hmac.Verifier{Secret: secret, MaxBody: cfg.MaxRequestBodySize, Observe: apiMetrics.AuthOutcome}
+	if cfg.CallbackSecretNext != "" {
+		verifier.NextSecret = []byte(cfg.CallbackSecretNext)
+	}
+	apiHandler := api.Handler(&api.Deps{Tree: tree, RegistryPath: registryPath, Store: d.store, Engine: eng,
+		Verifier: verifier, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
+		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second})
+
+	return []supervisors.Spec{
+		{Name: "registry", Kind: "registry", Producer: registry.New(registryDeps), MailboxLimit: 1024,
+			Supervisor: supervisors.LeaseStrategy()},
+		{Name: "outbox", Kind: "outbox", Producer: outbox.New(d.store, outSet, log, outbox.NewMetrics(reg, d.store, now))},
+		{Name: "watcher", Kind: "watcher", Producer: watcher.New(&watcher.Deps{Engine: eng, Tree: tree, Log: log,
+			Metrics: watcher.NewMetrics(reg), Settings: &watcher.Settings{InstallationID: id.InstallationID,
+				RegistryPath: registryPath, QueueSize: 4096, BackoffBase: time.Second, BackoffCap: 30 * time.Second}})},
+		{Name: "reconciler", Kind: "reconciler", Producer: reconciler.New(&reconciler.Deps{Store: d.store, Engine: eng,
+			Tree: tree, Log: log, Now: now, Metrics: reconciler.NewMetrics(reg), Settings: &reconciler.Settings{
+				Interval: cfg.ReconcileInterval, PassTimeout: 2 * time.Minute, AckTimeout: 30 * time.Second,
+				InstallationID: id.InstallationID, RegistryPath: registryPath}})},
+		{Name: "reclaimer", Kind: "reclaimer", Producer: reclaimer.New(&reclaimer.Deps{Engine: eng, Tree: tree, Log: log,
+			Metrics: reclaimer.NewMetrics(reg), Settings: &reclaimer.Settings{Interval: cfg.ReconcileInterval,
+				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
+				BackendName: cfg.Name, RegistryPath: registryPath}})},
+		{Name: "facade", Kind: "facade", Producer: facade.New(&facade.Deps{Tree: tree, API: apiHandler,
+			Debug: debug.Handler(tree, cfg.Debug.Chaos), Log: log, Settings: &facade.Settings{
+				ListenAddr: cfg.ListenAddr, DebugListenAddr: cfg.DebugListenAddr, TLSCertFile: cfg.TLSCertFile,
+				TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile, TLSClientAllowed: cfg.TLSClientAllowedNames,
+				ShutdownGrace: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second}})},
+	}
+}
+
+// stop drains the tree (the facade first), then closes storage and the lock.
+func (d *daemon) stop(budget time.Duration) error {
+	ctx, cancel := stopCtx(budget)
+	defer cancel()
+	var errs []error
+	if d.tree != nil {
+		if err := d.tree.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.engine != nil {
+		_ = d.engine.Close()
+	}
+	d.closeStorage()
+	return errors.Join(errs...)
+}
+
+func (d *daemon) closeStorage() {
+	if d.diag != nil {
+		if err := d.diag.Close(); err != nil {
+			d.log.Warn().Err(err).Msg("close diagnostics.db")
+		}
+		d.diag = nil
+	}
+	if d.store != nil {
+		if err := d.store.Close(); err != nil {
+			d.log.Warn().Err(err).Msg("close state.db")
+		}
+	}
+	if d.lock != nil {
+		_ = d.lock.Release()
+		d.lock = nil
+	}
+}
+
+// newLogger is zerolog JSON on out, or the console format when out is a terminal.
+func newLogger(level string, out io.Writer) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	if f, ok := out.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			out = zerolog.ConsoleWriter{Out: f, TimeFormat: time.RFC3339}
+		}
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Logger()
+}

@@ -1,0 +1,139 @@
+// Command berthd runs tenants' Docker workloads ("leases") for a Fred provider.
+//
+//	berthd [-config FILE]                       run (embedded defaults without -config)
+//	berthd -version                             print the version
+//	berthd -initialize-storage-identity new     bind a new, empty data dir to a fresh identity
+//
+// Exit codes: 0 clean stop, 1 runtime or storage failure, 2 usage or config error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/berth-dev/berth/cmd/berthd/config"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+// drainBudget bounds a stop: HTTP drain, actor tree drain and store close.
+const drainBudget = 75 * time.Second
+
+func main() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr, sigs))
+}
+
+// run is berthd's whole life; it returns the process exit code.
+func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+	fs := flag.NewFlagSet("berthd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML config file (default: the embedded development config)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	initIdentity := fs.String("initialize-storage-identity", "", "with \"new\": bind an empty data dir to a fresh storage identity and exit")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "berthd: unexpected arguments: %v\n", fs.Args())
+		return exitUsage
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "berthd %s\n", version)
+		return exitOK
+	}
+	cfg, err := config.Load(*configPath, environ)
+	if err != nil {
+		var p *config.Problems
+		if errors.As(err, &p) {
+			fmt.Fprintf(stderr, "berthd: invalid configuration (%d problems):\n", len(p.List))
+			for _, line := range p.List {
+				fmt.Fprintf(stderr, "  %s\n", line)
+			}
+		} else {
+			fmt.Fprintf(stderr, "berthd: %v\n", err)
+		}
+		return exitUsage
+	}
+	log := newLogger(cfg.LogLevel, stdout)
+	for _, w := range cfg.Warnings {
+		log.Warn().Msg("config: " + w)
+	}
+	opts := persistence.Options{Dir: cfg.DataDir, MaxFileBytes: cfg.MaxStoreSizeMB << 20, ProductionMode: cfg.ProductionMode}
+
+	switch *initIdentity {
+	case "":
+	case "new":
+		lock, err := persistence.AcquireLock(cfg.DataDir)
+		if err != nil {
+			log.Error().Msg(err.Error())
+			return exitRuntime
+		}
+		defer func() { _ = lock.Release() }()
+		id, err := persistence.InitializeIdentity(opts)
+		if err != nil {
+			log.Error().Msg(err.Error())
+			return exitRuntime
+		}
+		log.Info().Str("data_dir", cfg.DataDir).Str("storage_id", id.StorageID).Msg("storage identity initialised")
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "berthd: -initialize-storage-identity takes only \"new\"\n")
+		return exitUsage
+	}
+
+	d, err := start(cfg, opts, log)
+	if err != nil {
+		log.Error().Msg(err.Error())
+		return exitRuntime
+	}
+	return d.wait(sigs)
+}
+
+// wait serves until a signal (exit 0), a fatal tree failure or a latched store
+// (exit 1), then drains everything within drainBudget.
+func (d *daemon) wait(sigs <-chan os.Signal) int {
+	log := d.log
+	code := exitOK
+	select {
+	case sig := <-sigs:
+		log.Info().Str("signal", sig.String()).Msg("stopping: draining the actor tree")
+	case cause := <-d.tree.Fatal():
+		log.Error().Err(cause).Msg("stopping after a fatal failure")
+		code = exitRuntime
+	case <-d.store.Latched():
+		log.Error().Err(d.store.Err()).Msg("stopping: the state store latched a write failure")
+		code = exitRuntime
+	}
+	if err := d.stop(drainBudget); err != nil {
+		log.Error().Err(err).Msg("drain incomplete")
+		code = exitRuntime
+	}
+	if err := d.store.Err(); err != nil {
+		code = exitRuntime
+	}
+	log.Info().Int("exit_code", code).Msg("berthd stopped")
+	return code
+}
+
+// stopCtx is the drain deadline.
+func stopCtx(budget time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), budget)
+}
