@@ -23,15 +23,22 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: run test bench build fmt vet workload-image docker-up registry-up
+.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
 	go run ./cmd/berthd $(ARGS)
 
-## test: Docker + local registry + test workload image, then every test with -race (extra flags: TESTFLAGS=...)
+## test: Docker + local registry + test workload image, then every test with -race (extra flags: TESTFLAGS=...),
+## then the crash suite's dockerd restart on its own (it stops every container on the host)
 test: docker-up registry-up workload-image
 	go test -race -timeout 30m $(TESTFLAGS) ./...
+	BERTH_CRASH_DOCKERD=1 go test -race -timeout 15m -count=1 -run 'TestCrashSuite_DockerdRestart' ./cmd/berthd
+
+## crash: the crash suite at full size — kill -9 rounds, every actor kind crashed, dockerd restarted (CRASH_ROUNDS=10)
+CRASH_ROUNDS ?= 10
+crash: docker-up registry-up workload-image
+	BERTH_CRASH_ROUNDS=$(CRASH_ROUNDS) BERTH_CRASH_DOCKERD=1 go test -race -timeout 60m -count=1 -v -run 'TestCrashSuite' ./cmd/berthd
 
 ## bench: every benchmark against the real engine (BENCH=regexp BENCHTIME=1s BENCHCOUNT=1)
 bench: docker-up registry-up workload-image

@@ -43,39 +43,31 @@ func (j *job) provision(ctx context.Context) outcome {
 	ctx, cancel := context.WithDeadline(ctx, j.st.Deadline)
 	defer cancel()
 
-	// A re-provision starts from nothing: old containers go, volumes stay.
-	if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
-		return j.internal(ctx, "remove previous containers", err)
+	// A re-provision starts from nothing: old containers go, volumes stay. The
+	// first attempt of a lease has nothing to remove.
+	if j.st.Generation > 1 {
+		if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
+			return j.internal(ctx, "remove previous containers", err)
+		}
 	}
 
-	images := make(map[string]dockerio.ImageInfo)
-	for _, svc := range j.spec.Services {
-		ref := svc.Manifest.Image
-		if _, done := images[ref]; done {
-			continue
-		}
-		pctx, pcancel := context.WithTimeout(ctx, j.set.PullTimeout)
-		err := j.eng.PullImage(pctx, ref)
-		pcancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return outcome{canceled: true}
-			}
-			j.log.Warn().Err(err).Str("image", ref).Msg("image pull failed")
-			if errors.Is(err, dockerio.ErrImagePull) || pctx.Err() != nil {
-				return fail(messages.ReasonImagePullFailed, "image could not be pulled")
-			}
-			return j.internal(ctx, "pull image", err)
-		}
-		info, err := j.eng.InspectImage(ctx, ref)
-		if err != nil {
-			return j.internal(ctx, "inspect image", err)
-		}
-		images[ref] = info
+	// The lease network and the images are independent: prepare them at once.
+	type netResult struct {
+		id  string
+		err error
 	}
-
-	networkID, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
-		BackendName: j.set.BackendName, InstallationID: j.set.InstallationID})
+	netDone := make(chan netResult, 1)
+	go func() {
+		id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
+			BackendName: j.set.BackendName, InstallationID: j.set.InstallationID})
+		netDone <- netResult{id, err}
+	}()
+	images, out, failed := j.prepareImages(ctx)
+	net := <-netDone
+	if failed {
+		return out
+	}
+	networkID, err := net.id, net.err
 	if err != nil {
 		if errors.Is(err, dockerio.ErrAddressPoolExhausted) {
 			j.log.Error().Err(err).Msg("no network address space left")
@@ -97,11 +89,42 @@ func (j *job) provision(ctx context.Context) outcome {
 		j.log.Warn().Err(upErr).Msg("compose up failed")
 		return j.failAndClean(ctx, classifyRejectedLaunch(cohort), cohort)
 	}
-	out := j.verify(ctx, cohort)
+	out = j.verify(ctx, cohort)
 	if out.ok || out.canceled {
 		return out
 	}
 	return j.failAndClean(ctx, out, nil)
+}
+
+// prepareImages pulls and inspects every distinct image of the lease. On failure
+// it returns the attempt's outcome and failed=true.
+func (j *job) prepareImages(ctx context.Context) (map[string]dockerio.ImageInfo, outcome, bool) {
+	images := make(map[string]dockerio.ImageInfo)
+	for _, svc := range j.spec.Services {
+		ref := svc.Manifest.Image
+		if _, done := images[ref]; done {
+			continue
+		}
+		pctx, pcancel := context.WithTimeout(ctx, j.set.PullTimeout)
+		err := j.eng.PullImage(pctx, ref)
+		pcancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, outcome{canceled: true}, true
+			}
+			j.log.Warn().Err(err).Str("image", ref).Msg("image pull failed")
+			if errors.Is(err, dockerio.ErrImagePull) || pctx.Err() != nil {
+				return nil, j.failAndClean(ctx, fail(messages.ReasonImagePullFailed, "image could not be pulled"), nil), true
+			}
+			return nil, j.internal(ctx, "pull image", err), true
+		}
+		info, err := j.eng.InspectImage(ctx, ref)
+		if err != nil {
+			return nil, j.internal(ctx, "inspect image", err), true
+		}
+		images[ref] = info
+	}
+	return images, outcome{}, false
 }
 
 // classifyRejectedLaunch reads a cohort Compose refused to finish launching: the

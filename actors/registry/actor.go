@@ -43,6 +43,8 @@ type Deps struct {
 	Settings  *Settings
 	Log       zerolog.Logger
 	Now       func() time.Time
+	// Phase records how long a startup phase took (berth_startup_phase_seconds).
+	Phase func(phase string, d time.Duration)
 }
 
 // entry is one lease the registry knows about.
@@ -70,6 +72,7 @@ type Actor struct {
 	seq       uint64 // last sequence of the registry stream
 	sinceSnap int
 	ready     bool // startup recovery finished: accounting is whole
+	startedAt time.Time
 }
 
 // New returns the producer of the registry actor.
@@ -126,6 +129,11 @@ func (a *Actor) Receive(c actor.Context) {
 	case *messages.ListProvisions:
 		m.Reply <- a.list(m)
 	case *messages.GetStats:
+		if !a.ready {
+			// Until recovery has joined journals with Docker the ledger is not whole.
+			m.Reply <- messages.StatsReply{Err: messages.Refuse(messages.ErrUnavailable, "accounting is being recovered")}
+			return
+		}
 		m.Reply <- messages.StatsReply{Stats: a.pool.Stats(a.running())}
 	case *messages.GetHealth:
 		if a.ready {
@@ -143,7 +151,9 @@ func (a *Actor) Receive(c actor.Context) {
 		a.terminated(c, m)
 	case Recovered:
 		if !a.ready {
-			a.log.Info().Int("leases", len(a.st.Leases)).Msg("startup recovery complete; admitting work")
+			took := time.Since(a.startedAt)
+			a.phase("recovery", took)
+			a.log.Info().Int("leases", len(a.st.Leases)).Dur("took", took).Msg("startup recovery complete; admitting work")
 		}
 		a.ready = true
 	case *ListLeases:
@@ -166,6 +176,7 @@ func (a *Actor) Describe() (string, int) {
 }
 
 func (a *Actor) started(c actor.Context) {
+	a.startedAt = time.Now()
 	a.leases, a.byPID = map[string]*entry{}, map[string]*entry{}
 	st, seq, err := LoadState(a.deps.Store)
 	if err != nil {
@@ -181,6 +192,7 @@ func (a *Actor) started(c actor.Context) {
 		a.pool.Set(id, spec.Tenant, Need(spec))
 		a.spawn(c, spec)
 	}
+	a.phase("registry_rebuild", time.Since(a.startedAt))
 	a.ready = false
 	a.deps.Tree.Send(a.set.ReconcilerPath, RecoverNow{})
 }
@@ -348,7 +360,10 @@ func (a *Actor) view(e *entry) messages.ProvisionInfo {
 		info = messages.ProvisionInfo{LeaseUUID: spec.Lease, ProviderUUID: spec.ProviderUUID,
 			Status: messages.StatusProvisioning, CreatedAt: spec.AdmittedAt, Tenant: spec.Tenant,
 			Quantity: spec.Instances(), Items: spec.Items, ServiceImages: spec.ServiceImages(),
-			FailCount: e.report.Info.FailCount}
+			FailCount: e.report.Info.FailCount, TerminalBudget: e.report.Info.TerminalBudget}
+		if info.TerminalBudget == nil {
+			info.TerminalBudget = &messages.TerminalBudget{Verdict: "retry"}
+		}
 	}
 	if e.stopped {
 		info.Status = messages.StatusUnknown
@@ -475,4 +490,10 @@ func (a *Actor) snapshot() {
 		return
 	}
 	a.sinceSnap = 0
+}
+
+func (a *Actor) phase(name string, d time.Duration) {
+	if a.deps.Phase != nil {
+		a.deps.Phase(name, d)
+	}
 }

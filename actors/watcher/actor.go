@@ -27,6 +27,7 @@ import (
 type Settings struct {
 	InstallationID string
 	RegistryPath   string
+	ReconcilerPath string        // asked for a pass after every reconnect
 	QueueSize      int           // 4096
 	BackoffBase    time.Duration // 1 s
 	BackoffCap     time.Duration // 30 s
@@ -93,10 +94,14 @@ func (a *Actor) Describe() (string, int) {
 func (a *Actor) read(ctx context.Context, queue chan<- death) {
 	backoff := a.set.BackoffBase
 	for ctx.Err() == nil {
-		a.sessions.Add(1)
 		a.deps.Metrics.stream.WithLabelValues("connected").Inc()
 		events, errs := a.deps.Engine.Events(ctx, a.set.InstallationID)
 		a.connected.Store(true)
+		if a.sessions.Add(1) > 1 {
+			// Deaths during the gap were missed: have the reconciler look now (it
+			// attributes them unknown) instead of at its next interval.
+			a.deps.Tree.Send(a.set.ReconcilerPath, registry.RecoverNow{})
+		}
 		type run struct{ started, killed bool }
 		runs := make(map[string]*run) // this session only: a reconnect forgets
 		healthy := false

@@ -66,6 +66,8 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 			d.closeStorage()
 		}
 	}()
+	phases := newStartupPhases(log)
+	mark := time.Now()
 	lock, err := persistence.AcquireLock(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -76,6 +78,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 		return nil, err
 	}
 	d.store = store
+	mark = phases.done("store_open", mark)
 	if info.Initialized {
 		log.Warn().Str("data_dir", cfg.DataDir).Str("storage_id", store.Identity().StorageID).
 			Msg("empty data dir initialised with a new storage identity (production mode requires -initialize-storage-identity new)")
@@ -83,6 +86,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err := registry.Verify(store); err != nil {
 		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
+	mark = phases.done("journal_verify", mark)
 	if d.diag, err = persistence.OpenDiagnostics(opts); err != nil {
 		return nil, err
 	}
@@ -98,9 +102,10 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
+	phases.done("docker_connect", mark)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), phases.gauge)
 	now := time.Now
 	if testHooks.now != nil {
 		now = testHooks.now
@@ -113,7 +118,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 		Chaos:      cfg.Debug.Chaos,
 		Guardian:   testHooks.guardian,
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
-			return children(cfg, secret, id, d, tree, reg, now, log)
+			return children(cfg, secret, id, d, tree, reg, now, log, phases)
 		},
 	})
 	if err != nil {
@@ -128,7 +133,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 // children builds the root's children, in spawn order: the facade last, so it is
 // the first to stop when the tree drains.
 func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
-	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger) []supervisors.Spec {
+	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger, phases *startupPhases) []supervisors.Spec {
 	var eng dockerio.Engine = d.engine
 	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Log: log, Now: now, Settings: &lease.Settings{
 		BackendName:      cfg.Name,
@@ -155,6 +160,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
 	}
 	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now,
+		Phase: func(p string, took time.Duration) { phases.record(p, took) },
 		Settings: &registry.Settings{
 			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
 			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
@@ -190,7 +196,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		{Name: "outbox", Kind: "outbox", Producer: outbox.New(d.store, outSet, log, outbox.NewMetrics(reg, d.store, now))},
 		{Name: "watcher", Kind: "watcher", Producer: watcher.New(&watcher.Deps{Engine: eng, Tree: tree, Log: log,
 			Metrics: watcher.NewMetrics(reg), Settings: &watcher.Settings{InstallationID: id.InstallationID,
-				RegistryPath: registryPath, QueueSize: 4096, BackoffBase: time.Second, BackoffCap: 30 * time.Second}})},
+				RegistryPath: registryPath, ReconcilerPath: reconcilerPath, QueueSize: 4096, BackoffBase: time.Second, BackoffCap: 30 * time.Second}})},
 		{Name: "reconciler", Kind: "reconciler", Producer: reconciler.New(&reconciler.Deps{Store: d.store, Engine: eng,
 			Tree: tree, Log: log, Now: now, Metrics: reconciler.NewMetrics(reg), Settings: &reconciler.Settings{
 				Interval: cfg.ReconcileInterval, PassTimeout: 2 * time.Minute, AckTimeout: 30 * time.Second,
@@ -254,4 +260,30 @@ func newLogger(level string, out io.Writer) zerolog.Logger {
 		}
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Logger()
+}
+
+// startupPhases records how long each startup phase took, as log lines and as
+// berth_startup_phase_seconds{phase} (store_open, journal_verify, docker_connect,
+// registry_rebuild, recovery — the last from the registry's start to the first
+// complete reconciliation, i.e. to /health turning healthy).
+type startupPhases struct {
+	log   zerolog.Logger
+	gauge *prometheus.GaugeVec
+}
+
+func newStartupPhases(log zerolog.Logger) *startupPhases {
+	return &startupPhases{log: log, gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "berth_startup_phase_seconds", Help: "Duration of each phase of the last startup."}, []string{"phase"})}
+}
+
+func (p *startupPhases) record(phase string, took time.Duration) {
+	p.gauge.WithLabelValues(phase).Set(took.Seconds())
+	p.log.Info().Str("phase", phase).Dur("took", took).Msg("startup phase")
+}
+
+// done records the phase that began at since and returns now, the next phase's start.
+func (p *startupPhases) done(phase string, since time.Time) time.Time {
+	now := time.Now()
+	p.record(phase, now.Sub(since))
+	return now
 }

@@ -324,3 +324,38 @@ func TestActorCrash_RestartsWithSamePIDAndStateRebuiltFromJournal(t *testing.T) 
 	assertGone(t, dc, lease)
 	assertPoolEmpty(t, d)
 }
+
+func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouched(t *testing.T) {
+	dockerClient(t)
+	for name, ev := range map[string]persistence.Event{
+		"unknown type":  {Type: "provision.teleported", V: 1, At: time.Now(), Data: []byte(`{}`)},
+		"newer version": {Type: "provision.started", V: 2, At: time.Now(), Data: []byte(`{}`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := newDaemonDir(t).startInProcess()
+			d.stop()
+			store, _, err := persistence.Open(persistence.Options{Dir: filepath.Join(d.dir, "data")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lease := uuid.NewString()
+			if _, err := store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: "lease/" + lease, Events: []persistence.Event{ev}}}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Close(); err != nil {
+				t.Fatal(err)
+			}
+			state := filepath.Join(d.dir, "data", "state.db")
+			old := time.Now().Add(-time.Hour)
+			_ = os.Chtimes(state, old, old)
+			sum, mtime := fileFingerprint(t, state)
+			code, out := runOnce(t, "-config", d.cfgPath)
+			if code != 1 || !strings.Contains(out, lease) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+				t.Fatalf("exit %d, want 1 with one line naming the lease:\n%s", code, out)
+			}
+			if s2, m2 := fileFingerprint(t, state); s2 != sum || !m2.Equal(mtime) {
+				t.Fatal("refused state.db was modified")
+			}
+		})
+	}
+}

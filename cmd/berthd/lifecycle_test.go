@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -354,6 +355,64 @@ func TestIsolation_TwoLeasesCannotReachEachOtherByName(t *testing.T) {
 	for _, l := range []string{a, b} {
 		d.deprovisionUntilGone(l)
 		assertGone(t, dc, l)
+	}
+	assertPoolEmpty(t, d)
+}
+
+func TestProvisions_KeysetPagingAndLookup(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t).startInProcess()
+	var leases []string
+	for i := 0; i < 3; i++ {
+		l := uuid.NewString()
+		// An image the registry does not have: admitted, then failed quickly, no container.
+		if r := d.provision(l, cb.callbackURL(), map[string]any{"image": "127.0.0.1:5000/berth/absent:x"}); r.Status != 202 {
+			t.Fatalf("provision: %d %s", r.Status, r.Body)
+		}
+		leases = append(leases, l)
+	}
+	sort.Strings(leases)
+	type page struct {
+		Provisions []messages.ProvisionInfo `json:"provisions"`
+		Continue   *string                  `json:"continue"`
+	}
+	var p1, p2, all page
+	d.get("/provisions?limit=2").json(t, &p1)
+	if len(p1.Provisions) != 2 || p1.Continue == nil || *p1.Continue != leases[1] ||
+		p1.Provisions[0].LeaseUUID != leases[0] || p1.Provisions[1].LeaseUUID != leases[1] {
+		t.Fatalf("page 1 = %+v", p1)
+	}
+	d.get("/provisions?limit=2&continue="+*p1.Continue).json(t, &p2)
+	if len(p2.Provisions) != 1 || p2.Provisions[0].LeaseUUID != leases[2] || p2.Continue != nil {
+		t.Fatalf("page 2 = %+v", p2)
+	}
+	d.get("/provisions").json(t, &all)
+	if len(all.Provisions) != 3 || all.Continue != nil {
+		t.Fatalf("full list = %+v", all)
+	}
+	var look page
+	missing := uuid.NewString()
+	d.get("/provisions?lease_uuid="+leases[2]+"&lease_uuid="+missing+"&lease_uuid="+leases[0]).json(t, &look)
+	if len(look.Provisions) != 2 || look.Continue != nil {
+		t.Fatalf("lookup = %+v", look)
+	}
+	for _, p := range all.Provisions {
+		if p.Quantity != 1 || p.ServiceImages["app"] == "" || p.CreatedAt.IsZero() || p.TerminalBudget == nil {
+			t.Fatalf("provision record = %+v", p)
+		}
+	}
+	for _, l := range leases {
+		cb.waitFor(l, 1, time.Minute)
+		d.deprovisionUntilGone(l)
+		assertGone(t, dc, l)
+	}
+	// After the lease is gone, its failure stays readable from diagnostics.
+	r := d.get("/provisions/" + leases[0])
+	var fallback messages.ProvisionInfo
+	r.json(t, &fallback)
+	if r.Status != 200 || fallback.Status != "failed" || fallback.Reason != messages.ReasonImagePullFailed || fallback.TerminalBudget != nil {
+		t.Fatalf("diagnostics fallback: %d %+v", r.Status, fallback)
 	}
 	assertPoolEmpty(t, d)
 }
