@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // Settings of the outbox actor.
@@ -127,22 +128,7 @@ func (a *Actor) start(c actor.Context) {
 	a.queueAll()
 	a.schedule(c)
 
-	self, epoch, sys := c.Self(), a.epoch, c.ActorSystem()
-	ctx := a.ctx
-	a.workers.Add(1)
-	go func() {
-		defer a.workers.Done()
-		t := time.NewTicker(a.set.Sweep)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				sys.Root.Send(self, sweepTick{epoch: epoch})
-			}
-		}
-	}()
+	supervisors.Tick(c, a.ctx, &a.workers, a.set.Sweep, sweepTick{epoch: a.epoch})
 }
 
 // stop cancels in-flight deliveries and waits for them: rows stay in the store, so
@@ -194,12 +180,10 @@ func (a *Actor) schedule(c actor.Context) {
 }
 
 func (a *Actor) deliver(c actor.Context, e persistence.OutboxEntry) {
-	self, epoch, sys, ctx := c.Self(), a.epoch, c.ActorSystem(), a.ctx
+	epoch, ctx := a.epoch, a.ctx
 	d := &Delivery{Client: a.set.Client, Secret: a.set.Secret, Delays: a.set.Delays,
 		Deadline: a.set.Deadline, Now: a.set.Now, Observe: a.met.attempt}
-	a.workers.Add(1)
-	go func() {
-		defer a.workers.Done()
+	supervisors.Background(c, &a.workers, func() any {
 		err := d.Send(ctx, e.Row)
 		if err == nil {
 			// Delete exactly the delivered row; a failure here latches the store and
@@ -208,6 +192,6 @@ func (a *Actor) deliver(c actor.Context, e persistence.OutboxEntry) {
 				err = fmt.Errorf("delete delivered row: %w", derr)
 			}
 		}
-		sys.Root.Send(self, delivered{epoch: epoch, lease: e.Key.Lease, err: err})
-	}()
+		return delivered{epoch: epoch, lease: e.Key.Lease, err: err}
+	})
 }

@@ -79,21 +79,7 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.epoch = epochs.Add(1)
 		a.ctx, a.cancel = context.WithCancel(context.Background())
-		self, sys, epoch, ctx := c.Self(), c.ActorSystem(), a.epoch, a.ctx
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			t := time.NewTicker(a.set.Interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					sys.Root.Send(self, tick{epoch: epoch})
-				}
-			}
-		}()
+		supervisors.Tick(c, a.ctx, &a.wg, a.set.Interval, tick{epoch: a.epoch})
 		a.pass(c)
 	case *actor.Restarting, *actor.Stopping:
 		a.cancel()
@@ -142,15 +128,13 @@ func (a *Actor) pass(c actor.Context) {
 		return
 	}
 	a.running = true
-	self, sys, epoch := c.Self(), c.ActorSystem(), a.epoch
-	ctx, cancel := context.WithTimeout(a.ctx, a.set.Budget)
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	epoch, parent := a.epoch, a.ctx
+	supervisors.Background(c, &a.wg, func() any {
+		ctx, cancel := context.WithTimeout(parent, a.set.Budget)
 		defer cancel()
 		removed, err := a.run(ctx)
-		sys.Root.Send(self, passDone{epoch: epoch, removed: removed, err: err})
-	}()
+		return passDone{epoch: epoch, removed: removed, err: err}
+	})
 }
 
 func (a *Actor) run(ctx context.Context) (int, error) {

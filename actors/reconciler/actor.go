@@ -93,7 +93,7 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.epoch = epochs.Add(1)
 		a.ctx, a.cancel = context.WithCancel(context.Background())
-		a.startTicker(c)
+		supervisors.Tick(c, a.ctx, &a.wg, a.set.Interval, tick{epoch: a.epoch})
 		a.pass(c) // a restarted reconciler re-establishes the registry's readiness too
 	case *actor.Restarting, *actor.Stopping:
 		a.cancel()
@@ -137,39 +137,19 @@ func (a *Actor) Describe() (string, int) {
 	return fmt.Sprintf("%d passes, last %s", a.passes, a.last), inflight
 }
 
-func (a *Actor) startTicker(c actor.Context) {
-	self, sys, epoch, ctx := c.Self(), c.ActorSystem(), a.epoch, a.ctx
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		t := time.NewTicker(a.set.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				sys.Root.Send(self, tick{epoch: epoch})
-			}
-		}
-	}()
-}
-
 func (a *Actor) pass(c actor.Context) {
 	if a.running {
 		a.again = true
 		return
 	}
 	a.running = true
-	self, sys, epoch := c.Self(), c.ActorSystem(), a.epoch
-	ctx, cancel := context.WithTimeout(a.ctx, a.set.PassTimeout)
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	epoch, parent := a.epoch, a.ctx
+	supervisors.Background(c, &a.wg, func() any {
+		ctx, cancel := context.WithTimeout(parent, a.set.PassTimeout)
 		defer cancel()
 		res, err := a.run(ctx)
-		sys.Root.Send(self, passDone{epoch: epoch, res: res, err: err})
-	}()
+		return passDone{epoch: epoch, res: res, err: err}
+	})
 }
 
 // run is one pass, off the actor goroutine.

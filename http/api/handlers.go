@@ -42,6 +42,19 @@ func ask[R any](s *server, r *http.Request, timeout time.Duration, build func(ch
 	return supervisors.Ask(ctx, s.d.Tree, s.d.RegistryPath, timeout, build)
 }
 
+// answer writes an actor's reply: the ask's error, else the reply's own error,
+// else 200 with v.
+func answer(w http.ResponseWriter, askErr, replyErr error, v any) {
+	if askErr == nil {
+		askErr = replyErr
+	}
+	if askErr != nil {
+		writeError(w, askErr)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 func (s *server) provision(w http.ResponseWriter, r *http.Request) {
 	var req messages.ProvisionRequest
 	if err := decode(r, &req); err != nil {
@@ -102,14 +115,7 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.InfoReply) any { return &messages.GetInfo{Lease: id, Reply: c} })
-	if err == nil {
-		err = rep.Err
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep.Info)
+	answer(w, err, rep.Err, rep.Info)
 }
 
 func (s *server) logs(w http.ResponseWriter, r *http.Request) {
@@ -129,14 +135,7 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 	rep, err := ask(s, r, 2*s.d.AskTimeout+30*time.Second, func(c chan<- messages.LogsReply) any {
 		return &messages.GetLogs{Lease: id, Tail: tail, Reply: c}
 	})
-	if err == nil {
-		err = rep.Err
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep.Logs)
+	answer(w, err, rep.Err, rep.Logs)
 }
 
 // paging parses limit and continue per CONTRACT.md: limit a non-negative integer
@@ -202,14 +201,7 @@ func (s *server) provisionOne(w http.ResponseWriter, r *http.Request) {
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.ProvisionReply) any {
 		return &messages.GetProvision{Lease: id, Reply: c}
 	})
-	if err == nil {
-		err = rep.Err
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep.Info)
+	answer(w, err, rep.Err, rep.Info)
 }
 
 // retentions lists retained leases. This berthd never retains volumes on close
@@ -243,14 +235,7 @@ func (s *server) reconcileCustomDomain(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.StatsReply) any { return &messages.GetStats{Reply: c} })
-	if err == nil {
-		err = rep.Err
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep.Stats)
+	answer(w, err, rep.Err, rep.Stats)
 }
 
 // health is 200 only when the store is readable with its latch clear, Docker
