@@ -72,10 +72,11 @@ type Actor struct {
 
 // worker is the one goroutine a lease may have doing Docker work.
 type worker struct {
-	epoch  uint64
-	kind   string
-	cancel context.CancelFunc
-	done   chan struct{}
+	epoch   uint64
+	kind    string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	waiting bool // only a timer before the next attempt: nothing runs
 }
 
 var epochs atomic.Uint64
@@ -209,12 +210,6 @@ func (a *Actor) deprovision(c actor.Context, m *messages.Deprovision) {
 		return
 	}
 	a.waiters = append(a.waiters, m.Reply)
-	if a.worker != nil {
-		// The close wins: cancel the worker; teardown starts when it has drained, so
-		// no late container of the canceled attempt can survive the teardown.
-		a.worker.cancel()
-		return
-	}
 	a.startTeardown(c)
 }
 
@@ -285,9 +280,14 @@ func (a *Actor) provisionDone(c actor.Context, m provisionDone) {
 // --- teardown --------------------------------------------------------------------
 
 func (a *Actor) startTeardown(c actor.Context) {
+	if w := a.worker; w != nil && w.waiting {
+		a.worker = nil // a pending retry timer: nothing to drain
+	}
 	if a.worker != nil {
+		// The close wins: cancel the worker; teardown starts when it has drained, so
+		// no late container of the canceled attempt can survive the teardown.
 		a.worker.cancel()
-		return // teardown follows the drained worker's report
+		return
 	}
 	job := a.job(a.spec.Load())
 	a.run(c, "teardown", func(ctx context.Context) any {
@@ -604,7 +604,7 @@ func (a *Actor) drainWorker() {
 func (a *Actor) after(d time.Duration, what string) {
 	self, sys := a.self, a.sys
 	token := epochs.Add(1)
-	a.worker = &worker{epoch: token, kind: "wait-" + what, cancel: func() {}, done: closedChan}
+	a.worker = &worker{epoch: token, kind: "wait-" + what, cancel: func() {}, done: closedChan, waiting: true}
 	time.AfterFunc(d, func() { sys.Root.Send(self, retry{epoch: token, what: what}) })
 }
 
