@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -413,6 +415,55 @@ func TestProvisions_KeysetPagingAndLookup(t *testing.T) {
 	r.json(t, &fallback)
 	if r.Status != 200 || fallback.Status != "failed" || fallback.Reason != messages.ReasonImagePullFailed || fallback.TerminalBudget != nil {
 		t.Fatalf("diagnostics fallback: %d %+v", r.Status, fallback)
+	}
+	assertPoolEmpty(t, d)
+}
+
+func TestReprovision_StatefulVolumeKeptDisklessScratchNot(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "sku_profiles: {stateful: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}, diskless: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}}").startInProcess()
+	for _, c := range []struct {
+		sku  string
+		kept bool
+	}{{"stateful", true}, {"diskless", false}} {
+		t.Run(c.sku, func(t *testing.T) {
+			lease := uuid.NewString()
+			provision := func() messages.LeaseInfo {
+				n := len(cb.forLease(lease))
+				if r := d.provision(lease, cb.callbackURL(), flatManifest(nil), messages.LeaseItem{SKU: c.sku, Quantity: 1}); r.Status != 202 {
+					t.Fatalf("provision: %d %s", r.Status, r.Body)
+				}
+				if got := cb.waitFor(lease, n+1, 2*time.Minute); got[n].Body.Status != messages.CallbackSuccess {
+					t.Fatalf("provision: %+v", got[n].Body)
+				}
+				var info messages.LeaseInfo
+				d.get("/info/"+lease).json(t, &info)
+				return info
+			}
+			hp := provision().Instances[0].Ports["8080/tcp"].HostPort
+			req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:"+hp+"/file?path=/data/kept.txt", strings.NewReader("tenant data"))
+			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode >= 300 {
+				t.Fatalf("write /data: %v %v", resp, err)
+			}
+			if err := dc.ContainerKill(context.Background(), leaseContainers(t, dc, lease)[0].ID, "KILL"); err != nil {
+				t.Fatal(err)
+			}
+			d.waitStatus(lease, "failed", time.Minute)
+			hp = provision().Instances[0].Ports["8080/tcp"].HostPort // a re-provision of the failed lease
+			code, body, err := httpGetHostPort("127.0.0.1:"+hp, "/file?path=/data/kept.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept := code == 200 && body == "tenant data"; kept != c.kept {
+				t.Fatalf("after re-provision /data/kept.txt: %d %q, want kept=%t", code, body, c.kept)
+			}
+			if pi := d.provisionInfo(lease); pi.FailCount != 1 || pi.Status != "ready" {
+				t.Fatalf("re-provisioned lease = %+v", pi)
+			}
+			d.deprovisionUntilGone(lease)
+			assertGone(t, dc, lease) // volumes included: closing destroys them
+		})
 	}
 	assertPoolEmpty(t, d)
 }
