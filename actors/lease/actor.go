@@ -182,7 +182,7 @@ func (a *Actor) reprovision(c actor.Context) {
 		return
 	}
 	switch a.st.Status {
-	case Failed, Failing, Closed, Reserved:
+	case Failed, Closed, Reserved:
 		a.drainWorker()
 		a.startProvision(c)
 	default:
@@ -337,8 +337,12 @@ func (a *Actor) failureCaptured(c actor.Context, m failureCaptured) {
 	if !a.finish(m.epoch) {
 		return
 	}
+	if a.st.Status == Deprovisioning {
+		a.startTeardown(c) // a close won the race: no stale failed callback
+		return
+	}
 	if a.st.Status != Failing {
-		return // a close won the race: no stale failed callback
+		return
 	}
 	now := a.deps.Now()
 	ev := event(EvRuntimeFailed, now, RuntimeFailed{Generation: a.st.Generation, At: now,

@@ -177,7 +177,7 @@ func (s *State) Apply(ev persistence.Event) error {
 			return err
 		}
 		switch s.Status {
-		case Reserved, Failed, Failing:
+		case Reserved, Failed:
 		case Closed:
 			if e.Admission <= s.ClosedAdmission {
 				return s.refuse(ev)

@@ -36,18 +36,17 @@ type ServiceSpec struct {
 // Spec is a lease as admitted: immutable once journaled by the registry. A
 // re-provision of a failed lease is a new admission with a new Spec.
 type Spec struct {
-	Lease         string               `json:"lease_uuid"`
-	Tenant        string               `json:"tenant"`
-	ProviderUUID  string               `json:"provider_uuid"`
-	Items         []messages.LeaseItem `json:"items"`
-	Services      []ServiceSpec        `json:"services"` // sorted by name
-	Flat          bool                 `json:"flat,omitempty"`
-	CallbackURL   string               `json:"callback_url"`
-	LifecycleURL  string               `json:"lifecycle_callback_url"`
-	OperationID   string               `json:"operation_id"`
-	Admission     uint64               `json:"admission"` // registry-wide admission number
-	AdmittedAt    time.Time            `json:"admitted_at"`
-	FailCountBase int                  `json:"fail_count_base,omitempty"` // carried from a replaced failed lease
+	Lease        string               `json:"lease_uuid"`
+	Tenant       string               `json:"tenant"`
+	ProviderUUID string               `json:"provider_uuid"`
+	Items        []messages.LeaseItem `json:"items"`
+	Services     []ServiceSpec        `json:"services"` // sorted by name
+	Flat         bool                 `json:"flat,omitempty"`
+	CallbackURL  string               `json:"callback_url"`
+	LifecycleURL string               `json:"lifecycle_callback_url"`
+	OperationID  string               `json:"operation_id"`
+	Admission    uint64               `json:"admission"` // registry-wide admission number
+	AdmittedAt   time.Time            `json:"admitted_at"`
 }
 
 // Allocation is one instance's reservation in the resource pool.

@@ -1,0 +1,788 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// Unit tests of the lease actor (actor.go, worker.go, verify.go) in a real
+// supervision tree, on the real store and the fake Docker engine. The harness is in
+// harness_unit_test.go.
+
+func isReady(r lease.Report) bool { return r.Status == lease.Ready }
+
+// readyLease starts a one-container lease and waits until it is Ready.
+func readyLease(t *testing.T, h *harness) (*leaseUnderTest, dockerio.Container) {
+	t.Helper()
+	l := h.start(newSpec(1))
+	h.awaitReport("ready", isReady)
+	ctrs := l.containers()
+	if len(ctrs) != 1 || ctrs[0].State != "running" {
+		t.Fatalf("a ready lease with one service of quantity 1 runs %d containers: %+v", len(ctrs), ctrs)
+	}
+	return l, ctrs[0]
+}
+
+func wantTypes(t *testing.T, l *leaseUnderTest, want ...string) {
+	t.Helper()
+	if got := l.eventTypes(); !slices.Equal(got, want) {
+		t.Fatalf("journal %v, want %v", got, want)
+	}
+}
+
+// wantRow is an expected outbox row: its callback status, and whether it goes to
+// the lifecycle URL (deaths, deprovisions) or the exact callback URL (provision
+// outcomes).
+type wantRow struct {
+	status    string
+	lifecycle bool
+}
+
+func opRow(status string) wantRow { return wantRow{status: status} }
+func lcRow(status string) wantRow { return wantRow{status: status, lifecycle: true} }
+
+// wantRows checks the lease's pending outbox rows, in order: callback status, URL,
+// kind, and a body naming the lease, the backend and the storage ID.
+func wantRows(t *testing.T, l *leaseUnderTest, want ...wantRow) []messages.Callback {
+	t.Helper()
+	rows := l.rows()
+	var got, wantStatuses []string
+	var out []messages.Callback
+	for _, r := range rows {
+		cb := callback(t, r)
+		got = append(got, cb.Status)
+		out = append(out, cb)
+	}
+	for _, w := range want {
+		wantStatuses = append(wantStatuses, w.status)
+	}
+	if !slices.Equal(got, wantStatuses) {
+		t.Fatalf("outbox rows %v, want %v", got, wantStatuses)
+	}
+	spec := l.spec.Load()
+	for i, r := range rows {
+		cb := out[i]
+		wantURL, wantKind := spec.CallbackURL, "operation"
+		if want[i].lifecycle {
+			wantURL, wantKind = spec.LifecycleURL, "lifecycle"
+		}
+		if r.URL != wantURL || r.Kind != wantKind {
+			t.Fatalf("row %d (%s) goes to %s as %q, want %s as %q", i, cb.Status, r.URL, r.Kind, wantURL, wantKind)
+		}
+		if cb.LeaseUUID != l.id || cb.Backend != l.h.set.BackendName || cb.BackendStorageID != l.h.set.StorageID {
+			t.Fatalf("row %d body %+v does not name the lease, backend %q and storage %q", i, cb, l.h.set.BackendName, l.h.set.StorageID)
+		}
+		if r.DeliveryID == "" || r.Lease != l.id {
+			t.Fatalf("row %d: delivery id %q lease %q", i, r.DeliveryID, r.Lease)
+		}
+	}
+	return out
+}
+
+// TestLease_Provision_ReadyWithOneSuccessCallbackCommittedWithTheEvent: reserved →
+// provisioning → ready journals provision.started then provision.succeeded, and the
+// success callback (to the exact callback URL, naming backend and storage) is
+// committed in the same transaction as provision.succeeded: a reader never sees one
+// without the other, whichever it reads first. The outbox is woken after the
+// commit, and the parent hears Ready.
+func TestLease_Provision_ReadyWithOneSuccessCallbackCommittedWithTheEvent(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := newSpec(1)
+
+	// Watch the store while the lease provisions.
+	stop, torn := make(chan struct{}), make(chan string, 2)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			row1 := hasSuccessRow(h.store, spec.Lease)
+			ev1 := hasEvent(h.store, spec.Lease, lease.EvProvisionSucceeded)
+			if row1 && !ev1 {
+				torn <- "outbox row visible before provision.succeeded"
+				return
+			}
+			ev2 := hasEvent(h.store, spec.Lease, lease.EvProvisionSucceeded)
+			row2 := hasSuccessRow(h.store, spec.Lease)
+			if ev2 && !row2 {
+				torn <- "provision.succeeded visible before its outbox row"
+				return
+			}
+			if ev2 && row2 {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-watching })
+
+	l := h.start(spec)
+	r := h.awaitReport("ready", isReady)
+	if r.Lease != spec.Lease || r.Admission != 1 || r.Running != 1 || r.Info.Status != messages.StatusReady {
+		t.Fatalf("ready report %+v", r)
+	}
+	<-watching
+	select {
+	case why := <-torn:
+		t.Fatalf("journal and outbox were not committed together: %s", why)
+	default:
+	}
+
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+	recs := l.events()
+	started := payload[lease.ProvisionStarted](t, recs[0])
+	if started.Admission != 1 || started.Generation != 1 || started.OperationID != spec.OperationID ||
+		!started.Deadline.Equal(started.At.Add(h.set.ProvisionTimeout)) {
+		t.Fatalf("provision.started %+v", started)
+	}
+	done := payload[lease.ProvisionSucceeded](t, recs[1])
+	ctrs := l.containers()
+	if len(ctrs) != 1 || len(done.Containers) != 1 || done.Containers[0].ContainerID != ctrs[0].ID {
+		t.Fatalf("provision.succeeded records %+v; the fake runs %+v", done.Containers, ctrs)
+	}
+	if c := ctrs[0]; c.Generation != 1 || c.OperationID != spec.OperationID || c.State != "running" {
+		t.Fatalf("container generation %d operation %q state %s", c.Generation, c.OperationID, c.State)
+	}
+	if b, ok := done.Containers[0].Ports["8080/tcp"]; !ok || b.HostPort == "" {
+		t.Fatalf("provision.succeeded records no port binding: %+v", done.Containers[0])
+	}
+	cbs := wantRows(t, l, opRow(messages.CallbackSuccess))
+	if cbs[0].Error != "" {
+		t.Fatalf("success callback carries an error: %+v", cbs[0])
+	}
+	st := l.state()
+	if st.Status != lease.Ready || st.FailCount != 0 || len(st.Containers) != 1 {
+		t.Fatalf("state %+v", st)
+	}
+
+	select {
+	case w := <-h.wakes:
+		if w.err != nil || w.lease != spec.Lease || !slices.Contains(w.events, lease.EvProvisionSucceeded) || len(w.rows) != 1 {
+			t.Fatalf("outbox woken before the commit was visible: %+v", w)
+		}
+	case <-time.After(unitWait):
+		t.Fatalf("the outbox was never woken")
+	}
+	l.barrier()
+	select {
+	case w := <-h.wakes:
+		t.Fatalf("a second outbox wake: %+v", w)
+	default:
+	}
+}
+
+func hasSuccessRow(store *persistence.Store, id string) bool {
+	all, err := store.OutboxAll()
+	if err != nil {
+		return false
+	}
+	for _, e := range all {
+		if e.Row.Lease == id && strings.Contains(string(e.Row.Body), `"status":"success"`) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasEvent(store *persistence.Store, id, typ string) bool {
+	l, err := store.Load(lease.Stream(id))
+	if err != nil {
+		return false
+	}
+	for _, r := range l.Events {
+		if r.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLease_ProvisionFails_OneCuratedFailedCallbackAndCleanup: a compose up that
+// fails, or a container found exited at verification, ends the attempt with
+// provision.failed and exactly one failed row carrying the curated error text;
+// fail_count is 1, diagnostics are captured and the attempt's containers are
+// removed.
+func TestLease_ProvisionFails_OneCuratedFailedCallbackAndCleanup(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		arm      func(h *harness) func(l *leaseUnderTest)
+		reason   string
+		message  string
+		errText  string
+		exitCode int // of the captured container; -1: nothing was created
+	}{
+		{
+			name: "compose up refused",
+			arm: func(h *harness) func(*leaseUnderTest) {
+				h.eng.FailNextUp(errors.New("Error response from daemon: no space left on device"))
+				return func(*leaseUnderTest) {}
+			},
+			reason: messages.ReasonInternal, message: "container creation failed",
+			errText: "Internal: provisioning failed on the provider", exitCode: -1,
+		},
+		{
+			name: "container exited before verification",
+			arm: func(h *harness) func(*leaseUnderTest) {
+				verify := h.eng.Hold(fake.OpInspect)
+				return func(l *leaseUnderTest) {
+					awaitGate(h.t, "verification to inspect the container", verify.entered)
+					ctrs := l.containers()
+					if len(ctrs) != 1 {
+						h.t.Fatalf("launched %d containers, want 1", len(ctrs))
+					}
+					if err := h.eng.Kill(ctrs[0].ID, 3); err != nil {
+						h.t.Fatal(err)
+					}
+					verify.Release()
+				}
+			},
+			reason: messages.ReasonContainerExited, message: "container exited during startup",
+			errText: "ContainerExited: a container exited", exitCode: 3,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			act := tc.arm(h)
+			l := h.start(newSpec(1))
+			act(l)
+			r := h.awaitReport("failed", func(r lease.Report) bool { return r.Status == lease.Failed })
+			if r.Info.Status != messages.StatusFailed || r.Info.FailCount != 1 || r.Info.Reason != tc.reason {
+				t.Fatalf("failed report %+v", r.Info)
+			}
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
+			failed := payload[lease.ProvisionFailed](t, l.events()[1])
+			if failed.Generation != 1 || failed.Reason != tc.reason || failed.Message != tc.message {
+				t.Fatalf("provision.failed %+v, want %s %q", failed, tc.reason, tc.message)
+			}
+			cbs := wantRows(t, l, opRow(messages.CallbackFailed))
+			if cbs[0].Error != tc.errText {
+				t.Fatalf("callback error %q, want %q", cbs[0].Error, tc.errText)
+			}
+			if st := l.state(); st.Status != lease.Failed || st.FailCount != 1 {
+				t.Fatalf("status %s fail_count %d, want failed/1", st.Status, st.FailCount)
+			}
+			if h.eng.Calls(fake.OpDown) < 1 {
+				t.Fatalf("the failed attempt was never cleaned up (no compose down)")
+			}
+			if left := l.containers(); len(left) != 0 {
+				t.Fatalf("%d containers of the failed attempt remain: %+v", len(left), left)
+			}
+			capture, err := lease.LatestCapture(h.diag, l.id)
+			if err != nil || capture == nil {
+				t.Fatalf("no diagnostics captured: %v", err)
+			}
+			if capture.Reason != tc.reason || capture.Generation != 1 || capture.FailCount != 1 {
+				t.Fatalf("capture %+v", capture)
+			}
+			if tc.exitCode >= 0 && (len(capture.Containers) != 1 || capture.Containers[0].ExitCode != tc.exitCode) {
+				t.Fatalf("capture containers %+v, want one that exited %d", capture.Containers, tc.exitCode)
+			}
+		})
+	}
+}
+
+// TestLease_HealthCheckedService_FailsUnhealthyBeforePassing: a health-checked
+// instance that reports unhealthy before it ever passed fails the provision with
+// HealthCheckFailed.
+func TestLease_HealthCheckedService_FailsUnhealthyBeforePassing(t *testing.T) {
+	h := newHarness(t, func(s *lease.Settings) { s.ProvisionTimeout = 20 * time.Second })
+	spec := newSpec(1, checkedService("web", 2))
+	h.eng.PinHealth(spec.Lease, "web", "unhealthy")
+	l := h.start(spec)
+	h.awaitReport("failed", func(r lease.Report) bool { return r.Status == lease.Failed })
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
+	failed := payload[lease.ProvisionFailed](t, l.events()[1])
+	if failed.Reason != messages.ReasonHealthCheckFailed || failed.Message != "health check failed during startup" {
+		t.Fatalf("provision.failed %+v, want HealthCheckFailed during startup", failed)
+	}
+	if cbs := wantRows(t, l, opRow(messages.CallbackFailed)); cbs[0].Error != "HealthCheckFailed: a health check did not pass" {
+		t.Fatalf("callback error %q", cbs[0].Error)
+	}
+	if left := l.containers(); len(left) != 0 {
+		t.Fatalf("%d containers remain after the failed health check", len(left))
+	}
+}
+
+// TestLease_HealthCheckedService_PassIsSticky: once an instance passed its health
+// check, a later flap to unhealthy (seen by verification while another instance is
+// still starting) does not fail the provision: it becomes ready when the other
+// instance passes.
+func TestLease_HealthCheckedService_PassIsSticky(t *testing.T) {
+	h := newHarness(t, func(s *lease.Settings) { s.ProvisionTimeout = 20 * time.Second })
+	spec := newSpec(1, checkedService("web", 2))
+	h.eng.PinHealth(spec.Lease, "web", "starting") // no automatic transition: the test decides
+	l := h.start(spec)
+	h.waitFor("verification to poll the cohort", func() bool { return h.eng.Calls(fake.OpInspect) >= 2 })
+	var web [2]string
+	for _, c := range l.containers() {
+		web[c.Index] = c.ID
+	}
+	if web[0] == "" || web[1] == "" {
+		t.Fatalf("cohort %+v, want web/0 and web/1", l.containers())
+	}
+	// Each verification pass inspects web/0 then web/1; four more inspect calls after
+	// a change guarantee that a whole pass saw it and was evaluated.
+	passAfterChange := func(what string) {
+		t.Helper()
+		base := h.eng.Calls(fake.OpInspect)
+		h.waitFor(what, func() bool { return h.eng.Calls(fake.OpInspect) >= base+4 })
+	}
+	if err := h.eng.SetHealth(web[0], "healthy"); err != nil {
+		t.Fatal(err)
+	}
+	passAfterChange("a verification pass to see web/0 healthy")
+	if err := h.eng.SetHealth(web[0], "unhealthy"); err != nil {
+		t.Fatal(err)
+	}
+	passAfterChange("a verification pass to see web/0 flap to unhealthy")
+	if types := l.eventTypes(); len(types) != 1 {
+		t.Fatalf("the flap of a passed instance ended the provision: journal %v", types)
+	}
+	if err := h.eng.SetHealth(web[1], "healthy"); err != nil {
+		t.Fatalf("set web/1 healthy: %v (journal %v)", err, l.eventTypes())
+	}
+	h.awaitReport("ready", func(r lease.Report) bool { return r.Status != lease.Reserved && r.Status != lease.Provisioning })
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+	done := payload[lease.ProvisionSucceeded](t, l.events()[1])
+	if len(done.Containers) != 2 {
+		t.Fatalf("ready cohort %+v, want web/0 and web/1", done.Containers)
+	}
+	wantRows(t, l, opRow(messages.CallbackSuccess))
+}
+
+// TestLease_CloseDuringProvisioning_TeardownBeforeReplyAndNoProvisionOutcome: a
+// close while the provision worker is held (in compose up, or in verification with
+// the container running) cancels it; the Deprovision reply comes only after the
+// teardown finished; the journal has close.requested then closed and no provision
+// outcome; the only callback is "deprovisioned" to the lifecycle URL; no container
+// remains.
+func TestLease_CloseDuringProvisioning_TeardownBeforeReplyAndNoProvisionOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hold       fake.Op
+		containers int // running when the close arrives
+	}{
+		{"held in compose up", fake.OpUp, 0},
+		{"held in verification", fake.OpInspect, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			spec := newSpec(1)
+			h.eng.Delay(tc.hold, time.Hour) // the held call waits until its context ends
+			l := h.start(spec)
+			h.waitFor("the provision worker to be held", func() bool { return h.eng.Calls(tc.hold) >= 1 })
+			h.eng.Delay(tc.hold, 0)
+			if got := len(l.containers()); got != tc.containers {
+				t.Fatalf("%d containers when the close arrives, want %d", got, tc.containers)
+			}
+			down := h.eng.Hold(fake.OpDown)
+			reply := l.deprovision()
+			awaitGate(t, "teardown's compose down", down.entered)
+			select {
+			case err := <-reply:
+				t.Fatalf("deprovision answered %v while teardown was still running", err)
+			default:
+			}
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvCloseRequested)
+			down.Release()
+			if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
+				t.Fatalf("deprovision: %v", err)
+			}
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvCloseRequested, lease.EvClosed)
+			wantRows(t, l, lcRow(messages.CallbackDeprovisioned))
+			if left := l.containers(); len(left) != 0 {
+				t.Fatalf("%d containers remain after the close: %+v", len(left), left)
+			}
+			closed := payload[lease.ClosedEv](t, l.events()[2])
+			if closed.Admission != 1 {
+				t.Fatalf("closed %+v, want admission 1", closed)
+			}
+			select {
+			case m := <-h.closed:
+				if m.Lease != l.id || m.Admission != 1 {
+					t.Fatalf("LeaseClosed %+v", m)
+				}
+			case <-time.After(unitWait):
+				t.Fatalf("the parent was never told the lease closed")
+			}
+			if st := l.state(); st.Status != lease.Closed || st.ClosedAdmission != 1 {
+				t.Fatalf("state %s closed admission %d", st.Status, st.ClosedAdmission)
+			}
+		})
+	}
+}
+
+// TestLease_CloseDuringFailing_ClosesWithoutFailedCallback: a confirmed death moves a
+// ready lease to failing; a close while the failure is still being captured wins:
+// no runtime.failed, no "failed" callback, the lease tears down and closes, and the
+// Deprovision is answered.
+func TestLease_CloseDuringFailing_ClosesWithoutFailedCallback(t *testing.T) {
+	h := newHarness(t, nil)
+	l, ctr := readyLease(t, h)
+	h.eng.Delay(fake.OpLogs, time.Hour) // holds the failure capture until canceled
+	if err := h.eng.Kill(ctr.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 1, Counted: true})
+	failing := payload[lease.RuntimeFailing](t, l.waitEvent(lease.EvRuntimeFailing))
+	if failing.ContainerID != ctr.ID || failing.ExitCode != 1 || !failing.Counted {
+		t.Fatalf("runtime.failing %+v", failing)
+	}
+	h.waitFor("the failure capture to be held reading logs", func() bool { return h.eng.Calls(fake.OpLogs) >= 1 })
+	h.eng.Delay(fake.OpLogs, 0)
+	reply := l.deprovision()
+	select {
+	case err := <-reply:
+		if err != nil {
+			t.Fatalf("deprovision: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a close during failing never completed: %s", l.describe())
+	}
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvRuntimeFailing,
+		lease.EvCloseRequested, lease.EvClosed)
+	wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackDeprovisioned))
+	if left := l.containers(); len(left) != 0 {
+		t.Fatalf("%d containers remain after the close", len(left))
+	}
+}
+
+// TestLease_StaleOrDuplicateDeaths_NothingJournaled: a death for a container that
+// still runs, of another generation, for a container the lease does not own, or a
+// repeat of a death already handled, journals nothing; the one real death
+// journals exactly one runtime.failing and one runtime.failed.
+func TestLease_StaleOrDuplicateDeaths_NothingJournaled(t *testing.T) {
+	h := newHarness(t, nil)
+	l, ctr := readyLease(t, h)
+	readyJournal := []string{lease.EvProvisionStarted, lease.EvProvisionSucceeded}
+
+	// Still running: the confirming inspect sees it running.
+	confirm := h.eng.Hold(fake.OpInspect)
+	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 137, Counted: true})
+	awaitGate(t, "the death to be confirmed by an inspect", confirm.entered)
+	confirm.Release()
+	awaitGate(t, "the confirming inspect to return", confirm.returned)
+	l.barrier()
+	wantTypes(t, l, readyJournal...)
+
+	// Now it really exited; deaths of another generation or of containers the lease
+	// does not own are dropped before any inspect.
+	if err := h.eng.Kill(ctr.ID, 7); err != nil {
+		t.Fatal(err)
+	}
+	inspects := h.eng.Calls(fake.OpInspect)
+	for _, d := range []lease.ContainerDied{
+		{ContainerID: ctr.ID, Generation: 2, ExitCode: 7, Counted: true},
+		{ContainerID: ctr.ID, Generation: 0, ExitCode: 7, Counted: true},
+		{ContainerID: strings.Repeat("ab", 32), Generation: 1, ExitCode: 7, Counted: true},
+		{ContainerID: ctr.ID[:12], Generation: 1, ExitCode: 7, Counted: true},
+	} {
+		l.send(&d)
+	}
+	l.barrier()
+	h.stayQuiet("stale deaths were sent to be confirmed by an inspect", 200*time.Millisecond, func() bool {
+		return h.eng.Calls(fake.OpInspect) != inspects
+	})
+	wantTypes(t, l, readyJournal...)
+
+	// The real death (reported uncounted), then a duplicate of it.
+	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: false})
+	failing := payload[lease.RuntimeFailing](t, l.waitEvent(lease.EvRuntimeFailing))
+	if failing.ContainerID != ctr.ID || failing.ExitCode != 7 || failing.Counted || failing.Service != "app" || failing.Index != 0 {
+		t.Fatalf("runtime.failing %+v, want the real death (exit 7, uncounted)", failing)
+	}
+	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: true})
+	l.waitEvent(lease.EvRuntimeFailed)
+	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: true})
+	l.barrier()
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvRuntimeFailing, lease.EvRuntimeFailed)
+	cbs := wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackFailed))
+	if cbs[1].Error != "ContainerExited: a container exited" {
+		t.Fatalf("runtime failure callback error %q", cbs[1].Error)
+	}
+	if st := l.state(); st.Status != lease.Failed || st.FailCount != 1 || st.Budget.Streak != 0 {
+		t.Fatalf("state %s fail_count %d streak %d, want failed/1/0 (uncounted)", st.Status, st.FailCount, st.Budget.Streak)
+	}
+}
+
+// TestLease_RestartWhileVerifying_ResumesToOneTerminalEvent: a chaos crash while the
+// provision worker is held in verification restarts the actor; the old worker is
+// drained, its canceled completion ignored, and the new incarnation resumes the
+// running cohort (no second compose up, no second provision.started) to Ready.
+func TestLease_RestartWhileVerifying_ResumesToOneTerminalEvent(t *testing.T) {
+	h := newHarness(t, nil)
+	h.eng.Delay(fake.OpInspect, time.Hour)
+	l := h.start(newSpec(1))
+	h.waitFor("verification to be held", func() bool { return h.eng.Calls(fake.OpInspect) >= 1 })
+	h.eng.Delay(fake.OpInspect, 0) // the held call stays held until canceled
+	l.send(&messages.Crash{})
+	h.waitFor("the lease actor to be restarted", func() bool { return l.restarts() >= 1 })
+	l.waitEvent(lease.EvProvisionSucceeded)
+	l.barrier()
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+	if n := h.eng.Calls(fake.OpUp); n != 1 {
+		t.Fatalf("compose up ran %d times, want once (the restart resumes, it does not relaunch)", n)
+	}
+	wantRows(t, l, opRow(messages.CallbackSuccess))
+	done := payload[lease.ProvisionSucceeded](t, l.events()[1])
+	ctrs := l.containers()
+	if len(ctrs) != 1 || len(done.Containers) != 1 || done.Containers[0].ContainerID != ctrs[0].ID {
+		t.Fatalf("ready cohort %+v, fake runs %+v", done.Containers, ctrs)
+	}
+}
+
+// TestLease_RestartWithADefiniteOutcomeInFlight_StaleEpochIgnored: the old worker of
+// a crashed incarnation finishes with a definite failure (ContainerExited) after the
+// restart; its completion carries the old epoch and is ignored. The new
+// incarnation's resume finds nothing to resume and, at the deadline, records the
+// only terminal event — its own.
+func TestLease_RestartWithADefiniteOutcomeInFlight_StaleEpochIgnored(t *testing.T) {
+	h := newHarness(t, func(s *lease.Settings) { s.ProvisionTimeout = 3 * time.Second })
+	verify := h.eng.Hold(fake.OpInspect)
+	cleanup := h.eng.Hold(fake.OpDown)
+	l := h.start(newSpec(1))
+	awaitGate(t, "verification to inspect", verify.entered)
+	ctrs := l.containers()
+	if len(ctrs) != 1 {
+		t.Fatalf("launched %d containers, want 1", len(ctrs))
+	}
+	if err := h.eng.Kill(ctrs[0].ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	verify.Release()
+	awaitGate(t, "the failed attempt's cleanup", cleanup.entered) // the worker holds a ContainerExited outcome
+	l.send(&messages.Crash{})
+	cleanup.Release()
+	h.waitFor("the lease actor to be restarted", func() bool { return l.restarts() >= 1 })
+	rec := l.waitEvent(lease.EvProvisionFailed)
+	l.barrier()
+	failed := payload[lease.ProvisionFailed](t, rec)
+	if failed.Reason != messages.ReasonInternal || failed.Message != "provisioning did not complete in time" {
+		t.Fatalf("provision.failed %+v: the stale worker's outcome was applied, want the resume's deadline failure", failed)
+	}
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
+	if cbs := wantRows(t, l, opRow(messages.CallbackFailed)); cbs[0].Error != "Internal: provisioning failed on the provider" {
+		t.Fatalf("callback error %q", cbs[0].Error)
+	}
+}
+
+// journalStarted writes a provision.started with no completion, as a worker that
+// died with its actor (or the process) leaves it.
+func journalStarted(t *testing.T, h *harness, spec *lease.Spec, started, deadline time.Time) {
+	t.Helper()
+	ev := mkEvent(lease.EvProvisionStarted, started, lease.ProvisionStarted{Admission: spec.Admission, Generation: 1,
+		OperationID: spec.OperationID, At: started, Deadline: deadline})
+	if _, err := h.store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: lease.Stream(spec.Lease), Events: []persistence.Event{ev}}}}); err != nil {
+		t.Fatalf("journal provision.started: %v", err)
+	}
+}
+
+// launchInFake makes the fake run generation 1 of the lease's service "app" with
+// quantity instances, labelled as the lease's own launch would be.
+func launchInFake(t *testing.T, h *harness, spec *lease.Spec, quantity int) {
+	t.Helper()
+	ctx := context.Background()
+	img, err := h.eng.Engine.InspectImage(ctx, unitImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	netID, err := h.eng.Engine.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: spec.Lease, Tenant: spec.Tenant,
+		BackendName: h.set.BackendName, InstallationID: h.set.InstallationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := dockerio.Plan{Lease: spec.Lease, Tenant: spec.Tenant, ProviderUUID: spec.ProviderUUID,
+		BackendName: h.set.BackendName, InstallationID: h.set.InstallationID, OperationID: spec.OperationID,
+		Generation: 1, CallbackURL: spec.CallbackURL, LifecycleURL: spec.LifecycleURL, NetworkID: netID,
+		HostBindIP: h.set.HostBindIP, Services: []dockerio.ServicePlan{{Name: "app", SKU: "docker-small",
+			Quantity: quantity, Image: unitImage, ImageID: img.ID, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}}}
+	if err := h.eng.Engine.Up(ctx, plan); err != nil {
+		t.Fatalf("launch in fake: %v", err)
+	}
+}
+
+// TestLease_ResumeAfterRestart: a journal with provision.started and no completion
+// is resumed by the actor's Started: a complete running cohort of that generation
+// is verified to Ready (without a new attempt); with nothing launched the lease
+// stays provisioning until the deadline, then fails Internal and cleans up; past
+// the deadline an incomplete cohort is failed and removed at once.
+func TestLease_ResumeAfterRestart(t *testing.T) {
+	t.Run("complete running cohort resumes to ready", func(t *testing.T) {
+		h := newHarness(t, nil)
+		spec := newSpec(1)
+		launchInFake(t, h, spec, 1)
+		ups, pulls := h.eng.Calls(fake.OpUp), h.eng.Calls(fake.OpPullImage)
+		now := time.Now()
+		journalStarted(t, h, spec, now, now.Add(h.set.ProvisionTimeout))
+		l := h.start(spec)
+		first := h.awaitReport("after start", func(lease.Report) bool { return true })
+		if first.Status != lease.Provisioning {
+			t.Fatalf("first report %s, want provisioning", first.Status)
+		}
+		h.awaitReport("ready", isReady)
+		wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+		if h.eng.Calls(fake.OpUp) != ups || h.eng.Calls(fake.OpPullImage) != pulls {
+			t.Fatalf("the resume launched a new attempt (up %d→%d, pull %d→%d)", ups, h.eng.Calls(fake.OpUp), pulls, h.eng.Calls(fake.OpPullImage))
+		}
+		done := payload[lease.ProvisionSucceeded](t, l.events()[1])
+		ctrs := l.containers()
+		if done.Generation != 1 || len(done.Containers) != 1 || len(ctrs) != 1 || done.Containers[0].ContainerID != ctrs[0].ID {
+			t.Fatalf("provision.succeeded %+v; fake runs %+v", done, ctrs)
+		}
+		wantRows(t, l, opRow(messages.CallbackSuccess))
+	})
+
+	t.Run("nothing launched: pending until the deadline, then failed and cleaned up", func(t *testing.T) {
+		h := newHarness(t, nil)
+		spec := newSpec(1)
+		now := time.Now()
+		deadline := now.Add(2 * time.Second)
+		journalStarted(t, h, spec, now, deadline)
+		l := h.start(spec)
+		rec := l.waitEvent(lease.EvProvisionFailed)
+		failed := payload[lease.ProvisionFailed](t, rec)
+		if failed.Reason != messages.ReasonInternal || failed.Message != "provisioning did not complete in time" {
+			t.Fatalf("provision.failed %+v", failed)
+		}
+		if failed.At.Before(deadline) {
+			t.Fatalf("failed at %s, before the deadline %s: the lease did not wait", failed.At, deadline)
+		}
+		if n := h.eng.Calls(fake.OpCohort); n < 3 {
+			t.Fatalf("the cohort was looked at %d times, want the resume to look again while pending", n)
+		}
+		if h.eng.Calls(fake.OpDown) < 1 || h.eng.Calls(fake.OpUp) != 0 {
+			t.Fatalf("down %d up %d: want the cleanup and no new launch", h.eng.Calls(fake.OpDown), h.eng.Calls(fake.OpUp))
+		}
+		wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
+		wantRows(t, l, opRow(messages.CallbackFailed))
+		if st := l.state(); st.FailCount != 1 {
+			t.Fatalf("fail_count %d, want 1", st.FailCount)
+		}
+	})
+
+	t.Run("incomplete cohort past the deadline: failed and removed at once", func(t *testing.T) {
+		h := newHarness(t, nil)
+		spec := newSpec(1, plainService("app", 2))
+		launchInFake(t, h, spec, 1) // app/0 only
+		now := time.Now()
+		journalStarted(t, h, spec, now.Add(-time.Minute), now.Add(-time.Second))
+		if n := len(leaseContainers(t, h, spec.Lease)); n != 1 {
+			t.Fatalf("fixture: %d containers, want 1", n)
+		}
+		l := h.start(spec)
+		failed := payload[lease.ProvisionFailed](t, l.waitEvent(lease.EvProvisionFailed))
+		if failed.Reason != messages.ReasonInternal || failed.Message != "provisioning did not complete in time" {
+			t.Fatalf("provision.failed %+v", failed)
+		}
+		if left := l.containers(); len(left) != 0 {
+			t.Fatalf("%d containers of the incomplete cohort remain", len(left))
+		}
+		wantRows(t, l, opRow(messages.CallbackFailed))
+	})
+}
+
+// TestLease_InventoryWithoutRunningContainer_FailsUncounted: a ready lease given an
+// inventory where its container is missing or exited journals runtime.failing
+// (uncounted) before it closes the Reply channel, then runtime.failed with one
+// failed lifecycle callback. An inventory with the cohort running changes nothing.
+func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		list func(ctr dockerio.Container) []dockerio.Container
+		exit int
+	}{
+		{"container missing", func(dockerio.Container) []dockerio.Container { return nil }, 0},
+		{"container exited", func(c dockerio.Container) []dockerio.Container {
+			c.State, c.ExitCode = "exited", 3
+			return []dockerio.Container{c}
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			l, ctr := readyLease(t, h)
+			inventory := func(list []dockerio.Container) {
+				t.Helper()
+				reply := make(chan struct{})
+				l.send(&lease.Inventory{Containers: list, Reply: reply})
+				select {
+				case _, open := <-reply:
+					if open {
+						t.Fatalf("the lease sent on the inventory reply channel instead of closing it")
+					}
+				case <-time.After(unitWait):
+					t.Fatalf("the inventory reply channel was never closed")
+				}
+			}
+			inventory([]dockerio.Container{ctr})
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+
+			inventory(tc.list(ctr))
+			recs := l.events()
+			if len(recs) < 3 || recs[2].Type != lease.EvRuntimeFailing {
+				t.Fatalf("journal %v when the inventory was acknowledged, want runtime.failing", eventTypes(recs))
+			}
+			failing := payload[lease.RuntimeFailing](t, recs[2])
+			if failing.Counted || failing.ContainerID != ctr.ID || failing.ExitCode != tc.exit {
+				t.Fatalf("runtime.failing %+v, want uncounted, exit %d", failing, tc.exit)
+			}
+			l.waitEvent(lease.EvRuntimeFailed)
+			l.barrier()
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvRuntimeFailing, lease.EvRuntimeFailed)
+			cbs := wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackFailed))
+			if cbs[1].Error != "ContainerExited: a container exited" {
+				t.Fatalf("failed callback error %q", cbs[1].Error)
+			}
+			if st := l.state(); st.Status != lease.Failed || st.FailCount != 1 || st.Budget.Streak != 0 {
+				t.Fatalf("state %s fail_count %d streak %d", st.Status, st.FailCount, st.Budget.Streak)
+			}
+			h.awaitReport("failed", func(r lease.Report) bool { return r.Status == lease.Failed })
+		})
+	}
+}
+
+// TestLease_TeardownFailsOnce_RetriedThenClosed: a compose down that fails (Docker
+// unavailable) is retried after TeardownRetry; the Deprovision is answered only once
+// the retry tore the lease down, and closed is journaled once.
+func TestLease_TeardownFailsOnce_RetriedThenClosed(t *testing.T) {
+	h := newHarness(t, nil)
+	l, _ := readyLease(t, h)
+	first, second := h.eng.Hold(fake.OpDown), h.eng.Hold(fake.OpDown)
+	reply := l.deprovision()
+	awaitGate(t, "teardown's first compose down", first.entered)
+	h.eng.SetUnavailable(true)
+	first.Release()
+	awaitGate(t, "the first compose down to fail", first.returned)
+	h.eng.SetUnavailable(false)
+	awaitGate(t, "teardown to be retried", second.entered)
+	select {
+	case err := <-reply:
+		t.Fatalf("deprovision answered %v before the retried teardown finished", err)
+	default:
+	}
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvCloseRequested)
+	second.Release()
+	if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
+		t.Fatalf("deprovision: %v", err)
+	}
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvCloseRequested, lease.EvClosed)
+	wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackDeprovisioned))
+	if n := h.eng.Calls(fake.OpDown); n != 2 {
+		t.Fatalf("compose down ran %d times, want 2 (one failure, one retry)", n)
+	}
+	if left := l.containers(); len(left) != 0 {
+		t.Fatalf("%d containers remain after the close", len(left))
+	}
+}

@@ -1,0 +1,584 @@
+package lease_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// Unit tests of the lease state machine (machine.go): Apply against the diagram at
+// the top of machine.go, fail_count, the closed → new admission reset, the terminal
+// budget rules, and Load (snapshot + later events) against a full replay.
+
+// t0 anchors every journal of these tests.
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// mkEvent encodes a payload as a version-1 journal event, as the actor does.
+func mkEvent(typ string, when time.Time, p any) persistence.Event {
+	data, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("encode %s: %v", typ, err)) // test payloads always encode
+	}
+	return persistence.Event{Type: typ, V: 1, At: when, Data: data}
+}
+
+func evStarted(admission, gen uint64, when time.Time) persistence.Event {
+	return mkEvent(lease.EvProvisionStarted, when, lease.ProvisionStarted{Admission: admission, Generation: gen,
+		OperationID: fmt.Sprintf("op-%d-%d", admission, gen), At: when, Deadline: when.Add(10 * time.Minute)})
+}
+
+func evSucceeded(gen uint64, when time.Time) persistence.Event {
+	return mkEvent(lease.EvProvisionSucceeded, when, lease.ProvisionSucceeded{Generation: gen, At: when,
+		Containers: []lease.Instance{{Service: "app", Index: 0, ContainerID: fmt.Sprintf("%064d", gen), Image: unitImage,
+			Ports: map[string]messages.PortBinding{"8080/tcp": {HostIP: "127.0.0.1", HostPort: "32768"}}}}})
+}
+
+func evProvisionFailed(gen uint64, when time.Time) persistence.Event {
+	return mkEvent(lease.EvProvisionFailed, when, lease.ProvisionFailed{Generation: gen, At: when,
+		Reason: messages.ReasonImagePullFailed, Message: "image could not be pulled"})
+}
+
+func evFailing(gen uint64, when time.Time, counted bool) persistence.Event {
+	return mkEvent(lease.EvRuntimeFailing, when, lease.RuntimeFailing{Generation: gen, At: when,
+		ContainerID: fmt.Sprintf("%064d", gen), Service: "app", ExitCode: 1, Counted: counted})
+}
+
+func evRuntimeFailed(gen uint64, when time.Time) persistence.Event {
+	return mkEvent(lease.EvRuntimeFailed, when, lease.RuntimeFailed{Generation: gen, At: when,
+		Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"})
+}
+
+func evCloseRequested(admission uint64, when time.Time) persistence.Event {
+	return mkEvent(lease.EvCloseRequested, when, lease.CloseRequested{Admission: admission, At: when})
+}
+
+func evClosed(admission uint64, when time.Time) persistence.Event {
+	return mkEvent(lease.EvClosed, when, lease.ClosedEv{Admission: admission, At: when})
+}
+
+// replay applies events to a new state, failing the test on any refusal.
+func replay(t *testing.T, events ...persistence.Event) *lease.State {
+	t.Helper()
+	st := lease.NewState()
+	for i, ev := range events {
+		if err := st.Apply(ev); err != nil {
+			t.Fatalf("event %d (%s) refused while building the fixture: %v", i, ev.Type, err)
+		}
+	}
+	return st
+}
+
+// stateJSON is a state's full encoding: every field of State is exported and tagged.
+func stateJSON(t *testing.T, st *lease.State) string {
+	t.Helper()
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatalf("encode state: %v", err)
+	}
+	return string(b)
+}
+
+// statusJournals reach each status with admission 1, generation 1.
+func statusJournals() map[lease.Status][]persistence.Event {
+	return map[lease.Status][]persistence.Event{
+		lease.Reserved:       nil,
+		lease.Provisioning:   {evStarted(1, 1, at(0))},
+		lease.Ready:          {evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute))},
+		lease.Failing:        {evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute)), evFailing(1, at(2*time.Minute), true)},
+		lease.Failed:         {evStarted(1, 1, at(0)), evProvisionFailed(1, at(time.Minute))},
+		lease.Deprovisioning: {evStarted(1, 1, at(0)), evCloseRequested(1, at(time.Minute))},
+		lease.Closed:         {evStarted(1, 1, at(0)), evCloseRequested(1, at(time.Minute)), evClosed(1, at(2*time.Minute))},
+	}
+}
+
+var allStatuses = []lease.Status{lease.Reserved, lease.Provisioning, lease.Ready, lease.Failing, lease.Failed,
+	lease.Deprovisioning, lease.Closed}
+
+// candidate is the natural event of each type from a status reached by
+// statusJournals: the current generation and admission, and for provision.started
+// the next admission and generation (a reserved lease's first is 1/1).
+func candidate(from lease.Status, typ string) persistence.Event {
+	when := at(time.Hour)
+	switch typ {
+	case lease.EvProvisionStarted:
+		if from == lease.Reserved {
+			return evStarted(1, 1, when)
+		}
+		return evStarted(2, 2, when)
+	case lease.EvProvisionSucceeded:
+		return evSucceeded(1, when)
+	case lease.EvProvisionFailed:
+		return evProvisionFailed(1, when)
+	case lease.EvRuntimeFailing:
+		return evFailing(1, when, true)
+	case lease.EvRuntimeFailed:
+		return evRuntimeFailed(1, when)
+	case lease.EvCloseRequested:
+		return evCloseRequested(1, when)
+	case lease.EvClosed:
+		return evClosed(1, when)
+	}
+	panic("unknown event type " + typ)
+}
+
+var allEventTypes = []string{lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvProvisionFailed,
+	lease.EvRuntimeFailing, lease.EvRuntimeFailed, lease.EvCloseRequested, lease.EvClosed}
+
+// diagram is the transition table drawn at the top of machine.go: from → event → to.
+// Deprovisioning accepts a repeated close intent (it stays deprovisioning: "a
+// repeated intent changes nothing"). Nothing else is permitted.
+var diagram = map[lease.Status]map[string]lease.Status{
+	lease.Reserved:       {lease.EvProvisionStarted: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Provisioning:   {lease.EvProvisionSucceeded: lease.Ready, lease.EvProvisionFailed: lease.Failed, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Ready:          {lease.EvRuntimeFailing: lease.Failing, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Failing:        {lease.EvRuntimeFailed: lease.Failed, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Failed:         {lease.EvProvisionStarted: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Deprovisioning: {lease.EvClosed: lease.Closed, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Closed:         {lease.EvProvisionStarted: lease.Provisioning},
+}
+
+// TestApply_TransitionTable_PermitsExactlyTheDiagram applies every event type from
+// every status: the diagram's transitions land on their target; every other event
+// is refused with an error and leaves the state exactly as it was.
+func TestApply_TransitionTable_PermitsExactlyTheDiagram(t *testing.T) {
+	journals := statusJournals()
+	for _, from := range allStatuses {
+		for _, typ := range allEventTypes {
+			t.Run(fmt.Sprintf("%s/%s", from, typ), func(t *testing.T) {
+				st := replay(t, journals[from]...)
+				if st.Status != from {
+					t.Fatalf("fixture reached %s, want %s", st.Status, from)
+				}
+				before := stateJSON(t, st)
+				err := st.Apply(candidate(from, typ))
+				to, permitted := diagram[from][typ]
+				switch {
+				case permitted && err != nil:
+					t.Fatalf("%s → %s is in the diagram but was refused: %v", from, typ, err)
+				case permitted && st.Status != to:
+					t.Fatalf("%s → %s landed on %s, want %s", from, typ, st.Status, to)
+				case !permitted && err == nil:
+					t.Fatalf("%s → %s is not in the diagram but was applied (now %s)", from, typ, st.Status)
+				case !permitted && stateJSON(t, st) != before:
+					t.Fatalf("refused %s → %s changed the state:\nbefore %s\nafter  %s", from, typ, before, stateJSON(t, st))
+				}
+			})
+		}
+	}
+}
+
+// TestApply_ClosedLease_AdmissionRules: a closed lease starts again only under a
+// newer admission than the one it closed; a replay of the closed admission's start
+// or close intent is refused.
+func TestApply_ClosedLease_AdmissionRules(t *testing.T) {
+	closed := statusJournals()[lease.Closed]
+	for _, tc := range []struct {
+		name   string
+		ev     persistence.Event
+		ok     bool
+		status lease.Status
+	}{
+		{"provision.started of the closed admission", evStarted(1, 2, at(time.Hour)), false, lease.Closed},
+		{"provision.started of a newer admission", evStarted(2, 2, at(time.Hour)), true, lease.Provisioning},
+		{"close.requested of the closed admission", evCloseRequested(1, at(time.Hour)), false, lease.Closed},
+		{"closed again", evClosed(1, at(time.Hour)), false, lease.Closed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := replay(t, closed...)
+			err := st.Apply(tc.ev)
+			if (err == nil) != tc.ok {
+				t.Fatalf("Apply error = %v, want ok=%v", err, tc.ok)
+			}
+			if st.Status != tc.status {
+				t.Fatalf("status %s, want %s", st.Status, tc.status)
+			}
+		})
+	}
+}
+
+// TestApply_WrongGeneration_Refused: completions and failures name the generation
+// they belong to; one of another attempt is refused.
+func TestApply_WrongGeneration_Refused(t *testing.T) {
+	j := statusJournals()
+	for _, tc := range []struct {
+		name string
+		from lease.Status
+		ev   persistence.Event
+	}{
+		{"provision.succeeded of an older attempt", lease.Provisioning, evSucceeded(0, at(time.Hour))},
+		{"provision.succeeded of a later attempt", lease.Provisioning, evSucceeded(2, at(time.Hour))},
+		{"provision.failed of another attempt", lease.Provisioning, evProvisionFailed(2, at(time.Hour))},
+		{"runtime.failing of another attempt", lease.Ready, evFailing(2, at(time.Hour), true)},
+		{"runtime.failed of another attempt", lease.Failing, evRuntimeFailed(2, at(time.Hour))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := replay(t, j[tc.from]...)
+			before := stateJSON(t, st)
+			if err := st.Apply(tc.ev); err == nil {
+				t.Fatalf("applied; want refused")
+			}
+			if after := stateJSON(t, st); after != before {
+				t.Fatalf("refused event changed the state:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+// TestApply_UnknownTypeVersionOrData_Refused: an event this berthd does not know,
+// of another version, or whose data does not decode, is refused from any status.
+func TestApply_UnknownTypeVersionOrData_Refused(t *testing.T) {
+	good := evStarted(1, 1, at(0))
+	v0, v2 := good, good
+	v0.V, v2.V = 0, 2
+	unknown := good
+	unknown.Type = "provision.paused"
+	garbled := good
+	garbled.Data = json.RawMessage(`{"admission":"one"}`)
+	for _, tc := range []struct {
+		name string
+		ev   persistence.Event
+		want string // in the error
+	}{
+		{"version 0", v0, "version 0"},
+		{"version 2", v2, "version 2"},
+		{"unknown type", unknown, `"provision.paused"`},
+		{"data that does not decode", garbled, lease.EvProvisionStarted},
+	} {
+		for _, from := range allStatuses {
+			t.Run(tc.name+"/"+string(from), func(t *testing.T) {
+				st := replay(t, statusJournals()[from]...)
+				before := stateJSON(t, st)
+				err := st.Apply(tc.ev)
+				if err == nil {
+					t.Fatalf("applied; want refused")
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %q does not mention %q", err, tc.want)
+				}
+				if after := stateJSON(t, st); after != before {
+					t.Fatalf("refused event changed the state:\nbefore %s\nafter  %s", before, after)
+				}
+			})
+		}
+	}
+}
+
+// TestApply_FailCount_IncrementsOnProvisionFailedAndRuntimeFailedOnly walks a
+// journal through every event type and checks fail_count's step at each event.
+func TestApply_FailCount_IncrementsOnProvisionFailedAndRuntimeFailedOnly(t *testing.T) {
+	steps := []persistence.Event{
+		evStarted(1, 1, at(0)),
+		evProvisionFailed(1, at(time.Minute)),
+		evStarted(2, 2, at(2*time.Minute)), // re-provision of the failed lease
+		evSucceeded(2, at(3*time.Minute)),
+		evFailing(2, at(4*time.Minute), true),
+		evRuntimeFailed(2, at(5*time.Minute)),
+		evStarted(3, 3, at(6*time.Minute)),
+		evSucceeded(3, at(7*time.Minute)),
+		evFailing(3, at(8*time.Minute), false),
+		evRuntimeFailed(3, at(9*time.Minute)),
+		evCloseRequested(3, at(10*time.Minute)),
+		evCloseRequested(3, at(11*time.Minute)),
+		evClosed(3, at(12*time.Minute)),
+	}
+	st := lease.NewState()
+	for i, ev := range steps {
+		prev := st.FailCount
+		if err := st.Apply(ev); err != nil {
+			t.Fatalf("step %d (%s): %v", i, ev.Type, err)
+		}
+		want := prev
+		if ev.Type == lease.EvProvisionFailed || ev.Type == lease.EvRuntimeFailed {
+			want++
+		}
+		if st.FailCount != want {
+			t.Fatalf("step %d (%s): fail_count %d → %d, want %d", i, ev.Type, prev, st.FailCount, want)
+		}
+	}
+	if st.FailCount != 3 {
+		t.Fatalf("fail_count %d after three failures, want 3", st.FailCount)
+	}
+}
+
+// TestApply_ClosedThenNewAdmission_StartsAFreshLease: a new admission under the UUID
+// of a closed lease is a new lease — fail_count, budget, reason and cohort start
+// over — but its generations continue (container labels stay unique) and it keeps
+// the closed admission, so that admission's events stay refused.
+func TestApply_ClosedThenNewAdmission_StartsAFreshLease(t *testing.T) {
+	st := replay(t,
+		evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute)), evFailing(1, at(2*time.Minute), true),
+		evRuntimeFailed(1, at(3*time.Minute)), evStarted(2, 2, at(4*time.Minute)),
+		evProvisionFailed(2, at(5*time.Minute)), evCloseRequested(2, at(6*time.Minute)), evClosed(2, at(7*time.Minute)),
+	)
+	if st.Status != lease.Closed || st.FailCount != 2 || st.Budget.Streak != 1 || st.ClosedAdmission != 2 {
+		t.Fatalf("fixture: %s", stateJSON(t, st))
+	}
+	if err := st.Apply(evStarted(3, 3, at(8*time.Minute))); err != nil {
+		t.Fatalf("new admission refused: %v", err)
+	}
+	if st.Status != lease.Provisioning || st.Admission != 3 || st.Generation != 3 {
+		t.Fatalf("status/admission/generation %s/%d/%d, want provisioning/3/3", st.Status, st.Admission, st.Generation)
+	}
+	if st.FailCount != 0 || st.Budget != (lease.Budget{}) || st.Reason != "" || st.Message != "" ||
+		st.Containers != nil || st.PendingFailure != nil || !st.ReadyAt.IsZero() || !st.ClosedAt.IsZero() {
+		t.Fatalf("the new lease carried the closed one's history: %s", stateJSON(t, st))
+	}
+	if st.ClosedAdmission != 2 {
+		t.Fatalf("closed admission %d, want 2 kept", st.ClosedAdmission)
+	}
+	if v := st.Verdict(); v.Verdict != "retry" || v.ConsecutiveFailures != 0 {
+		t.Fatalf("verdict %+v, want retry/0", *v)
+	}
+	if err := st.Apply(evProvisionFailed(3, at(9*time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	if st.FailCount != 1 {
+		t.Fatalf("fail_count %d after the new lease's first failure, want 1", st.FailCount)
+	}
+}
+
+// life is one Ready period of a lease that ends in a runtime failure: provision
+// started at start, Ready at ready, the container died at died.
+type life struct {
+	start, ready, died time.Duration
+	counted            bool
+	wantStreak         int  // after the death
+	wantExhausted      bool // the verdict recorded with it
+}
+
+// TestApply_TerminalBudget applies the seed's terminal budget rules: a counted
+// failure exhausts the budget only when it is the third or later in a row and at
+// least 30 minutes after the streak's first; ten minutes of Ready (anchored on
+// Ready entry, not on the provision's start) reset the streak at the next exit
+// from Ready; an uncounted failure never increments the streak (but is an exit from
+// Ready like any other, and its recorded verdict is never exhausted).
+func TestApply_TerminalBudget(t *testing.T) {
+	m := time.Minute
+	for _, tc := range []struct {
+		name  string
+		lives []life
+	}{
+		{"three counted failures inside 30 minutes do not exhaust", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{10 * m, 10 * m, 11 * m, true, 2, false},
+			{20 * m, 20 * m, 21 * m, true, 3, false},
+		}},
+		{"the third counted failure 30 minutes after the streak's first exhausts", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{15 * m, 15 * m, 16 * m, true, 2, false},
+			{30 * m, 30 * m, 31 * m, true, 3, true},
+		}},
+		{"a second failure past 30 minutes does not exhaust; the third does", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{35 * m, 35 * m, 40 * m, true, 2, false},
+			{41 * m, 41 * m, 42 * m, true, 3, true},
+		}},
+		{"a younger streak is re-evaluated at its next counted failure", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{5 * m, 5 * m, 6 * m, true, 2, false},
+			{10 * m, 10 * m, 11 * m, true, 3, false},
+			{25 * m, 25 * m, 31 * m, true, 4, true},
+		}},
+		{"ten minutes of Ready reset the streak", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{4 * m, 4 * m, 5 * m, true, 2, false},
+			{21 * m, 21 * m, 31 * m, true, 1, false}, // Ready exactly 10 minutes
+		}},
+		{"a Ready period one second short of ten minutes does not reset", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{4 * m, 4 * m, 5 * m, true, 2, false},
+			{21*m + time.Second, 21*m + time.Second, 31 * m, true, 3, true},
+		}},
+		{"the Ready period is anchored on Ready entry, not on the provision's start", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{2 * m, 2 * m, 3 * m, true, 2, false},
+			{10 * m, 25 * m, 31 * m, true, 3, true}, // 21 minutes since started, 6 of them Ready
+		}},
+		{"uncounted failures never increment the streak", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{15 * m, 15 * m, 16 * m, false, 1, false},
+			{30 * m, 30 * m, 31 * m, false, 1, false},
+			{32 * m, 32 * m, 33 * m, true, 2, false},
+		}},
+		{"an uncounted failure records retry even on a streak that is exhausted", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{15 * m, 15 * m, 16 * m, true, 2, false},
+			{30 * m, 30 * m, 31 * m, true, 3, true},
+			{32 * m, 32 * m, 33 * m, false, 3, false},
+		}},
+		{"an uncounted exit after ten minutes of Ready resets the streak", []life{
+			{0, 0, 1 * m, true, 1, false},
+			{4 * m, 4 * m, 5 * m, true, 2, false},
+			{6 * m, 6 * m, 16 * m, false, 0, false},
+			{17 * m, 17 * m, 18 * m, true, 1, false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := lease.NewState()
+			apply := func(ev persistence.Event) {
+				t.Helper()
+				if err := st.Apply(ev); err != nil {
+					t.Fatalf("%s: %v", ev.Type, err)
+				}
+			}
+			var streakStart time.Time
+			for i, l := range tc.lives {
+				gen := uint64(i + 1)
+				apply(evStarted(gen, gen, at(l.start))) // the first starts a reserved lease; the rest re-provision a failed one
+				apply(evSucceeded(gen, at(l.ready)))
+				apply(evFailing(gen, at(l.died), l.counted))
+				if st.Budget.Streak != l.wantStreak || st.Budget.Exhausted != l.wantExhausted {
+					t.Fatalf("death %d at +%s: streak %d exhausted %v, want %d %v", i+1, l.died,
+						st.Budget.Streak, st.Budget.Exhausted, l.wantStreak, l.wantExhausted)
+				}
+				if v := st.Verdict(); v.Verdict != "retry" {
+					t.Fatalf("death %d: verdict %q while failing, want retry until the lease is failed", i+1, v.Verdict)
+				}
+				if l.wantStreak == 1 && l.counted {
+					streakStart = at(l.died)
+				}
+				if l.wantStreak > 0 && !st.Budget.StreakStart.Equal(streakStart) {
+					t.Fatalf("death %d: streak start %s, want %s", i+1, st.Budget.StreakStart, streakStart)
+				}
+				apply(evRuntimeFailed(gen, at(l.died+time.Second)))
+				want := "retry"
+				if l.wantExhausted {
+					want = "exhausted"
+				}
+				if v := st.Verdict(); v.Verdict != want || v.ConsecutiveFailures != l.wantStreak {
+					t.Fatalf("death %d: failed lease's verdict %+v, want %s/%d", i+1, *v, want, l.wantStreak)
+				}
+			}
+		})
+	}
+}
+
+// TestApply_TerminalBudget_VerdictRecordedAtFailureAndClearedByReprovision: the
+// verdict is the one recorded with the failure (it stays while the lease is
+// failed), a re-provision clears it but carries the streak, a provision failure
+// does not re-exhaust it, and the next counted failure decides again.
+func TestApply_TerminalBudget_VerdictRecordedAtFailureAndClearedByReprovision(t *testing.T) {
+	m := time.Minute
+	st := replay(t,
+		evStarted(1, 1, at(0)), evSucceeded(1, at(0)), evFailing(1, at(1*m), true), evRuntimeFailed(1, at(1*m)),
+		evStarted(2, 2, at(15*m)), evSucceeded(2, at(15*m)), evFailing(2, at(16*m), true), evRuntimeFailed(2, at(16*m)),
+		evStarted(3, 3, at(30*m)), evSucceeded(3, at(30*m)), evFailing(3, at(31*m), true), evRuntimeFailed(3, at(31*m)),
+	)
+	if v := st.Verdict(); v.Verdict != "exhausted" || v.ConsecutiveFailures != 3 {
+		t.Fatalf("fixture verdict %+v, want exhausted/3", *v)
+	}
+	if err := st.Apply(evStarted(4, 4, at(40*m))); err != nil {
+		t.Fatal(err)
+	}
+	if st.Budget.Exhausted || st.Budget.Streak != 3 || st.Verdict().Verdict != "retry" {
+		t.Fatalf("after re-provision: budget %+v verdict %+v, want cleared verdict and the streak of 3 kept", st.Budget, *st.Verdict())
+	}
+	if err := st.Apply(evProvisionFailed(4, at(41*m))); err != nil {
+		t.Fatal(err)
+	}
+	if v := st.Verdict(); v.Verdict != "retry" || v.ConsecutiveFailures != 3 {
+		t.Fatalf("after a provision failure: verdict %+v, want retry/3", *v)
+	}
+	for _, ev := range []persistence.Event{evStarted(5, 5, at(42*m)), evSucceeded(5, at(43*m)),
+		evFailing(5, at(44*m), true), evRuntimeFailed(5, at(44*m))} {
+		if err := st.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := st.Verdict(); v.Verdict != "exhausted" || v.ConsecutiveFailures != 4 {
+		t.Fatalf("after the next counted failure: verdict %+v, want exhausted/4", *v)
+	}
+}
+
+// loadJournal is a long, realistic lease journal touching every event type and both
+// resets (the budget's and the new admission's).
+func loadJournal() []persistence.Event {
+	m := time.Minute
+	return []persistence.Event{
+		evStarted(1, 1, at(0)), evProvisionFailed(1, at(1*m)),
+		evStarted(2, 2, at(2*m)), evSucceeded(2, at(3*m)), evFailing(2, at(4*m), true), evRuntimeFailed(2, at(5*m)),
+		evStarted(3, 3, at(6*m)), evSucceeded(3, at(7*m)), evFailing(3, at(30*m), false), evRuntimeFailed(3, at(31*m)),
+		evStarted(4, 4, at(32*m)), evSucceeded(4, at(33*m)), evFailing(4, at(34*m), true),
+		evCloseRequested(4, at(35*m)), evCloseRequested(4, at(36*m)), evClosed(4, at(37*m)),
+		evStarted(5, 5, at(40*m)), evSucceeded(5, at(41*m)), evFailing(5, at(42*m), true),
+	}
+}
+
+// TestLoad_SnapshotPlusLaterEvents_EqualsFullReplay: for every cut of a journal,
+// Load of (snapshot of the state at the cut, compacted journal after it) gives the
+// same State and last sequence as replaying every event.
+func TestLoad_SnapshotPlusLaterEvents_EqualsFullReplay(t *testing.T) {
+	store, _, err := persistence.Open(persistence.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	events := loadJournal()
+	want := stateJSON(t, replay(t, events...))
+	for cut := 0; cut <= len(events); cut++ {
+		t.Run(fmt.Sprintf("snapshot at seq %d", cut), func(t *testing.T) {
+			id := uuid.NewString()
+			if _, err := store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: lease.Stream(id), Events: events}}}); err != nil {
+				t.Fatalf("journal: %v", err)
+			}
+			if cut > 0 {
+				snap, err := json.Marshal(replay(t, events[:cut]...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := store.SaveSnapshot(lease.Stream(id), persistence.Snapshot{Seq: uint64(cut), V: 1, At: at(time.Hour), Data: snap}); err != nil {
+					t.Fatalf("snapshot: %v", err)
+				}
+			}
+			raw, err := store.Load(lease.Stream(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(raw.Events) != len(events)-cut || (cut > 0) != (raw.Snapshot != nil) {
+				t.Fatalf("store holds snapshot %v and %d events, want the journal compacted to %d", raw.Snapshot != nil, len(raw.Events), len(events)-cut)
+			}
+			st, seq, err := lease.Load(store, id)
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			if got := stateJSON(t, st); got != want {
+				t.Fatalf("loaded state differs from the full replay:\nloaded %s\nreplay %s", got, want)
+			}
+			if seq != uint64(len(events)) {
+				t.Fatalf("last seq %d, want %d", seq, len(events))
+			}
+		})
+	}
+}
+
+// TestLoad_EventNotPermitted_RefusedNamingTheSeq: a journal the state machine does
+// not permit is refused (startup refuses rather than guess), naming the sequence.
+func TestLoad_EventNotPermitted_RefusedNamingTheSeq(t *testing.T) {
+	store, _, err := persistence.Open(persistence.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	id := uuid.NewString()
+	events := []persistence.Event{evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute)), evSucceeded(1, at(2*time.Minute))}
+	if _, err := store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: lease.Stream(id), Events: events}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = lease.Load(store, id)
+	if err == nil {
+		t.Fatal("a journal with provision.succeeded twice loaded; want refused")
+	}
+	if !strings.Contains(err.Error(), "seq 3") || !strings.Contains(err.Error(), id) {
+		t.Fatalf("error %q does not name the lease and seq 3", err)
+	}
+}
