@@ -311,6 +311,9 @@ func Load(store *persistence.Store, lease string) (*State, uint64, error) {
 	}
 	st := NewState()
 	if l.Snapshot != nil {
+		if l.Snapshot.V != eventVersion {
+			return nil, 0, fmt.Errorf("load lease %s: snapshot version %d not supported (this berthd reads %d)", lease, l.Snapshot.V, eventVersion)
+		}
 		if err := json.Unmarshal(l.Snapshot.Data, st); err != nil {
 			return nil, 0, fmt.Errorf("load lease %s: snapshot: %w", lease, err)
 		}

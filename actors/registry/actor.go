@@ -249,6 +249,9 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 	}
 	a.pool.Set(spec.Lease, spec.Tenant, need)
 	if replacing {
+		// Until the lease reports on the new admission it is not "failed" any more:
+		// a second request queued behind this one is already provisioned.
+		e.reported = false
 		e.spec.Store(spec)
 		c.Send(e.pid, lease.Reprovision{})
 	} else {

@@ -112,27 +112,35 @@ func validCallbackURL(field, raw string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.User != nil {
 		return messages.Refuse(messages.ErrBadRequest, "%s must be an absolute http(s) URL with a host", field)
 	}
-	if ip := net.ParseIP(u.Hostname()); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
+	host, _, _ := strings.Cut(u.Hostname(), "%") // a zoned IPv6 literal (fe80::1%eth0) is still link-local
+	if ip := net.ParseIP(host); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
 		return messages.Refuse(messages.ErrBadRequest, "%s must not be link-local", field)
 	}
 	return nil
 }
 
 // DeriveLifecycleURL replaces the operation_id query parameter with lifecycle_id;
-// a URL without operation_id is used as is (CONTRACT.md, Callbacks).
+// a URL without operation_id is used as is (CONTRACT.md, Callbacks). It edits the
+// raw query pair by pair, so every other pair survives byte for byte (url.Values
+// would drop pairs it cannot parse and reorder the rest).
 func DeriveLifecycleURL(callback string) string {
 	u, err := url.Parse(callback)
 	if err != nil {
 		return callback
 	}
-	q := u.Query()
-	op, ok := q["operation_id"]
-	if !ok {
+	pairs := strings.Split(u.RawQuery, "&")
+	found := false
+	for i, p := range pairs {
+		key, val, _ := strings.Cut(p, "=")
+		if k, err := url.QueryUnescape(key); err == nil && k == "operation_id" {
+			pairs[i] = "lifecycle_id=" + val
+			found = true
+		}
+	}
+	if !found {
 		return callback
 	}
-	q.Del("operation_id")
-	q["lifecycle_id"] = op
-	u.RawQuery = q.Encode()
+	u.RawQuery = strings.Join(pairs, "&")
 	return u.String()
 }
 

@@ -88,6 +88,9 @@ func LoadState(store *persistence.Store) (*State, uint64, error) {
 	}
 	st := newState()
 	if l.Snapshot != nil {
+		if l.Snapshot.V != eventVersion {
+			return nil, 0, fmt.Errorf("load registry: snapshot version %d not supported (this berthd reads %d)", l.Snapshot.V, eventVersion)
+		}
 		if err := json.Unmarshal(l.Snapshot.Data, st); err != nil {
 			return nil, 0, fmt.Errorf("load registry: snapshot: %w", err)
 		}

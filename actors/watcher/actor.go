@@ -97,11 +97,12 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 		a.deps.Metrics.stream.WithLabelValues("connected").Inc()
 		events, errs := a.deps.Engine.Events(ctx, a.set.InstallationID)
 		a.connected.Store(true)
-		if a.sessions.Add(1) > 1 {
-			// Deaths during the gap were missed: have the reconciler look now (it
-			// attributes them unknown) instead of at its next interval.
-			a.deps.Tree.Send(a.set.ReconcilerPath, registry.RecoverNow{})
-		}
+		a.sessions.Add(1)
+		// Deaths before this session (a reconnect gap, or a restart of the watcher)
+		// were missed: have the reconciler look now — it attributes them unknown —
+		// instead of at its next interval.
+		a.deps.Tree.Send(a.set.ReconcilerPath, registry.RecoverNow{})
+		began := time.Now()
 		type run struct{ started, killed bool }
 		runs := make(map[string]*run) // this session only: a reconnect forgets
 		healthy := false
@@ -146,8 +147,8 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 		}
 		a.connected.Store(false)
 		a.deps.Metrics.stream.WithLabelValues("reconnect").Inc()
-		if healthy {
-			backoff = a.set.BackoffBase
+		if healthy || time.Since(began) > a.set.BackoffCap {
+			backoff = a.set.BackoffBase // the session worked: start over
 		}
 		select {
 		case <-ctx.Done():
