@@ -77,6 +77,12 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 		if id == "" {
 			return "", fmt.Errorf("ensure network %s: %w: vanished right after create", name, dockerio.ErrNotFound)
 		}
+		// Our own create succeeded and the name resolves to exactly it: no other
+		// creator is in play (same-process callers are serialised per lease), so the
+		// settle pause would only add latency to every new lease.
+		if attempt == 0 && id == created.ID {
+			return id, nil
+		}
 		if id == prev || attempt == networkSettleChecks {
 			return id, nil
 		}

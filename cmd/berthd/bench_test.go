@@ -1,0 +1,962 @@
+package main
+
+// Benchmarks of berthd against the real Docker engine (run with -bench; a plain
+// `go test` runs none of this):
+//
+//   - BenchmarkProvision_vsRawDocker: POST /provision → success callback for
+//     single-container leases with startup_verify_duration 1s, 1 and 20 at a time,
+//     against raw Docker create+start+inspect of the same container (default
+//     bridge, and on a per-lease bridge network like berthd's) in the same run,
+//     with a per-phase breakdown of berthd's time from its journal and Docker's
+//     event stream.
+//   - BenchmarkRestart_200ReadyLeases_TimeToHealthy: 200 Ready leases on real
+//     containers, berthd restarted (a real process restart), time from exec to
+//     /health answering healthy, with the startup phase split.
+//
+// Both ignore b.N (each iteration is minutes of real Docker work): run them with
+// -benchtime 1x.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// benchPool is a pool no benchmark can exhaust; reconcile_interval is the
+// production default so periodic passes do not add background load (the startup
+// pass and the reclaimer's pass after each close still run).
+var benchPool = []string{"total_cpu_cores: 64", "total_memory_mb: 65536", "total_disk_mb: 1000000",
+	"reconcile_interval: 5m"}
+
+// benchVerify is the startup_verify_duration of the provision benchmark, the fixed
+// wait subtracted from berthd's latency.
+const benchVerify = time.Second
+
+// --- a goroutine-safe API client -------------------------------------------------
+//
+// The harness client fails the test on a transport error, which must not happen
+// off the benchmark's goroutine; this one returns errors.
+
+type benchClient struct {
+	api    string
+	secret []byte
+	http   *http.Client
+}
+
+func newBenchClient(d *daemonProc) *benchClient {
+	return &benchClient{api: d.api, secret: d.secret, http: &http.Client{Timeout: time.Minute,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+}
+
+func (c *benchClient) do(method, uri string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequest(method, "http://"+c.api+uri, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := hmac.SignRequest(c.secret, req, body, time.Now()); err != nil {
+		return 0, nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, uri, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+// benchProvisionBody is a one-instance docker-micro lease of manifest.
+func benchProvisionBody(lease, callbackURL string, manifest any) []byte {
+	raw, _ := json.Marshal(manifest)
+	body, _ := json.Marshal(messages.ProvisionRequest{LeaseUUID: lease, Tenant: "tenant-bench",
+		ProviderUUID: "provider-bench", Items: []messages.LeaseItem{{SKU: "docker-micro", Quantity: 1}},
+		CallbackURL: callbackURL, Payload: base64.StdEncoding.EncodeToString(raw)})
+	return body
+}
+
+// provision sends POST /provision and returns when the 202 arrived.
+func (c *benchClient) provision(lease, callbackURL string, manifest any) (sent, accepted time.Time, err error) {
+	body := benchProvisionBody(lease, callbackURL, manifest)
+	sent = time.Now()
+	code, resp, err := c.do(http.MethodPost, "/provision", body)
+	accepted = time.Now()
+	if err == nil && code != http.StatusAccepted {
+		err = fmt.Errorf("provision %s: %d %s", lease, code, resp)
+	}
+	return sent, accepted, err
+}
+
+// deprovision retries 503 lifecycle_pending until the 200.
+func (c *benchClient) deprovision(lease string) error {
+	body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: lease})
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		code, resp, err := c.do(http.MethodPost, "/deprovision", body)
+		if err == nil && code == http.StatusOK {
+			return nil
+		}
+		if (err == nil && code != http.StatusServiceUnavailable) || time.Now().After(deadline) {
+			return fmt.Errorf("deprovision %s: %d %s %v", lease, code, resp, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// statuses reads the status of each lease through GET /provisions (100 per page).
+func (c *benchClient) statuses(leases []string) (map[string]string, error) {
+	out := make(map[string]string, len(leases))
+	for start := 0; start < len(leases); start += 100 {
+		q := make([]string, 0, 100)
+		for _, l := range leases[start:min(start+100, len(leases))] {
+			q = append(q, "lease_uuid="+l)
+		}
+		code, body, err := c.do(http.MethodGet, "/provisions?limit=100&"+strings.Join(q, "&"), nil)
+		if err != nil || code != http.StatusOK {
+			return nil, fmt.Errorf("GET /provisions: %d %s %v", code, body, err)
+		}
+		var page struct {
+			Provisions []messages.ProvisionInfo `json:"provisions"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return nil, err
+		}
+		for _, p := range page.Provisions {
+			out[p.LeaseUUID] = p.Status
+		}
+	}
+	return out, nil
+}
+
+// benchWaitCallback waits for the nth distinct callback of lease.
+func benchWaitCallback(cb *callbackReceiver, lease string, n int, timeout time.Duration) (receivedCallback, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if got := cb.forLease(lease); len(got) >= n {
+			return got[n-1], nil
+		}
+		if time.Now().After(deadline) {
+			return receivedCallback{}, fmt.Errorf("lease %s: no callback %d within %s", lease, n, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// benchForEachLimited runs fn(i) for i in [0,n) with at most limit in flight and
+// returns every error.
+func benchForEachLimited(n, limit int, fn func(i int) error) error {
+	sem := make(chan struct{}, limit)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// benchInstallationID reads the data dir's storage identity marker.
+func benchInstallationID(t testing.TB, dataDir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dataDir, "storage-identity"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marker struct {
+		InstallationID string `json:"installation_id"`
+	}
+	if err := json.Unmarshal(raw, &marker); err != nil || marker.InstallationID == "" {
+		t.Fatalf("storage identity %s: %v", raw, err)
+	}
+	return marker.InstallationID
+}
+
+// benchWaitInstallationEmpty waits until no container, network or volume of the
+// installation is left (the batched form of assertGone).
+func benchWaitInstallationEmpty(t testing.TB, dc *client.Client, installation string, timeout time.Duration) {
+	t.Helper()
+	f := filters.NewArgs(filters.Arg("label", "fred.installation_id="+installation))
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cs, err1 := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		ns, err2 := dc.NetworkList(ctx, network.ListOptions{Filters: f})
+		vs, err3 := dc.VolumeList(ctx, volume.ListOptions{Filters: f})
+		cancel()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) == 0 && len(ns) == 0 && len(vs.Volumes) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("installation %s left %d containers, %d networks, %d volumes after %s",
+				installation, len(cs), len(ns), len(vs.Volumes), timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// benchPrint writes a report to stdout: the testing package trims a benchmark's
+// log to its first ten lines.
+func benchPrint(b *testing.B, report string) {
+	fmt.Printf("=== %s\n%s", b.Name(), report)
+}
+
+// --- statistics --------------------------------------------------------------------
+
+// benchPercentile is the nearest-rank benchPercentile of ds (p in (0,1]).
+func benchPercentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func benchMs(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// benchP50p95 formats a distribution for the log.
+func benchP50p95(ds []time.Duration) string {
+	return fmt.Sprintf("p50 %8.1f ms  p95 %8.1f ms  (n=%d)", benchMs(benchPercentile(ds, 0.5)), benchMs(benchPercentile(ds, 0.95)), len(ds))
+}
+
+// --- Docker events: when Docker finished each step of a berthd lease ---------------
+
+type benchDockerEventLog struct {
+	mu         sync.Mutex
+	netCreate  map[string]time.Time // network name → create event
+	volCreate  map[string]time.Time // lease → first volume create event
+	ctrCreate  map[string]time.Time // lease → container create event
+	ctrStart   map[string]time.Time // lease → container start event
+	imagePulls []time.Time
+}
+
+// benchWatchDockerEvents records create/start/pull events until the benchmark ends.
+func benchWatchDockerEvents(b *testing.B, dc *client.Client) *benchDockerEventLog {
+	l := &benchDockerEventLog{netCreate: map[string]time.Time{}, volCreate: map[string]time.Time{},
+		ctrCreate: map[string]time.Time{}, ctrStart: map[string]time.Time{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	msgs, errs := dc.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", "container"), filters.Arg("type", "network"),
+		filters.Arg("type", "image"), filters.Arg("type", "volume"),
+		filters.Arg("event", "create"), filters.Arg("event", "start"), filters.Arg("event", "pull"))})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-msgs:
+				l.record(m)
+			case <-errs:
+				return
+			}
+		}
+	}()
+	b.Cleanup(func() { cancel(); <-done })
+	return l
+}
+
+func (l *benchDockerEventLog) record(m events.Message) {
+	at := time.Unix(0, m.TimeNano)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case m.Type == events.NetworkEventType && m.Action == events.ActionCreate:
+		l.netCreate[m.Actor.Attributes["name"]] = at
+	case m.Type == events.VolumeEventType && m.Action == events.ActionCreate:
+		if lease, ok := strings.CutPrefix(m.Actor.ID, "fred-"); ok && len(lease) >= 36 {
+			if _, seen := l.volCreate[lease[:36]]; !seen {
+				l.volCreate[lease[:36]] = at
+			}
+		}
+	case m.Type == events.ContainerEventType:
+		lease := m.Actor.Attributes["fred.lease_uuid"]
+		if lease == "" {
+			return
+		}
+		if m.Action == events.ActionCreate {
+			l.ctrCreate[lease] = at
+		} else if m.Action == events.ActionStart {
+			l.ctrStart[lease] = at
+		}
+	case m.Type == events.ImageEventType && m.Action == events.ActionPull:
+		l.imagePulls = append(l.imagePulls, at)
+	}
+}
+
+// --- the journal: when berthd decided ------------------------------------------------
+
+// benchJournalTimes reads provision.started and provision.succeeded `at` of leases from
+// a copy of state.db (bbolt holds an exclusive flock on the live file). The copy is
+// taken while berthd is quiet; a copy torn by a concurrent commit is detected (an
+// open or read error, or a missing event) and taken again.
+func benchJournalTimes(dataDir string, leases []string) (started, succeeded map[string]time.Time, err error) {
+	for attempt := 0; attempt < 20; attempt++ {
+		started, succeeded, err = benchReadJournalCopy(dataDir, leases)
+		if err == nil {
+			return started, succeeded, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, nil, err
+}
+
+func benchReadJournalCopy(dataDir string, leases []string) (started, succeeded map[string]time.Time, err error) {
+	raw, err := os.ReadFile(filepath.Join(dataDir, "state.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	tmp, err := os.CreateTemp("", "berth-bench-state-*.db")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(raw); err != nil {
+		tmp.Close()
+		return nil, nil, err
+	}
+	tmp.Close()
+	defer func() {
+		if r := recover(); r != nil { // a torn copy can trip bbolt's page assertions
+			err = fmt.Errorf("torn copy: %v", r)
+		}
+	}()
+	db, err := bolt.Open(tmp.Name(), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	started, succeeded = map[string]time.Time{}, map[string]time.Time{}
+	err = db.View(func(tx *bolt.Tx) error {
+		journal := tx.Bucket([]byte("journal"))
+		if journal == nil {
+			return errors.New("no journal bucket")
+		}
+		for _, lease := range leases {
+			stream := journal.Bucket([]byte("lease/" + lease))
+			if stream == nil {
+				return fmt.Errorf("no stream for lease %s", lease)
+			}
+			if err := stream.ForEach(func(_, v []byte) error {
+				var ev persistence.Event
+				if err := json.Unmarshal(v, &ev); err != nil {
+					return err
+				}
+				switch ev.Type {
+				case "provision.started":
+					started[lease] = ev.At
+				case "provision.succeeded":
+					succeeded[lease] = ev.At
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if started[lease].IsZero() || succeeded[lease].IsZero() {
+				return fmt.Errorf("lease %s: journal lacks provision.started/succeeded", lease)
+			}
+		}
+		return nil
+	})
+	return started, succeeded, err
+}
+
+// --- Benchmark 1 ---------------------------------------------------------------------
+
+// benchLeaseTiming is one measured berthd provision.
+type benchLeaseTiming struct {
+	lease              string
+	sent, accepted     time.Time // POST /provision sent, 202 received (client clock)
+	callback           time.Time // success callback arrival (receiver)
+	started, succeeded time.Time // journal: provision.started / provision.succeeded at
+	pulled             time.Time // Docker: image pull event (nearest after started; approximate at concurrency > 1)
+	netCreated         time.Time // Docker: network fred-<lease> create event
+	volCreated         time.Time // Docker: the lease's volume create event
+	ctrCreated         time.Time // Docker: container create event
+	ctrStarted         time.Time // Docker: container start event
+}
+
+// benchRawTiming is one raw Docker create(+network)+start+inspect.
+type benchRawTiming struct {
+	total, network, create, start, inspect time.Duration
+}
+
+// benchProvisionBench holds what the provision benchmark shares across sub-benchmarks.
+type benchProvisionBench struct {
+	d       *daemonProc
+	client  *benchClient
+	cb      *callbackReceiver
+	dc      *client.Client
+	ev      *benchDockerEventLog
+	install string
+	runID   string // label value of this run's raw containers and networks
+}
+
+func BenchmarkProvision_vsRawDocker(b *testing.B) {
+	dc := dockerClient(b)
+	if _, err := dc.ImageInspect(context.Background(), testImage()); err != nil {
+		b.Skipf("SKIPPING: test image %s not present (make workload-image): %v", testImage(), err)
+	}
+	pb := &benchProvisionBench{dc: dc, cb: newCallbackReceiver(b), runID: uuid.NewString()}
+	b.Cleanup(func() { benchRemoveRaw(dc, pb.runID) })
+	pb.ev = benchWatchDockerEvents(b, dc)
+	pb.d = newDaemonDir(b, benchPool...).startInProcess()
+	pb.client = newBenchClient(pb.d)
+	pb.install = benchInstallationID(b, filepath.Join(pb.d.dir, "data"))
+
+	// Warm-up, untimed: compose's first-call caches, the HTTP connections, dockerd.
+	if _, err := pb.berthdRound(b, 1); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pb.rawRound(1, false); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pb.rawRound(1, true); err != nil {
+		b.Fatal(err)
+	}
+
+	for _, tc := range []struct{ concurrency, rounds int }{{1, 20}, {20, 2}} {
+		b.Run(fmt.Sprintf("concurrency=%d", tc.concurrency), func(b *testing.B) {
+			b.StopTimer()
+			var berthd []benchLeaseTiming
+			var raw, rawNet []benchRawTiming
+			// Rounds interleave the three variants so background load drifts hit all alike.
+			for r := 0; r < tc.rounds; r++ {
+				got, err := pb.berthdRound(b, tc.concurrency)
+				if err != nil {
+					b.Fatal(err)
+				}
+				berthd = append(berthd, got...)
+				rt, err := pb.rawRound(tc.concurrency, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw = append(raw, rt...)
+				rt, err = pb.rawRound(tc.concurrency, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rawNet = append(rawNet, rt...)
+			}
+			pb.report(b, berthd, raw, rawNet)
+		})
+	}
+	if n := pb.cb.badSignatures(); n != 0 {
+		b.Fatalf("%d callbacks with bad signatures", n)
+	}
+}
+
+// berthdRound provisions n leases at once, waits for every success callback,
+// reads the per-phase timestamps, then deprovisions them and waits until Docker
+// holds nothing of them (untimed).
+func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTiming, error) {
+	out := make([]benchLeaseTiming, n)
+	for i := range out {
+		out[i].lease = uuid.NewString()
+	}
+	manifest := flatManifest(nil)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			lt := &out[i]
+			lt.sent, lt.accepted, errs[i] = pb.client.provision(lt.lease, pb.cb.callbackURL(), manifest)
+			if errs[i] != nil {
+				return
+			}
+			got, err := benchWaitCallback(pb.cb, lt.lease, 1, 3*time.Minute)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if got.Body.Status != messages.CallbackSuccess {
+				errs[i] = fmt.Errorf("lease %s: %s callback %q", lt.lease, got.Body.Status, got.Body.Error)
+				return
+			}
+			lt.callback = got.At
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	// Journal and Docker event times, taken while berthd is quiet: the outbox
+	// deletes each delivered row right after the 2xx.
+	time.Sleep(300 * time.Millisecond)
+	leases := make([]string, n)
+	for i := range out {
+		leases[i] = out[i].lease
+	}
+	started, succeeded, err := benchJournalTimes(filepath.Join(pb.d.dir, "data"), leases)
+	if err != nil {
+		return nil, fmt.Errorf("journal times: %w", err)
+	}
+	pb.ev.mu.Lock()
+	pulls := slices.Clone(pb.ev.imagePulls)
+	claimed := make([]bool, len(pulls))
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	for i := range out {
+		lt := &out[i]
+		lt.started, lt.succeeded = started[lt.lease], succeeded[lt.lease]
+		lt.netCreated = pb.ev.netCreate["fred-"+lt.lease]
+		lt.volCreated = pb.ev.volCreate[lt.lease]
+		lt.ctrCreated = pb.ev.ctrCreate[lt.lease]
+		lt.ctrStarted = pb.ev.ctrStart[lt.lease]
+	}
+	pb.ev.mu.Unlock()
+	// A pull event names the image, not the lease: give each lease, in order of
+	// provision.started, the earliest unclaimed pull after it.
+	sort.Slice(order, func(a, c int) bool { return out[order[a]].started.Before(out[order[c]].started) })
+	for _, i := range order {
+		for k, at := range pulls {
+			if !claimed[k] && !at.Before(out[i].started) {
+				claimed[k], out[i].pulled = true, at
+				break
+			}
+		}
+	}
+
+	if err := benchForEachLimited(n, 20, func(i int) error { return pb.client.deprovision(out[i].lease) }); err != nil {
+		return nil, err
+	}
+	for _, lt := range out {
+		assertGone(b, pb.dc, lt.lease) // the reclaimer removes each network ~5 s after its close
+	}
+	return out, nil
+}
+
+// rawContainer creates, starts and inspects one container equivalent to a berthd
+// docker-micro instance of the flat manifest (same image, 8080/tcp published on
+// 127.0.0.1 with an ephemeral port, CapDrop ALL, no-new-privileges, read-only
+// rootfs with tmpfs /tmp and /run, pids limit, memory and CPU limits, restart no).
+// withNetwork first creates a bridge network for it, as berthd does per lease.
+func (pb *benchProvisionBench) rawContainer(ctx context.Context, withNetwork bool) (benchRawTiming, error) {
+	name := "berth-bench-" + uuid.NewString()
+	labels := map[string]string{"berth.bench.run": pb.runID}
+	cfg := &container.Config{Image: testImage(), Labels: labels,
+		ExposedPorts: nat.PortSet{"8080/tcp": struct{}{}}}
+	pids := int64(256)
+	mem := int64(256) << 20
+	host := &container.HostConfig{
+		PortBindings:   nat.PortMap{"8080/tcp": []nat.PortBinding{{HostIP: "127.0.0.1"}}},
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		ReadonlyRootfs: true,
+		Tmpfs:          map[string]string{"/tmp": "size=64m", "/run": "size=64m"},
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Resources:      container.Resources{Memory: mem, MemorySwap: mem, NanoCPUs: 250_000_000, PidsLimit: &pids},
+	}
+	var netCfg *network.NetworkingConfig
+	var rt benchRawTiming
+	start := time.Now()
+	if withNetwork {
+		if _, err := pb.dc.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: labels}); err != nil {
+			return rt, fmt.Errorf("network create: %w", err)
+		}
+		host.NetworkMode = container.NetworkMode(name)
+		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			name: {Aliases: []string{"app"}}}}
+		rt.network = time.Since(start)
+	}
+	t := time.Now()
+	created, err := pb.dc.ContainerCreate(ctx, cfg, host, netCfg, nil, name)
+	if err != nil {
+		return rt, fmt.Errorf("container create: %w", err)
+	}
+	rt.create = time.Since(t)
+	t = time.Now()
+	if err := pb.dc.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return rt, fmt.Errorf("container start: %w", err)
+	}
+	rt.start = time.Since(t)
+	t = time.Now()
+	info, err := pb.dc.ContainerInspect(ctx, created.ID)
+	if err != nil {
+		return rt, fmt.Errorf("container inspect: %w", err)
+	}
+	rt.inspect = time.Since(t)
+	rt.total = time.Since(start)
+	if info.State == nil || !info.State.Running || len(info.NetworkSettings.Ports["8080/tcp"]) == 0 {
+		return rt, fmt.Errorf("raw container %s not running with a published port", name)
+	}
+	return rt, nil
+}
+
+// rawRound runs n raw launches at once, then removes them (untimed).
+func (pb *benchProvisionBench) rawRound(n int, withNetwork bool) ([]benchRawTiming, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := make([]benchRawTiming, n)
+	errs := make([]error, n)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			out[i], errs[i] = pb.rawContainer(ctx, withNetwork)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	benchRemoveRaw(pb.dc, pb.runID)
+	return out, errors.Join(errs...)
+}
+
+// benchRemoveRaw removes every container (with its anonymous volumes) and network of a run.
+func benchRemoveRaw(dc *client.Client, runID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := filters.NewArgs(filters.Arg("label", "berth.bench.run="+runID))
+	if cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
+		_ = benchForEachLimited(len(cs), 8, func(i int) error {
+			return dc.ContainerRemove(ctx, cs[i].ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		})
+	}
+	if ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: f}); err == nil {
+		for _, n := range ns {
+			_ = dc.NetworkRemove(ctx, n.ID)
+		}
+	}
+}
+
+// report logs the distributions and the per-phase breakdown and reports the key
+// numbers as benchmark metrics.
+func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, raw, rawNet []benchRawTiming) {
+	var total, beyond []time.Duration
+	phase := map[string][]time.Duration{}
+	add := func(name string, from, to time.Time) {
+		if !from.IsZero() && !to.IsZero() {
+			phase[name] = append(phase[name], to.Sub(from))
+		}
+	}
+	for _, lt := range berthd {
+		d := lt.callback.Sub(lt.sent)
+		total, beyond = append(total, d), append(beyond, d-benchVerify)
+		add("1 POST → 202 (admission)", lt.sent, lt.accepted)
+		add("2 202 → provision.started journaled", lt.accepted, lt.started)
+		add("3 provision.started → container created", lt.started, lt.ctrCreated)
+		add("  3a started → image pull done", lt.started, lt.pulled)
+		add("  3b started → network created", lt.started, lt.netCreated)
+		add("  3c started → volume created", lt.started, lt.volCreated)
+		add("  3d volume created → container created", lt.volCreated, lt.ctrCreated)
+		add("4 container created → started", lt.ctrCreated, lt.ctrStarted)
+		add("5 container started → provision.succeeded", lt.ctrStarted, lt.succeeded)
+		add("  5' same minus verify wait", lt.ctrStarted.Add(benchVerify), lt.succeeded)
+		add("6 provision.succeeded → callback arrival", lt.succeeded, lt.callback)
+	}
+	pick := func(rs []benchRawTiming, f func(benchRawTiming) time.Duration) []time.Duration {
+		out := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			out[i] = f(r)
+		}
+		return out
+	}
+	rawTotal := pick(raw, func(r benchRawTiming) time.Duration { return r.total })
+	rawNetTotal := pick(rawNet, func(r benchRawTiming) time.Duration { return r.total })
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nberthd total (POST → callback)      %s\n", benchP50p95(total))
+	fmt.Fprintf(&sb, "berthd beyond the 1 s verify wait   %s\n", benchP50p95(beyond))
+	fmt.Fprintf(&sb, "raw docker, default bridge          %s\n", benchP50p95(rawTotal))
+	fmt.Fprintf(&sb, "  create %s\n  start  %s\n  inspect %s\n",
+		benchP50p95(pick(raw, func(r benchRawTiming) time.Duration { return r.create })),
+		benchP50p95(pick(raw, func(r benchRawTiming) time.Duration { return r.start })),
+		benchP50p95(pick(raw, func(r benchRawTiming) time.Duration { return r.inspect })))
+	fmt.Fprintf(&sb, "raw docker, own bridge network      %s\n", benchP50p95(rawNetTotal))
+	fmt.Fprintf(&sb, "  network %s\n  create  %s\n  start   %s\n  inspect %s\n",
+		benchP50p95(pick(rawNet, func(r benchRawTiming) time.Duration { return r.network })),
+		benchP50p95(pick(rawNet, func(r benchRawTiming) time.Duration { return r.create })),
+		benchP50p95(pick(rawNet, func(r benchRawTiming) time.Duration { return r.start })),
+		benchP50p95(pick(rawNet, func(r benchRawTiming) time.Duration { return r.inspect })))
+	ratio := func(a, c []time.Duration) float64 {
+		return float64(benchPercentile(a, 0.5)) / float64(benchPercentile(c, 0.5))
+	}
+	fmt.Fprintf(&sb, "ratio beyond-verify p50 / raw p50: %.2f× (default bridge), %.2f× (own network)\n",
+		ratio(beyond, rawTotal), ratio(beyond, rawNetTotal))
+	fmt.Fprintf(&sb, "berthd per-phase breakdown:\n")
+	names := make([]string, 0, len(phase))
+	for k := range phase {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return strings.TrimSpace(names[i]) < strings.TrimSpace(names[j]) })
+	for _, k := range names {
+		fmt.Fprintf(&sb, "  %-48s %s\n", k, benchP50p95(phase[k]))
+	}
+	benchPrint(b, sb.String())
+
+	b.ReportMetric(0, "ns/op") // one op is minutes of Docker work; the metrics below are the result
+	b.ReportMetric(benchMs(benchPercentile(total, 0.5)), "berthd_p50_ms")
+	b.ReportMetric(benchMs(benchPercentile(total, 0.95)), "berthd_p95_ms")
+	b.ReportMetric(benchMs(benchPercentile(beyond, 0.5)), "beyond_verify_p50_ms")
+	b.ReportMetric(benchMs(benchPercentile(beyond, 0.95)), "beyond_verify_p95_ms")
+	b.ReportMetric(benchMs(benchPercentile(rawTotal, 0.5)), "raw_p50_ms")
+	b.ReportMetric(benchMs(benchPercentile(rawTotal, 0.95)), "raw_p95_ms")
+	b.ReportMetric(benchMs(benchPercentile(rawNetTotal, 0.5)), "rawnet_p50_ms")
+	b.ReportMetric(benchMs(benchPercentile(rawNetTotal, 0.95)), "rawnet_p95_ms")
+	b.ReportMetric(ratio(beyond, rawTotal), "ratio_raw")
+	b.ReportMetric(ratio(beyond, rawNetTotal), "ratio_rawnet")
+}
+
+// --- Benchmark 2 ---------------------------------------------------------------------
+
+// benchReadyLeases is how many Ready leases the restart benchmark holds.
+const benchReadyLeases = 200
+
+func BenchmarkRestart_200ReadyLeases_TimeToHealthy(b *testing.B) {
+	dc := dockerClient(b)
+	if _, err := dc.ImageInspect(context.Background(), testImage()); err != nil {
+		b.Skipf("SKIPPING: test image %s not present (make workload-image): %v", testImage(), err)
+	}
+	b.StopTimer()
+	cb := newCallbackReceiver(b)
+	d := newDaemonDir(b, append(slices.Clone(benchPool), "log_level: info")...).startChild(true)
+	client := newBenchClient(d)
+	install := benchInstallationID(b, filepath.Join(d.dir, "data"))
+
+	leases := make([]string, benchReadyLeases)
+	for i := range leases {
+		leases[i] = uuid.NewString()
+	}
+	// No published port: 200 host ports are not what this measures.
+	manifest := map[string]any{"image": testImage()}
+	began := time.Now()
+	err := benchForEachLimited(len(leases), 16, func(i int) error {
+		if _, _, err := client.provision(leases[i], cb.callbackURL(), manifest); err != nil {
+			return err
+		}
+		got, err := benchWaitCallback(cb, leases[i], 1, 10*time.Minute)
+		if err == nil && got.Body.Status != messages.CallbackSuccess {
+			err = fmt.Errorf("lease %s: %s callback %q", leases[i], got.Body.Status, got.Body.Error)
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d leases Ready in %s (16 in flight)", len(leases), time.Since(began).Round(time.Millisecond))
+
+	var runs []time.Duration
+	var sb strings.Builder
+	for r := 1; r <= 3; r++ {
+		stopBegan := time.Now()
+		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			b.Fatal(err)
+		}
+		if code := d.waitExit(2 * time.Minute); code != 0 {
+			b.Fatalf("berthd exited %d on SIGTERM\n%s", code, d.log.String())
+		}
+		stopTook := time.Since(stopBegan)
+		if n := benchRunningContainers(b, dc, install); n != len(leases) {
+			b.Fatalf("%d workload containers running after SIGTERM, want %d", n, len(leases))
+		}
+
+		logFrom := len(d.log.String())
+		execAt := time.Now()
+		d.startChild(false)
+		healthyAt := benchWaitHealthyFast(b, d, 5*time.Minute)
+		took := healthyAt.Sub(execAt)
+		runs = append(runs, took)
+
+		phases := benchStartupPhasesFromLog(d.log.String()[logFrom:])
+		metrics := benchStartupPhasesFromMetrics(b, client)
+		statuses, err := client.statuses(leases)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range leases {
+			if statuses[l] != "ready" {
+				b.Fatalf("restart %d: lease %s is %q after the restart, want ready", r, l, statuses[l])
+			}
+		}
+		var sum float64
+		for _, p := range benchStartupPhaseNames {
+			sum += phases[p]
+		}
+		fmt.Fprintf(&sb, "restart %d: time to healthy %7.1f ms (SIGTERM → exit %s; recovery saw %.0f leases)\n",
+			r, benchMs(took), stopTook.Round(time.Millisecond), phases["leases"])
+		for _, p := range benchStartupPhaseNames {
+			fmt.Fprintf(&sb, "    %-17s log %8.1f ms   metric %8.1f ms\n", p, phases[p], metrics[p]*1000)
+		}
+		fmt.Fprintf(&sb, "    %-17s     %8.1f ms   (exec → store_open start, tree spawn, /health poll)\n", "outside phases", benchMs(took)-sum)
+	}
+
+	// No restart may send a callback: each lease still has exactly its success.
+	time.Sleep(2 * time.Second)
+	for _, l := range leases {
+		if got := cb.forLease(l); len(got) != 1 {
+			b.Fatalf("lease %s: %d callbacks after the restarts, want just the success", l, len(got))
+		}
+	}
+	if n := benchRunningContainers(b, dc, install); n != len(leases) {
+		b.Fatalf("%d workload containers running after the restarts, want %d", n, len(leases))
+	}
+
+	median := benchPercentile(runs, 0.5)
+	benchPrint(b, fmt.Sprintf("%stime to healthy: median %.1f ms over %d restarts (goal ≤ 5000 ms)\n", sb.String(), benchMs(median), len(runs)))
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(benchMs(median), "healthy_median_ms")
+	b.ReportMetric(benchMs(slices.Max(runs)), "healthy_max_ms")
+
+	// Untimed: close every lease and check Docker holds nothing of the installation.
+	if err := benchForEachLimited(len(leases), 16, func(i int) error {
+		if err := client.deprovision(leases[i]); err != nil {
+			return err
+		}
+		got, err := benchWaitCallback(cb, leases[i], 2, 3*time.Minute)
+		if err == nil && got.Body.Status != messages.CallbackDeprovisioned {
+			err = fmt.Errorf("lease %s: %s callback after deprovision", leases[i], got.Body.Status)
+		}
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	benchWaitInstallationEmpty(b, dc, install, 3*time.Minute)
+	if n := cb.badSignatures(); n != 0 {
+		b.Fatalf("%d callbacks with bad signatures", n)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		b.Fatal(err)
+	}
+	if code := d.waitExit(2 * time.Minute); code != 0 {
+		b.Fatalf("berthd exited %d on the final SIGTERM", code)
+	}
+}
+
+var benchStartupPhaseNames = []string{"store_open", "journal_verify", "docker_connect", "registry_rebuild", "recovery"}
+
+// benchWaitHealthyFast polls /health every 10 ms and returns when it first answered
+// 200 {"status":"healthy"}.
+func benchWaitHealthyFast(b *testing.B, d *daemonProc, timeout time.Duration) time.Time {
+	b.Helper()
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := c.Get("http://" + d.api + "/health")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"healthy"`)) {
+				return time.Now()
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("berthd not healthy within %s (last: %v)\n%s", timeout, err, d.log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// benchStartupPhasesFromLog reads the "startup phase" lines (phase → took, ms) and
+// the lease count of "startup recovery complete" (key "leases").
+func benchStartupPhasesFromLog(log string) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Message string  `json:"message"`
+			Phase   string  `json:"phase"`
+			Took    float64 `json:"took"`
+			Leases  float64 `json:"leases"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		switch line.Message {
+		case "startup phase":
+			out[line.Phase] = line.Took
+		case "startup recovery complete; admitting work":
+			out["leases"] = line.Leases
+		}
+	}
+	return out
+}
+
+// benchStartupPhasesFromMetrics reads berth_startup_phase_seconds{phase} from /metrics.
+func benchStartupPhasesFromMetrics(b *testing.B, c *benchClient) map[string]float64 {
+	code, body, err := c.do(http.MethodGet, "/metrics", nil)
+	if err != nil || code != http.StatusOK {
+		b.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, `berth_startup_phase_seconds{phase="`)
+		if !ok {
+			continue
+		}
+		name, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// benchRunningContainers counts the installation's running containers.
+func benchRunningContainers(b *testing.B, dc *client.Client, installation string) int {
+	b.Helper()
+	cs, err := dc.ContainerList(context.Background(), container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", "fred.installation_id="+installation), filters.Arg("status", "running"))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(cs)
+}
