@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages"
+)
+
+const secret = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// server is a stand-in berthd API that verifies signatures like the real one.
+func server(t *testing.T) (*httptest.Server, *[]*http.Request, *[][]byte) {
+	t.Helper()
+	var mu sync.Mutex
+	var reqs []*http.Request
+	var bodies [][]byte
+	v := &hmac.Verifier{Secret: []byte(secret)}
+	srv := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		reqs, bodies = append(reqs, r), append(bodies, b)
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})))
+	t.Cleanup(srv.Close)
+	return srv, &reqs, &bodies
+}
+
+func secretFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "callback-secret")
+	if err := os.WriteFile(p, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestProvision_SendsASignedContractRequest(t *testing.T) {
+	srv, reqs, bodies := server(t)
+	var out bytes.Buffer
+	err := run([]string{"-api", srv.URL, "-secret-file", secretFile(t), "provision",
+		"-lease", "6f1c1c8e-8a52-4a4f-9f0c-2a9a3c1f7b10", "-image", "127.0.0.1:5000/berth/workload:test", "-quantity", "2"}, nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "202 Accepted") || len(*reqs) != 1 {
+		t.Fatalf("output %q, %d requests (a bad signature would be a 401)", out.String(), len(*reqs))
+	}
+	var req messages.ProvisionRequest
+	if err := json.Unmarshal((*bodies)[0], &req); err != nil {
+		t.Fatal(err)
+	}
+	manifest, _ := base64.StdEncoding.DecodeString(req.Payload)
+	if req.LeaseUUID != "6f1c1c8e-8a52-4a4f-9f0c-2a9a3c1f7b10" || req.Items[0].Quantity != 2 ||
+		!strings.Contains(req.CallbackURL, "operation_id=") || !strings.Contains(string(manifest), `"image":"127.0.0.1:5000/berth/workload:test"`) {
+		t.Fatalf("request = %+v manifest %s", req, manifest)
+	}
+}
+
+func TestGet_SignsTheQueryToo(t *testing.T) {
+	srv, reqs, _ := server(t)
+	var out bytes.Buffer
+	if err := run([]string{"-api", srv.URL, "-secret-file", secretFile(t), "get", "/provisions?limit=5"}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(*reqs) != 1 || (*reqs)[0].URL.RawQuery != "limit=5" {
+		t.Fatalf("requests: %d, output %q", len(*reqs), out.String())
+	}
+}
+
+func TestWrongSecret_IsRefusedByTheServer(t *testing.T) {
+	srv, reqs, _ := server(t)
+	t.Setenv("BERTH_CALLBACK_SECRET", strings.Repeat("x", 64))
+	var out bytes.Buffer
+	if err := run([]string{"-api", srv.URL, "get", "/provisions"}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(*reqs) != 0 || !strings.Contains(out.String(), "401") {
+		t.Fatalf("a wrong key got through: %q", out.String())
+	}
+}
