@@ -103,6 +103,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
 	phases.done("docker_connect", mark)
+	warnNetworkCapacity(d.engine, cfg, log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), phases.gauge)
@@ -286,4 +287,40 @@ func (p *startupPhases) done(phase string, since time.Time) time.Time {
 	now := time.Now()
 	p.record(phase, now.Sub(since))
 	return now
+}
+
+// warnNetworkCapacity warns when Docker's address pools hold fewer networks than
+// the resource pool could admit leases (each lease has its own network, and a
+// failed network create fails the lease).
+func warnNetworkCapacity(eng *engine.Engine, cfg *config.Config, log zerolog.Logger) {
+	ctx, cancel := stopCtx(5 * time.Second)
+	defer cancel()
+	networks, err := eng.NetworkCapacity(ctx)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read Docker's address pools")
+		return
+	}
+	leases := maxLeases(cfg)
+	if networks < leases {
+		log.Warn().Int("networks", networks).Int("lease_capacity", leases).
+			Msg("Docker's default address pools hold fewer networks than the pool can admit leases; start dockerd with --default-address-pool base=172.16.0.0/12,size=24")
+	}
+}
+
+// maxLeases is how many leases of the smallest profile the pool can hold.
+func maxLeases(cfg *config.Config) int {
+	best := 0
+	for _, p := range cfg.SKUProfiles {
+		disk := p.DiskMB
+		if disk == 0 {
+			disk = cfg.ContainerTmpfsSizeMB
+		}
+		n := int(cfg.TotalCPUCores / p.CPUCores)
+		n = min(n, int(cfg.TotalMemoryMB/p.MemoryMB))
+		if disk > 0 {
+			n = min(n, int(cfg.TotalDiskMB/disk))
+		}
+		best = max(best, n)
+	}
+	return best
 }
