@@ -150,6 +150,8 @@ func (a *Actor) started(c actor.Context) {
 	}
 	a.st, a.seq = st, seq
 	spec := a.spec.Load()
+	a.log().Debug().Str("status", string(st.Status)).Uint64("admission", spec.Admission).
+		Uint64("journaled_admission", st.Admission).Uint64("generation", st.Generation).Msg("lease actor started")
 	switch {
 	case st.Status == Closed && st.ClosedAdmission >= spec.Admission:
 		a.report()

@@ -72,6 +72,7 @@ type outcome struct {
 	ok         bool
 	pending    bool // cannot decide yet (resume before the deadline): look again later
 	canceled   bool
+	cleaned    bool // a failure whose diagnostics are captured and containers removed
 	containers []Instance
 	reason     string
 	message    string

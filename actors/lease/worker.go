@@ -37,11 +37,26 @@ func fail(reason, message string) outcome {
 	return outcome{reason: reason, message: message}
 }
 
-// provision runs one attempt: clean up what a previous attempt left, pull and
-// inspect images, make the lease network, compose up, then verify the cohort.
-func (j *job) provision(ctx context.Context) outcome {
-	ctx, cancel := context.WithDeadline(ctx, j.st.Deadline)
+// provision runs one attempt within its deadline. A deadline that ends the attempt
+// fails it (cleaned up); only a cancellation — a close or a drain — leaves the
+// outcome to the actor.
+func (j *job) provision(parent context.Context) outcome {
+	ctx, cancel := context.WithDeadline(parent, j.st.Deadline)
 	defer cancel()
+	return j.timedOut(parent, j.attempt(ctx))
+}
+
+// timedOut turns an attempt cut off by its deadline into a definite failure.
+func (j *job) timedOut(parent context.Context, out outcome) outcome {
+	if out.canceled && parent.Err() == nil {
+		return j.failAndClean(parent, fail(messages.ReasonInternal, "provisioning did not complete in time"), nil)
+	}
+	return out
+}
+
+// attempt cleans up what a previous attempt left, pulls and inspects images, makes
+// the lease network, composes up, then verifies the cohort.
+func (j *job) attempt(ctx context.Context) outcome {
 
 	// A re-provision starts from nothing: old containers go, volumes stay. The
 	// first attempt of a lease has nothing to remove.
@@ -169,6 +184,7 @@ func (j *job) failAndClean(ctx context.Context, out outcome, cohort []dockerio.C
 	if err := j.eng.Down(cctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
 		j.log.Warn().Err(err).Msg("remove failed attempt's containers")
 	}
+	out.cleaned = true
 	return out
 }
 
@@ -177,6 +193,9 @@ func (j *job) failAndClean(ctx context.Context, out outcome, cohort []dockerio.C
 // a cohort with a dead container cannot finish and is failed; anything else is left
 // pending until the provision deadline, then cleaned up and failed.
 func (j *job) resume(ctx context.Context) outcome {
+	if !j.now().Before(j.st.Deadline) {
+		return j.failAndClean(ctx, fail(messages.ReasonInternal, "provisioning did not complete in time"), nil)
+	}
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -199,16 +218,13 @@ func (j *job) resume(ctx context.Context) outcome {
 	if complete(j.spec, current) && allRunning(current) {
 		dctx, cancel := context.WithDeadline(ctx, j.st.Deadline)
 		defer cancel()
-		out := j.verify(dctx, current)
-		if out.ok || out.canceled {
+		out := j.timedOut(ctx, j.verify(dctx, current))
+		if out.ok || out.canceled || out.cleaned {
 			return out
 		}
 		return j.failAndClean(ctx, out, nil)
 	}
-	if j.now().Before(j.st.Deadline) {
-		return outcome{pending: true}
-	}
-	return j.failAndClean(ctx, fail(messages.ReasonInternal, "provisioning did not complete in time"), nil)
+	return outcome{pending: true} // before the deadline (checked above)
 }
 
 // teardown removes every container of the lease (Compose down, then exact-ID

@@ -72,6 +72,7 @@ type Actor struct {
 	seq       uint64 // last sequence of the registry stream
 	sinceSnap int
 	ready     bool // startup recovery finished: accounting is whole
+	stopping  bool // restarting or stopping: children stop because we do
 	startedAt time.Time
 }
 
@@ -116,6 +117,8 @@ func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.started(c)
+	case *actor.Restarting, *actor.Stopping:
+		a.stopping = true
 	case *messages.Admit:
 		m.Reply <- a.admit(c, m.Req)
 	case *messages.Deprovision:
@@ -213,6 +216,7 @@ func (a *Actor) spawn(c actor.Context, spec *lease.Spec) {
 	})
 	if err != nil {
 		// The previous actor of this lease is still stopping; spawn when it has.
+		a.log.Warn().Err(err).Str("lease_uuid", spec.Lease).Msg("lease actor not spawned yet; retrying when its predecessor stops")
 		e.respawn = true
 		return
 	}
@@ -437,8 +441,8 @@ func (a *Actor) leaseClosed(c actor.Context, m lease.LeaseClosed) {
 
 func (a *Actor) terminated(c actor.Context, m *actor.Terminated) {
 	e := a.byPID[m.Who.Id]
-	if e == nil {
-		return
+	if e == nil || a.stopping {
+		return // a stopping registry's children stop with it; the next one respawns them
 	}
 	delete(a.byPID, m.Who.Id)
 	e.pid = nil

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,7 +143,13 @@ func (w *crashWorkload) converge(timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.t.Fatalf("not converged after %s: %v\n%s", timeout, pending, tail(w.d.log.String(), 4000))
+			if w.d.cmd != nil && w.d.cmd.ProcessState == nil {
+				// Have the stuck daemon print every goroutine's stack into its log.
+				_ = w.d.cmd.Process.Signal(syscall.SIGQUIT)
+				time.Sleep(3 * time.Second)
+			}
+			w.t.Fatalf("not converged after %s: %v\n%s\n(whole daemon log: %s)", timeout, pending,
+				tail(w.d.log.String(), 4000), keepLog(w.t, w.d.log.String()))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -336,7 +343,7 @@ func checkPool(t *testing.T, d *daemonProc) map[string]string {
 func TestCrashSuite_Kill9DuringWork_Converges(t *testing.T) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s").startChild(true)
+	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
 	w := newCrashWorkload(t, d, cb)
 	rounds := envInt("BERTH_CRASH_ROUNDS", 2)
 	for i := 0; i < rounds; i++ {
@@ -358,7 +365,7 @@ func TestCrashSuite_Kill9DuringWork_Converges(t *testing.T) {
 func TestCrashSuite_EveryActorKindCrashedDuringWork_Converges(t *testing.T) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s").startChild(true)
+	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
 	w := newCrashWorkload(t, d, cb)
 	kinds := []string{"root/registry", "root/outbox", "root/watcher", "root/reconciler", "root/reclaimer", "root/facade", "lease", "root"}
 	for _, k := range kinds {
@@ -401,7 +408,7 @@ func TestCrashSuite_DockerdRestartUnderBerthd_Converges(t *testing.T) {
 	}
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s").startChild(true)
+	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
 	w := newCrashWorkload(t, d, cb)
 	w.round()
 	time.Sleep(3 * time.Second)
@@ -470,4 +477,15 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// keepLog saves a failed run's whole daemon log outside the test's temp dir.
+func keepLog(t *testing.T, log string) string {
+	f, err := os.CreateTemp("", "berth-"+strings.ReplaceAll(t.Name(), "/", "_")+"-*.log")
+	if err != nil {
+		return "not saved: " + err.Error()
+	}
+	defer f.Close()
+	_, _ = f.WriteString(log)
+	return f.Name()
 }
