@@ -38,3 +38,30 @@ func Tick(c actor.Context, ctx context.Context, wg *sync.WaitGroup, interval tim
 		}
 	}()
 }
+
+// Passes serialises an actor's background passes (reconciliation, network
+// reclamation): one runs at a time, and passes asked for meanwhile collapse into
+// one that runs right after it.
+type Passes struct {
+	running bool
+	again   bool
+}
+
+// Start runs fn as a background pass, or remembers that one was asked for.
+func (p *Passes) Start(c actor.Context, wg *sync.WaitGroup, fn func() any) {
+	if p.running {
+		p.again = true
+		return
+	}
+	p.running = true
+	Background(c, wg, fn)
+}
+
+// Done marks the running pass finished and reports whether another was asked for.
+func (p *Passes) Done() (again bool) {
+	p.running, again, p.again = false, p.again, false
+	return again
+}
+
+// Running reports whether a pass is in flight.
+func (p *Passes) Running() bool { return p.running }

@@ -43,17 +43,16 @@ type Deps struct {
 
 // Actor is the reclaimer.
 type Actor struct {
-	deps    *Deps
-	set     *Settings
-	log     zerolog.Logger
-	epoch   uint64
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	running bool
-	again   bool
-	soon    bool // a close-triggered pass is scheduled
-	last    string
+	deps   *Deps
+	set    *Settings
+	log    zerolog.Logger
+	epoch  uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	passes supervisors.Passes
+	soon   bool // a close-triggered pass is scheduled
+	last   string
 }
 
 var epochs atomic.Uint64
@@ -99,15 +98,13 @@ func (a *Actor) Receive(c actor.Context) {
 		if m.epoch != a.epoch {
 			return
 		}
-		a.running = false
 		if m.err != nil {
 			a.last = "error: " + m.err.Error()
 			a.log.Warn().Err(m.err).Msg("network reclamation pass incomplete")
 		} else {
 			a.last = fmt.Sprintf("ok: %d removed", m.removed)
 		}
-		if a.again {
-			a.again = false
+		if a.passes.Done() {
 			a.pass(c)
 		}
 	}
@@ -116,20 +113,15 @@ func (a *Actor) Receive(c actor.Context) {
 // Describe summarises the reclaimer for /debug/actors.
 func (a *Actor) Describe() (string, int) {
 	n := 0
-	if a.running {
+	if a.passes.Running() {
 		n = 1
 	}
 	return "last pass " + a.last, n
 }
 
 func (a *Actor) pass(c actor.Context) {
-	if a.running {
-		a.again = true
-		return
-	}
-	a.running = true
 	epoch, parent := a.epoch, a.ctx
-	supervisors.Background(c, &a.wg, func() any {
+	a.passes.Start(c, &a.wg, func() any {
 		ctx, cancel := context.WithTimeout(parent, a.set.Budget)
 		defer cancel()
 		removed, err := a.run(ctx)

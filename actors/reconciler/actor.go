@@ -48,17 +48,16 @@ type Deps struct {
 
 // Actor is the reconciler.
 type Actor struct {
-	deps    *Deps
-	set     *Settings
-	log     zerolog.Logger
-	epoch   uint64
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	running bool
-	again   bool // another pass was asked for while one ran
-	passes  int
-	last    string
+	deps   *Deps
+	set    *Settings
+	log    zerolog.Logger
+	epoch  uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	passes supervisors.Passes
+	done   int // passes completed
+	last   string
 }
 
 var epochs atomic.Uint64
@@ -108,8 +107,7 @@ func (a *Actor) Receive(c actor.Context) {
 		if m.epoch != a.epoch {
 			return
 		}
-		a.running = false
-		a.passes++
+		a.done++
 		a.deps.Metrics.observe(m.res, m.err, a.deps.Now())
 		if m.err != nil {
 			a.last = "error: " + m.err.Error()
@@ -121,8 +119,7 @@ func (a *Actor) Receive(c actor.Context) {
 			a.deps.Tree.Send(a.set.RegistryPath, registry.Recovered{})
 		}
 		a.deps.Tree.Send(a.set.RegistryPath, registry.RetryStopped{})
-		if a.again {
-			a.again = false
+		if a.passes.Done() {
 			a.pass(c)
 		}
 	}
@@ -131,20 +128,15 @@ func (a *Actor) Receive(c actor.Context) {
 // Describe summarises the reconciler for /debug/actors.
 func (a *Actor) Describe() (string, int) {
 	inflight := 0
-	if a.running {
+	if a.passes.Running() {
 		inflight = 1
 	}
-	return fmt.Sprintf("%d passes, last %s", a.passes, a.last), inflight
+	return fmt.Sprintf("%d passes, last %s", a.done, a.last), inflight
 }
 
 func (a *Actor) pass(c actor.Context) {
-	if a.running {
-		a.again = true
-		return
-	}
-	a.running = true
 	epoch, parent := a.epoch, a.ctx
-	supervisors.Background(c, &a.wg, func() any {
+	a.passes.Start(c, &a.wg, func() any {
 		ctx, cancel := context.WithTimeout(parent, a.set.PassTimeout)
 		defer cancel()
 		res, err := a.run(ctx)
