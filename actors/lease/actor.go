@@ -398,24 +398,19 @@ func (a *Actor) inventory(c actor.Context, m *Inventory) {
 	if a.broken {
 		return
 	}
+	gen := a.st.Generation
 	switch a.st.Status {
 	case Ready:
 		for _, inst := range a.st.Containers {
-			ctr, ok := findContainer(m.Containers, inst.ContainerID)
-			if ok && ctr.State == "running" {
+			if ctr, ok := findContainer(m.Containers, inst.ContainerID); ok && ctr.State == "running" {
 				continue
 			}
-			exit := 0
-			if ok {
-				exit = ctr.ExitCode
-			}
-			a.beginFailing(c, RuntimeFailing{Generation: a.st.Generation, ContainerID: inst.ContainerID,
-				Service: inst.Service, Index: inst.Index, ExitCode: exit, OOMKilled: ok && ctr.OOMKilled})
-			return
+			// The listing is only a hint — it may predate this cohort's start — so
+			// the same inspect that confirms a streamed death confirms this one.
+			a.containerDied(c, &ContainerDied{ContainerID: inst.ContainerID, Generation: gen})
 		}
-		a.removeStale(c, m.Containers, func(ctr dockerio.Container) bool { return !a.owns(ctr.ID) })
+		a.removeStale(c, m.Containers, func(ctr dockerio.Container) bool { return ctr.Generation < gen })
 	case Failed:
-		gen := a.st.Generation
 		a.removeStale(c, m.Containers, func(ctr dockerio.Container) bool { return ctr.Generation < gen })
 	}
 }
