@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -50,6 +51,30 @@ type Deps struct {
 	Settings *Settings
 	Log      zerolog.Logger
 	Now      func() time.Time
+	Metrics  *Metrics // nil: not recorded
+}
+
+// Metrics of lease state machines.
+type Metrics struct {
+	transitions *prometheus.CounterVec
+}
+
+// NewMetrics registers berth_lease_transitions_total{from,to,event} on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "berth_lease_transitions_total",
+		Help: "Journaled lease state-machine transitions, by from status, to status and event.",
+	}, []string{"from", "to", "event"})}
+	if reg != nil {
+		reg.MustRegister(m.transitions)
+	}
+	return m
+}
+
+func (m *Metrics) transition(from, to Status, event string) {
+	if m != nil && from != to {
+		m.transitions.WithLabelValues(string(from), string(to), event).Inc()
+	}
 }
 
 // Actor is one lease.
@@ -490,10 +515,12 @@ func (a *Actor) commit(c actor.Context, events []persistence.Event, rows []persi
 	}
 	a.seq = res.LastSeq[Stream(a.id)]
 	for _, ev := range events {
+		from := a.st.Status
 		if err := a.st.Apply(ev); err != nil {
 			// The handler validated the transition; reaching this is a bug in berth.
 			a.log().Error().Err(err).Msg("journaled event does not apply")
 		}
+		a.deps.Metrics.transition(from, a.st.Status, ev.Type)
 	}
 	a.sinceSnap += len(events)
 	if a.sinceSnap >= a.set.SnapshotEvery {

@@ -136,7 +136,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
 	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger, phases *startupPhases) []supervisors.Spec {
 	var eng dockerio.Engine = d.engine
-	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Log: log, Now: now, Settings: &lease.Settings{
+	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
 		BackendName:      cfg.Name,
 		HostAddress:      cfg.HostAddress,
 		HostBindIP:       cfg.HostBindIP,

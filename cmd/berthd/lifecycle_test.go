@@ -64,6 +64,17 @@ func TestProvision_FlatLease_ReachesReadyServesPortAndCallsBack(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 
+	m := string(d.get("/metrics").Body)
+	for _, want := range []string{
+		`berth_lease_transitions_total{event="provision.started",from="reserved",to="provisioning"} 1`,
+		`berth_lease_transitions_total{event="provision.succeeded",from="provisioning",to="ready"} 1`,
+		`berth_callback_attempts_total{outcome="delivered"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
 	d.deprovisionUntilGone(lease)
 	got = cb.waitFor(lease, 2, time.Minute)
 	if got[1].Body.Status != messages.CallbackDeprovisioned || !strings.Contains(got[1].Path, "lifecycle_id=") {
