@@ -63,5 +63,10 @@ func (p *Passes) Done() (again bool) {
 	return again
 }
 
-// Running reports whether a pass is in flight.
-func (p *Passes) Running() bool { return p.running }
+// InFlight is 1 while a pass runs, else 0 (for Describe).
+func (p *Passes) InFlight() int {
+	if p.running {
+		return 1
+	}
+	return 0
+}

@@ -112,11 +112,7 @@ func (a *Actor) Receive(c actor.Context) {
 
 // Describe summarises the reclaimer for /debug/actors.
 func (a *Actor) Describe() (string, int) {
-	n := 0
-	if a.passes.Running() {
-		n = 1
-	}
-	return "last pass " + a.last, n
+	return "last pass " + a.last, a.passes.InFlight()
 }
 
 func (a *Actor) pass(c actor.Context) {

@@ -127,11 +127,7 @@ func (a *Actor) Receive(c actor.Context) {
 
 // Describe summarises the reconciler for /debug/actors.
 func (a *Actor) Describe() (string, int) {
-	inflight := 0
-	if a.passes.Running() {
-		inflight = 1
-	}
-	return fmt.Sprintf("%d passes, last %s", a.done, a.last), inflight
+	return fmt.Sprintf("%d passes, last %s", a.done, a.last), a.passes.InFlight()
 }
 
 func (a *Actor) pass(c actor.Context) {
