@@ -321,6 +321,7 @@ func journaledCallbacks(t *testing.T, store *persistence.Store, l string) []stri
 // checkPool compares /stats with the live leases (all docker-micro × 1).
 func checkPool(t *testing.T, d *daemonProc) map[string]string {
 	t.Helper()
+	d.waitHealthy(time.Minute) // /stats answers once accounting is whole
 	var list struct {
 		Provisions []messages.ProvisionInfo `json:"provisions"`
 	}

@@ -306,6 +306,8 @@ func TestActorCrash_RestartsWithSamePIDAndStateRebuiltFromJournal(t *testing.T) 
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		// A restarted registry holds admissions and /stats until its recovery pass.
+		d.waitHealthy(30 * time.Second)
 		// State came back from the journal: still ready, same pool, same cohort.
 		if info := d.waitStatus(lease, "ready", 10*time.Second); info.FailCount != 0 {
 			t.Fatalf("after crashing %s: %+v", path, info)
