@@ -6,9 +6,12 @@
 package dockerio
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -160,6 +163,15 @@ type Container struct {
 	FinishedAt  time.Time
 	Ports       map[string]Binding // "8080/tcp" → binding
 	Labels      map[string]string
+}
+
+// SortContainers orders containers by lease, service, instance index, then ID:
+// the order Cohort and ListManaged return.
+func SortContainers(cs []Container) {
+	slices.SortFunc(cs, func(a, b Container) int {
+		return cmp.Or(strings.Compare(a.Lease, b.Lease), strings.Compare(a.Service, b.Service),
+			cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
+	})
 }
 
 // Binding is a published port.

@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,15 +59,8 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 		}
 		out = append(out, c)
 	}
-	sortContainers(out)
+	dockerio.SortContainers(out)
 	return out, nil
-}
-
-func sortContainers(cs []dockerio.Container) {
-	slices.SortFunc(cs, func(a, b dockerio.Container) int {
-		return cmp.Or(strings.Compare(a.Lease, b.Lease), strings.Compare(a.Service, b.Service),
-			cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
-	})
 }
 
 // Inspect reports one container's live state; dockerio.ErrNotFound when absent.
@@ -199,7 +190,7 @@ func (e *Engine) ListManaged(ctx context.Context, installationID string) ([]dock
 		}
 		out = append(out, c)
 	}
-	sortContainers(out)
+	dockerio.SortContainers(out)
 	return out, nil
 }
 

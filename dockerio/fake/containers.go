@@ -1,11 +1,9 @@
 package fake
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -332,15 +330,8 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 		}
 		out = append(out, c.snapshot())
 	}
-	sortContainers(out)
+	dockerio.SortContainers(out)
 	return out, nil
-}
-
-func sortContainers(cs []dockerio.Container) {
-	slices.SortFunc(cs, func(a, b dockerio.Container) int {
-		return cmp.Or(strings.Compare(a.Lease, b.Lease), strings.Compare(a.Service, b.Service),
-			cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
-	})
 }
 
 // Inspect reports one container; dockerio.ErrNotFound when absent.
@@ -419,7 +410,7 @@ func (e *Engine) ListManaged(ctx context.Context, installationID string) ([]dock
 		s.StartedAt, s.FinishedAt, s.OOMKilled = time.Time{}, time.Time{}, false
 		out = append(out, s)
 	}
-	sortContainers(out)
+	dockerio.SortContainers(out)
 	return out, nil
 }
 
