@@ -84,15 +84,14 @@ type Actor struct {
 	spec *atomic.Pointer[Spec] // shared with the registry: the latest admission
 	id   string
 
-	st        *State
-	seq       uint64 // last sequence of the lease stream
-	sinceSnap int
-	worker    *worker
-	waiters   []chan<- error // deprovision requests waiting for the closed receipt
-	self      *actor.PID
-	parent    *actor.PID
-	sys       *actor.ActorSystem
-	broken    bool // the journal could not be read: refuse everything
+	st      *State
+	journal persistence.Cursor
+	worker  *worker
+	waiters []chan<- error // deprovision requests waiting for the closed receipt
+	self    *actor.PID
+	parent  *actor.PID
+	sys     *actor.ActorSystem
+	broken  bool // the journal could not be read: refuse everything
 }
 
 // worker is the one goroutine a lease may have doing Docker work.
@@ -173,7 +172,8 @@ func (a *Actor) started(c actor.Context) {
 		a.report()
 		return
 	}
-	a.st, a.seq = st, seq
+	a.st = st
+	a.journal = persistence.Cursor{Stream: Stream(a.id), Seq: seq, Every: a.set.SnapshotEvery}
 	spec := a.spec.Load()
 	a.log().Debug().Str("status", string(st.Status)).Uint64("admission", spec.Admission).
 		Uint64("journaled_admission", st.Admission).Uint64("generation", st.Generation).Msg("lease actor started")
@@ -506,14 +506,14 @@ func (a *Actor) provisionInfo() messages.ProvisionInfo {
 // the store latched; the daemon is draining, so the lease does nothing more.
 func (a *Actor) commit(c actor.Context, events []persistence.Event, rows []persistence.OutboxRow) error {
 	res, err := a.deps.Store.Commit(persistence.Write{
-		Appends: []persistence.Append{{Stream: Stream(a.id), Events: events}},
+		Appends: []persistence.Append{{Stream: a.journal.Stream, Events: events}},
 		Outbox:  rows,
 	})
 	if err != nil {
 		a.log().Error().Err(err).Msg("journal write failed")
 		return err
 	}
-	a.seq = res.LastSeq[Stream(a.id)]
+	due := a.journal.Advance(res, len(events))
 	for _, ev := range events {
 		from := a.st.Status
 		if err := a.st.Apply(ev); err != nil {
@@ -522,27 +522,16 @@ func (a *Actor) commit(c actor.Context, events []persistence.Event, rows []persi
 		}
 		a.deps.Metrics.transition(from, a.st.Status, ev.Type)
 	}
-	a.sinceSnap += len(events)
-	if a.sinceSnap >= a.set.SnapshotEvery {
-		a.snapshot()
+	if due {
+		if err := a.journal.Snapshot(a.deps.Store, eventVersion, a.deps.Now(), a.st); err != nil {
+			a.log().Warn().Err(err).Msg("snapshot")
+		}
 	}
 	if len(rows) > 0 {
 		a.sys.Root.Send(a.sys.NewLocalPID(a.set.OutboxPath), &messages.OutboxWake{Lease: a.id})
 	}
 	a.report()
 	return nil
-}
-
-func (a *Actor) snapshot() {
-	data, err := json.Marshal(a.st)
-	if err != nil {
-		return
-	}
-	if err := a.deps.Store.SaveSnapshot(Stream(a.id), persistence.Snapshot{Seq: a.seq, V: eventVersion, At: a.deps.Now(), Data: data}); err != nil {
-		a.log().Warn().Err(err).Msg("snapshot")
-		return
-	}
-	a.sinceSnap = 0
 }
 
 func (a *Actor) report() {

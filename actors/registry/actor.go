@@ -5,7 +5,6 @@
 package registry
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -69,8 +68,7 @@ type Actor struct {
 	pool      *Pool
 	leases    map[string]*entry
 	byPID     map[string]*entry
-	seq       uint64 // last sequence of the registry stream
-	sinceSnap int
+	journal   persistence.Cursor
 	ready     bool // startup recovery finished: accounting is whole
 	stopping  bool // restarting or stopping: children stop because we do
 	startedAt time.Time
@@ -188,7 +186,8 @@ func (a *Actor) started(c actor.Context) {
 		a.st, a.pool = newState(), NewPool(a.set.Totals, a.set.TenantQuota)
 		return
 	}
-	a.st, a.seq = st, seq
+	a.st = st
+	a.journal = persistence.Cursor{Stream: Stream, Seq: seq, Every: a.set.SnapshotEvery}
 	a.pool = NewPool(a.set.Totals, a.set.TenantQuota)
 	for _, id := range st.Sorted() {
 		spec := st.Leases[id]
@@ -474,29 +473,18 @@ func (a *Actor) commit(events []persistence.Event) error {
 		a.log.Error().Err(err).Msg("journal write failed")
 		return err
 	}
-	a.seq = res.LastSeq[Stream]
+	due := a.journal.Advance(res, len(events))
 	for _, ev := range events {
 		if err := a.st.Apply(ev); err != nil {
 			a.log.Error().Err(err).Msg("journaled event does not apply")
 		}
 	}
-	a.sinceSnap += len(events)
-	if a.sinceSnap >= a.set.SnapshotEvery {
-		a.snapshot()
+	if due {
+		if err := a.journal.Snapshot(a.deps.Store, eventVersion, a.deps.Now(), a.st); err != nil {
+			a.log.Warn().Err(err).Msg("registry snapshot")
+		}
 	}
 	return nil
-}
-
-func (a *Actor) snapshot() {
-	data, err := json.Marshal(a.st)
-	if err != nil {
-		return
-	}
-	if err := a.deps.Store.SaveSnapshot(Stream, persistence.Snapshot{Seq: a.seq, V: eventVersion, At: a.deps.Now(), Data: data}); err != nil {
-		a.log.Warn().Err(err).Msg("registry snapshot")
-		return
-	}
-	a.sinceSnap = 0
 }
 
 func (a *Actor) phase(name string, d time.Duration) {
