@@ -126,14 +126,9 @@ func (a *Actor) pass(c actor.Context) {
 }
 
 func (a *Actor) run(ctx context.Context) (int, error) {
-	live, err := supervisors.Ask(ctx, a.deps.Tree, a.set.RegistryPath, 10*time.Second,
-		func(r chan<- registry.LeasesReply) any { return &registry.ListLeases{Reply: r} })
+	isLive, err := registry.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, 10*time.Second)
 	if err != nil {
-		return 0, fmt.Errorf("list leases: %w", err)
-	}
-	isLive := make(map[string]bool, len(live.Leases))
-	for _, id := range live.Leases {
-		isLive[id] = true
+		return 0, err
 	}
 	nets, err := a.deps.Engine.LeaseNetworks(ctx, a.set.InstallationID)
 	if err != nil {

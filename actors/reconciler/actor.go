@@ -143,26 +143,23 @@ func (a *Actor) pass(c actor.Context) {
 // run is one pass, off the actor goroutine.
 func (a *Actor) run(ctx context.Context) (Result, error) {
 	var res Result
-	live, err := supervisors.Ask(ctx, a.deps.Tree, a.set.RegistryPath, a.set.AckTimeout,
-		func(r chan<- registry.LeasesReply) any { return &registry.ListLeases{Reply: r} })
+	isLive, err := registry.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, a.set.AckTimeout)
 	if err != nil {
-		return res, fmt.Errorf("list leases: %w", err)
+		return res, err
 	}
 	containers, err := a.deps.Engine.ListManaged(ctx, a.set.InstallationID)
 	if err != nil {
 		return res, fmt.Errorf("list containers: %w", err)
 	}
-	res.Leases, res.Containers = len(live.Leases), len(containers)
+	res.Leases, res.Containers = len(isLive), len(containers)
 	byLease := make(map[string][]dockerio.Container)
 	for _, ctr := range containers {
 		byLease[ctr.Lease] = append(byLease[ctr.Lease], ctr)
 	}
 
 	// Live leases classify their own containers; wait for every one to act.
-	acks := make([]chan struct{}, 0, len(live.Leases))
-	isLive := make(map[string]bool, len(live.Leases))
-	for _, id := range live.Leases {
-		isLive[id] = true
+	acks := make([]chan struct{}, 0, len(isLive))
+	for id := range isLive {
 		ack := make(chan struct{})
 		var once sync.Once
 		acks = append(acks, ack)

@@ -5,6 +5,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -95,6 +96,21 @@ type LeasesReply struct {
 // ListLeases asks for the live lease IDs.
 type ListLeases struct {
 	Reply chan<- LeasesReply
+}
+
+// LiveLeases asks the registry at path for its live leases, as a set (background
+// passes compare Docker's inventory with it).
+func LiveLeases(ctx context.Context, tree *supervisors.Tree, path string, timeout time.Duration) (map[string]bool, error) {
+	rep, err := supervisors.Ask(ctx, tree, path, timeout,
+		func(r chan<- LeasesReply) any { return &ListLeases{Reply: r} })
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	live := make(map[string]bool, len(rep.Leases))
+	for _, id := range rep.Leases {
+		live[id] = true
+	}
+	return live, nil
 }
 
 // Deliver forwards msg to a live lease's actor (used by the reconciler and the
