@@ -36,6 +36,20 @@ func decode(r *http.Request, into any) error {
 	return nil
 }
 
+// decodeLeaseRequest decodes a body whose lease_uuid (read through lease after
+// decoding) must be canonical, answering the 400 itself when it is not.
+func decodeLeaseRequest(w http.ResponseWriter, r *http.Request, into any, lease *string) bool {
+	if err := decode(r, into); err != nil {
+		writeError(w, err)
+		return false
+	}
+	if !registry.ValidLeaseID(*lease) {
+		writeError(w, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
+		return false
+	}
+	return true
+}
+
 func ask[R any](s *server, r *http.Request, timeout time.Duration, build func(chan<- R) any) (R, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout+time.Second)
 	defer cancel()
@@ -75,12 +89,7 @@ func (s *server) provision(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) deprovision(w http.ResponseWriter, r *http.Request) {
 	var req messages.DeprovisionRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if !registry.ValidLeaseID(req.LeaseUUID) {
-		writeError(w, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
+	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
 		return
 	}
 	err, askErr := ask(s, r, s.d.CloseWait, func(c chan<- error) any { return &messages.Deprovision{Lease: req.LeaseUUID, Reply: c} })
@@ -222,12 +231,7 @@ func (s *server) reconcileCustomDomain(w http.ResponseWriter, r *http.Request) {
 		LeaseUUID string               `json:"lease_uuid"`
 		Items     []messages.LeaseItem `json:"items"`
 	}
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	if !registry.ValidLeaseID(req.LeaseUUID) {
-		writeError(w, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
+	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
