@@ -56,7 +56,11 @@ type crashWorkload struct {
 	rng      *rand.Rand
 }
 
-func newCrashWorkload(t *testing.T, d *daemonProc, cb *callbackReceiver) *crashWorkload {
+// newCrashWorkload starts a child berthd (fast reconciliation, a short provision
+// deadline, debug logs kept for a failure report) and a callback receiver.
+func newCrashWorkload(t *testing.T) *crashWorkload {
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
 	return &crashWorkload{t: t, d: d, cb: cb, dc: dockerClient(t), sent: map[string]bool{}, admitted: map[string]bool{},
 		closing: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
 }
@@ -230,7 +234,8 @@ func (w *crashWorkload) quietGet(uri string) (int, []byte, error) {
 }
 
 // verify checks every invariant; the daemon must be stopped (it reads the store).
-func (w *crashWorkload) verify(dc *client.Client, live map[string]string) {
+func (w *crashWorkload) verify() {
+	dc := w.dc
 	t := w.t
 	t.Helper()
 	store, _, err := persistence.Open(persistence.Options{Dir: filepath.Join(w.d.dir, "data")})
@@ -291,7 +296,6 @@ func (w *crashWorkload) verify(dc *client.Client, live map[string]string) {
 			t.Errorf("network of closed lease %s remains", l)
 		}
 	}
-	_ = live
 }
 
 // journaledCallbacks lists the callback statuses the lease's journal produced.
@@ -318,34 +322,28 @@ func journaledCallbacks(t *testing.T, store *persistence.Store, l string) []stri
 	return out
 }
 
-// checkPool compares /stats with the live leases (all docker-micro × 1).
-func checkPool(t *testing.T, d *daemonProc) map[string]string {
+// checkPool compares /stats with the live leases (all docker-micro × 1) and
+// checks berthd accounts for every container it made.
+func checkPool(t *testing.T, d *daemonProc) {
 	t.Helper()
 	d.waitHealthy(time.Minute) // /stats answers once accounting is whole
 	var list struct {
 		Provisions []messages.ProvisionInfo `json:"provisions"`
 	}
 	d.get("/provisions").json(t, &list)
-	live := map[string]string{}
-	for _, p := range list.Provisions {
-		live[p.LeaseUUID] = p.Status
-	}
 	s := d.stats()
-	n := int64(len(live))
+	n := int64(len(list.Provisions))
 	if s.AllocatedMemoryMB != 256*n || s.AllocatedDiskMB != 512*n || int64(s.AllocatedCPUCores*100+0.5) != 25*n {
 		t.Fatalf("pool %+v does not equal %d live docker-micro leases", s, n)
 	}
 	if m := string(d.get("/metrics").Body); !strings.Contains(m, "berth_unaccounted_containers 0\n") {
 		t.Fatalf("berthd left unaccounted containers:\n%s", grepLines(m, "berth_unaccounted"))
 	}
-	return live
 }
 
 func TestCrashSuite_Kill9DuringWork_Converges(t *testing.T) {
-	dc := dockerClient(t)
-	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
-	w := newCrashWorkload(t, d, cb)
+	w := newCrashWorkload(t)
+	d := w.d
 	rounds := envInt("BERTH_CRASH_ROUNDS", 2)
 	for i := 0; i < rounds; i++ {
 		w.round()
@@ -354,20 +352,12 @@ func TestCrashSuite_Kill9DuringWork_Converges(t *testing.T) {
 		d.startChild(true)
 		w.converge(4 * time.Minute)
 	}
-	live := checkPool(t, d)
-	_ = d.cmd.Process.Signal(os.Interrupt)
-	if code := d.waitExit(90 * time.Second); code != 0 {
-		t.Fatalf("stop exit %d", code)
-	}
-	w.verify(dc, live)
-	cleanupLeases(t, d, w)
+	w.finish()
 }
 
 func TestCrashSuite_EveryActorKindCrashedDuringWork_Converges(t *testing.T) {
-	dc := dockerClient(t)
-	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
-	w := newCrashWorkload(t, d, cb)
+	w := newCrashWorkload(t)
+	d := w.d
 	kinds := []string{"root/registry", "root/outbox", "root/watcher", "root/reconciler", "root/reclaimer", "root/facade", "lease", "root"}
 	for _, k := range kinds {
 		w.round()
@@ -391,13 +381,7 @@ func TestCrashSuite_EveryActorKindCrashedDuringWork_Converges(t *testing.T) {
 		d.waitHealthy(time.Minute)
 	}
 	w.converge(4 * time.Minute)
-	live := checkPool(t, d)
-	_ = d.cmd.Process.Signal(os.Interrupt)
-	if code := d.waitExit(90 * time.Second); code != 0 {
-		t.Fatalf("stop exit %d", code)
-	}
-	w.verify(dc, live)
-	cleanupLeases(t, d, w)
+	w.finish()
 }
 
 // TestCrashSuite_DockerdRestartUnderBerthd restarts dockerd itself, which stops
@@ -407,23 +391,14 @@ func TestCrashSuite_DockerdRestartUnderBerthd_Converges(t *testing.T) {
 	if os.Getenv("BERTH_CRASH_DOCKERD") != "1" {
 		t.Skip("restarts dockerd: runs alone via `make test`'s last step or `make crash` (BERTH_CRASH_DOCKERD=1)")
 	}
-	dc := dockerClient(t)
-	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
-	w := newCrashWorkload(t, d, cb)
+	w := newCrashWorkload(t)
 	w.round()
 	time.Sleep(3 * time.Second)
 	restartDockerd(t)
 	w.converge(5 * time.Minute)
 	w.round() // berthd works again against the restarted engine
 	w.converge(5 * time.Minute)
-	live := checkPool(t, d)
-	_ = d.cmd.Process.Signal(os.Interrupt)
-	if code := d.waitExit(90 * time.Second); code != 0 {
-		t.Fatalf("stop exit %d", code)
-	}
-	w.verify(dc, live)
-	cleanupLeases(t, d, w)
+	w.finish()
 }
 
 // restartDockerd stops the engine and starts it again the way make test does.
@@ -445,6 +420,20 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// finish checks the pool on the converged daemon, stops it cleanly, verifies every
+// invariant against its store and Docker, and closes what the suite left.
+func (w *crashWorkload) finish() {
+	t, d := w.t, w.d
+	t.Helper()
+	checkPool(t, d)
+	_ = d.cmd.Process.Signal(os.Interrupt)
+	if code := d.waitExit(90 * time.Second); code != 0 {
+		t.Fatalf("stop exit %d", code)
+	}
+	w.verify()
+	cleanupLeases(t, d, w)
 }
 
 // cleanupLeases closes what the suite left, on a fresh in-process daemon.

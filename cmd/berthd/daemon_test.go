@@ -322,9 +322,7 @@ func TestActorCrash_RestartsWithSamePIDAndStateRebuiltFromJournal(t *testing.T) 
 	if n := len(cb.forLease(lease)); n != 1 {
 		t.Fatalf("crashes produced %d callbacks, want the one success", n)
 	}
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouched(t *testing.T) {

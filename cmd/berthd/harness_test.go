@@ -606,6 +606,18 @@ func assertGone(t testing.TB, dc *client.Client, lease string) {
 	}
 }
 
+// closeAll deprovisions every lease (retrying lifecycle_pending), asserts nothing
+// of them is left in Docker, then that the pool holds nothing: how every
+// integration test ends.
+func (d *daemonProc) closeAll(dc *client.Client, leases ...string) {
+	d.t.Helper()
+	for _, l := range leases {
+		d.deprovisionUntilGone(l)
+		assertGone(d.t, dc, l)
+	}
+	assertPoolEmpty(d.t, d)
+}
+
 // assertPoolEmpty checks the pool holds nothing once every lease is closed.
 func assertPoolEmpty(t testing.TB, d *daemonProc) {
 	t.Helper()

@@ -140,9 +140,7 @@ func TestProvision_StackWithHealthCheck_ReachesReadyAndCallsBack(t *testing.T) {
 	if err != nil || code != 200 {
 		t.Fatalf("web → db: %d %q %v", code, body, err)
 	}
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestProvision_QuantityThree_FansOutWithZeroBasedIndices(t *testing.T) {
@@ -187,9 +185,7 @@ func TestProvision_QuantityThree_FansOutWithZeroBasedIndices(t *testing.T) {
 	if len(logs) != 3 || logs["app/2"] != "" && !strings.Contains(logs["app/2"], "") {
 		t.Fatalf("logs keys = %v", logs)
 	}
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 // failedProvision provisions manifest and expects exactly one failed callback
@@ -234,9 +230,7 @@ func TestProvision_ContainerExitsAtStart_FailsWithContainerExited(t *testing.T) 
 	if _, ok := logs["app/0"]; !ok {
 		t.Fatalf("logs of the failed attempt = %v", logs)
 	}
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestProvision_HealthCheckNeverPasses_FailsWithHealthCheckFailed(t *testing.T) {
@@ -245,9 +239,7 @@ func TestProvision_HealthCheckNeverPasses_FailsWithHealthCheckFailed(t *testing.
 	d := newDaemonDir(t).startInProcess()
 	lease := failedProvision(t, d, cb, flatManifest(map[string]any{"health_check": healthCheck(),
 		"args": []string{"serve", "-unhealthy"}}), messages.ReasonHealthCheckFailed)
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestProvision_ImageMissingFromRegistry_FailsWithImagePullFailed(t *testing.T) {
@@ -256,9 +248,7 @@ func TestProvision_ImageMissingFromRegistry_FailsWithImagePullFailed(t *testing.
 	d := newDaemonDir(t).startInProcess()
 	lease := failedProvision(t, d, cb, map[string]any{"image": "127.0.0.1:5000/berth/does-not-exist:" + uuid.NewString()[:8]},
 		messages.ReasonImagePullFailed)
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestProvision_CapacityExhausted_503AndNothingAllocated(t *testing.T) {
@@ -365,11 +355,7 @@ func TestIsolation_TwoLeasesCannotReachEachOtherByName(t *testing.T) {
 			}
 		}
 	}
-	for _, l := range []string{a, b} {
-		d.deprovisionUntilGone(l)
-		assertGone(t, dc, l)
-	}
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, a, b)
 }
 
 func TestProvisions_KeysetPagingAndLookup(t *testing.T) {

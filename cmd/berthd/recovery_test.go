@@ -95,9 +95,7 @@ func TestRuntimeDeath_DockerKill_OneFailedCallbackWithDiagnostics(t *testing.T) 
 	if n := len(cb.forLease(lease)); n != 2 {
 		t.Fatalf("%d callbacks, want 2 (success, one failed)", n)
 	}
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestTerminalBudget_QuickDeathsWithReprovisions_ExhaustOnlyPerRule(t *testing.T) {
@@ -143,9 +141,7 @@ func TestTerminalBudget_QuickDeathsWithReprovisions_ExhaustOnlyPerRule(t *testin
 	if pi := d.waitStatus(lease, "failed", 10*time.Second); pi.TerminalBudget.ConsecutiveFailures != 1 || pi.TerminalBudget.Verdict != "retry" {
 		t.Fatalf("after ten minutes of Ready: %+v", pi.TerminalBudget)
 	}
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestRestart_ReadyLeaseStaysReady_DeathWhileDownFails(t *testing.T) {
@@ -189,11 +185,7 @@ func TestRestart_ReadyLeaseStaysReady_DeathWhileDownFails(t *testing.T) {
 	if n := len(cb.forLease(alive)); n != 1 {
 		t.Fatalf("surviving lease got %d callbacks, want only its success", n)
 	}
-	for _, l := range []string{alive, dead} {
-		d.deprovisionUntilGone(l)
-		assertGone(t, dc, l)
-	}
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, alive, dead)
 }
 
 func TestKill9_DuringProvision_ResumesAndCallsBackOnce(t *testing.T) {
@@ -231,9 +223,7 @@ func TestKill9_DuringProvision_ResumesAndCallsBackOnce(t *testing.T) {
 	if cs := leaseContainers(t, dc, lease); len(cs) != 1 {
 		t.Fatalf("%d containers for one instance", len(cs))
 	}
-	d.deprovisionUntilGone(lease)
-	assertGone(t, dc, lease)
-	assertPoolEmpty(t, d)
+	d.closeAll(dc, lease)
 }
 
 func TestKill9_CallbackQueuedBeforeCrash_DeliveredAfterWithSameDeliveryID(t *testing.T) {
