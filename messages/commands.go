@@ -1,5 +1,7 @@
 package messages
 
+import "time"
+
 // Commands the facade sends to the registry (which answers or forwards them to a
 // lease actor), and the replies. Every Reply channel is buffered by the asker, so an
 // actor never blocks answering; an asker that gave up simply never reads it.
@@ -82,13 +84,58 @@ type GetStats struct {
 
 // HealthReply answers GetHealth.
 type HealthReply struct {
-	Ready  bool   // startup recovery finished and accounting is whole
-	Reason string // why not, for the operator log
+	Ready  bool     // startup recovery finished, accounting is whole and the store is healthy
+	Reason string   // why not, tenant-safe, for the 503 body
+	Detail []string // operator-facing findings that do not make berthd unhealthy (e.g. a bbolt meta fallback at open)
 }
 
-// GetHealth asks the registry whether accounting is whole (recovery done).
+// GetHealth asks the registry whether accounting is whole (recovery done) and the
+// state store it owns is healthy.
 type GetHealth struct {
 	Reply chan<- HealthReply
+}
+
+// DockerHealthReply answers GetDockerHealth.
+type DockerHealthReply struct {
+	Reachable bool   // Docker answered recently (event stream connected or a ping succeeded)
+	Reason    string // why not, for the 503 body
+}
+
+// GetDockerHealth asks the watcher, which owns berthd's live connection to Docker,
+// whether the engine is reachable.
+type GetDockerHealth struct {
+	Reply chan<- DockerHealthReply
+}
+
+// Maintenance kinds.
+const (
+	MaintenanceRestart = "restart"
+	MaintenanceUpdate  = "update"
+)
+
+// Maintain asks for a restart or an update of a lease. MaintenanceID is always a
+// canonical UUIDv4 (the facade derives one when the request has none) and
+// AdmittedAt the time Fred stamped on the command (or the facade's receipt time).
+// A nil error means 202: the intent is journaled and the status already reads
+// restarting / updating.
+type Maintain struct {
+	Kind          string // MaintenanceRestart | MaintenanceUpdate
+	Req           MaintenanceRequest
+	MaintenanceID string
+	AdmittedAt    time.Time
+	Reply         chan<- error
+}
+
+// ReleasesReply answers GetReleases.
+type ReleasesReply struct {
+	Releases []Release
+	Err      error
+}
+
+// GetReleases asks for a lease's release history, oldest first.
+type GetReleases struct {
+	Lease string
+	Reply chan<- ReleasesReply
 }
 
 // OutboxWake tells the outbox that rows were committed for Lease ("" = rescan all).

@@ -30,6 +30,48 @@ type DeprovisionRequest struct {
 	LeaseUUID string `json:"lease_uuid"`
 }
 
+// MaintenanceRequest is the body of POST /restart (Payload empty) and POST /update.
+// MaintenanceID and MaintenanceAdmittedAt are optional: when providerd sends no
+// maintenance_id, the facade derives one deterministically from the signed request.
+type MaintenanceRequest struct {
+	LeaseUUID             string `json:"lease_uuid"`
+	CallbackURL           string `json:"callback_url,omitempty"`
+	Payload               string `json:"payload,omitempty"`
+	PayloadHash           string `json:"payload_hash,omitempty"`
+	MaintenanceID         string `json:"maintenance_id,omitempty"`
+	MaintenanceAdmittedAt string `json:"maintenance_admitted_at,omitempty"`
+}
+
+// RestoreRequest is the body of POST /restore.
+type RestoreRequest struct {
+	LeaseUUID            string      `json:"lease_uuid"`
+	FromLeaseUUID        string      `json:"from_lease_uuid"`
+	Tenant               string      `json:"tenant"`
+	ProviderUUID         string      `json:"provider_uuid"`
+	Items                []LeaseItem `json:"items"`
+	CallbackURL          string      `json:"callback_url"`
+	LifecycleCallbackURL string      `json:"lifecycle_callback_url,omitempty"`
+}
+
+// Release is one entry of GET /releases/{lease}.
+type Release struct {
+	Version   int       `json:"version"`
+	Image     string    `json:"image"` // always "stack"
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	Reason    string    `json:"reason,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	Manifest  string    `json:"manifest"` // base64 of the release's manifest JSON
+}
+
+// Release statuses (CONTRACT.md).
+const (
+	ReleaseDeploying  = "deploying"
+	ReleaseActive     = "active"
+	ReleaseSuperseded = "superseded"
+	ReleaseFailed     = "failed"
+)
+
 // Lease statuses (CONTRACT.md).
 const (
 	StatusProvisioning   = "provisioning"
@@ -50,6 +92,9 @@ const (
 	ReasonHealthCheckFailed    = "HealthCheckFailed"
 	ReasonContainerStartFailed = "ContainerStartFailed"
 	ReasonInternal             = "Internal"
+	ReasonRestartFailed        = "RestartFailed"
+	ReasonUpdateFailed         = "UpdateFailed"
+	ReasonRestoreFailed        = "RestoreFailed"
 	ReasonCleanupFailed        = "CleanupFailed"
 	ReasonUnknown              = "Unknown"
 )
