@@ -49,6 +49,13 @@ var (
 	ErrForeignNetwork       = errors.New("network name taken by a foreign network")
 	ErrAddressPoolExhausted = errors.New("docker address pools exhausted")
 	ErrUnavailable          = errors.New("docker engine unavailable")
+	// ErrForeignObject: a container, network or volume the lease's launch needs by
+	// name belongs to another installation (or to nobody berth knows). It is never
+	// adopted, recreated or removed; the launch fails naming it.
+	ErrForeignObject = errors.New("docker object belongs to another installation")
+	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
+	// targets, label count or size); it can never be launched here.
+	ErrImageNotAdmissible = errors.New("image metadata not admissible")
 )
 
 // ProjectName is the Compose project (and network name) of a lease.
@@ -63,6 +70,7 @@ type Plan struct {
 	BackendName    string
 	InstallationID string
 	OperationID    string
+	MaintenanceID  string // fred.maintenance_id: set on a restart/update target cohort, "" for a provision
 	Generation     uint64
 	FailCount      int
 	CallbackURL    string
@@ -86,6 +94,7 @@ type ServicePlan struct {
 	Image           string // manifest reference
 	ImageID         string // resolved sha256 ID after pull/inspect
 	ImageVolumes    []string
+	MaskLabels      []string // image label keys in reserved namespaces, set empty on the container
 	Env             map[string]string
 	Command         []string // replaces the image ENTRYPOINT when set
 	Args            []string // replaces the image CMD when set
@@ -180,11 +189,28 @@ type Binding struct {
 	HostPort string
 }
 
-// ImageInfo is what inspect tells a lease about an image.
+// ImageInfo is an admitted image: the exact content a lease runs.
 type ImageInfo struct {
-	ID      string
-	Volumes []string // declared VOLUME paths, sorted
+	ID      string   // sha256:… content ID the containers are created from
+	Digest  string   // repository@sha256:… the reference resolved to through its registry
+	Volumes []string // declared VOLUME paths, sorted and admitted
 	User    string
+	// MaskLabels are the image's label keys in the reserved fred., traefik. and
+	// com.docker.compose. namespaces: containers set them empty, so an image can
+	// never claim berth's labels.
+	MaskLabels []string
+}
+
+// Pin records exactly what a reference resolved to, so every later launch of the
+// same lease (retry, re-provision, restart, compensation) runs that content and
+// never resolves the tag again.
+func (i ImageInfo) Pin(ref string) ImagePin { return ImagePin{Ref: ref, ID: i.ID, Digest: i.Digest} }
+
+// ImagePin is the recorded content of one service image.
+type ImagePin struct {
+	Ref    string `json:"ref"`              // manifest reference
+	ID     string `json:"id"`               // sha256:… image ID
+	Digest string `json:"digest,omitempty"` // repository@sha256:… to re-fetch it by, never by tag
 }
 
 // NetworkSpec asks for the lease network fred-<lease>.
@@ -221,21 +247,39 @@ type DownOptions struct {
 	RemoveVolumes bool // remove the lease's managed named volumes too
 }
 
-// Engine is everything berth asks of Docker. Every method honours ctx's deadline.
+// Engine is everything berth asks of Docker, on behalf of one installation: an
+// Engine is built for an installation ID and every call that lists, attributes,
+// changes or removes an object is scoped to objects carrying that installation's
+// fred.installation_id label. An object of another installation is never
+// adopted, recreated, stopped or removed. Every method honours ctx's deadline.
 type Engine interface {
 	Ping(ctx context.Context) error
-	PullImage(ctx context.Context, ref string) error
-	InspectImage(ctx context.Context, ref string) (ImageInfo, error)
+	// ResolveImage resolves ref through its registry to a digest, fetches that
+	// exact content when it is not present, inspects and admits it. When the
+	// registry cannot confirm the tag, it fails with ErrImagePull: a locally cached
+	// copy of a mutable tag is never launched.
+	ResolveImage(ctx context.Context, ref string) (ImageInfo, error)
+	// PinnedImage admits the exact recorded content: the local image with pin.ID,
+	// else pin.Digest fetched and checked to be pin.ID. Never the tag.
+	PinnedImage(ctx context.Context, pin ImagePin) (ImageInfo, error)
 	EnsureNetwork(ctx context.Context, spec NetworkSpec) (string, error)
 	InspectNetwork(ctx context.Context, id string) (Network, error)
-	LeaseNetworks(ctx context.Context, installationID string) ([]Network, error)
+	LeaseNetworks(ctx context.Context) ([]Network, error)
 	RemoveNetwork(ctx context.Context, id string) error
+	// Up launches the plan as the lease's Compose project. A container of the
+	// project that is not this installation's fails it with ErrForeignObject.
 	Up(ctx context.Context, plan Plan) error
 	Cohort(ctx context.Context, lease string) ([]Container, error)
 	Inspect(ctx context.Context, id string) (Container, error)
 	Down(ctx context.Context, lease string, opts DownOptions) error
+	// StopRemove is the gentle removal of automatic cleanup: re-inspect the exact
+	// ID, require this installation's label, stop it within stopTimeout, remove it
+	// with Force=false and RemoveVolumes=false. An absent container is success.
+	StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error
+	// RemoveContainers force-removes this installation's containers by exact ID
+	// (a close's stragglers); an absent one is success, a foreign one is refused.
 	RemoveContainers(ctx context.Context, ids []string) error
-	ListManaged(ctx context.Context, installationID string) ([]Container, error)
+	ListManaged(ctx context.Context) ([]Container, error)
 	Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error)
-	Events(ctx context.Context, installationID string) (<-chan Event, <-chan error)
+	Events(ctx context.Context) (<-chan Event, <-chan error)
 }

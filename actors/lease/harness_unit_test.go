@@ -111,7 +111,7 @@ func newHarness(t *testing.T, tune func(*lease.Settings)) *harness {
 		t:       t,
 		store:   store,
 		diag:    diag,
-		eng:     newGatedEngine(),
+		eng:     newGatedEngine(store.Identity().InstallationID),
 		logs:    &logBuffer{},
 		reports: make(chan lease.Report, 4096),
 		closed:  make(chan lease.LeaseClosed, 64),
@@ -465,7 +465,7 @@ func (l *leaseUnderTest) containers() []dockerio.Container {
 
 func leaseContainers(t *testing.T, h *harness, leaseID string) []dockerio.Container {
 	t.Helper()
-	all, err := h.eng.Engine.ListManaged(context.Background(), h.set.InstallationID)
+	all, err := h.eng.Engine.ListManaged(context.Background())
 	if err != nil {
 		t.Fatalf("list fake containers: %v", err)
 	}
@@ -501,8 +501,8 @@ type gate struct {
 // Release lets the held call through (idempotent).
 func (g *gate) Release() { g.once.Do(func() { close(g.release) }) }
 
-func newGatedEngine() *gatedEngine {
-	return &gatedEngine{Engine: fake.New(fake.Options{}), queue: map[fake.Op][]*gate{}}
+func newGatedEngine(installation string) *gatedEngine {
+	return &gatedEngine{Engine: fake.New(fake.Options{InstallationID: installation}), queue: map[fake.Op][]*gate{}}
 }
 
 // Hold arms a gate for the next call of op not already gated.

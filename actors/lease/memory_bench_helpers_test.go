@@ -30,8 +30,10 @@ var _ dockerio.Engine = (*memRefusingEngine)(nil)
 func (e *memRefusingEngine) refuse() error { e.calls.Add(1); return errNoDocker }
 
 func (e *memRefusingEngine) Ping(context.Context) error              { return e.refuse() }
-func (e *memRefusingEngine) PullImage(context.Context, string) error { return e.refuse() }
-func (e *memRefusingEngine) InspectImage(context.Context, string) (dockerio.ImageInfo, error) {
+func (e *memRefusingEngine) ResolveImage(context.Context, string) (dockerio.ImageInfo, error) {
+	return dockerio.ImageInfo{}, e.refuse()
+}
+func (e *memRefusingEngine) PinnedImage(context.Context, dockerio.ImagePin) (dockerio.ImageInfo, error) {
 	return dockerio.ImageInfo{}, e.refuse()
 }
 func (e *memRefusingEngine) EnsureNetwork(context.Context, dockerio.NetworkSpec) (string, error) {
@@ -40,7 +42,7 @@ func (e *memRefusingEngine) EnsureNetwork(context.Context, dockerio.NetworkSpec)
 func (e *memRefusingEngine) InspectNetwork(context.Context, string) (dockerio.Network, error) {
 	return dockerio.Network{}, e.refuse()
 }
-func (e *memRefusingEngine) LeaseNetworks(context.Context, string) ([]dockerio.Network, error) {
+func (e *memRefusingEngine) LeaseNetworks(context.Context) ([]dockerio.Network, error) {
 	return nil, e.refuse()
 }
 func (e *memRefusingEngine) RemoveNetwork(context.Context, string) error { return e.refuse() }
@@ -55,13 +57,16 @@ func (e *memRefusingEngine) Down(context.Context, string, dockerio.DownOptions) 
 	return e.refuse()
 }
 func (e *memRefusingEngine) RemoveContainers(context.Context, []string) error { return e.refuse() }
-func (e *memRefusingEngine) ListManaged(context.Context, string) ([]dockerio.Container, error) {
+func (e *memRefusingEngine) StopRemove(context.Context, string, time.Duration) error {
+	return e.refuse()
+}
+func (e *memRefusingEngine) ListManaged(context.Context) ([]dockerio.Container, error) {
 	return nil, e.refuse()
 }
 func (e *memRefusingEngine) Logs(context.Context, string, int, int) (string, bool, error) {
 	return "", false, e.refuse()
 }
-func (e *memRefusingEngine) Events(context.Context, string) (<-chan dockerio.Event, <-chan error) {
+func (e *memRefusingEngine) Events(context.Context) (<-chan dockerio.Event, <-chan error) {
 	errs := make(chan error, 1)
 	errs <- e.refuse()
 	return nil, errs

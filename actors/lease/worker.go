@@ -121,7 +121,7 @@ func (j *job) prepareImages(ctx context.Context) (map[string]dockerio.ImageInfo,
 			continue
 		}
 		pctx, pcancel := context.WithTimeout(ctx, j.set.PullTimeout)
-		err := j.eng.PullImage(pctx, ref)
+		info, err := j.eng.ResolveImage(pctx, ref)
 		pcancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -132,10 +132,6 @@ func (j *job) prepareImages(ctx context.Context) (map[string]dockerio.ImageInfo,
 				return nil, j.failAndClean(ctx, fail(messages.ReasonImagePullFailed, "image could not be pulled"), nil), true
 			}
 			return nil, j.internal(ctx, "pull image", err), true
-		}
-		info, err := j.eng.InspectImage(ctx, ref)
-		if err != nil {
-			return nil, j.internal(ctx, "inspect image", err), true
 		}
 		images[ref] = info
 	}
@@ -259,7 +255,7 @@ func (j *job) teardown(ctx context.Context) error {
 }
 
 func (j *job) leftovers(ctx context.Context) ([]string, error) {
-	all, err := j.eng.ListManaged(ctx, j.set.InstallationID)
+	all, err := j.eng.ListManaged(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

@@ -130,7 +130,7 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	nets, err := a.deps.Engine.LeaseNetworks(ctx, a.set.InstallationID)
+	nets, err := a.deps.Engine.LeaseNetworks(ctx)
 	if err != nil {
 		a.deps.Metrics.outcome("list_error")
 		return 0, fmt.Errorf("list networks: %w", err)

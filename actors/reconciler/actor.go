@@ -147,7 +147,7 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	containers, err := a.deps.Engine.ListManaged(ctx, a.set.InstallationID)
+	containers, err := a.deps.Engine.ListManaged(ctx)
 	if err != nil {
 		return res, fmt.Errorf("list containers: %w", err)
 	}

@@ -393,7 +393,7 @@ func TestActor_LeaseClosed_ReleasesPoolAndJournalsClosed(t *testing.T) {
 	if err != nil || ls.Status != lease.Closed || ls.ClosedAdmission != 1 {
 		t.Fatalf("lease journal: %+v, %v", ls, err)
 	}
-	left, err := h.eng.ListManaged(context.Background(), h.store.Identity().InstallationID)
+	left, err := h.eng.ListManaged(context.Background())
 	if err != nil || len(left) != 0 {
 		t.Fatalf("containers left: %v, %v", left, err)
 	}

@@ -106,7 +106,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 	if mutate != nil {
 		mutate(set)
 	}
-	h := &harness{t: t, store: store, diag: diag, eng: fake.New(fake.Options{}), set: set,
+	h := &harness{t: t, store: store, diag: diag, eng: fake.New(fake.Options{InstallationID: store.Identity().InstallationID}), set: set,
 		reconciler: &probe{}, reclaimer: &probe{}}
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()

@@ -95,7 +95,7 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 	backoff := a.set.BackoffBase
 	for ctx.Err() == nil {
 		a.deps.Metrics.stream.WithLabelValues("connected").Inc()
-		events, errs := a.deps.Engine.Events(ctx, a.set.InstallationID)
+		events, errs := a.deps.Engine.Events(ctx)
 		a.connected.Store(true)
 		a.sessions.Add(1)
 		// Deaths before this session (a reconnect gap, or a restart of the watcher)

@@ -53,7 +53,7 @@ type crashingEngine struct {
 }
 
 func newCrashingEngine() *crashingEngine {
-	return &crashingEngine{Engine: fake.New(fake.Options{}), crashing: map[string]bool{}}
+	return &crashingEngine{Engine: fake.New(fake.Options{InstallationID: installation}), crashing: map[string]bool{}}
 }
 
 // crash makes a running container exit on its own with exitCode: die without kill.
@@ -85,11 +85,11 @@ func (e *crashingEngine) callTimes() []time.Time {
 
 // Events passes the fake's stream through in order, minus the kills of crashes; the
 // stream ends with the fake's own error.
-func (e *crashingEngine) Events(ctx context.Context, installationID string) (<-chan dockerio.Event, <-chan error) {
+func (e *crashingEngine) Events(ctx context.Context) (<-chan dockerio.Event, <-chan error) {
 	e.mu.Lock()
 	e.calls = append(e.calls, time.Now())
 	e.mu.Unlock()
-	in, inErr := e.Engine.Events(ctx, installationID)
+	in, inErr := e.Engine.Events(ctx)
 	out, outErr := make(chan dockerio.Event), make(chan error, 1)
 	select {
 	case err := <-inErr: // refused at once (the fake sends the error before returning)

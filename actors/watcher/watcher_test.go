@@ -198,7 +198,7 @@ func (g *gateProcess) count() int {
 // as a slow consumer, and every death is either delivered or counted as dropped.
 func TestWatcher_HeldDispatcher_ReaderNeverStalls_DropsCounted(t *testing.T) {
 	const queue, deaths, batch = 2, 500, 100
-	plain := fake.New(fake.Options{})
+	plain := fake.New(fake.Options{InstallationID: installation})
 	h := newWatcherHarness(t, options{
 		settings:   watcher.Settings{QueueSize: queue, BackoffBase: 20 * time.Millisecond, BackoffCap: 200 * time.Millisecond},
 		engine:     plain,

@@ -97,7 +97,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if secretPath != "" {
 		log.Info().Str("path", secretPath).Msg("callback secret generated or read from the data dir (value not logged)")
 	}
-	d.engine, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name,
+	d.engine, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: store.Identity().InstallationID,
 		PullTimeout: cfg.ImagePullTimeout, Logger: log.With().Str("component", "docker").Logger()})
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)

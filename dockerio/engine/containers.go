@@ -154,14 +154,38 @@ func (e *Engine) RemoveContainers(ctx context.Context, ids []string) error {
 	return errors.Join(errs...)
 }
 
-// ListManaged lists every managed container of installationID, any state, from
+// StopRemove stops this installation's container id within stopTimeout and
+// removes it without force and without its volumes.
+func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error {
+	resp, err := e.docker.ContainerInspect(ctx, id)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return dockerErr("inspect container "+trimID(id), err)
+	}
+	if resp.ID != id || resp.Config == nil || resp.Config.Labels[dockerio.LabelInstallation] != e.opts.InstallationID {
+		return fmt.Errorf("stop container %s: %w", trimID(id), dockerio.ErrForeignObject)
+	}
+	secs := int(stopTimeout.Round(time.Second) / time.Second)
+	if err := e.docker.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil && !isNotFound(err) {
+		return dockerErr("stop container "+trimID(id), err)
+	}
+	err = e.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: false, RemoveVolumes: false})
+	if err == nil || isNotFound(err) || (isConflict(err) && strings.Contains(err.Error(), "already in progress")) {
+		return nil
+	}
+	return dockerErr("remove container "+trimID(id), err)
+}
+
+// ListManaged lists every managed container of this installation, any state, from
 // one list call (no per-container inspect: it must stay cheap for hundreds of
 // containers). Health comes from the list's Status text; ExitCode from its
 // "Exited (N)" text; start/finish times are not in a list and stay zero.
-func (e *Engine) ListManaged(ctx context.Context, installationID string) ([]dockerio.Container, error) {
+func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) {
 	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", dockerio.LabelManaged+"=true"),
-		filters.Arg("label", dockerio.LabelInstallation+"="+installationID),
+		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
 	)})
 	if err != nil {
 		return nil, dockerErr("list managed containers", err)

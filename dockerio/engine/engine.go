@@ -25,6 +25,9 @@ import (
 type Options struct {
 	Host        string        // docker_host, e.g. "unix:///var/run/docker.sock"; "" = client.FromEnv
 	BackendName string        // "docker": fred.backend_name on everything we create
+	// InstallationID scopes every call: only objects labelled
+	// fred.installation_id=<InstallationID> are listed, attributed, changed or removed.
+	InstallationID string
 	PullTimeout time.Duration // image_pull_timeout, applied inside PullImage on top of ctx
 	Logger      zerolog.Logger
 }
@@ -84,6 +87,10 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.BackendName == "" {
 		opts.BackendName = "docker"
+	}
+	if opts.InstallationID == "" {
+		_ = docker.Close()
+		return nil, fmt.Errorf("docker engine: an installation ID is required (every object berth touches carries it)")
 	}
 	cli, err := newComposeCLI(docker)
 	if err != nil {

@@ -20,13 +20,13 @@ const eventBuffer = 256
 // ends (Docker closed it, the engine went away, or ctx ended: then ctx.Err()),
 // and the event channel is closed at the same time; the caller reconnects with
 // backoff. Events Docker sent before the end are delivered first.
-func (e *Engine) Events(ctx context.Context, installationID string) (<-chan dockerio.Event, <-chan error) {
+func (e *Engine) Events(ctx context.Context) (<-chan dockerio.Event, <-chan error) {
 	out := make(chan dockerio.Event, eventBuffer)
 	errc := make(chan error, 1)
 	msgs, derrs := e.docker.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)),
 		filters.Arg("label", dockerio.LabelManaged+"=true"),
-		filters.Arg("label", dockerio.LabelInstallation+"="+installationID),
+		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
 		filters.Arg("event", string(events.ActionStart)),
 		filters.Arg("event", string(events.ActionDie)),
 		filters.Arg("event", string(events.ActionKill)),

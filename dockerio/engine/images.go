@@ -175,3 +175,23 @@ func (e *Engine) InspectImage(ctx context.Context, ref string) (dockerio.ImageIn
 	}
 	return info, nil
 }
+
+// ResolveImage pulls ref and inspects it. (Transitional: the registry-confirmed
+// digest resolution replaces this.)
+func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
+	if err := e.PullImage(ctx, ref); err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	return e.InspectImage(ctx, ref)
+}
+
+// PinnedImage inspects the recorded image ID. (Transitional: fetching the
+// recorded digest when the image is absent replaces this.)
+func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
+	info, err := e.InspectImage(ctx, pin.ID)
+	if err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	info.Digest = pin.Digest
+	return info, nil
+}

@@ -204,11 +204,11 @@ func toNetwork(n network.Inspect) dockerio.Network {
 // LeaseNetworks lists the managed lease networks of installationID with their
 // attached-container counts (a list does not carry them on API 1.41, so each is
 // inspected). Sorted by name.
-func (e *Engine) LeaseNetworks(ctx context.Context, installationID string) ([]dockerio.Network, error) {
+func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) {
 	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", dockerio.LabelManaged+"=true"),
 		filters.Arg("label", dockerio.LabelNetworkScope+"="+labels.NetworkScopeLease),
-		filters.Arg("label", dockerio.LabelInstallation+"="+installationID),
+		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
 	)})
 	if err != nil {
 		return nil, dockerErr("list lease networks", err)

@@ -390,9 +390,30 @@ func (e *Engine) RemoveContainers(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// ListManaged lists installationID's managed containers as a Docker list call
+// StopRemove stops and removes one of this installation's containers (exit 0 for a
+// running one, as after a graceful stop); absent IDs are success, another
+// installation's container is refused.
+func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error {
+	if err := e.enter(ctx, OpStopRemove); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.containers[id]
+	if !ok {
+		return nil
+	}
+	if c.c.Labels[dockerio.LabelInstallation] != e.opts.InstallationID {
+		return fmt.Errorf("stop container %s: %w", id, dockerio.ErrForeignObject)
+	}
+	e.stopAndRemoveLocked(c, 0)
+	return nil
+}
+
+// ListManaged lists the installation's managed containers as a Docker list call
 // shows them: health only while running, no start/finish times.
-func (e *Engine) ListManaged(ctx context.Context, installationID string) ([]dockerio.Container, error) {
+func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) {
+	installationID := e.opts.InstallationID
 	if err := e.enter(ctx, OpListManaged); err != nil {
 		return nil, err
 	}

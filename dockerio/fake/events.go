@@ -25,7 +25,8 @@ type subscriber struct {
 // Events streams start/kill/die/oom events of installationID's managed
 // containers. Like the real engine, exactly one error arrives on the error
 // channel when the stream ends (ctx.Err() when ctx ended) and both channels close.
-func (e *Engine) Events(ctx context.Context, installationID string) (<-chan dockerio.Event, <-chan error) {
+func (e *Engine) Events(ctx context.Context) (<-chan dockerio.Event, <-chan error) {
+	installationID := e.opts.InstallationID
 	s := &subscriber{
 		installation: installationID,
 		ch:           make(chan dockerio.Event, eventBuffer),

@@ -37,6 +37,7 @@ const (
 	OpInspect          Op = "inspect"
 	OpDown             Op = "down"
 	OpRemoveContainers Op = "remove_containers"
+	OpStopRemove       Op = "stop_remove"
 	OpListManaged      Op = "list_managed"
 	OpLogs             Op = "logs"
 	OpEvents           Op = "events"
@@ -50,6 +51,9 @@ type Options struct {
 	HealthyAfter time.Duration
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
+	// InstallationID is the installation the fake engine acts for: only objects
+	// labelled with it are listed, streamed or removed (see dockerio.Engine).
+	InstallationID string
 }
 
 // Engine is the in-memory fake. The zero value is not usable; call New.
@@ -218,6 +222,23 @@ func copyMap(m map[string]string) map[string]string {
 }
 
 // --- images ---------------------------------------------------------------
+
+// ResolveImage admits an added image (by reference), else wraps dockerio.ErrImagePull.
+func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
+	if err := e.PullImage(ctx, ref); err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	return e.InspectImage(ctx, ref)
+}
+
+// PinnedImage admits an added image by its recorded ID.
+func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
+	info, err := e.InspectImage(ctx, pin.ID)
+	if err != nil {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: %w", pin.ID, dockerio.ErrImagePull, err)
+	}
+	return info, nil
+}
 
 // PullImage succeeds for an added image, else wraps dockerio.ErrImagePull.
 func (e *Engine) PullImage(ctx context.Context, ref string) error {

@@ -90,7 +90,8 @@ func isUp(state string) bool {
 }
 
 // LeaseNetworks lists installationID's managed lease networks, sorted by name.
-func (e *Engine) LeaseNetworks(ctx context.Context, installationID string) ([]dockerio.Network, error) {
+func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) {
+	installationID := e.opts.InstallationID
 	if err := e.enter(ctx, OpLeaseNetworks); err != nil {
 		return nil, err
 	}
