@@ -29,7 +29,7 @@ var _ dockerio.Engine = (*memRefusingEngine)(nil)
 
 func (e *memRefusingEngine) refuse() error { e.calls.Add(1); return errNoDocker }
 
-func (e *memRefusingEngine) Ping(context.Context) error              { return e.refuse() }
+func (e *memRefusingEngine) Ping(context.Context) error { return e.refuse() }
 func (e *memRefusingEngine) ResolveImage(context.Context, string) (dockerio.ImageInfo, error) {
 	return dockerio.ImageInfo{}, e.refuse()
 }

@@ -23,13 +23,13 @@ import (
 
 // Options configure an Engine.
 type Options struct {
-	Host        string        // docker_host, e.g. "unix:///var/run/docker.sock"; "" = client.FromEnv
-	BackendName string        // "docker": fred.backend_name on everything we create
+	Host        string // docker_host, e.g. "unix:///var/run/docker.sock"; "" = client.FromEnv
+	BackendName string // "docker": fred.backend_name on everything we create
 	// InstallationID scopes every call: only objects labelled
 	// fred.installation_id=<InstallationID> are listed, attributed, changed or removed.
 	InstallationID string
-	PullTimeout time.Duration // image_pull_timeout, applied inside PullImage on top of ctx
-	Logger      zerolog.Logger
+	PullTimeout    time.Duration // image_pull_timeout, applied inside PullImage on top of ctx
+	Logger         zerolog.Logger
 }
 
 // Engine is the Docker + Compose adapter. Safe for concurrent use.
