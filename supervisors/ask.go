@@ -80,3 +80,17 @@ func (t *Tree) describe(ctx context.Context, path string, sem chan struct{}) mes
 	wg.Wait()
 	return info
 }
+
+// LiveLeases asks the registry at path for its live leases, as a set (background
+// passes compare Docker's inventory with it).
+func LiveLeases(ctx context.Context, t *Tree, path string, timeout time.Duration) (map[string]bool, error) {
+	rep, err := Ask(ctx, t, path, timeout, func(r chan<- messages.LeasesReply) any { return &messages.ListLeases{Reply: r} })
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	live := make(map[string]bool, len(rep.Leases))
+	for _, id := range rep.Leases {
+		live[id] = true
+	}
+	return live, nil
+}

@@ -1,13 +1,16 @@
 // Package lease is the per-lease actor: one event-sourced state machine per lease
-// (machine.go), spawned by the registry. It never blocks its mailbox on Docker: it
-// journals an intent, starts a worker goroutine with a context, and the worker
-// reports back with the epoch it was started under.
+// (machine.go: Apply and Decide), spawned by the registry. The actor only runs
+// what Decide chose: it journals the events with their callback rows in one
+// transaction, applies them, then runs the effects. It never blocks its mailbox on
+// Docker: Docker work runs on the lease's one worker goroutine (or on short side
+// checks), every goroutine named and tracked, and comes back as an Input.
 package lease
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,14 +36,16 @@ type Settings struct {
 	VerifyDuration   time.Duration // startup_verify_duration (0 means 5 s)
 	StopTimeout      time.Duration
 	HealthPoll       time.Duration // 2 s
-	ResumePoll       time.Duration // how often an undecidable resumed provision is looked at again
+	ResumePoll       time.Duration // how often an undecidable provision or maintenance is looked at again
 	TeardownRetry    time.Duration
 	ReadonlyRootfs   bool
 	PidsLimit        int64
 	TmpfsSizeMB      int
-	OutboxPath       string // where OutboxWake goes
-	SnapshotEvery    int    // journal events between snapshots
-	WorkerDrain      time.Duration
+	OutboxPath       string        // where OutboxWake goes
+	SnapshotEvery    int           // journal events between snapshots
+	WorkerDrain      time.Duration // how long a stopping actor waits for its goroutines
+	ReleasesMaxAge   time.Duration // releases_max_age
+	HistoryBytes     int           // per-lease release history cap (32 MiB)
 }
 
 // Deps are a lease actor's collaborators.
@@ -56,17 +61,32 @@ type Deps struct {
 
 // Metrics of lease state machines.
 type Metrics struct {
-	transitions *prometheus.CounterVec
+	transitions  *prometheus.CounterVec
+	replacePhase *prometheus.HistogramVec
+	maintenance  *prometheus.CounterVec
 }
 
-// NewMetrics registers berth_lease_transitions_total{from,to,event} on reg.
+// NewMetrics registers berth_lease_transitions_total{from,to,event},
+// berth_replace_phase_duration_seconds{operation,phase} and
+// berth_maintenance_total{operation,outcome} on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "berth_lease_transitions_total",
-		Help: "Journaled lease state-machine transitions, by from status, to status and event.",
-	}, []string{"from", "to", "event"})}
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_lease_transitions_total",
+			Help: "Journaled lease state-machine transitions, by from status, to status and event.",
+		}, []string{"from", "to", "event"}),
+		replacePhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "berth_replace_phase_duration_seconds",
+			Help:    "Duration of each phase of a restart or update (capture, images, launch, verify, compensate).",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"operation", "phase"}),
+		maintenance: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_maintenance_total",
+			Help: "Settled restarts and updates, by operation and outcome (completed, recovered, intact, failed, canceled).",
+		}, []string{"operation", "outcome"}),
+	}
 	if reg != nil {
-		reg.MustRegister(m.transitions)
+		reg.MustRegister(m.transitions, m.replacePhase, m.maintenance)
 	}
 	return m
 }
@@ -74,6 +94,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) transition(from, to Status, event string) {
 	if m != nil && from != to {
 		m.transitions.WithLabelValues(string(from), string(to), event).Inc()
+	}
+}
+
+func (m *Metrics) replacePhaseDone(operation, phase string, d time.Duration) {
+	if m != nil {
+		m.replacePhase.WithLabelValues(operation, phase).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) maintenanceSettled(operation, outcome string) {
+	if m != nil {
+		m.maintenance.WithLabelValues(operation, outcome).Inc()
 	}
 }
 
@@ -86,8 +118,11 @@ type Actor struct {
 
 	st      *State
 	journal persistence.Cursor
-	worker  *worker
+	worker  *worker        // the lease's one worker, nil when none runs
+	timer   uint64         // token of the pending Wait, 0 when none
+	side    *goroutines    // named short goroutines (death checks, log reads), lazily made
 	waiters []chan<- error // deprovision requests waiting for the closed receipt
+	sweep   []string       // containers an Inventory disowned, for its answer
 	self    *actor.PID
 	parent  *actor.PID
 	sys     *actor.ActorSystem
@@ -96,11 +131,10 @@ type Actor struct {
 
 // worker is the one goroutine a lease may have doing Docker work.
 type worker struct {
-	epoch   uint64
-	kind    string
-	cancel  context.CancelFunc
-	done    chan struct{}
-	waiting bool // only a timer before the next attempt: nothing runs
+	epoch  uint64
+	kind   WorkKind
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 var epochs atomic.Uint64
@@ -119,11 +153,13 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.started(c)
 	case *actor.Restarting, *actor.Stopping:
-		a.drainWorker()
+		a.drain()
 	case *messages.Deprovision:
-		a.deprovision(c, m)
+		a.deprovision(m)
 	case Reprovision:
-		a.reprovision(c)
+		a.step(Reprovision{})
+	case *MaintainCommand:
+		m.Reply <- a.step(m.Maintain).Reply
 	case *messages.GetInfo:
 		a.getInfo(m)
 	case *messages.GetProvision:
@@ -131,20 +167,23 @@ func (a *Actor) Receive(c actor.Context) {
 		m.Reply <- messages.ProvisionReply{Info: &info}
 	case *messages.GetLogs:
 		a.getLogs(m)
-	case provisionDone:
-		a.provisionDone(c, m)
-	case teardownDone:
-		a.teardownDone(c, m)
-	case failureCaptured:
-		a.failureCaptured(c, m)
-	case retry:
-		a.retry(c, m)
-	case *Inventory:
-		a.inventory(c, m)
-	case *ContainerDied:
-		a.containerDied(c, m)
-	case confirmedDeath:
-		a.deathConfirmed(c, m)
+	case *messages.GetReleases:
+		a.getReleases(m)
+	case *messages.Inventory:
+		a.inventory(m)
+	case *messages.ContainerDied:
+		a.step(Died{ContainerID: m.ContainerID, Generation: m.Generation, Counted: m.Counted})
+	case workerDone:
+		if a.finish(m.epoch) {
+			a.step(m.in)
+		}
+	case timerFired:
+		if m.token == a.timer {
+			a.timer = 0
+			a.step(Timer{What: m.what})
+		}
+	case sideDone:
+		a.step(m.in)
 	}
 }
 
@@ -154,14 +193,20 @@ func (a *Actor) Describe() (string, int) {
 		return "loading", 0
 	}
 	s := fmt.Sprintf("%s gen %d fail_count %d", a.st.Status, a.st.Generation, a.st.FailCount)
+	inFlight := 0
 	if a.worker != nil {
-		return s + ", worker " + a.worker.kind, 1
+		s += ", worker " + string(a.worker.kind)
+		inFlight++
 	}
-	return s, 0
+	if n := a.side.running(); n > 0 {
+		s += fmt.Sprintf(", %d side checks", n)
+		inFlight += n
+	}
+	return s, inFlight
 }
 
-// started rebuilds the state from the journal, then reconciles any intent that has
-// no completion before taking new commands.
+// started rebuilds the state from the journal, then lets Decide settle any intent
+// that has no completion before taking new commands.
 func (a *Actor) started(c actor.Context) {
 	a.self, a.parent, a.sys = c.Self(), c.Parent(), c.ActorSystem()
 	st, seq, err := Load(a.deps.Store, a.id)
@@ -173,309 +218,121 @@ func (a *Actor) started(c actor.Context) {
 		return
 	}
 	a.st = st
+	a.st.ShareAdmission(a.spec.Load())
 	a.journal = persistence.Cursor{Stream: Stream(a.id), Seq: seq, Every: a.set.SnapshotEvery}
-	spec := a.spec.Load()
-	a.log().Debug().Str("status", string(st.Status)).Uint64("admission", spec.Admission).
+	a.log().Debug().Str("status", string(st.Status)).Uint64("admission", a.spec.Load().Admission).
 		Uint64("journaled_admission", st.Admission).Uint64("generation", st.Generation).Msg("lease actor started")
-	switch {
-	case st.Status == Closed && st.ClosedAdmission >= spec.Admission:
-		a.report()
-		c.Send(a.parent, LeaseClosed{Lease: a.id, Admission: st.ClosedAdmission})
-		return
-	case st.Status == Deprovisioning:
-		a.report()
-		a.startTeardown(c)
-		return
-	case spec.Admission > st.Admission && (st.Status == Reserved || st.Status == Failed || st.Status == Closed):
-		a.startProvision(c)
-		return
-	case st.Status == Provisioning:
-		a.report()
-		a.startResume(c)
-		return
-	case st.Status == Failing:
-		a.report()
-		a.startFailureCapture(c)
-		return
-	}
 	a.report()
+	a.step(Recover{})
+}
+
+// step is the actor's one way to change: Decide, journal and apply, run effects.
+func (a *Actor) step(in Input) Decision {
+	if a.broken {
+		return Decision{Reply: messages.Refuse(messages.ErrLifecyclePending, "lease state is being recovered, retry later")}
+	}
+	env, err := a.env(in)
+	if err != nil {
+		a.log().Error().Err(err).Msg("read outbox")
+		return Decision{Reply: messages.Refuse(messages.ErrUnavailable, "state store unavailable")}
+	}
+	var maintenance string
+	if m := a.st.Maintenance; m != nil {
+		maintenance = m.Kind
+	}
+	d := Decide(a.st, in, env)
+	if len(d.Events) > 0 {
+		if err := a.commit(d); err != nil {
+			// The store latched; the daemon is draining, so the lease does nothing more.
+			return Decision{Reply: messages.Refuse(messages.ErrUnavailable, "state store unavailable")}
+		}
+		if r, ok := in.(Replaced); ok && maintenance != "" && a.st.Maintenance == nil {
+			a.deps.Metrics.maintenanceSettled(maintenance, string(r.Result.Kind))
+		}
+	}
+	for _, e := range d.Effects {
+		a.run(e)
+	}
+	return d
+}
+
+// env is what Decide may know beyond the state: the clock, the latest admission,
+// the running worker, and — for a maintenance — whether an earlier completion of
+// this lease is still queued (the maintenance fence).
+func (a *Actor) env(in Input) (Env, error) {
+	e := Env{Now: a.deps.Now(), Spec: a.spec.Load(), Limits: Limits{
+		ProvisionTimeout: a.set.ProvisionTimeout, ResumePoll: a.set.ResumePoll, TeardownRetry: a.set.TeardownRetry,
+		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes}}
+	if a.worker != nil {
+		e.Worker = a.worker.kind
+	}
+	if _, ok := in.(Maintain); ok {
+		n, err := a.deps.Store.OutboxPending(a.id, RowMaintenance)
+		if err != nil {
+			return e, err
+		}
+		e.Fenced = n > 0
+	}
+	return e, nil
+}
+
+// run carries out one effect of a decision.
+func (a *Actor) run(e Effect) {
+	switch e := e.(type) {
+	case Work:
+		a.startWorker(e.Kind)
+	case Cancel:
+		if a.worker != nil {
+			a.worker.cancel()
+		}
+	case Wait:
+		token := epochs.Add(1)
+		a.timer = token
+		self, sys := a.self, a.sys
+		time.AfterFunc(e.D, func() { sys.Root.Send(self, timerFired{token: token, what: e.What}) })
+	case Confirm:
+		j, gen := a.job(), a.st.Generation
+		death := e.Death
+		a.goSide("confirm-death", func(ctx context.Context) Input {
+			return Confirmed{Generation: gen, Death: death, Exited: j.confirmExited(ctx, death.ContainerID)}
+		})
+	case Sweep:
+		a.log().Warn().Strs("containers", e.IDs).Msg("containers of settled attempts handed to cleanup")
+		a.sweep = append(a.sweep, e.IDs...)
+	case Answer:
+		for _, w := range a.waiters {
+			w <- e.Err
+		}
+		a.waiters = nil
+	case TellClosed:
+		a.log().Info().Msg("lease closed")
+		a.sys.Root.Send(a.parent, messages.LeaseClosed{Lease: a.id, Admission: a.st.ClosedAdmission})
+	}
 }
 
 // --- commands -------------------------------------------------------------------
 
-func (a *Actor) reprovision(c actor.Context) {
-	spec := a.spec.Load()
-	if a.broken || spec.Admission <= a.st.Admission {
-		return
-	}
-	switch a.st.Status {
-	case Failed, Closed, Reserved:
-		a.drainWorker()
-		a.startProvision(c)
-	default:
-		a.log().Warn().Str("status", string(a.st.Status)).Msg("re-provision ignored: lease is not failed")
-	}
-}
-
-func (a *Actor) deprovision(c actor.Context, m *messages.Deprovision) {
-	if a.broken {
-		m.Reply <- messages.Refuse(messages.ErrLifecyclePending, "lease state is being recovered, retry later")
-		return
-	}
-	switch a.st.Status {
-	case Closed:
-		m.Reply <- nil
-		return
-	case Deprovisioning:
-		a.waiters = append(a.waiters, m.Reply)
-		return
-	}
-	now := a.deps.Now()
-	if err := a.commit(c, []persistence.Event{event(EvCloseRequested, now,
-		CloseRequested{Admission: a.spec.Load().Admission, At: now})}, nil); err != nil {
-		m.Reply <- messages.Refuse(messages.ErrUnavailable, "state store unavailable")
-		return
-	}
-	a.waiters = append(a.waiters, m.Reply)
-	a.startTeardown(c)
-}
-
-// --- provisioning ----------------------------------------------------------------
-
-func (a *Actor) startProvision(c actor.Context) {
-	spec := a.spec.Load()
-	now := a.deps.Now()
-	gen := a.st.Generation + 1
-	opID := spec.OperationID
-	if a.st.Admission == spec.Admission || opID == "" {
-		opID = uuid.NewString() // a second attempt of one admission is its own operation
-	}
-	ev := event(EvProvisionStarted, now, ProvisionStarted{Admission: spec.Admission, Generation: gen,
-		OperationID: opID, At: now, Deadline: now.Add(a.set.ProvisionTimeout)})
-	if err := a.commit(c, []persistence.Event{ev}, nil); err != nil {
-		return
-	}
-	job := a.job(spec)
-	a.run(c, "provision", func(ctx context.Context) any {
-		return provisionDone{generation: gen, out: job.provision(ctx)}
-	})
-}
-
-// startResume looks at the cohort of a provision whose worker did not report
-// (the actor or the process restarted): resume verification if it is complete,
-// fail it if it cannot finish, or look again later until its deadline.
-func (a *Actor) startResume(c actor.Context) {
-	gen := a.st.Generation
-	job := a.job(a.spec.Load())
-	a.run(c, "resume", func(ctx context.Context) any {
-		return provisionDone{generation: gen, out: job.resume(ctx)}
-	})
-}
-
-func (a *Actor) provisionDone(c actor.Context, m provisionDone) {
-	if !a.finish(m.epoch) {
-		return
-	}
-	if a.st.Status == Deprovisioning {
-		a.startTeardown(c)
-		return
-	}
-	if a.st.Status != Provisioning || m.generation != a.st.Generation {
-		return
-	}
-	now := a.deps.Now()
-	spec := a.spec.Load()
+func (a *Actor) deprovision(m *messages.Deprovision) {
+	d := a.step(Close{})
 	switch {
-	case m.out.pending:
-		a.after(a.set.ResumePoll, "resume")
-	case m.out.canceled:
-		// Only a close or a drain cancels a provision; neither leaves it here.
-		a.after(a.set.ResumePoll, "resume")
-	case m.out.ok:
-		ev := event(EvProvisionSucceeded, now, ProvisionSucceeded{Generation: a.st.Generation, At: now, Containers: m.out.containers})
-		if a.commit(c, []persistence.Event{ev}, []persistence.OutboxRow{a.callback(spec, messages.CallbackSuccess, "", false)}) == nil {
-			a.log().Info().Uint64("generation", a.st.Generation).Int("containers", len(m.out.containers)).Msg("lease ready")
-		}
+	case d.Reply != nil:
+		m.Reply <- d.Reply
+	case d.Hold:
+		a.waiters = append(a.waiters, m.Reply)
 	default:
-		ev := event(EvProvisionFailed, now, ProvisionFailed{Generation: a.st.Generation, At: now, Reason: m.out.reason, Message: m.out.message})
-		if a.commit(c, []persistence.Event{ev}, []persistence.OutboxRow{a.callback(spec, messages.CallbackFailed, callbackError(m.out.reason), false)}) == nil {
-			a.log().Warn().Str("reason", m.out.reason).Str("message", m.out.message).Msg("provision failed")
-		}
+		m.Reply <- nil
 	}
 }
 
-// --- teardown --------------------------------------------------------------------
-
-func (a *Actor) startTeardown(c actor.Context) {
-	if w := a.worker; w != nil && w.waiting {
-		a.worker = nil // a pending retry timer: nothing to drain
+// inventory hands reconciliation's listing to Decide and answers with the
+// containers the lease disowned.
+func (a *Actor) inventory(m *messages.Inventory) {
+	a.sweep = nil
+	a.step(Listed{Containers: m.Containers})
+	if m.Reply != nil {
+		m.Reply <- messages.InventoryAck{Stale: a.sweep}
 	}
-	if a.worker != nil {
-		// The close wins: cancel the worker; teardown starts when it has drained, so
-		// no late container of the canceled attempt can survive the teardown.
-		a.worker.cancel()
-		return
-	}
-	job := a.job(a.spec.Load())
-	a.run(c, "teardown", func(ctx context.Context) any {
-		return teardownDone{err: job.teardown(ctx)}
-	})
-}
-
-func (a *Actor) teardownDone(c actor.Context, m teardownDone) {
-	if !a.finish(m.epoch) {
-		return
-	}
-	if m.err != nil {
-		a.log().Warn().Err(m.err).Msg("teardown incomplete; retrying")
-		a.after(a.set.TeardownRetry, "teardown")
-		return
-	}
-	now := a.deps.Now()
-	spec := a.spec.Load()
-	ev := event(EvClosed, now, ClosedEv{Admission: a.st.Admission, At: now})
-	if err := a.commit(c, []persistence.Event{ev}, []persistence.OutboxRow{a.callback(spec, messages.CallbackDeprovisioned, "", true)}); err != nil {
-		return
-	}
-	for _, w := range a.waiters {
-		w <- nil
-	}
-	a.waiters = nil
-	a.log().Info().Msg("lease closed")
-	c.Send(a.parent, LeaseClosed{Lease: a.id, Admission: a.st.ClosedAdmission})
-}
-
-// --- runtime failure -----------------------------------------------------------------
-
-func (a *Actor) startFailureCapture(c actor.Context) {
-	pf := a.st.PendingFailure
-	if pf == nil {
-		return
-	}
-	job := a.job(a.spec.Load())
-	failure := *pf
-	a.run(c, "failure-capture", func(ctx context.Context) any {
-		job.captureRuntimeFailure(ctx, failure)
-		return failureCaptured{}
-	})
-}
-
-func (a *Actor) failureCaptured(c actor.Context, m failureCaptured) {
-	if !a.finish(m.epoch) {
-		return
-	}
-	if a.st.Status == Deprovisioning {
-		a.startTeardown(c) // a close won the race: no stale failed callback
-		return
-	}
-	if a.st.Status != Failing {
-		return
-	}
-	now := a.deps.Now()
-	ev := event(EvRuntimeFailed, now, RuntimeFailed{Generation: a.st.Generation, At: now,
-		Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"})
-	spec := a.spec.Load()
-	if a.commit(c, []persistence.Event{ev}, []persistence.OutboxRow{
-		a.callback(spec, messages.CallbackFailed, callbackError(messages.ReasonContainerExited), true)}) == nil {
-		a.log().Warn().Int("fail_count", a.st.FailCount).Bool("budget_exhausted", a.st.Budget.Exhausted).Msg("lease failed at runtime")
-	}
-}
-
-// containerDied handles a death from the live stream: Ready → Failing only after an
-// inspect confirms the container really exited (stale and duplicate events are
-// dropped by generation).
-func (a *Actor) containerDied(c actor.Context, m *ContainerDied) {
-	if a.broken || a.st.Status != Ready || m.Generation != a.st.Generation || !a.owns(m.ContainerID) {
-		return
-	}
-	job := a.job(a.spec.Load())
-	gen := a.st.Generation
-	died := *m
-	a.runSide(c, func(ctx context.Context) any {
-		return confirmedDeath{generation: gen, death: died, confirmed: job.confirmExited(ctx, died.ContainerID)}
-	})
-}
-
-func (a *Actor) deathConfirmed(c actor.Context, m confirmedDeath) {
-	if m.confirmed == nil || a.st.Status != Ready || m.generation != a.st.Generation {
-		return
-	}
-	inst, ok := a.instance(m.death.ContainerID)
-	if !ok {
-		return
-	}
-	a.beginFailing(c, RuntimeFailing{Generation: a.st.Generation, ContainerID: inst.ContainerID,
-		Service: inst.Service, Index: inst.Index, ExitCode: m.confirmed.ExitCode,
-		OOMKilled: m.confirmed.OOMKilled, Counted: m.death.Counted})
-}
-
-// inventory compares what Docker lists for this lease with what the lease
-// believes: a Ready cohort with a container gone or not running fails (attributed
-// unknown: only the live stream can prove a tenant's own crash), and containers of
-// older generations are removed — late effects of attempts already settled. The
-// dead cohort of a failed lease stays for the operator until a re-provision or close.
-func (a *Actor) inventory(c actor.Context, m *Inventory) {
-	defer func() {
-		if m.Reply != nil {
-			close(m.Reply)
-		}
-	}()
-	if a.broken {
-		return
-	}
-	gen := a.st.Generation
-	switch a.st.Status {
-	case Ready:
-		for _, inst := range a.st.Containers {
-			if ctr, ok := findContainer(m.Containers, inst.ContainerID); ok && ctr.State == "running" {
-				continue
-			}
-			// The listing is only a hint — it may predate this cohort's start — so
-			// the same inspect that confirms a streamed death confirms this one.
-			a.containerDied(c, &ContainerDied{ContainerID: inst.ContainerID, Generation: gen})
-		}
-		a.removeStale(c, m.Containers, func(ctr dockerio.Container) bool { return ctr.Generation < gen })
-	case Failed:
-		a.removeStale(c, m.Containers, func(ctr dockerio.Container) bool { return ctr.Generation < gen })
-	}
-}
-
-// removeStale removes, off the actor goroutine, the listed containers stale says
-// this lease no longer owns.
-func (a *Actor) removeStale(c actor.Context, listed []dockerio.Container, stale func(dockerio.Container) bool) {
-	var ids []string
-	for _, ctr := range listed {
-		if stale(ctr) {
-			ids = append(ids, ctr.ID)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	a.log().Warn().Strs("containers", ids).Msg("removing containers of settled attempts")
-	eng := a.deps.Engine
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := eng.RemoveContainers(ctx, ids); err != nil {
-			a.log().Warn().Err(err).Msg("remove stale containers")
-		}
-	}()
-}
-
-type confirmedDeath struct {
-	generation uint64
-	death      ContainerDied
-	confirmed  *dockerio.Container // nil: the container still runs (stale event)
-}
-
-func (a *Actor) beginFailing(c actor.Context, f RuntimeFailing) {
-	now := a.deps.Now()
-	f.At = now
-	if err := a.commit(c, []persistence.Event{event(EvRuntimeFailing, now, f)}, nil); err != nil {
-		return
-	}
-	a.startFailureCapture(c)
+	a.sweep = nil
 }
 
 // --- reads -----------------------------------------------------------------------
@@ -490,9 +347,29 @@ func (a *Actor) getInfo(m *messages.GetInfo) {
 }
 
 func (a *Actor) getLogs(m *messages.GetLogs) {
-	job := a.job(a.spec.Load())
-	known := append([]Instance(nil), a.st.Containers...)
-	go func() { m.Reply <- job.logs(m.Tail, known) }() // Docker reads never run on the actor
+	j := a.job()
+	known := cloneInstances(a.st.Containers)
+	failedRelease := 0
+	if l := a.st.Latest(); l != nil && l.Status == messages.ReleaseFailed && l.MaintenanceID != "" && a.st.Status == Ready {
+		failedRelease = l.Version
+	}
+	tail, reply := m.Tail, m.Reply
+	a.goSide("read-logs", func(context.Context) Input { // Docker reads never run on the actor
+		reply <- j.logs(tail, known, failedRelease)
+		return nil
+	})
+}
+
+func (a *Actor) getReleases(m *messages.GetReleases) {
+	if a.st == nil || a.st.Status == Closed || len(a.st.Releases) == 0 {
+		m.Reply <- messages.ReleasesReply{Err: messages.Refuse(messages.ErrNotFound, "lease not found")}
+		return
+	}
+	out := make([]messages.Release, 0, len(a.st.Releases))
+	for i := range a.st.Releases {
+		out = append(out, a.st.Releases[i].Wire())
+	}
+	m.Reply <- messages.ReleasesReply{Releases: out}
 }
 
 func (a *Actor) provisionInfo() messages.ProvisionInfo {
@@ -501,26 +378,32 @@ func (a *Actor) provisionInfo() messages.ProvisionInfo {
 
 // --- plumbing --------------------------------------------------------------------
 
-// commit journals events (with their callback rows in the same transaction), then
-// applies them, wakes the outbox and reports to the registry. A commit error means
-// the store latched; the daemon is draining, so the lease does nothing more.
-func (a *Actor) commit(c actor.Context, events []persistence.Event, rows []persistence.OutboxRow) error {
+// commit journals a decision's events with its callback rows in one transaction,
+// then applies them, wakes the outbox and reports to the registry.
+func (a *Actor) commit(d Decision) error {
+	rows := make([]persistence.OutboxRow, 0, len(d.Callbacks))
+	for _, cb := range d.Callbacks {
+		rows = append(rows, a.callback(cb))
+	}
 	res, err := a.deps.Store.Commit(persistence.Write{
-		Appends: []persistence.Append{{Stream: a.journal.Stream, Events: events}},
+		Appends: []persistence.Append{{Stream: a.journal.Stream, Events: d.Events}},
 		Outbox:  rows,
 	})
 	if err != nil {
 		a.log().Error().Err(err).Msg("journal write failed")
 		return err
 	}
-	due := a.journal.Advance(res, len(events))
-	for _, ev := range events {
+	due := a.journal.Advance(res, len(d.Events))
+	for _, ev := range d.Events {
 		from := a.st.Status
 		if err := a.st.Apply(ev); err != nil {
-			// The handler validated the transition; reaching this is a bug in berth.
+			// Decide chose the event for this state; reaching this is a bug in berth.
 			a.log().Error().Err(err).Msg("journaled event does not apply")
 		}
 		a.deps.Metrics.transition(from, a.st.Status, ev.Type)
+		if ev.Type == EvProvisionStarted {
+			a.st.ShareAdmission(a.spec.Load())
+		}
 	}
 	if due {
 		if err := a.journal.Snapshot(a.deps.Store, eventVersion, a.deps.Now(), a.st); err != nil {
@@ -534,12 +417,36 @@ func (a *Actor) commit(c actor.Context, events []persistence.Event, rows []persi
 	return nil
 }
 
+// callback builds the outbox row of a decision's callback. Provision outcomes go
+// to the exact completion URL; deaths, maintenance completions and deprovisions to
+// the lifecycle URL.
+func (a *Actor) callback(cb Callback) persistence.OutboxRow {
+	spec := a.spec.Load()
+	body := messages.Callback{
+		LeaseUUID:        a.id,
+		Status:           cb.Status,
+		Error:            cb.Error,
+		Backend:          a.set.BackendName,
+		BackendStorageID: a.set.StorageID,
+		MaintenanceID:    cb.MaintenanceID,
+	}
+	if !cb.AdmittedAt.IsZero() {
+		body.MaintenanceAdmittedAt = cb.AdmittedAt.UTC().Format(time.RFC3339Nano)
+	}
+	raw, _ := json.Marshal(body)
+	url := spec.CallbackURL
+	if cb.Lifecycle {
+		url = spec.LifecycleURL
+	}
+	return persistence.OutboxRow{Lease: a.id, DeliveryID: uuid.NewString(), URL: url, Body: raw, Kind: cb.Kind(), CreatedAt: a.deps.Now()}
+}
+
 func (a *Actor) report() {
 	if a.parent == nil {
 		return
 	}
 	spec := a.spec.Load()
-	r := Report{Lease: a.id, Admission: spec.Admission, Status: a.st.Status, Info: provisionInfo(spec, a.st)}
+	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st)}
 	if a.broken {
 		r.Info.Status = messages.StatusUnknown
 	}
@@ -549,9 +456,45 @@ func (a *Actor) report() {
 	a.sys.Root.Send(a.parent, r)
 }
 
-// run starts the lease's worker. Its result comes back as a message stamped with
-// the worker's epoch.
-func (a *Actor) run(c actor.Context, kind string, fn func(ctx context.Context) any) {
+// reportInput sends an intermediate input from a worker to the actor.
+func (a *Actor) reportInput(in Input) {
+	a.sys.Root.Send(a.self, sideDone{in: in})
+}
+
+// startWorker starts the lease's worker of kind. Its result comes back as a
+// workerDone stamped with the worker's epoch.
+func (a *Actor) startWorker(kind WorkKind) {
+	if a.worker != nil {
+		a.log().Error().Str("running", string(a.worker.kind)).Str("asked", string(kind)).Msg("a second worker was asked for; the first is canceled")
+		a.worker.cancel()
+	}
+	a.timer = 0 // a pending wait is superseded
+	j := a.job()
+	gen := a.st.Generation
+	var fn func(ctx context.Context) Input
+	switch kind {
+	case WorkProvision:
+		fn = func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.provision(ctx)} }
+	case WorkResume:
+		fn = func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.resume(ctx)} }
+	case WorkTeardown:
+		fn = func(ctx context.Context) Input { return TornDown{Err: j.teardown(ctx)} }
+	case WorkCapture:
+		fn = func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
+	case WorkReplace, WorkReplaceResume:
+		if j.maint == nil {
+			return
+		}
+		id, resume := j.maint.ID, kind == WorkReplaceResume
+		fn = func(ctx context.Context) Input {
+			if resume {
+				return Replaced{ID: id, Result: j.replaceResume(ctx)}
+			}
+			return Replaced{ID: id, Result: j.replace(ctx)}
+		}
+	default:
+		return
+	}
 	epoch := epochs.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &worker{epoch: epoch, kind: kind, cancel: cancel, done: make(chan struct{})}
@@ -560,35 +503,8 @@ func (a *Actor) run(c actor.Context, kind string, fn func(ctx context.Context) a
 	go func() {
 		defer close(w.done)
 		defer cancel()
-		msg := stamp(fn(ctx), epoch)
-		sys.Root.Send(self, msg)
+		sys.Root.Send(self, workerDone{epoch: epoch, in: fn(ctx)})
 	}()
-}
-
-// runSide starts a short check that is not the lease's worker (it does not block
-// provisioning or teardown and is not canceled by them).
-func (a *Actor) runSide(c actor.Context, fn func(ctx context.Context) any) {
-	self, sys := a.self, a.sys
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		sys.Root.Send(self, fn(ctx))
-	}()
-}
-
-func stamp(msg any, epoch uint64) any {
-	switch m := msg.(type) {
-	case provisionDone:
-		m.epoch = epoch
-		return m
-	case teardownDone:
-		m.epoch = epoch
-		return m
-	case failureCaptured:
-		m.epoch = epoch
-		return m
-	}
-	return msg
 }
 
 // finish accepts a worker's report only from the current worker.
@@ -601,99 +517,106 @@ func (a *Actor) finish(epoch uint64) bool {
 	return true
 }
 
-// drainWorker cancels the worker and waits for it (bounded), so a canceled worker
-// cannot create containers after the actor moved on or restarted.
-func (a *Actor) drainWorker() {
-	w := a.worker
-	if w == nil {
-		return
+// drain cancels the worker and the side goroutines and waits for them (bounded),
+// so a canceled worker cannot create containers after the actor moved on or
+// restarted.
+func (a *Actor) drain() {
+	a.timer = 0
+	if w := a.worker; w != nil {
+		w.cancel()
+		select {
+		case <-w.done:
+		case <-time.After(a.set.WorkerDrain):
+			a.log().Error().Str("worker", string(w.kind)).Msg("worker did not drain in time")
+		}
+		a.worker = nil
 	}
-	w.cancel()
-	select {
-	case <-w.done:
-	case <-time.After(a.set.WorkerDrain):
-		a.log().Error().Str("worker", w.kind).Msg("worker did not drain in time")
+	if !a.side.drain(a.set.WorkerDrain) {
+		a.log().Error().Msg("side checks did not drain in time")
 	}
-	a.worker = nil
 }
 
-// after schedules a retry of what, bound to the current epoch counter.
-func (a *Actor) after(d time.Duration, what string) {
+// goSide runs a short named side goroutine (bounded by 30 s); a non-nil Input it
+// returns goes back through Decide.
+func (a *Actor) goSide(name string, fn func(ctx context.Context) Input) {
+	if a.side == nil {
+		a.side = &goroutines{}
+	}
 	self, sys := a.self, a.sys
-	token := epochs.Add(1)
-	a.worker = &worker{epoch: token, kind: "wait-" + what, cancel: func() {}, done: closedChan, waiting: true}
-	time.AfterFunc(d, func() { sys.Root.Send(self, retry{epoch: token, what: what}) })
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (a *Actor) retry(c actor.Context, m retry) {
-	if !a.finish(m.epoch) {
-		return
-	}
-	switch {
-	case a.st.Status == Deprovisioning:
-		a.startTeardown(c)
-	case m.what == "resume" && a.st.Status == Provisioning:
-		a.startResume(c)
-	}
-}
-
-func (a *Actor) owns(containerID string) bool {
-	_, ok := a.instance(containerID)
-	return ok
-}
-
-func (a *Actor) instance(containerID string) (Instance, bool) {
-	for _, inst := range a.st.Containers {
-		if inst.ContainerID == containerID {
-			return inst, true
+	a.side.goNamed(name, func(ctx context.Context) {
+		if in := fn(ctx); in != nil {
+			sys.Root.Send(self, sideDone{in: in})
 		}
-	}
-	return Instance{}, false
-}
-
-func findContainer(cs []dockerio.Container, id string) (dockerio.Container, bool) {
-	for _, c := range cs {
-		if c.ID == id {
-			return c, true
-		}
-	}
-	return dockerio.Container{}, false
-}
-
-// callback builds the outbox row of a terminal decision. Provision outcomes go to
-// the exact completion URL; deaths and deprovisions to the lifecycle URL.
-func (a *Actor) callback(spec *Spec, status, errText string, lifecycle bool) persistence.OutboxRow {
-	body, _ := json.Marshal(messages.Callback{
-		LeaseUUID:        a.id,
-		Status:           status,
-		Error:            errText,
-		Backend:          a.set.BackendName,
-		BackendStorageID: a.set.StorageID,
 	})
-	url, kind := spec.CallbackURL, "operation"
-	if lifecycle {
-		url, kind = spec.LifecycleURL, "lifecycle"
-	}
-	return persistence.OutboxRow{Lease: a.id, DeliveryID: uuid.NewString(), URL: url, Body: body, Kind: kind, CreatedAt: a.deps.Now()}
 }
 
-// callbackError is the curated, on-chain-safe error text of a failure reason.
-func callbackError(reason string) string {
-	switch reason {
-	case messages.ReasonContainerExited:
-		return "ContainerExited: a container exited"
-	case messages.ReasonImagePullFailed:
-		return "ImagePullFailed: an image could not be pulled"
-	case messages.ReasonHealthCheckFailed:
-		return "HealthCheckFailed: a health check did not pass"
-	case messages.ReasonContainerStartFailed:
-		return "ContainerStartFailed: a container could not be started"
-	case messages.ReasonCleanupFailed:
-		return "CleanupFailed: cleanup did not complete"
+// goroutines tracks an actor's side goroutines by name, so Describe can show them
+// and a stopping actor can cancel and wait for them.
+type goroutines struct {
+	mu     sync.Mutex
+	names  map[string]int
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (g *goroutines) goNamed(name string, fn func(ctx context.Context)) {
+	g.mu.Lock()
+	if g.names == nil {
+		g.names = map[string]int{}
 	}
-	return "Internal: provisioning failed on the provider"
+	if g.ctx == nil {
+		g.ctx, g.cancel = context.WithCancel(context.Background())
+	}
+	g.names[name]++
+	parent := g.ctx
+	g.mu.Unlock()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ctx, cancel := context.WithTimeout(parent, 30*time.Second)
+		defer cancel()
+		defer func() {
+			g.mu.Lock()
+			g.names[name]--
+			g.mu.Unlock()
+		}()
+		fn(ctx)
+	}()
+}
+
+func (g *goroutines) running() int {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, c := range g.names {
+		n += c
+	}
+	return n
+}
+
+// drain cancels every side goroutine and waits up to d; false when some remain.
+func (g *goroutines) drain(d time.Duration) bool {
+	if g == nil {
+		return true
+	}
+	g.mu.Lock()
+	if g.cancel != nil {
+		g.cancel()
+		g.cancel, g.ctx = nil, nil
+	}
+	g.mu.Unlock()
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // log is the lease's logger, built when a line is written: a logger per idle

@@ -19,7 +19,7 @@ import (
 // supervision tree, on the real store and the fake Docker engine. The harness is in
 // harness_unit_test.go.
 
-func isReady(r lease.Report) bool { return r.Status == lease.Ready }
+func isReady(r messages.LeaseReport) bool { return r.Status == string(lease.Ready) }
 
 // readyLease starts a one-container lease and waits until it is Ready.
 func readyLease(t *testing.T, h *harness) (*leaseUnderTest, dockerio.Container) {
@@ -141,14 +141,18 @@ func TestLease_Provision_ReadyWithOneSuccessCallbackCommittedWithTheEvent(t *tes
 	default:
 	}
 
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
 	recs := l.events()
 	started := payload[lease.ProvisionStarted](t, recs[0])
 	if started.Admission != 1 || started.Generation != 1 || started.OperationID != spec.OperationID ||
 		!started.Deadline.Equal(started.At.Add(h.set.ProvisionTimeout)) {
 		t.Fatalf("provision.started %+v", started)
 	}
-	done := payload[lease.ProvisionSucceeded](t, recs[1])
+	pinned := payload[lease.ReleasePinned](t, recs[1])
+	if len(pinned.Images) != 1 || pinned.Version != 1 || pinned.Images[0].Service != "app" || pinned.Images[0].Ref != unitImage || pinned.Images[0].ID == "" {
+		t.Fatalf("release.pinned %+v: want release 1's app image recorded by ID", pinned)
+	}
+	done := payload[lease.ProvisionSucceeded](t, recs[2])
 	ctrs := l.containers()
 	if len(ctrs) != 1 || len(done.Containers) != 1 || done.Containers[0].ContainerID != ctrs[0].ID {
 		t.Fatalf("provision.succeeded records %+v; the fake runs %+v", done.Containers, ctrs)
@@ -258,12 +262,12 @@ func TestLease_ProvisionFails_OneCuratedFailedCallbackAndCleanup(t *testing.T) {
 			act := tc.arm(h)
 			l := h.start(newSpec(1))
 			act(l)
-			r := h.awaitReport("failed", func(r lease.Report) bool { return r.Status == lease.Failed })
+			r := h.awaitReport("failed", func(r messages.LeaseReport) bool { return r.Status == string(lease.Failed) })
 			if r.Info.Status != messages.StatusFailed || r.Info.FailCount != 1 || r.Info.Reason != tc.reason {
 				t.Fatalf("failed report %+v", r.Info)
 			}
-			wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
-			failed := payload[lease.ProvisionFailed](t, l.events()[1])
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionFailed)
+			failed := payload[lease.ProvisionFailed](t, l.events()[2])
 			if failed.Generation != 1 || failed.Reason != tc.reason || failed.Message != tc.message {
 				t.Fatalf("provision.failed %+v, want %s %q", failed, tc.reason, tc.message)
 			}
@@ -302,9 +306,9 @@ func TestLease_HealthCheckedService_FailsUnhealthyBeforePassing(t *testing.T) {
 	spec := newSpec(1, checkedService("web", 2))
 	h.eng.PinHealth(spec.Lease, "web", "unhealthy")
 	l := h.start(spec)
-	h.awaitReport("failed", func(r lease.Report) bool { return r.Status == lease.Failed })
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
-	failed := payload[lease.ProvisionFailed](t, l.events()[1])
+	h.awaitReport("failed", func(r messages.LeaseReport) bool { return r.Status == string(lease.Failed) })
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionFailed)
+	failed := payload[lease.ProvisionFailed](t, l.events()[2])
 	if failed.Reason != messages.ReasonHealthCheckFailed || failed.Message != "health check failed during startup" {
 		t.Fatalf("provision.failed %+v, want HealthCheckFailed during startup", failed)
 	}
@@ -348,28 +352,31 @@ func TestLease_HealthCheckedService_PassIsSticky(t *testing.T) {
 		t.Fatal(err)
 	}
 	passAfterChange("a verification pass to see web/0 flap to unhealthy")
-	if types := l.eventTypes(); len(types) != 1 {
+	if types := l.eventTypes(); len(types) != 2 {
 		t.Fatalf("the flap of a passed instance ended the provision: journal %v", types)
 	}
 	if err := h.eng.SetHealth(web[1], "healthy"); err != nil {
 		t.Fatalf("set web/1 healthy: %v (journal %v)", err, l.eventTypes())
 	}
-	h.awaitReport("ready", func(r lease.Report) bool { return r.Status != lease.Reserved && r.Status != lease.Provisioning })
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
-	done := payload[lease.ProvisionSucceeded](t, l.events()[1])
+	h.awaitReport("ready", func(r messages.LeaseReport) bool {
+		return r.Status != string(lease.Reserved) && r.Status != string(lease.Provisioning)
+	})
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
+	done := payload[lease.ProvisionSucceeded](t, l.events()[2])
 	if len(done.Containers) != 2 {
 		t.Fatalf("ready cohort %+v, want web/0 and web/1", done.Containers)
 	}
 	wantRows(t, l, opRow(messages.CallbackSuccess))
 }
 
-// TestLease_CloseDuringProvisioning_TeardownBeforeReplyAndNoProvisionOutcome: a
-// close while the provision worker is held (in compose up, or in verification with
-// the container running) cancels it; the Deprovision reply comes only after the
+// TestLease_CloseDuringProvisioning_PreemptedFailedThenDeprovisioned: a close while
+// the provision worker is held (in compose up, or in verification with the
+// container running) cancels it; the Deprovision reply comes only after the
 // teardown finished; the journal has close.requested then closed and no provision
-// outcome; the only callback is "deprovisioned" to the lifecycle URL; no container
-// remains.
-func TestLease_CloseDuringProvisioning_TeardownBeforeReplyAndNoProvisionOutcome(t *testing.T) {
+// outcome; the provision's own failed completion (to its callback_url) is queued in
+// the close's transaction, before "deprovisioned" to the lifecycle URL; no
+// container remains.
+func TestLease_CloseDuringProvisioning_PreemptedFailedThenDeprovisioned(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		hold       fake.Op
@@ -396,17 +403,21 @@ func TestLease_CloseDuringProvisioning_TeardownBeforeReplyAndNoProvisionOutcome(
 				t.Fatalf("deprovision answered %v while teardown was still running", err)
 			default:
 			}
-			wantTypes(t, l, lease.EvProvisionStarted, lease.EvCloseRequested)
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvCloseRequested)
 			down.Release()
 			if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
 				t.Fatalf("deprovision: %v", err)
 			}
-			wantTypes(t, l, lease.EvProvisionStarted, lease.EvCloseRequested, lease.EvClosed)
-			wantRows(t, l, lcRow(messages.CallbackDeprovisioned))
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvCloseRequested, lease.EvClosed)
+			// The pre-empted provision's own failed completion, queued in the close's
+			// transaction, comes before the deprovisioned callback.
+			if rows := wantRows(t, l, opRow(messages.CallbackFailed), lcRow(messages.CallbackDeprovisioned)); !strings.HasPrefix(rows[0].Error, "Canceled:") {
+				t.Fatalf("pre-empted provision's callback error %q, want the curated Canceled text", rows[0].Error)
+			}
 			if left := l.containers(); len(left) != 0 {
 				t.Fatalf("%d containers remain after the close: %+v", len(left), left)
 			}
-			closed := payload[lease.ClosedEv](t, l.events()[2])
+			closed := payload[lease.ClosedEv](t, l.events()[3])
 			if closed.Admission != 1 {
 				t.Fatalf("closed %+v, want admission 1", closed)
 			}
@@ -436,7 +447,7 @@ func TestLease_CloseDuringFailing_ClosesWithoutFailedCallback(t *testing.T) {
 	if err := h.eng.Kill(ctr.ID, 1); err != nil {
 		t.Fatal(err)
 	}
-	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 1, Counted: true})
+	l.send(&messages.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 1, Counted: true})
 	failing := payload[lease.RuntimeFailing](t, l.waitEvent(lease.EvRuntimeFailing))
 	if failing.ContainerID != ctr.ID || failing.ExitCode != 1 || !failing.Counted {
 		t.Fatalf("runtime.failing %+v", failing)
@@ -452,7 +463,7 @@ func TestLease_CloseDuringFailing_ClosesWithoutFailedCallback(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("a close during failing never completed: %s", l.describe())
 	}
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvRuntimeFailing,
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvRuntimeFailing,
 		lease.EvCloseRequested, lease.EvClosed)
 	wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackDeprovisioned))
 	if left := l.containers(); len(left) != 0 {
@@ -467,11 +478,11 @@ func TestLease_CloseDuringFailing_ClosesWithoutFailedCallback(t *testing.T) {
 func TestLease_StaleOrDuplicateDeaths_NothingJournaled(t *testing.T) {
 	h := newHarness(t, nil)
 	l, ctr := readyLease(t, h)
-	readyJournal := []string{lease.EvProvisionStarted, lease.EvProvisionSucceeded}
+	readyJournal := []string{lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded}
 
 	// Still running: the confirming inspect sees it running.
 	confirm := h.eng.Hold(fake.OpInspect)
-	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 137, Counted: true})
+	l.send(&messages.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 137, Counted: true})
 	awaitGate(t, "the death to be confirmed by an inspect", confirm.entered)
 	confirm.Release()
 	awaitGate(t, "the confirming inspect to return", confirm.returned)
@@ -484,7 +495,7 @@ func TestLease_StaleOrDuplicateDeaths_NothingJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	inspects := h.eng.Calls(fake.OpInspect)
-	for _, d := range []lease.ContainerDied{
+	for _, d := range []messages.ContainerDied{
 		{ContainerID: ctr.ID, Generation: 2, ExitCode: 7, Counted: true},
 		{ContainerID: ctr.ID, Generation: 0, ExitCode: 7, Counted: true},
 		{ContainerID: strings.Repeat("ab", 32), Generation: 1, ExitCode: 7, Counted: true},
@@ -499,16 +510,16 @@ func TestLease_StaleOrDuplicateDeaths_NothingJournaled(t *testing.T) {
 	wantTypes(t, l, readyJournal...)
 
 	// The real death (reported uncounted), then a duplicate of it.
-	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: false})
+	l.send(&messages.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: false})
 	failing := payload[lease.RuntimeFailing](t, l.waitEvent(lease.EvRuntimeFailing))
 	if failing.ContainerID != ctr.ID || failing.ExitCode != 7 || failing.Counted || failing.Service != "app" || failing.Index != 0 {
 		t.Fatalf("runtime.failing %+v, want the real death (exit 7, uncounted)", failing)
 	}
-	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: true})
+	l.send(&messages.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: true})
 	l.waitEvent(lease.EvRuntimeFailed)
-	l.send(&lease.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: true})
+	l.send(&messages.ContainerDied{ContainerID: ctr.ID, Generation: 1, ExitCode: 7, Counted: true})
 	l.barrier()
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvRuntimeFailing, lease.EvRuntimeFailed)
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvRuntimeFailing, lease.EvRuntimeFailed)
 	cbs := wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackFailed))
 	if cbs[1].Error != "ContainerExited: a container exited" {
 		t.Fatalf("runtime failure callback error %q", cbs[1].Error)
@@ -532,12 +543,12 @@ func TestLease_RestartWhileVerifying_ResumesToOneTerminalEvent(t *testing.T) {
 	h.waitFor("the lease actor to be restarted", func() bool { return l.restarts() >= 1 })
 	l.waitEvent(lease.EvProvisionSucceeded)
 	l.barrier()
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
 	if n := h.eng.Calls(fake.OpUp); n != 1 {
 		t.Fatalf("compose up ran %d times, want once (the restart resumes, it does not relaunch)", n)
 	}
 	wantRows(t, l, opRow(messages.CallbackSuccess))
-	done := payload[lease.ProvisionSucceeded](t, l.events()[1])
+	done := payload[lease.ProvisionSucceeded](t, l.events()[2])
 	ctrs := l.containers()
 	if len(ctrs) != 1 || len(done.Containers) != 1 || done.Containers[0].ContainerID != ctrs[0].ID {
 		t.Fatalf("ready cohort %+v, fake runs %+v", done.Containers, ctrs)
@@ -547,10 +558,11 @@ func TestLease_RestartWhileVerifying_ResumesToOneTerminalEvent(t *testing.T) {
 // TestLease_RestartWithADefiniteOutcomeInFlight_StaleEpochIgnored: the old worker of
 // a crashed incarnation finishes with a definite failure (ContainerExited) after the
 // restart; its completion carries the old epoch and is ignored. The new
-// incarnation's resume finds nothing to resume and, at the deadline, records the
-// only terminal event — its own.
+// incarnation's resume finds the interrupted attempt's cohort gone and starts the
+// provision again at once under a new generation, within the same deadline: the
+// only terminal event is the retry's, and the only callback its success.
 func TestLease_RestartWithADefiniteOutcomeInFlight_StaleEpochIgnored(t *testing.T) {
-	h := newHarness(t, func(s *lease.Settings) { s.ProvisionTimeout = 3 * time.Second })
+	h := newHarness(t, func(s *lease.Settings) { s.ProvisionTimeout = 10 * time.Second })
 	verify := h.eng.Hold(fake.OpInspect)
 	cleanup := h.eng.Hold(fake.OpDown)
 	l := h.start(newSpec(1))
@@ -567,16 +579,15 @@ func TestLease_RestartWithADefiniteOutcomeInFlight_StaleEpochIgnored(t *testing.
 	l.send(&messages.Crash{})
 	cleanup.Release()
 	h.waitFor("the lease actor to be restarted", func() bool { return l.restarts() >= 1 })
-	rec := l.waitEvent(lease.EvProvisionFailed)
+	h.awaitReport("ready after the retry", isReady)
 	l.barrier()
-	failed := payload[lease.ProvisionFailed](t, rec)
-	if failed.Reason != messages.ReasonInternal || failed.Message != "provisioning did not complete in time" {
-		t.Fatalf("provision.failed %+v: the stale worker's outcome was applied, want the resume's deadline failure", failed)
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+	first := payload[lease.ProvisionStarted](t, l.events()[0])
+	retry := payload[lease.ProvisionStarted](t, l.events()[2])
+	if retry.Generation != first.Generation+1 || retry.Admission != first.Admission || !retry.Deadline.Equal(first.Deadline) || retry.Release != nil {
+		t.Fatalf("retry %+v after %+v: want the same admission and deadline under the next generation", retry, first)
 	}
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
-	if cbs := wantRows(t, l, opRow(messages.CallbackFailed)); cbs[0].Error != "Internal: provisioning failed on the provider" {
-		t.Fatalf("callback error %q", cbs[0].Error)
-	}
+	wantRows(t, l, opRow(messages.CallbackSuccess))
 }
 
 // journalStarted writes a provision.started with no completion, as a worker that
@@ -628,8 +639,8 @@ func TestLease_ResumeAfterRestart(t *testing.T) {
 		now := time.Now()
 		journalStarted(t, h, spec, now, now.Add(h.set.ProvisionTimeout))
 		l := h.start(spec)
-		first := h.awaitReport("after start", func(lease.Report) bool { return true })
-		if first.Status != lease.Provisioning {
+		first := h.awaitReport("after start", func(messages.LeaseReport) bool { return true })
+		if first.Status != string(lease.Provisioning) {
 			t.Fatalf("first report %s, want provisioning", first.Status)
 		}
 		h.awaitReport("ready", isReady)
@@ -645,32 +656,46 @@ func TestLease_ResumeAfterRestart(t *testing.T) {
 		wantRows(t, l, opRow(messages.CallbackSuccess))
 	})
 
-	t.Run("nothing launched: pending until the deadline, then failed and cleaned up", func(t *testing.T) {
+	t.Run("nothing launched: started again at once under a new generation", func(t *testing.T) {
 		h := newHarness(t, nil)
 		spec := newSpec(1)
 		now := time.Now()
-		deadline := now.Add(2 * time.Second)
-		journalStarted(t, h, spec, now, deadline)
+		journalStarted(t, h, spec, now, now.Add(h.set.ProvisionTimeout))
 		l := h.start(spec)
-		rec := l.waitEvent(lease.EvProvisionFailed)
-		failed := payload[lease.ProvisionFailed](t, rec)
-		if failed.Reason != messages.ReasonInternal || failed.Message != "provisioning did not complete in time" {
-			t.Fatalf("provision.failed %+v", failed)
+		h.awaitReport("ready", isReady)
+		l.barrier()
+		wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
+		if retry := payload[lease.ProvisionStarted](t, l.events()[1]); retry.Generation != 2 {
+			t.Fatalf("retry generation %d, want 2", retry.Generation)
 		}
-		if failed.At.Before(deadline) {
-			t.Fatalf("failed at %s, before the deadline %s: the lease did not wait", failed.At, deadline)
+		if done := payload[lease.ProvisionSucceeded](t, l.events()[3]); done.Generation != 2 {
+			t.Fatalf("ready generation %d, want 2", done.Generation)
 		}
-		if n := h.eng.Calls(fake.OpCohort); n < 3 {
-			t.Fatalf("the cohort was looked at %d times, want the resume to look again while pending", n)
+		wantRows(t, l, opRow(messages.CallbackSuccess))
+	})
+
+	t.Run("incomplete cohort: removed by exact ID, then started again", func(t *testing.T) {
+		h := newHarness(t, nil)
+		spec := newSpec(1, plainService("app", 2))
+		launchInFake(t, h, spec, 1) // app/0 only: an interrupted launch
+		stale := leaseContainers(t, h, spec.Lease)
+		now := time.Now()
+		journalStarted(t, h, spec, now, now.Add(h.set.ProvisionTimeout))
+		l := h.start(spec)
+		h.awaitReport("ready", isReady)
+		ctrs := l.containers()
+		if len(ctrs) != 2 {
+			t.Fatalf("%d containers after the retry, want 2", len(ctrs))
 		}
-		if h.eng.Calls(fake.OpDown) < 1 || h.eng.Calls(fake.OpUp) != 0 {
-			t.Fatalf("down %d up %d: want the cleanup and no new launch", h.eng.Calls(fake.OpDown), h.eng.Calls(fake.OpUp))
+		for _, c := range ctrs {
+			if c.ID == stale[0].ID || c.Generation != 2 {
+				t.Fatalf("container %s of generation %d survived or was reused; want generation 2 only", c.ID, c.Generation)
+			}
 		}
-		wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionFailed)
-		wantRows(t, l, opRow(messages.CallbackFailed))
-		if st := l.state(); st.FailCount != 1 {
-			t.Fatalf("fail_count %d, want 1", st.FailCount)
+		if h.eng.Calls(fake.OpStopRemove) < 1 {
+			t.Fatalf("the interrupted launch was not removed by exact ID")
 		}
+		wantRows(t, l, opRow(messages.CallbackSuccess))
 	})
 
 	t.Run("incomplete cohort past the deadline: failed and removed at once", func(t *testing.T) {
@@ -725,25 +750,22 @@ func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
 			l, ctr := readyLease(t, h)
 			inventory := func(list []dockerio.Container) {
 				t.Helper()
-				reply := make(chan struct{})
-				l.send(&lease.Inventory{Containers: list, Reply: reply})
+				reply := make(chan messages.InventoryAck, 1)
+				l.send(&messages.Inventory{Containers: list, Reply: reply})
 				select {
-				case _, open := <-reply:
-					if open {
-						t.Fatalf("the lease sent on the inventory reply channel instead of closing it")
-					}
+				case <-reply:
 				case <-time.After(unitWait):
-					t.Fatalf("the inventory reply channel was never closed")
+					t.Fatalf("the lease never answered the inventory")
 				}
 			}
 			inventory([]dockerio.Container{ctr})
-			wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded)
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
 
 			// A listing that predates the cohort (the container still runs) is only a
 			// hint: the inspect finds it running and nothing is journaled.
 			inventory(tc.list(ctr))
 			h.stayQuiet("a stale listing failed a running lease", 200*time.Millisecond, func() bool {
-				return len(l.events()) > 2
+				return len(l.events()) > 3
 			})
 
 			tc.die(h, ctr)
@@ -755,7 +777,7 @@ func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
 			}
 			l.waitEvent(lease.EvRuntimeFailed)
 			l.barrier()
-			wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvRuntimeFailing, lease.EvRuntimeFailed)
+			wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvRuntimeFailing, lease.EvRuntimeFailed)
 			cbs := wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackFailed))
 			if cbs[1].Error != "ContainerExited: a container exited" {
 				t.Fatalf("failed callback error %q", cbs[1].Error)
@@ -763,7 +785,7 @@ func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
 			if st := l.state(); st.Status != lease.Failed || st.FailCount != 1 || st.Budget.Streak != 0 {
 				t.Fatalf("state %s fail_count %d streak %d", st.Status, st.FailCount, st.Budget.Streak)
 			}
-			h.awaitReport("failed", func(r lease.Report) bool { return r.Status == lease.Failed })
+			h.awaitReport("failed", func(r messages.LeaseReport) bool { return r.Status == string(lease.Failed) })
 		})
 	}
 }
@@ -787,12 +809,12 @@ func TestLease_TeardownFailsOnce_RetriedThenClosed(t *testing.T) {
 		t.Fatalf("deprovision answered %v before the retried teardown finished", err)
 	default:
 	}
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvCloseRequested)
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvCloseRequested)
 	second.Release()
 	if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
 		t.Fatalf("deprovision: %v", err)
 	}
-	wantTypes(t, l, lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvCloseRequested, lease.EvClosed)
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvCloseRequested, lease.EvClosed)
 	wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackDeprovisioned))
 	if n := h.eng.Calls(fake.OpDown); n != 2 {
 		t.Fatalf("compose down ran %d times, want 2 (one failure, one retry)", n)

@@ -55,8 +55,8 @@ type harness struct {
 	tree  *supervisors.Tree
 	logs  *logBuffer
 
-	reports chan lease.Report
-	closed  chan lease.LeaseClosed
+	reports chan messages.LeaseReport
+	closed  chan messages.LeaseClosed
 	wakes   chan wakeSeen
 	dropped atomic.Int64 // forwarded messages that found a full channel
 }
@@ -113,8 +113,8 @@ func newHarness(t *testing.T, tune func(*lease.Settings)) *harness {
 		diag:    diag,
 		eng:     newGatedEngine(store.Identity().InstallationID),
 		logs:    &logBuffer{},
-		reports: make(chan lease.Report, 4096),
-		closed:  make(chan lease.LeaseClosed, 64),
+		reports: make(chan messages.LeaseReport, 4096),
+		closed:  make(chan messages.LeaseClosed, 64),
 		wakes:   make(chan wakeSeen, 256),
 	}
 	h.eng.AddImage(unitImage, dockerio.ImageInfo{})
@@ -195,9 +195,9 @@ func (p *leaseParent) Receive(c actor.Context) {
 			MailboxLimit: 256,
 		})
 		m.done <- err
-	case lease.Report:
+	case messages.LeaseReport:
 		forward(p.h, p.h.reports, m)
-	case lease.LeaseClosed:
+	case messages.LeaseClosed:
 		forward(p.h, p.h.closed, m)
 	}
 }
@@ -425,7 +425,7 @@ func (h *harness) stayQuiet(what string, window time.Duration, happened func() b
 }
 
 // awaitReport reads the lease reports until one satisfies ok.
-func (h *harness) awaitReport(what string, ok func(lease.Report) bool) lease.Report {
+func (h *harness) awaitReport(what string, ok func(messages.LeaseReport) bool) messages.LeaseReport {
 	h.t.Helper()
 	timeout := time.After(unitWait)
 	var seen []string

@@ -19,7 +19,11 @@ func leaseInfo(spec *Spec, st *State, host string) messages.LeaseInfo {
 	for _, inst := range st.Containers {
 		byService[inst.Service] = append(byService[inst.Service], inst)
 	}
-	for _, svc := range spec.Services { // sorted by name
+	services := spec.Services
+	if r := st.Running(); r != nil && len(r.Services) > 0 {
+		services = r.Services
+	}
+	for _, svc := range services { // sorted by name
 		insts := byService[svc.Name]
 		sort.Slice(insts, func(i, k int) bool { return insts[i].Index < insts[k].Index })
 		si := messages.ServiceInfo{Instances: []messages.Instance{}}
@@ -46,6 +50,10 @@ func shortID(id string) string {
 
 // provisionInfo is the lease's record for GET /provisions.
 func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
+	images := spec.ServiceImages()
+	if r := st.Running(); r != nil && len(r.Services) > 0 {
+		images = serviceImages(r.Services)
+	}
 	return messages.ProvisionInfo{
 		LeaseUUID:      spec.Lease,
 		ProviderUUID:   spec.ProviderUUID,
@@ -57,7 +65,7 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 		Tenant:         spec.Tenant,
 		Quantity:       spec.Instances(),
 		Items:          spec.Items,
-		ServiceImages:  spec.ServiceImages(),
+		ServiceImages:  images,
 		TerminalBudget: st.Verdict(),
 	}
 }
@@ -65,9 +73,11 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 // Capture is one failure's diagnostics, kept in diagnostics.db (never on-chain,
 // never in a callback): exit codes, OOM, health and a bounded log excerpt.
 type Capture struct {
-	Lease       string             `json:"lease_uuid"`
-	OperationID string             `json:"operation_id"`
-	Generation  uint64             `json:"generation"`
+	Lease         string             `json:"lease_uuid"`
+	OperationID   string             `json:"operation_id"`
+	MaintenanceID string             `json:"maintenance_id,omitempty"`
+	Release       int                `json:"release,omitempty"` // a failed maintenance target's release
+	Generation    uint64             `json:"generation"`
 	At          time.Time          `json:"at"`
 	Reason      string             `json:"reason"`
 	Message     string             `json:"message"`
@@ -97,10 +107,18 @@ const (
 	logsResponseCeiling = 12 << 20 // leaves room for JSON escaping and keys under the 16 MiB body cap
 )
 
+// captureOf says which attempt a capture is of.
+type captureOf struct {
+	reason, message string
+	generation      uint64
+	release         int    // a maintenance target's release version (0: a provision or runtime failure)
+	maintenance     string // its maintenance ID
+}
+
 // capture writes the attempt's diagnostics; a failure to write is logged, never fatal.
-func (j *job) capture(ctx context.Context, reason, message string, cohort []dockerio.Container) {
-	c := Capture{Lease: j.lease, OperationID: j.st.OperationID, Generation: j.st.Generation, At: j.now(),
-		Reason: reason, Message: message, FailCount: j.st.FailCount + 1}
+func (j *job) capture(ctx context.Context, of captureOf, cohort []dockerio.Container) {
+	c := Capture{Lease: j.lease, OperationID: j.launch.OperationID, MaintenanceID: of.maintenance, Release: of.release,
+		Generation: of.generation, At: j.now(), Reason: of.reason, Message: of.message, FailCount: j.launch.FailCount + 1}
 	budget := captureBytesPerTry
 	for _, ctr := range cohort {
 		cc := ContainerCapture{Service: ctr.Service, Index: ctr.Index, ContainerID: ctr.ID, State: ctr.State,
@@ -147,8 +165,10 @@ func LatestCapture(j interface {
 
 // logs reads the last tail lines of every container of the lease, keyed
 // "<service>/<index>", the whole body bounded by 16 MiB. With no container left
-// (a failed attempt was cleaned up) it serves the stored capture instead.
-func (j *job) logs(tail int, known []Instance) messages.LogsReply {
+// (a failed attempt was cleaned up) it serves the stored capture instead. When
+// the latest release is a maintenance target that failed and was compensated, its
+// captured logs are added as "failed/<service>/<index>".
+func (j *job) logs(tail int, known []Instance, failedRelease int) messages.LogsReply {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cohort, err := j.eng.Cohort(ctx, j.lease)
@@ -160,15 +180,22 @@ func (j *job) logs(tail int, known []Instance) messages.LogsReply {
 		}
 	}
 	out := make(map[string]string)
+	if failedRelease > 0 {
+		if c, err := LatestCapture(j.diag, j.lease); err == nil && c != nil && c.Release == failedRelease {
+			for _, cc := range c.Containers {
+				out[fmt.Sprintf("failed/%s/%d", cc.Service, cc.Index)] = cc.Logs
+			}
+		}
+	}
 	if len(cohort) == 0 {
-		if c, err := LatestCapture(j.diag, j.lease); err == nil && c != nil {
+		if c, err := LatestCapture(j.diag, j.lease); err == nil && c != nil && c.Release == 0 {
 			for _, cc := range c.Containers {
 				out[fmt.Sprintf("%s/%d", cc.Service, cc.Index)] = cc.Logs
 			}
 		}
 		return messages.LogsReply{Logs: out}
 	}
-	per := logsResponseCeiling / len(cohort)
+	per := logsResponseCeiling / (len(cohort) + len(out))
 	for _, c := range cohort {
 		key := fmt.Sprintf("%s/%d", c.Service, c.Index)
 		text, _, err := j.eng.Logs(ctx, c.ID, tail, per)

@@ -232,13 +232,13 @@ func (p *idleParent) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case spawnIdle:
 		m.done <- p.spawnAll(c)
-	case lease.Report:
-		if m.Status == lease.Ready && m.Running == 1 {
+	case messages.LeaseReport:
+		if m.Status == string(lease.Ready) && m.Running == 1 {
 			p.f.ready.Add(1)
 		} else {
 			p.f.unexpected.Add(1)
 		}
-	case lease.LeaseClosed:
+	case messages.LeaseClosed:
 		p.f.unexpected.Add(1)
 	case stopIdle:
 		// c.Stop, as the registry stops a closed lease (and nothing else: a test

@@ -1,79 +1,32 @@
 package lease
 
-import (
-	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/messages"
-)
+// Commands the registry sends a lease actor beside the shared vocabulary of
+// package messages (Deprovision, GetInfo, Inventory, ContainerDied, …), and the
+// actor's messages to itself.
 
-// Messages between the registry and its lease actors, and a lease actor's own.
+// Reprovision (an Input, machine.go) is also the registry's command: it admitted
+// a new Spec for a failed lease, already stored in the shared spec pointer.
 
-// Reprovision tells a failed lease that the registry admitted a new Spec for it
-// (already stored in the shared spec pointer): start provisioning it.
-type Reprovision struct{}
-
-// Report is what a lease tells the registry after (re)starting and after every
-// transition: the registry keeps it as its read model for GET /provisions and
-// /stats, and to decide admissions without asking.
-type Report struct {
-	Lease     string
-	Admission uint64
-	Status    Status
-	Info      messages.ProvisionInfo
-	Running   int // containers believed running (ready cohort size)
+// MaintainCommand is a restart or update the registry validated (for an update:
+// the target release with the new manifest and the lease's frozen profiles). A nil
+// Reply error means the intent is journaled: 202.
+type MaintainCommand struct {
+	Maintain Maintain
+	Reply    chan<- error
 }
 
-// LeaseClosed tells the registry the lease's closed receipt is journaled: release the
-// pool and stop the actor.
-type LeaseClosed struct {
-	Lease     string
-	Admission uint64
-}
-
-// Inventory hands a lease the managed containers Docker lists for it (startup and
-// periodic reconciliation). Complete is false when the list may have missed some.
-type Inventory struct {
-	Containers []dockerio.Container
-	Reply      chan<- struct{} // closed once the lease has acted on it (nil = no ack)
-}
-
-// ContainerDied is a death the watcher saw on Docker's live event stream.
-type ContainerDied struct {
-	ContainerID string
-	Generation  uint64
-	ExitCode    int
-	// Counted: the stream saw this run start and saw no kill before the death.
-	Counted bool
-}
-
-// Worker completions carry the epoch of the worker that produced them; a message
-// whose epoch is not the current worker's is from a canceled or previous worker
-// (possibly of a previous incarnation of the actor) and is ignored.
+// The actor's messages to itself. A worker's completion carries the epoch of the
+// worker that produced it: a completion whose epoch is not the current worker's is
+// from a canceled or previous worker (possibly of a previous incarnation of the
+// actor) and is ignored.
 type (
-	provisionDone struct {
-		epoch      uint64
-		generation uint64
-		out        outcome
-	}
-	teardownDone struct {
+	workerDone struct {
 		epoch uint64
-		err   error
+		in    Input
 	}
-	failureCaptured struct {
-		epoch uint64
-	}
-	retry struct {
-		epoch uint64
+	timerFired struct {
+		token uint64
 		what  string
 	}
+	sideDone struct{ in Input }
 )
-
-// outcome is the result of a provision or resume worker.
-type outcome struct {
-	ok         bool
-	pending    bool // cannot decide yet (resume before the deadline): look again later
-	canceled   bool
-	cleaned    bool // a failure whose diagnostics are captured and containers removed
-	containers []Instance
-	reason     string
-	message    string
-}

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"encoding/base64"
 	"fmt"
 	"sort"
 	"strconv"
@@ -42,6 +43,7 @@ type Spec struct {
 	Items        []messages.LeaseItem `json:"items"`
 	Services     []ServiceSpec        `json:"services"` // sorted by name
 	Flat         bool                 `json:"flat,omitempty"`
+	Manifest     []byte               `json:"manifest,omitempty"` // the tenant manifest JSON as sent (decoded payload)
 	CallbackURL  string               `json:"callback_url"`
 	LifecycleURL string               `json:"lifecycle_callback_url"`
 	OperationID  string               `json:"operation_id"`
@@ -75,10 +77,27 @@ func (s *Spec) Instances() int {
 	return n
 }
 
-// HasHealthCheck reports whether any service declares an active health check
+// ServiceImages maps service → manifest image reference.
+func (s *Spec) ServiceImages() map[string]string { return serviceImages(s.Services) }
+
+// release is the admission's release, before the journal numbers it.
+func (s *Spec) release(now time.Time) Release {
+	return Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
+		Manifest: s.Manifest, Items: s.Items, Services: s.Services}
+}
+
+func serviceImages(services []ServiceSpec) map[string]string {
+	out := make(map[string]string, len(services))
+	for _, svc := range services {
+		out[svc.Name] = svc.Manifest.Image
+	}
+	return out
+}
+
+// hasHealthCheck reports whether any service of r declares an active health check
 // (the health-aware verification path).
-func (s *Spec) HasHealthCheck() bool {
-	for _, svc := range s.Services {
+func (r *Release) hasHealthCheck() bool {
+	for _, svc := range r.Services {
 		if svc.Manifest.HealthCheck.Active() {
 			return true
 		}
@@ -86,48 +105,37 @@ func (s *Spec) HasHealthCheck() bool {
 	return false
 }
 
-// ServiceImages maps service → manifest image reference.
-func (s *Spec) ServiceImages() map[string]string {
-	out := make(map[string]string, len(s.Services))
-	for _, svc := range s.Services {
-		out[svc.Name] = svc.Manifest.Image
-	}
-	return out
+// launch is what one Compose launch of a lease stamps on its containers.
+type launch struct {
+	Generation    uint64
+	OperationID   string
+	MaintenanceID string
+	FailCount     int
 }
 
-// Expected is the set of instances a complete cohort has.
-func (s *Spec) Expected() map[dockerio.InstanceKey]bool {
-	out := make(map[dockerio.InstanceKey]bool)
-	for _, svc := range s.Services {
-		for i := 0; i < svc.Quantity; i++ {
-			out[dockerio.InstanceKey{Service: svc.Name, Index: i}] = true
-		}
-	}
-	return out
-}
-
-// plan builds the Compose launch of one provision attempt.
-func (s *Spec) plan(st *State, set *Settings, images map[string]dockerio.ImageInfo, networkID string) dockerio.Plan {
+// plan builds the Compose launch of release r under l, with its admitted images.
+func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]dockerio.ImageInfo, networkID string) dockerio.Plan {
 	p := dockerio.Plan{
-		Lease:          s.Lease,
-		Tenant:         s.Tenant,
-		ProviderUUID:   s.ProviderUUID,
+		Lease:          spec.Lease,
+		Tenant:         spec.Tenant,
+		ProviderUUID:   spec.ProviderUUID,
 		BackendName:    set.BackendName,
 		InstallationID: set.InstallationID,
-		OperationID:    st.OperationID,
-		Generation:     st.Generation,
-		FailCount:      st.FailCount,
-		CallbackURL:    s.CallbackURL,
-		LifecycleURL:   s.LifecycleURL,
+		OperationID:    l.OperationID,
+		MaintenanceID:  l.MaintenanceID,
+		Generation:     l.Generation,
+		FailCount:      l.FailCount,
+		CallbackURL:    spec.CallbackURL,
+		LifecycleURL:   spec.LifecycleURL,
 		NetworkID:      networkID,
 		HostBindIP:     set.HostBindIP,
 		ReadonlyRootfs: set.ReadonlyRootfs,
 		PidsLimit:      set.PidsLimit,
 		TmpfsSizeMB:    set.TmpfsSizeMB,
 	}
-	for _, svc := range s.Services {
+	for _, svc := range r.Services {
 		m := svc.Manifest
-		img := images[m.Image]
+		img := images[svc.Name]
 		sp := dockerio.ServicePlan{
 			Name:            svc.Name,
 			SKU:             svc.SKU,
@@ -138,6 +146,7 @@ func (s *Spec) plan(st *State, set *Settings, images map[string]dockerio.ImageIn
 			Image:           m.Image,
 			ImageID:         img.ID,
 			ImageVolumes:    img.Volumes,
+			MaskLabels:      img.MaskLabels,
 			Env:             m.Env,
 			Command:         m.Command,
 			Args:            m.Args,
@@ -173,6 +182,8 @@ func (s *Spec) plan(st *State, set *Settings, images map[string]dockerio.ImageIn
 	}
 	return p
 }
+
+func encodeManifest(raw []byte) string { return base64.StdEncoding.EncodeToString(raw) }
 
 // parsePort splits a canonical "8080/tcp" key.
 func parsePort(key string) (dockerio.PortSpec, bool) {

@@ -2,27 +2,32 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
-// verify is the seed's startup verification of a launched cohort. Without any
-// manifest health check it waits startup_verify_duration and inspects every
-// container once; with one it polls every HealthPoll until one pass sees the whole
-// cohort ready. Success is reported only when one pass sees every container ready.
-func (j *job) verify(ctx context.Context, cohort []dockerio.Container) outcome {
-	if !complete(j.spec, cohort) {
+// verify is the seed's startup verification of a launched cohort of release r.
+// Without any manifest health check it waits startup_verify_duration and inspects
+// every container; with one it polls every HealthPoll until one pass sees the whole
+// cohort ready (a health pass is sticky: a later flap does not fail it). Success is
+// reported only when one pass sees every container ready. A transient Docker error
+// while inspecting is retried until the verification deadline, never turned into a
+// tenant-visible failure; a container that vanished is a container that exited.
+func (j *job) verify(ctx context.Context, cohort []dockerio.Container, r *Release, provisionDeadline time.Time) Outcome {
+	if !complete(r, cohort) {
 		return fail(messages.ReasonInternal, "launched cohort is incomplete")
 	}
-	if !j.spec.HasHealthCheck() {
+	deadline := healthDeadline(j.now(), provisionDeadline)
+	if !r.hasHealthCheck() {
 		if err := sleep(ctx, j.set.VerifyDuration); err != nil {
-			return outcome{canceled: true}
+			return canceled
 		}
-		pass, err := j.inspectAll(ctx, cohort)
-		if err != nil {
-			return j.verifyError(ctx, err)
+		pass, out, ok := j.inspectAll(ctx, cohort, deadline)
+		if !ok {
+			return out
 		}
 		for _, c := range pass {
 			if c.State == "exited" || c.State == "dead" {
@@ -34,25 +39,23 @@ func (j *job) verify(ctx context.Context, cohort []dockerio.Container) outcome {
 				return fail(messages.ReasonInternal, "container not running after startup")
 			}
 		}
-		return outcome{ok: true, containers: instances(j.spec, pass)}
+		return Outcome{Kind: OutcomeReady, Containers: instances(r, pass)}
 	}
-	return j.verifyHealth(ctx, cohort)
+	return j.verifyHealth(ctx, cohort, r, deadline)
 }
 
 // verifyHealth polls until every container is ready: healthy for services with an
-// active check (a pass is sticky: a later flap does not fail the provision), running
-// for startup_verify_duration for the others.
-func (j *job) verifyHealth(ctx context.Context, cohort []dockerio.Container) outcome {
+// active check, running for startup_verify_duration for the others.
+func (j *job) verifyHealth(ctx context.Context, cohort []dockerio.Container, r *Release, deadline time.Time) Outcome {
 	checked := make(map[string]bool)
-	for _, svc := range j.spec.Services {
+	for _, svc := range r.Services {
 		checked[svc.Name] = svc.Manifest.HealthCheck.Active()
 	}
-	deadline := healthDeadline(j.now(), j.st.Deadline)
 	passed := make(map[string]bool)
 	for {
-		pass, err := j.inspectAll(ctx, cohort)
-		if err != nil {
-			return j.verifyError(ctx, err)
+		pass, out, ok := j.inspectAll(ctx, cohort, deadline)
+		if !ok {
+			return out
 		}
 		ready := true
 		for _, c := range pass {
@@ -78,7 +81,7 @@ func (j *job) verifyHealth(ctx context.Context, cohort []dockerio.Container) out
 			}
 		}
 		if ready {
-			return outcome{ok: true, containers: instances(j.spec, pass)}
+			return Outcome{Kind: OutcomeReady, Containers: instances(r, pass)}
 		}
 		if !j.now().Before(deadline) {
 			for _, c := range pass {
@@ -89,7 +92,7 @@ func (j *job) verifyHealth(ctx context.Context, cohort []dockerio.Container) out
 			return fail(messages.ReasonInternal, "containers did not start in time")
 		}
 		if err := sleep(ctx, min(j.set.HealthPoll, time.Until(deadline)+time.Millisecond)); err != nil {
-			return outcome{canceled: true}
+			return canceled
 		}
 	}
 }
@@ -104,24 +107,37 @@ func healthDeadline(now, provisionDeadline time.Time) time.Time {
 	return provisionDeadline.Add(-time.Minute)
 }
 
-func (j *job) inspectAll(ctx context.Context, cohort []dockerio.Container) ([]dockerio.Container, error) {
+// inspectAll inspects every container of the cohort once. A transient error is
+// retried every HealthPoll until deadline (then the attempt is Internal); a
+// container Docker no longer has reads as dead.
+func (j *job) inspectAll(ctx context.Context, cohort []dockerio.Container, deadline time.Time) ([]dockerio.Container, Outcome, bool) {
 	out := make([]dockerio.Container, 0, len(cohort))
 	for _, c := range cohort {
-		got, err := j.eng.Inspect(ctx, c.ID)
-		if err != nil {
-			return nil, err
+		for attempt := 1; ; attempt++ {
+			got, err := j.eng.Inspect(ctx, c.ID)
+			if err == nil {
+				out = append(out, got)
+				break
+			}
+			if ctx.Err() != nil {
+				return nil, canceled, false
+			}
+			if errors.Is(err, dockerio.ErrNotFound) {
+				c.State = "dead" // removed under us: it did not keep running
+				out = append(out, c)
+				break
+			}
+			if !j.now().Before(deadline) {
+				j.log.Warn().Err(err).Msg("verification inspect failed until the deadline")
+				return nil, fail(messages.ReasonInternal, "containers could not be inspected"), false
+			}
+			j.log.Debug().Err(err).Int("attempt", attempt).Msg("verification inspect failed; retrying")
+			if err := sleep(ctx, j.set.HealthPoll); err != nil {
+				return nil, canceled, false
+			}
 		}
-		out = append(out, got)
 	}
-	return out, nil
-}
-
-func (j *job) verifyError(ctx context.Context, err error) outcome {
-	if ctx.Err() != nil {
-		return outcome{canceled: true}
-	}
-	j.log.Warn().Err(err).Msg("verification inspect failed")
-	return fail(messages.ReasonInternal, "containers could not be inspected")
+	return out, Outcome{}, true
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -17,56 +17,141 @@ import (
 // job is the Docker work of one lease, run on a worker goroutine. It holds copies
 // of what it needs, never the actor's state.
 type job struct {
-	eng   dockerio.Engine
-	diag  *persistence.Diagnostics
-	set   *Settings
-	spec  *Spec
-	st    State // copy at start
-	log   zerolog.Logger
-	now   func() time.Time
-	lease string
+	eng      dockerio.Engine
+	diag     *persistence.Diagnostics
+	set      *Settings
+	spec     *Spec // identity, callback URLs
+	lease    string
+	log      zerolog.Logger
+	now      func() time.Time
+	metrics  *Metrics
+	report   func(Input) // sends an intermediate input (Pinned) to the actor
+	rel      Release     // the release this work deploys or runs
+	source   *Release    // a maintenance's source release (nil: none)
+	pins     map[string]dockerio.ImagePin
+	launch   launch
+	deadline time.Time
+	maint    *Maintenance // the maintenance in flight (replace work)
+	cohort   []Instance   // the running cohort recorded in the journal
+	pending  *RuntimeFailing
 }
 
-func (a *Actor) job(spec *Spec) *job {
-	return &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: spec, st: *a.st,
-		log: *a.log(), now: a.deps.Now, lease: a.id}
+func (a *Actor) job() *job {
+	st := a.st
+	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
+		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput,
+		pins: knownPins(st), deadline: st.Deadline, cohort: cloneInstances(st.Containers),
+		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}}
+	if r := st.Running(); r != nil {
+		j.rel = r.clone()
+	}
+	if st.PendingFailure != nil {
+		pf := *st.PendingFailure
+		j.pending = &pf
+	}
+	if m := st.Maintenance; m != nil {
+		mc := *m
+		mc.Source = cloneInstances(m.Source)
+		j.maint = &mc
+		j.deadline = m.Deadline
+		if src := st.Release(m.SourceVersion); src != nil && m.SourceVersion != 0 {
+			c := src.clone()
+			j.source = &c
+		}
+	}
+	return j
+}
+
+// knownPins maps every image reference the lease ever recorded to its content,
+// newest release winning: a retry, re-provision or restart of the same reference
+// runs exactly that content.
+func knownPins(st *State) map[string]dockerio.ImagePin {
+	out := map[string]dockerio.ImagePin{}
+	for _, r := range st.Releases {
+		for _, si := range r.Images {
+			if si.Ref != "" && si.ID != "" {
+				out[si.Ref] = si.ImagePin
+			}
+		}
+	}
+	return out
+}
+
+func cloneInstances(in []Instance) []Instance {
+	if in == nil {
+		return nil
+	}
+	out := make([]Instance, len(in))
+	copy(out, in)
+	return out
 }
 
 // fail is a definite provision failure with a curated reason and message.
-func fail(reason, message string) outcome {
-	return outcome{reason: reason, message: message}
+func fail(reason, message string) Outcome {
+	return Outcome{Kind: OutcomeFailed, Reason: reason, Message: message}
 }
+
+var canceled = Outcome{Kind: OutcomeCanceled}
+
+// --- provisioning ------------------------------------------------------------------
 
 // provision runs one attempt within its deadline. A deadline that ends the attempt
 // fails it (cleaned up); only a cancellation — a close or a drain — leaves the
 // outcome to the actor.
-func (j *job) provision(parent context.Context) outcome {
-	ctx, cancel := context.WithDeadline(parent, j.st.Deadline)
+func (j *job) provision(parent context.Context) Outcome {
+	ctx, cancel := context.WithDeadline(parent, j.deadline)
 	defer cancel()
 	return j.timedOut(parent, j.attempt(ctx))
 }
 
 // timedOut turns an attempt cut off by its deadline into a definite failure.
-func (j *job) timedOut(parent context.Context, out outcome) outcome {
-	if out.canceled && parent.Err() == nil {
-		return j.failAndClean(parent, fail(messages.ReasonInternal, "provisioning did not complete in time"), nil)
+func (j *job) timedOut(parent context.Context, out Outcome) Outcome {
+	if out.Kind == OutcomeCanceled && parent.Err() == nil {
+		return j.failAndClean(fail(messages.ReasonInternal, "provisioning did not complete in time"), nil)
 	}
 	return out
 }
 
-// attempt cleans up what a previous attempt left, pulls and inspects images, makes
-// the lease network, composes up, then verifies the cohort.
-func (j *job) attempt(ctx context.Context) outcome {
-
-	// A re-provision starts from nothing: old containers go, volumes stay. The
-	// first attempt of a lease has nothing to remove.
-	if j.st.Generation > 1 {
+// attempt removes what earlier attempts left, admits the images, makes the lease
+// network, composes up, then verifies the cohort.
+func (j *job) attempt(ctx context.Context) Outcome {
+	// A re-provision or retry starts from nothing: old containers go, volumes stay.
+	// The first attempt of a lease has nothing to remove.
+	if j.launch.Generation > 1 {
 		if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
 			return j.internal(ctx, "remove previous containers", err)
 		}
 	}
+	images, networkID, out, ok := j.prepare(ctx, j.rel)
+	if !ok {
+		if out.Kind == OutcomeFailed {
+			return j.failAndClean(out, nil)
+		}
+		return out
+	}
+	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, j.launch, j.set, images, networkID))
+	if ctx.Err() != nil {
+		return canceled
+	}
+	cohort, err := j.eng.Cohort(ctx, j.lease)
+	if err != nil {
+		return j.internal(ctx, "list containers", err)
+	}
+	if upErr != nil {
+		j.log.Warn().Err(upErr).Msg("compose up failed")
+		return j.failAndClean(classifyRejectedLaunch(upErr, cohort), cohort)
+	}
+	out = j.verify(ctx, cohort, &j.rel, j.deadline)
+	if out.Kind == OutcomeReady || out.Kind == OutcomeCanceled {
+		return out
+	}
+	return j.failAndClean(out, nil)
+}
 
-	// The lease network and the images are independent: prepare them at once.
+// prepare admits the release's images and ensures the lease network, at once (they
+// are independent). A failure is returned as an Outcome with ok false: Failed for a
+// definite one (not yet cleaned up), Canceled when ctx ended.
+func (j *job) prepare(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, string, Outcome, bool) {
 	type netResult struct {
 		id  string
 		err error
@@ -77,70 +162,80 @@ func (j *job) attempt(ctx context.Context) outcome {
 			BackendName: j.set.BackendName, InstallationID: j.set.InstallationID})
 		netDone <- netResult{id, err}
 	}()
-	images, out, failed := j.prepareImages(ctx)
+	images, out, ok := j.admitImages(ctx, r)
 	net := <-netDone
-	if failed {
-		return out
+	if !ok {
+		return nil, "", out, false
 	}
-	networkID, err := net.id, net.err
-	if err != nil {
-		if errors.Is(err, dockerio.ErrAddressPoolExhausted) {
-			j.log.Error().Err(err).Msg("no network address space left")
-			return j.failAndClean(ctx, fail(messages.ReasonInternal, "insufficient resources: no network address space"), nil)
+	if net.err != nil {
+		if ctx.Err() != nil {
+			return nil, "", canceled, false
 		}
-		return j.internal(ctx, "lease network", err)
+		if errors.Is(net.err, dockerio.ErrAddressPoolExhausted) {
+			j.log.Error().Err(net.err).Msg("no network address space left")
+			return nil, "", fail(messages.ReasonInternal, "insufficient resources: no network address space"), false
+		}
+		j.log.Error().Err(net.err).Msg("lease network")
+		if errors.Is(net.err, dockerio.ErrForeignObject) || errors.Is(net.err, dockerio.ErrForeignNetwork) {
+			return nil, "", fail(messages.ReasonInternal, "the lease network name is taken by another installation"), false
+		}
+		return nil, "", fail(messages.ReasonInternal, "provisioning failed: lease network"), false
 	}
-
-	plan := j.spec.plan(&j.st, j.set, images, networkID)
-	upErr := j.eng.Up(ctx, plan)
-	if ctx.Err() != nil {
-		return outcome{canceled: true}
-	}
-	cohort, err := j.eng.Cohort(ctx, j.lease)
-	if err != nil {
-		return j.internal(ctx, "list containers", err)
-	}
-	if upErr != nil {
-		j.log.Warn().Err(upErr).Msg("compose up failed")
-		return j.failAndClean(ctx, classifyRejectedLaunch(cohort), cohort)
-	}
-	out = j.verify(ctx, cohort)
-	if out.ok || out.canceled {
-		return out
-	}
-	return j.failAndClean(ctx, out, nil)
+	return images, net.id, Outcome{}, true
 }
 
-// prepareImages pulls and inspects every distinct image of the lease. On failure
-// it returns the attempt's outcome and failed=true.
-func (j *job) prepareImages(ctx context.Context) (map[string]dockerio.ImageInfo, outcome, bool) {
-	images := make(map[string]dockerio.ImageInfo)
-	for _, svc := range j.spec.Services {
+// admitImages admits every service image of r: the recorded content when the
+// lease already ran this reference (never the tag again), else the registry's
+// answer for the tag. It reports the pins to the actor, which journals them.
+func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, Outcome, bool) {
+	byRef := map[string]dockerio.ImageInfo{}
+	images := map[string]dockerio.ImageInfo{}
+	var pins []ServiceImage
+	for _, svc := range r.Services {
 		ref := svc.Manifest.Image
-		if _, done := images[ref]; done {
-			continue
-		}
-		pctx, pcancel := context.WithTimeout(ctx, j.set.PullTimeout)
-		info, err := j.eng.ResolveImage(pctx, ref)
-		pcancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, outcome{canceled: true}, true
+		info, done := byRef[ref]
+		if !done {
+			pctx, pcancel := context.WithTimeout(ctx, j.set.PullTimeout)
+			var err error
+			if pin, ok := r.Pin(svc.Name); ok && pin.Ref == ref && pin.ID != "" {
+				info, err = j.eng.PinnedImage(pctx, pin)
+			} else if pin, ok := j.pins[ref]; ok {
+				info, err = j.eng.PinnedImage(pctx, pin)
+			} else {
+				info, err = j.eng.ResolveImage(pctx, ref)
 			}
-			j.log.Warn().Err(err).Str("image", ref).Msg("image pull failed")
-			if errors.Is(err, dockerio.ErrImagePull) || pctx.Err() != nil {
-				return nil, j.failAndClean(ctx, fail(messages.ReasonImagePullFailed, "image could not be pulled"), nil), true
+			timedOut := pctx.Err() != nil
+			pcancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, canceled, false
+				}
+				j.log.Warn().Err(err).Str("image", ref).Msg("image admission failed")
+				switch {
+				case errors.Is(err, dockerio.ErrImageNotAdmissible):
+					return nil, fail(messages.ReasonImagePullFailed, "image metadata is not admissible"), false
+				case errors.Is(err, dockerio.ErrImagePull) || timedOut:
+					return nil, fail(messages.ReasonImagePullFailed, "image could not be pulled"), false
+				}
+				return nil, fail(messages.ReasonInternal, "provisioning failed: image"), false
 			}
-			return nil, j.internal(ctx, "pull image", err), true
+			byRef[ref] = info
 		}
-		images[ref] = info
+		images[svc.Name] = info
+		pins = append(pins, ServiceImage{Service: svc.Name, ImagePin: info.Pin(ref)})
 	}
-	return images, outcome{}, false
+	if j.report != nil && !samePins(r.Images, pins) {
+		j.report(Pinned{Version: r.Version, Images: pins})
+	}
+	return images, Outcome{}, true
 }
 
 // classifyRejectedLaunch reads a cohort Compose refused to finish launching: the
 // definite failures of the seed, else Internal.
-func classifyRejectedLaunch(cohort []dockerio.Container) outcome {
+func classifyRejectedLaunch(upErr error, cohort []dockerio.Container) Outcome {
+	if errors.Is(upErr, dockerio.ErrForeignObject) {
+		return fail(messages.ReasonInternal, "a container of another installation holds this lease's name")
+	}
 	for _, c := range cohort {
 		if c.State == "exited" || c.State == "dead" {
 			return fail(messages.ReasonContainerExited, "container exited during startup")
@@ -160,68 +255,96 @@ func classifyRejectedLaunch(cohort []dockerio.Container) outcome {
 }
 
 // internal is an attempt that failed for a reason that is ours, not the tenant's.
-func (j *job) internal(ctx context.Context, step string, err error) outcome {
+func (j *job) internal(ctx context.Context, step string, err error) Outcome {
 	if ctx.Err() != nil {
-		return outcome{canceled: true}
+		return canceled
 	}
 	j.log.Error().Err(err).Str("step", step).Msg("provision step failed")
-	return j.failAndClean(ctx, fail(messages.ReasonInternal, "provisioning failed: "+step), nil)
+	return j.failAndClean(fail(messages.ReasonInternal, "provisioning failed: "+step), nil)
 }
 
 // failAndClean captures the attempt's diagnostics, then removes its containers.
 // Cleanup runs on a fresh context: the attempt's deadline may be what failed it.
-func (j *job) failAndClean(ctx context.Context, out outcome, cohort []dockerio.Container) outcome {
+func (j *job) failAndClean(out Outcome, cohort []dockerio.Container) Outcome {
 	cctx, cancel := context.WithTimeout(context.Background(), j.set.StopTimeout+time.Minute)
 	defer cancel()
 	if cohort == nil {
 		cohort, _ = j.eng.Cohort(cctx, j.lease)
 	}
-	j.capture(cctx, out.reason, out.message, cohort)
+	j.capture(cctx, captureOf{reason: out.Reason, message: out.Message, generation: j.launch.Generation}, cohort)
 	if err := j.eng.Down(cctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
 		j.log.Warn().Err(err).Msg("remove failed attempt's containers")
 	}
-	out.cleaned = true
 	return out
 }
 
-// resume decides a provision whose worker never reported (restart of the actor or
-// the process): a complete, running cohort of this generation resumes verification;
-// a cohort with a dead container cannot finish and is failed; anything else is left
-// pending until the provision deadline, then cleaned up and failed.
-func (j *job) resume(ctx context.Context) outcome {
-	if !j.now().Before(j.st.Deadline) {
-		return j.failAndClean(ctx, fail(messages.ReasonInternal, "provisioning did not complete in time"), nil)
+// resume decides a provision whose worker never reported (a restart of the actor
+// or the process): a complete, running cohort of this generation resumes
+// verification; one with a dead container cannot finish and is failed; an
+// incomplete one — an interrupted launch — is removed by exact ID and the
+// provision starts again at once under a new generation, so every interrupted
+// provision settles within seconds, never at its deadline.
+func (j *job) resume(ctx context.Context) Outcome {
+	if !j.now().Before(j.deadline) {
+		return j.failAndClean(fail(messages.ReasonInternal, "provisioning did not complete in time"), nil)
 	}
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	if err != nil {
 		if ctx.Err() != nil {
-			return outcome{canceled: true}
+			return canceled
 		}
 		j.log.Warn().Err(err).Msg("resume: list containers")
-		return outcome{pending: true}
+		return Outcome{Kind: OutcomePending}
 	}
-	var current []dockerio.Container
-	for _, c := range cohort {
-		if c.Generation == j.st.Generation {
-			current = append(current, c)
-		}
-	}
+	current := ofGeneration(cohort, j.launch.Generation)
 	for _, c := range current {
 		if c.State == "exited" || c.State == "dead" {
-			return j.failAndClean(ctx, fail(messages.ReasonContainerExited, "container exited during startup"), current)
+			return j.failAndClean(fail(messages.ReasonContainerExited, "container exited during startup"), current)
 		}
 	}
-	if complete(j.spec, current) && allRunning(current) {
-		dctx, cancel := context.WithDeadline(ctx, j.st.Deadline)
+	if complete(&j.rel, current) && allRunning(current) {
+		dctx, cancel := context.WithDeadline(ctx, j.deadline)
 		defer cancel()
-		out := j.timedOut(ctx, j.verify(dctx, current))
-		if out.ok || out.canceled || out.cleaned {
+		out := j.timedOut(ctx, j.verify(dctx, current, &j.rel, j.deadline))
+		if out.Kind == OutcomeReady || out.Kind == OutcomeCanceled {
 			return out
 		}
-		return j.failAndClean(ctx, out, nil)
+		return j.failAndClean(out, nil)
 	}
-	return outcome{pending: true} // before the deadline (checked above)
+	if err := j.removeExact(ctx, cohort); err != nil {
+		if ctx.Err() != nil {
+			return canceled
+		}
+		j.log.Warn().Err(err).Msg("resume: remove the interrupted launch")
+		return Outcome{Kind: OutcomePending}
+	}
+	j.log.Info().Int("containers", len(cohort)).Uint64("generation", j.launch.Generation).
+		Msg("interrupted provision: incomplete cohort removed; starting again")
+	return Outcome{Kind: OutcomeRetry}
 }
+
+// removeExact stops and removes exactly these containers, gently.
+func (j *job) removeExact(ctx context.Context, cs []dockerio.Container) error {
+	var errs []error
+	for _, c := range cs {
+		if err := j.eng.StopRemove(ctx, c.ID, j.set.StopTimeout); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ofGeneration(cs []dockerio.Container, gen uint64) []dockerio.Container {
+	var out []dockerio.Container
+	for _, c := range cs {
+		if c.Generation == gen {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// --- teardown ----------------------------------------------------------------------
 
 // teardown removes every container of the lease (Compose down, then exact-ID
 // removal of stragglers) and its volumes, then checks twice that none is left, so
@@ -245,10 +368,8 @@ func (j *job) teardown(ctx context.Context) error {
 				return fmt.Errorf("remove stragglers: %w", err)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -268,6 +389,8 @@ func (j *job) leftovers(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// --- runtime failure ---------------------------------------------------------------
+
 // confirmExited inspects a container the event stream reported dead; it returns
 // the container only when Docker confirms it is no longer running.
 func (j *job) confirmExited(ctx context.Context, id string) *dockerio.Container {
@@ -282,19 +405,26 @@ func (j *job) confirmExited(ctx context.Context, id string) *dockerio.Container 
 }
 
 // captureRuntimeFailure records the dead cohort's state and logs for diagnostics.
-func (j *job) captureRuntimeFailure(ctx context.Context, f RuntimeFailing) {
+func (j *job) captureRuntimeFailure(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	f := j.pending
+	if f == nil {
+		return
+	}
 	cohort, _ := j.eng.Cohort(ctx, j.lease)
 	msg := fmt.Sprintf("container %s/%d exited with code %d", f.Service, f.Index, f.ExitCode)
 	if f.OOMKilled {
 		msg += " (out of memory)"
 	}
-	j.capture(ctx, messages.ReasonContainerExited, msg, cohort)
+	j.capture(ctx, captureOf{reason: messages.ReasonContainerExited, message: msg, generation: j.launch.Generation}, cohort)
 }
 
-func complete(spec *Spec, cohort []dockerio.Container) bool {
-	want := spec.Expected()
+// --- cohorts -------------------------------------------------------------------------
+
+// complete reports whether cohort is exactly r's instances, each once.
+func complete(r *Release, cohort []dockerio.Container) bool {
+	want := r.expected()
 	seen := make(map[dockerio.InstanceKey]bool)
 	for _, c := range cohort {
 		k := dockerio.InstanceKey{Service: c.Service, Index: c.Index}
@@ -316,8 +446,8 @@ func allRunning(cohort []dockerio.Container) bool {
 }
 
 // instances records a verified cohort for the Ready transition.
-func instances(spec *Spec, cohort []dockerio.Container) []Instance {
-	images := spec.ServiceImages()
+func instances(r *Release, cohort []dockerio.Container) []Instance {
+	images := serviceImages(r.Services)
 	out := make([]Instance, 0, len(cohort))
 	for _, c := range cohort {
 		inst := Instance{Service: c.Service, Index: c.Index, ContainerID: c.ID, Image: images[c.Service]}

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
@@ -126,7 +125,7 @@ func (a *Actor) pass(c actor.Context) {
 }
 
 func (a *Actor) run(ctx context.Context) (int, error) {
-	isLive, err := registry.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, 10*time.Second)
+	isLive, err := supervisors.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, 10*time.Second)
 	if err != nil {
 		return 0, err
 	}

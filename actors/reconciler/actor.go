@@ -2,9 +2,13 @@
 // registry (re)starts — before /health turns healthy and admissions open — and then
 // every reconcile_interval, so a death the event stream missed is still reported.
 // It hands each live lease the containers Docker lists for it (the lease actor
-// classifies them), removes containers of closed leases by their closed receipt,
-// and counts — never adopts, removes or reassigns — managed containers no journal
-// explains.
+// classifies them and disowns those of settled generations), removes containers of
+// closed leases by their closed receipt, and counts — never adopts, removes or
+// reassigns — managed containers no journal explains. Automatic removal is gentle
+// and bounded: exact immutable ID, stopped within container_stop_timeout, removed
+// without force and without volumes, at most 100 per pass with 30 s each; the
+// inventory itself is never capped. The same pass prunes diagnostics.db once an
+// hour (diagnostics_max_age).
 package reconciler
 
 import (
@@ -19,31 +23,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
 // Settings of the reconciler.
 type Settings struct {
-	Interval       time.Duration // reconcile_interval
-	PassTimeout    time.Duration // one pass, Docker list included
-	AckTimeout     time.Duration // how long leases have to act on their inventory
-	InstallationID string
-	RegistryPath   string
+	Interval          time.Duration // reconcile_interval
+	PassTimeout       time.Duration // one pass, Docker list included
+	AckTimeout        time.Duration // how long leases have to act on their inventory
+	RegistryPath      string
+	StopTimeout       time.Duration // container_stop_timeout: the grace of every automatic removal
+	MaxRemovals       int           // automatic removals per pass (100)
+	RemoveTimeout     time.Duration // deadline of each removal (30 s)
+	DiagnosticsMaxAge time.Duration // diagnostics_max_age; 0 = never pruned
+	PruneEvery        time.Duration // how often diagnostics.db is pruned (1 h)
 }
 
 // Deps are the reconciler's collaborators.
 type Deps struct {
-	Store    *persistence.Store
 	Engine   dockerio.Engine
+	Diag     *persistence.Diagnostics // nil: nothing to prune
 	Tree     *supervisors.Tree
 	Settings *Settings
 	Metrics  *Metrics
 	Log      zerolog.Logger
 	Now      func() time.Time
+	// ClosedReceipt reports whether a lease's journal ends in a closed receipt:
+	// the only authority to remove containers of a lease nobody runs.
+	ClosedReceipt func(lease string) (bool, error)
 }
 
 // Actor is the reconciler.
@@ -58,6 +68,7 @@ type Actor struct {
 	passes supervisors.Passes
 	done   int // passes completed
 	last   string
+	pruned time.Time // last diagnostics prune (pass goroutine only)
 }
 
 var epochs atomic.Uint64
@@ -81,7 +92,8 @@ type passDone struct {
 type Result struct {
 	Leases      int
 	Containers  int
-	Removed     int // containers of closed leases removed
+	Removed     int // containers of closed leases or settled generations removed
+	Backlog     int // removal candidates left for the next pass (cap or failures)
 	Unaccounted int
 	Undelivered int // leases whose inventory could not be delivered or acknowledged
 }
@@ -97,7 +109,7 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.cancel()
 		a.wg.Wait()
-	case registry.RecoverNow:
+	case messages.RecoverNow:
 		a.pass(c)
 	case tick:
 		if m.epoch == a.epoch {
@@ -113,12 +125,12 @@ func (a *Actor) Receive(c actor.Context) {
 			a.last = "error: " + m.err.Error()
 			a.log.Warn().Err(m.err).Msg("reconciliation pass failed")
 		} else {
-			a.last = fmt.Sprintf("ok: %d leases, %d containers, %d removed, %d unaccounted",
-				m.res.Leases, m.res.Containers, m.res.Removed, m.res.Unaccounted)
+			a.last = fmt.Sprintf("ok: %d leases, %d containers, %d removed, %d left, %d unaccounted",
+				m.res.Leases, m.res.Containers, m.res.Removed, m.res.Backlog, m.res.Unaccounted)
 			// Only a complete pass makes accounting whole.
-			a.deps.Tree.Send(a.set.RegistryPath, registry.Recovered{})
+			a.deps.Tree.Send(a.set.RegistryPath, messages.Recovered{})
 		}
-		a.deps.Tree.Send(a.set.RegistryPath, registry.RetryStopped{})
+		a.deps.Tree.Send(a.set.RegistryPath, messages.RetryStopped{})
 		if a.passes.Done() {
 			a.pass(c)
 		}
@@ -143,7 +155,7 @@ func (a *Actor) pass(c actor.Context) {
 // run is one pass, off the actor goroutine.
 func (a *Actor) run(ctx context.Context) (Result, error) {
 	var res Result
-	isLive, err := registry.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, a.set.AckTimeout)
+	isLive, err := supervisors.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, a.set.AckTimeout)
 	if err != nil {
 		return res, err
 	}
@@ -157,24 +169,29 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 		byLease[ctr.Lease] = append(byLease[ctr.Lease], ctr)
 	}
 
-	// Live leases classify their own containers; wait for every one to act.
-	acks := make([]chan struct{}, 0, len(isLive))
+	// Live leases classify their own containers; wait for every one to act. Each
+	// answers with the containers of settled generations it disowns.
+	acks := make([]chan messages.InventoryAck, 0, len(isLive))
 	for id := range isLive {
-		ack := make(chan struct{})
-		var once sync.Once
+		ack := make(chan messages.InventoryAck, 1)
 		acks = append(acks, ack)
-		a.deps.Tree.Send(a.set.RegistryPath, &registry.Deliver{
-			Lease:   id,
-			Msg:     &lease.Inventory{Containers: byLease[id], Reply: ack},
-			Dropped: func() { once.Do(func() { close(ack) }); a.deps.Metrics.undelivered.Inc() },
+		a.deps.Tree.Send(a.set.RegistryPath, &messages.Deliver{
+			Lease: id,
+			Msg:   &messages.Inventory{Containers: byLease[id], Reply: ack},
+			Dropped: func() {
+				ack <- messages.InventoryAck{}
+				a.deps.Metrics.undelivered.Inc()
+			},
 		})
 	}
+	var remove []string
 	timeout := time.NewTimer(a.set.AckTimeout)
 	defer timeout.Stop()
 wait:
 	for i, ack := range acks {
 		select {
-		case <-ack:
+		case got := <-ack:
+			remove = append(remove, got.Stale...)
 		case <-timeout.C:
 			// A lease that closed meanwhile never acts on it; the next pass looks again.
 			res.Undelivered = len(acks) - i
@@ -195,9 +212,11 @@ wait:
 	sort.Strings(orphans)
 	for _, id := range orphans {
 		ctrs := byLease[id]
-		closed, err := a.closedReceipt(id)
-		if err != nil {
-			return res, err
+		closed := false
+		if messages.ValidLeaseID(id) {
+			if closed, err = a.deps.ClosedReceipt(id); err != nil {
+				return res, fmt.Errorf("read lease %s: %w", id, err)
+			}
 		}
 		if !closed {
 			res.Unaccounted += len(ctrs)
@@ -207,30 +226,61 @@ wait:
 			}
 			continue
 		}
-		ids := make([]string, 0, len(ctrs))
 		for _, ctr := range ctrs {
-			ids = append(ids, ctr.ID)
+			remove = append(remove, ctr.ID)
 		}
-		if err := a.deps.Engine.RemoveContainers(ctx, ids); err != nil {
-			return res, fmt.Errorf("remove containers of closed lease %s: %w", id, err)
-		}
-		res.Removed += len(ids)
-		a.log.Info().Str("lease_uuid", id).Int("containers", len(ids)).Msg("removed containers of a closed lease")
 	}
+	res.Removed, res.Backlog = a.removeBounded(ctx, remove)
+	a.pruneDiagnostics()
 	return res, nil
 }
 
-// closedReceipt reports whether the lease's journal ends in a closed receipt. A
-// lease without any stream is not ours to remove.
-func (a *Actor) closedReceipt(id string) (bool, error) {
-	if !registry.ValidLeaseID(id) {
-		return false, nil
+// removeBounded stops and removes candidates gently, at most MaxRemovals of them,
+// each within RemoveTimeout; what it leaves (the cap, failures) is the backlog for
+// the next pass.
+func (a *Actor) removeBounded(ctx context.Context, ids []string) (removed, backlog int) {
+	for i, id := range ids {
+		if i >= a.set.MaxRemovals || ctx.Err() != nil {
+			backlog += len(ids) - i
+			break
+		}
+		rctx, cancel := context.WithTimeout(ctx, a.set.RemoveTimeout)
+		err := a.deps.Engine.StopRemove(rctx, id, a.set.StopTimeout)
+		cancel()
+		if err != nil {
+			backlog++
+			a.log.Warn().Err(err).Str("container", id).Msg("automatic removal failed; retried next pass")
+			continue
+		}
+		removed++
+		a.log.Info().Str("container", id).Msg("removed a container of a closed lease or a settled attempt")
 	}
-	st, seq, err := lease.Load(a.deps.Store, id)
+	if backlog > 0 {
+		a.log.Info().Int("left", backlog).Msg("automatic removals left for the next pass")
+	}
+	return removed, backlog
+}
+
+// pruneDiagnostics deletes diagnostics older than diagnostics_max_age, at most once
+// per PruneEvery. Diagnostics carry no authority: a failed prune is only logged.
+func (a *Actor) pruneDiagnostics() {
+	if a.deps.Diag == nil || a.set.DiagnosticsMaxAge <= 0 {
+		return
+	}
+	now := a.deps.Now()
+	if !a.pruned.IsZero() && now.Sub(a.pruned) < a.set.PruneEvery {
+		return
+	}
+	a.pruned = now
+	n, err := a.deps.Diag.Prune(now.Add(-a.set.DiagnosticsMaxAge))
 	if err != nil {
-		return false, fmt.Errorf("read lease %s: %w", id, err)
+		a.log.Warn().Err(err).Msg("prune diagnostics")
+		return
 	}
-	return seq > 0 && st.Status == lease.Closed, nil
+	a.deps.Metrics.diagPruned.Add(float64(n))
+	if n > 0 {
+		a.log.Info().Int("entries", n).Msg("pruned old diagnostics")
+	}
 }
 
 // Metrics of reconciliation.
@@ -239,7 +289,9 @@ type Metrics struct {
 	lastSuccess prometheus.Gauge
 	unaccounted prometheus.Gauge
 	removed     prometheus.Counter
+	backlog     prometheus.Gauge
 	undelivered prometheus.Counter
+	diagPruned  prometheus.Counter
 }
 
 // NewMetrics registers the reconciler's series.
@@ -252,14 +304,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unaccounted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_unaccounted_containers",
 			Help: "Managed containers of this installation that no journal explains, from the last pass. Never removed automatically."}),
 		removed: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_reconciliation_removed_containers_total",
-			Help: "Containers of closed leases removed by reconciliation."}),
+			Help: "Containers of closed leases or settled attempts removed by reconciliation (gently: stop, no force)."}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_reconciliation_removal_backlog",
+			Help: "Removal candidates the last pass left for the next (over the per-pass cap, or failed)."}),
+		diagPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_diagnostics_pruned_total",
+			Help: "Diagnostics entries deleted for being older than diagnostics_max_age."}),
 		undelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_reconciliation_undelivered_total",
 			Help: "Lease inventories the registry could not deliver (lease gone, stopped or busy)."}),
 	}
 	m.passes.WithLabelValues("ok")
 	m.passes.WithLabelValues("error")
 	if reg != nil {
-		reg.MustRegister(m.passes, m.lastSuccess, m.unaccounted, m.removed, m.undelivered)
+		reg.MustRegister(m.passes, m.lastSuccess, m.unaccounted, m.removed, m.backlog, m.undelivered, m.diagPruned)
 	}
 	return m
 }
@@ -273,4 +329,5 @@ func (m *Metrics) observe(res Result, err error, now time.Time) {
 	m.lastSuccess.Set(float64(now.Unix()))
 	m.unaccounted.Set(float64(res.Unaccounted))
 	m.removed.Add(float64(res.Removed))
+	m.backlog.Set(float64(res.Backlog))
 }

@@ -5,7 +5,6 @@
 package registry
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -52,7 +51,7 @@ type entry struct {
 	id       string
 	spec     *atomic.Pointer[lease.Spec] // shared with the lease actor's producer
 	pid      *actor.PID
-	report   lease.Report
+	report   messages.LeaseReport
 	reported bool
 	closing  bool // a deprovision was forwarded: no re-admission until it settles
 	closed   bool // the closed receipt is journaled; waiting for the actor to stop
@@ -82,50 +81,6 @@ func New(deps *Deps) actor.Producer {
 	}
 }
 
-// Recovered tells the registry a reconciliation pass over every lease finished.
-type Recovered struct{}
-
-// RecoverNow asks the reconciler for a pass (sent whenever the registry starts).
-type RecoverNow struct{}
-
-// LeasesReply lists live leases for the reconciler.
-type LeasesReply struct {
-	Leases []string
-}
-
-// ListLeases asks for the live lease IDs.
-type ListLeases struct {
-	Reply chan<- LeasesReply
-}
-
-// LiveLeases asks the registry at path for its live leases, as a set (background
-// passes compare Docker's inventory with it).
-func LiveLeases(ctx context.Context, tree *supervisors.Tree, path string, timeout time.Duration) (map[string]bool, error) {
-	rep, err := supervisors.Ask(ctx, tree, path, timeout,
-		func(r chan<- LeasesReply) any { return &ListLeases{Reply: r} })
-	if err != nil {
-		return nil, fmt.Errorf("list leases: %w", err)
-	}
-	live := make(map[string]bool, len(rep.Leases))
-	for _, id := range rep.Leases {
-		live[id] = true
-	}
-	return live, nil
-}
-
-// Deliver forwards msg to a live lease's actor (used by the reconciler and the
-// watcher). Dropped when the lease is unknown, gone or its mailbox is over limit.
-type Deliver struct {
-	Lease string
-	Msg   any
-	// Dropped, when set, is called (off the registry goroutine's critical path, but
-	// synchronously) if the message could not be delivered.
-	Dropped func()
-}
-
-// RetryStopped respawns lease actors that were stopped past their restart limit.
-type RetryStopped struct{}
-
 // Receive dispatches the registry's messages.
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
@@ -137,6 +92,10 @@ func (a *Actor) Receive(c actor.Context) {
 		m.Reply <- a.admit(c, m.Req)
 	case *messages.Deprovision:
 		a.deprovision(c, m)
+	case *messages.Maintain:
+		a.maintain(c, m)
+	case *messages.GetReleases:
+		a.forward(c, m.Lease, m, func(err error) { m.Reply <- messages.ReleasesReply{Err: err} })
 	case *messages.GetInfo:
 		a.forward(c, m.Lease, m, func(err error) { m.Reply <- messages.InfoReply{Err: err} })
 	case *messages.GetLogs:
@@ -153,31 +112,27 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 		m.Reply <- messages.StatsReply{Stats: a.pool.Stats(a.running())}
 	case *messages.GetHealth:
-		if a.ready {
-			m.Reply <- messages.HealthReply{Ready: true}
-		} else {
-			m.Reply <- messages.HealthReply{Reason: "startup recovery in progress"}
-		}
-	case lease.Report:
+		m.Reply <- a.health()
+	case messages.LeaseReport:
 		if e, ok := a.leases[m.Lease]; ok && m.Admission >= e.report.Admission {
 			e.report, e.reported = m, true
 		}
-	case lease.LeaseClosed:
+	case messages.LeaseClosed:
 		a.leaseClosed(c, m)
 	case *actor.Terminated:
 		a.terminated(c, m)
-	case Recovered:
+	case messages.Recovered:
 		if !a.ready {
 			took := time.Since(a.startedAt)
 			a.phase("recovery", took)
 			a.log.Info().Int("leases", len(a.st.Leases)).Dur("took", took).Msg("startup recovery complete; admitting work")
 		}
 		a.ready = true
-	case *ListLeases:
-		m.Reply <- LeasesReply{Leases: a.st.Sorted()}
-	case *Deliver:
+	case *messages.ListLeases:
+		m.Reply <- messages.LeasesReply{Leases: a.st.Sorted()}
+	case *messages.Deliver:
 		a.deliver(c, m)
-	case RetryStopped:
+	case messages.RetryStopped:
 		a.retryStopped(c)
 	}
 }
@@ -212,7 +167,7 @@ func (a *Actor) started(c actor.Context) {
 	}
 	a.phase("registry_rebuild", time.Since(a.startedAt))
 	a.ready = false
-	a.deps.Tree.Send(a.set.ReconcilerPath, RecoverNow{})
+	a.deps.Tree.Send(a.set.ReconcilerPath, messages.RecoverNow{})
 }
 
 func (a *Actor) spawn(c actor.Context, spec *lease.Spec) {
@@ -253,7 +208,7 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 	e := a.leases[spec.Lease]
 	replacing := false
 	if e != nil && !e.closed {
-		if !e.reported || e.closing || e.stopped || e.report.Status != lease.Failed {
+		if !e.reported || e.closing || e.stopped || e.report.Status != string(lease.Failed) {
 			return messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned")
 		}
 		replacing = true // a failed lease is replaced; its fail_count carries over
@@ -282,7 +237,7 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 }
 
 func (a *Actor) deprovision(c actor.Context, m *messages.Deprovision) {
-	if !ValidLeaseID(m.Lease) {
+	if !messages.ValidLeaseID(m.Lease) {
 		m.Reply <- messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID")
 		return
 	}
@@ -300,6 +255,45 @@ func (a *Actor) deprovision(c actor.Context, m *messages.Deprovision) {
 	}
 	e.closing = true
 	a.forward(c, m.Lease, m, func(err error) { m.Reply <- err })
+}
+
+// maintain validates a restart or update and hands it to the lease actor, which
+// decides it (status, maintenance ID, the maintenance fence) and journals the
+// intent before answering. An update's manifest passes the provision rules, its
+// services must be the lease's, and it keeps the lease's frozen profiles.
+func (a *Actor) maintain(c actor.Context, m *messages.Maintain) {
+	if !a.ready {
+		m.Reply <- messages.Refuse(messages.ErrUnavailable, "recovering state, retry shortly")
+		return
+	}
+	e := a.leases[m.Req.LeaseUUID]
+	if e == nil || e.closed || e.closing {
+		m.Reply <- messages.Refuse(messages.ErrNotFound, "lease not provisioned")
+		return
+	}
+	in := lease.Maintain{Kind: m.Kind, ID: m.MaintenanceID, AdmittedAt: m.AdmittedAt}
+	if m.Kind == messages.MaintenanceUpdate {
+		target, err := a.set.prepareUpdate(e.spec.Load(), m.Req.Payload)
+		if err != nil {
+			m.Reply <- err
+			return
+		}
+		in.Target = target
+	}
+	a.forward(c, m.Req.LeaseUUID, &lease.MaintainCommand{Maintain: in, Reply: m.Reply}, func(err error) { m.Reply <- err })
+}
+
+// health is whether accounting is whole (startup recovery done) and the store
+// this actor writes is healthy, with the store's open-time findings as detail.
+func (a *Actor) health() messages.HealthReply {
+	if err := a.deps.Store.Check(); err != nil {
+		a.log.Warn().Err(err).Msg("health: state store")
+		return messages.HealthReply{Reason: "state store unhealthy"}
+	}
+	if !a.ready {
+		return messages.HealthReply{Reason: "startup recovery in progress"}
+	}
+	return messages.HealthReply{Ready: true, Detail: a.deps.Store.Findings()}
 }
 
 // forward hands a command to a live lease's actor, refusing at once when the lease
@@ -321,7 +315,7 @@ func (a *Actor) forward(c actor.Context, id string, msg any, refuse func(error))
 	c.Send(e.pid, msg)
 }
 
-func (a *Actor) deliver(c actor.Context, m *Deliver) {
+func (a *Actor) deliver(c actor.Context, m *messages.Deliver) {
 	e := a.leases[m.Lease]
 	if e == nil || e.closed || e.stopped || e.pid == nil {
 		if m.Dropped != nil {
@@ -432,7 +426,7 @@ func (a *Actor) running() int {
 
 // leaseClosed journals the release of a closed lease's reservation, then stops its
 // actor. The lease's own stream already holds the closed receipt and its callback.
-func (a *Actor) leaseClosed(c actor.Context, m lease.LeaseClosed) {
+func (a *Actor) leaseClosed(c actor.Context, m messages.LeaseClosed) {
 	e := a.leases[m.Lease]
 	if e == nil || e.closed {
 		return

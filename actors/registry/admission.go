@@ -3,7 +3,6 @@ package registry
 import (
 	"net"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -15,11 +14,8 @@ import (
 	"github.com/berth-dev/berth/messages/manifest"
 )
 
-var canonicalUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-// ValidLeaseID reports whether s is a canonical (lowercase, hyphenated) UUID. Only
-// such IDs are ever stored or used in a Docker name.
-func ValidLeaseID(s string) bool { return canonicalUUID.MatchString(s) }
+// ValidLeaseID reports whether s is a canonical (lowercase, hyphenated) UUID.
+func ValidLeaseID(s string) bool { return messages.ValidLeaseID(s) }
 
 // maxFieldLen bounds free-text request fields (tenant, provider, URLs).
 const maxFieldLen = 2048
@@ -67,6 +63,7 @@ func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease
 		ProviderUUID: req.ProviderUUID,
 		Items:        built.Items,
 		Flat:         built.Flat,
+		Manifest:     raw,
 		CallbackURL:  req.CallbackURL,
 		LifecycleURL: lifecycle,
 		OperationID:  operationID(req.CallbackURL),
@@ -82,6 +79,36 @@ func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease
 	}
 	sort.Slice(spec.Services, func(i, j int) bool { return spec.Services[i].Name < spec.Services[j].Name })
 	return spec, nil
+}
+
+// prepareUpdate validates an update's manifest against the lease as admitted: the
+// provision rules, the lease's own items (so its service names), and the lease's
+// frozen resource profiles — an update never reprices a lease.
+func (s *Settings) prepareUpdate(spec *lease.Spec, payload string) (*lease.Release, error) {
+	if payload == "" {
+		return nil, messages.Refuse(messages.ErrBadRequest, "payload is required")
+	}
+	raw, err := manifest.DecodePayload(payload)
+	if err != nil {
+		return nil, err
+	}
+	built, err := manifest.Build(raw, spec.Items, manifest.Options{AllowedRegistries: s.AllowedRegistries})
+	if err != nil {
+		return nil, err
+	}
+	if len(built.Services) != len(spec.Services) {
+		return nil, messages.Refuse(messages.ErrInvalidManifest, "manifest services must be the lease's")
+	}
+	target := &lease.Release{Manifest: raw, Items: built.Items}
+	for _, svc := range spec.Services {
+		m, ok := built.Services[svc.Name]
+		if !ok {
+			return nil, messages.Refuse(messages.ErrInvalidManifest, "manifest services must be the lease's (%s is missing)", svc.Name)
+		}
+		svc.Manifest = m
+		target.Services = append(target.Services, svc)
+	}
+	return target, nil
 }
 
 // resolveSKU maps an on-chain SKU through sku_mapping, then sku_profiles, and pins

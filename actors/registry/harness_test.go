@@ -62,7 +62,7 @@ type probe struct {
 
 func (p *probe) Receive(c actor.Context) {
 	switch c.Message().(type) {
-	case RecoverNow, *messages.LeaseGone:
+	case messages.RecoverNow, *messages.LeaseGone:
 		p.mu.Lock()
 		p.msgs = append(p.msgs, c.Message())
 		p.mu.Unlock()
@@ -182,7 +182,7 @@ func ask[R any](h *harness, timeout time.Duration, build func(chan<- R) any) R {
 // recovered marks startup recovery done, as the reconciler would, and waits for it.
 func (h *harness) recovered() {
 	h.t.Helper()
-	h.tree.Send(regPath, Recovered{})
+	h.tree.Send(regPath, messages.Recovered{})
 	if !h.health().Ready {
 		h.t.Fatalf("registry not ready after Recovered")
 	}

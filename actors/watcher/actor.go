@@ -17,9 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -63,12 +62,14 @@ func New(deps *Deps) actor.Producer {
 // death is one observed death on its way to its lease.
 type death struct {
 	lease string
-	msg   *lease.ContainerDied
+	msg   *messages.ContainerDied
 }
 
 // Receive starts and stops the goroutines with the actor's life.
 func (a *Actor) Receive(c actor.Context) {
-	switch c.Message().(type) {
+	switch m := c.Message().(type) {
+	case *messages.GetDockerHealth:
+		a.dockerHealth(m)
 	case *actor.Started:
 		ctx, cancel := context.WithCancel(context.Background())
 		a.cancel = cancel
@@ -82,6 +83,28 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 		a.wg.Wait()
 	}
+}
+
+// dockerHealth answers whether Docker is reachable: at once while the event stream
+// is connected, else from a short ping off the actor (the asker's reply channel is
+// buffered, so the ping goroutine never blocks).
+func (a *Actor) dockerHealth(m *messages.GetDockerHealth) {
+	if a.connected.Load() {
+		m.Reply <- messages.DockerHealthReply{Reachable: true}
+		return
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := a.deps.Engine.Ping(ctx); err != nil {
+			a.log.Warn().Err(err).Msg("health: docker")
+			m.Reply <- messages.DockerHealthReply{Reason: "docker engine unreachable"}
+			return
+		}
+		m.Reply <- messages.DockerHealthReply{Reachable: true}
+	}()
 }
 
 // Describe summarises the watcher for /debug/actors.
@@ -101,7 +124,7 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 		// Deaths before this session (a reconnect gap, or a restart of the watcher)
 		// were missed: have the reconciler look now — it attributes them unknown —
 		// instead of at its next interval.
-		a.deps.Tree.Send(a.set.ReconcilerPath, registry.RecoverNow{})
+		a.deps.Tree.Send(a.set.ReconcilerPath, messages.RecoverNow{})
 		began := time.Now()
 		type run struct{ started, killed bool }
 		runs := make(map[string]*run) // this session only: a reconnect forgets
@@ -128,7 +151,7 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 				case "kill":
 					r.killed = true
 				case "die":
-					d := death{lease: ev.Lease, msg: &lease.ContainerDied{ContainerID: ev.ContainerID,
+					d := death{lease: ev.Lease, msg: &messages.ContainerDied{ContainerID: ev.ContainerID,
 						Generation: ev.Generation, ExitCode: ev.ExitCode, Counted: r.started && !r.killed}}
 					delete(runs, ev.ContainerID)
 					select {
@@ -169,7 +192,7 @@ func (a *Actor) dispatch(ctx context.Context, queue <-chan death) {
 			return
 		case d := <-queue:
 			a.deps.Metrics.depth.Set(float64(len(queue)))
-			a.deps.Tree.Send(a.set.RegistryPath, &registry.Deliver{Lease: d.lease, Msg: d.msg,
+			a.deps.Tree.Send(a.set.RegistryPath, &messages.Deliver{Lease: d.lease, Msg: d.msg,
 				Dropped: func() { a.deps.Metrics.dropped.WithLabelValues("undeliverable").Inc() }})
 		}
 	}

@@ -24,8 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
@@ -123,13 +121,13 @@ func (e *crashingEngine) Events(ctx context.Context) (<-chan dockerio.Event, <-c
 // standInRegistry hands every Deliver to the test; drop decides which ones it
 // reports undeliverable (as the registry does for a busy or unknown lease).
 type standInRegistry struct {
-	out  chan *registry.Deliver
+	out  chan *messages.Deliver
 	drop func(n int) bool
 	n    int
 }
 
 func (s *standInRegistry) Receive(c actor.Context) {
-	d, ok := c.Message().(*registry.Deliver)
+	d, ok := c.Message().(*messages.Deliver)
 	if !ok {
 		return
 	}
@@ -144,7 +142,7 @@ func (s *standInRegistry) Receive(c actor.Context) {
 type standInReconciler struct{ asked *atomic.Int64 }
 
 func (s *standInReconciler) Receive(c actor.Context) {
-	if _, ok := c.Message().(registry.RecoverNow); ok {
+	if _, ok := c.Message().(messages.RecoverNow); ok {
 		s.asked.Add(1)
 	}
 }
@@ -163,14 +161,14 @@ type watcherHarness struct {
 	crashing   *crashingEngine
 	fake       *fake.Engine
 	reg        *prometheus.Registry
-	deliveries chan *registry.Deliver
+	deliveries chan *messages.Deliver
 	recovers   atomic.Int64
 }
 
 func newWatcherHarness(t *testing.T, o options) *watcherHarness {
 	t.Helper()
 	h := &watcherHarness{t: t, crashing: newCrashingEngine(), reg: prometheus.NewRegistry(),
-		deliveries: make(chan *registry.Deliver, 100000)}
+		deliveries: make(chan *messages.Deliver, 100000)}
 	h.fake = h.crashing.Engine
 	var eng dockerio.Engine = h.crashing
 	if o.engine != nil {
@@ -310,13 +308,13 @@ func (h *watcherHarness) plan(leaseID string, generation uint64, quantity int, n
 }
 
 // nextDeath waits for the next Deliver and checks it carries a ContainerDied.
-func (h *watcherHarness) nextDeath() (*registry.Deliver, *lease.ContainerDied) {
+func (h *watcherHarness) nextDeath() (*messages.Deliver, *messages.ContainerDied) {
 	h.t.Helper()
 	select {
 	case d := <-h.deliveries:
-		died, ok := d.Msg.(*lease.ContainerDied)
+		died, ok := d.Msg.(*messages.ContainerDied)
 		if !ok {
-			h.t.Fatalf("delivered %T, want *lease.ContainerDied", d.Msg)
+			h.t.Fatalf("delivered %T, want *messages.ContainerDied", d.Msg)
 		}
 		return d, died
 	case <-time.After(patience):
@@ -326,7 +324,7 @@ func (h *watcherHarness) nextDeath() (*registry.Deliver, *lease.ContainerDied) {
 }
 
 // expectDeath checks the next delivery is exactly this death.
-func (h *watcherHarness) expectDeath(leaseID string, want lease.ContainerDied) {
+func (h *watcherHarness) expectDeath(leaseID string, want messages.ContainerDied) {
 	h.t.Helper()
 	d, died := h.nextDeath()
 	if d.Lease != leaseID || *died != want {

@@ -10,11 +10,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/messages"
 )
 
 const (
@@ -35,19 +34,19 @@ func TestWatcher_DeathAfterSeenStart_CountedOnlyWithoutKill(t *testing.T) {
 
 	// The process exits on its own: start … die, no kill.
 	h.crashing.crash(t, cs[0].ID, 3)
-	h.expectDeath(l, lease.ContainerDied{ContainerID: cs[0].ID, Generation: 7, ExitCode: 3, Counted: true})
+	h.expectDeath(l, messages.ContainerDied{ContainerID: cs[0].ID, Generation: 7, ExitCode: 3, Counted: true})
 
 	// docker kill (the fake's Kill): kill, die.
 	if err := h.fake.Kill(cs[1].ID, 137); err != nil {
 		t.Fatal(err)
 	}
-	h.expectDeath(l, lease.ContainerDied{ContainerID: cs[1].ID, Generation: 7, ExitCode: 137})
+	h.expectDeath(l, messages.ContainerDied{ContainerID: cs[1].ID, Generation: 7, ExitCode: 137})
 
 	// Out of memory: oom, kill, die.
 	if err := h.fake.OOMKill(cs[2].ID); err != nil {
 		t.Fatal(err)
 	}
-	h.expectDeath(l, lease.ContainerDied{ContainerID: cs[2].ID, Generation: 7, ExitCode: 137})
+	h.expectDeath(l, messages.ContainerDied{ContainerID: cs[2].ID, Generation: 7, ExitCode: 137})
 
 	// compose down of a running container: kill, die (143).
 	l2 := uuid.NewString()
@@ -55,7 +54,7 @@ func TestWatcher_DeathAfterSeenStart_CountedOnlyWithoutKill(t *testing.T) {
 	if err := h.fake.Down(context.Background(), l2, dockerio.DownOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.expectDeath(l2, lease.ContainerDied{ContainerID: down[0].ID, Generation: 1, ExitCode: 143})
+	h.expectDeath(l2, messages.ContainerDied{ContainerID: down[0].ID, Generation: 1, ExitCode: 143})
 
 	// A new run of a killed container starts clean: its own crash is counted.
 	netID, err := h.fake.EnsureNetwork(context.Background(), dockerio.NetworkSpec{Lease: l, Tenant: "t",
@@ -69,7 +68,7 @@ func TestWatcher_DeathAfterSeenStart_CountedOnlyWithoutKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.crashing.crash(t, cs[1].ID, 2)
-	h.expectDeath(l, lease.ContainerDied{ContainerID: cs[1].ID, Generation: 7, ExitCode: 2, Counted: true})
+	h.expectDeath(l, messages.ContainerDied{ContainerID: cs[1].ID, Generation: 7, ExitCode: 2, Counted: true})
 
 	// Each death was delivered once: the deliveries above came in order with nothing
 	// between them, and the die count matches.
@@ -106,13 +105,13 @@ func TestWatcher_Reconnect_AsksReconcilerAndForgetsWhatItSaw(t *testing.T) {
 
 	// The new session never saw this run start: its crash is not attributable.
 	h.crashing.crash(t, before[0].ID, 1)
-	h.expectDeath(l, lease.ContainerDied{ContainerID: before[0].ID, Generation: 2, ExitCode: 1, Counted: false})
+	h.expectDeath(l, messages.ContainerDied{ContainerID: before[0].ID, Generation: 2, ExitCode: 1, Counted: false})
 
 	// A run the new session saw start is counted again.
 	l2 := uuid.NewString()
 	after := h.startContainers(l2, 1, 1)
 	h.crashing.crash(t, after[0].ID, 4)
-	h.expectDeath(l2, lease.ContainerDied{ContainerID: after[0].ID, Generation: 1, ExitCode: 4, Counted: true})
+	h.expectDeath(l2, messages.ContainerDied{ContainerID: after[0].ID, Generation: 1, ExitCode: 4, Counted: true})
 
 	// A second break is a second pass.
 	h.fake.BreakEvents(errors.New("unexpected EOF"))
@@ -173,12 +172,12 @@ func TestWatcher_HealthySession_ResetsBackoff(t *testing.T) {
 type gateProcess struct {
 	gate     chan struct{}
 	mu       sync.Mutex
-	received []*registry.Deliver
+	received []*messages.Deliver
 }
 
 func (g *gateProcess) SendUserMessage(_ *actor.PID, msg any) {
 	<-g.gate
-	if d, ok := msg.(*registry.Deliver); ok {
+	if d, ok := msg.(*messages.Deliver); ok {
 		g.mu.Lock()
 		g.received = append(g.received, d)
 		g.mu.Unlock()

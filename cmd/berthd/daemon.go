@@ -155,6 +155,8 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		OutboxPath:       outboxPath,
 		SnapshotEvery:    64,
 		WorkerDrain:      cfg.ContainerStopTimeout + time.Minute,
+		ReleasesMaxAge:   90 * 24 * time.Hour, // TODO(wiring): cfg.ReleasesMaxAge
+		HistoryBytes:     32 << 20,
 	}}
 	profiles := make(map[string]lease.Profile, len(cfg.SKUProfiles))
 	for name, p := range cfg.SKUProfiles {
@@ -198,10 +200,12 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		{Name: "watcher", Kind: "watcher", Producer: watcher.New(&watcher.Deps{Engine: eng, Tree: tree, Log: log,
 			Metrics: watcher.NewMetrics(reg), Settings: &watcher.Settings{InstallationID: id.InstallationID,
 				RegistryPath: registryPath, ReconcilerPath: reconcilerPath, QueueSize: 4096, BackoffBase: time.Second, BackoffCap: 30 * time.Second}})},
-		{Name: "reconciler", Kind: "reconciler", Producer: reconciler.New(&reconciler.Deps{Store: d.store, Engine: eng,
-			Tree: tree, Log: log, Now: now, Metrics: reconciler.NewMetrics(reg), Settings: &reconciler.Settings{
-				Interval: cfg.ReconcileInterval, PassTimeout: 2 * time.Minute, AckTimeout: 30 * time.Second,
-				InstallationID: id.InstallationID, RegistryPath: registryPath}})},
+		{Name: "reconciler", Kind: "reconciler", Producer: reconciler.New(&reconciler.Deps{Engine: eng, Diag: d.diag,
+			Tree: tree, Log: log, Now: now, Metrics: reconciler.NewMetrics(reg), ClosedReceipt: lease.ClosedReceipt(d.store),
+			Settings: &reconciler.Settings{Interval: cfg.ReconcileInterval, PassTimeout: 2 * time.Minute,
+				AckTimeout: 30 * time.Second, RegistryPath: registryPath, StopTimeout: cfg.ContainerStopTimeout,
+				MaxRemovals: 100, RemoveTimeout: 30 * time.Second, DiagnosticsMaxAge: cfg.DiagnosticsMaxAge,
+				PruneEvery: time.Hour}})},
 		{Name: "reclaimer", Kind: "reclaimer", Producer: reclaimer.New(&reclaimer.Deps{Engine: eng, Tree: tree, Log: log,
 			Metrics: reclaimer.NewMetrics(reg), Settings: &reclaimer.Settings{Interval: cfg.ReconcileInterval,
 				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
