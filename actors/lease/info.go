@@ -78,11 +78,11 @@ type Capture struct {
 	MaintenanceID string             `json:"maintenance_id,omitempty"`
 	Release       int                `json:"release,omitempty"` // a failed maintenance target's release
 	Generation    uint64             `json:"generation"`
-	At          time.Time          `json:"at"`
-	Reason      string             `json:"reason"`
-	Message     string             `json:"message"`
-	FailCount   int                `json:"fail_count"`
-	Containers  []ContainerCapture `json:"containers"`
+	At            time.Time          `json:"at"`
+	Reason        string             `json:"reason"`
+	Message       string             `json:"message"`
+	FailCount     int                `json:"fail_count"`
+	Containers    []ContainerCapture `json:"containers"`
 }
 
 // ContainerCapture is one container of a failed attempt.

@@ -137,18 +137,18 @@ const (
 // Release is one deployment of the lease: what was asked for (manifest, items, the
 // frozen resource profiles) and what ran (the image of every service).
 type Release struct {
-	Version       int                          `json:"version"`
-	Status        string                       `json:"status"` // messages.Release* statuses
-	Kind          string                       `json:"kind"`   // provision | restart | update
-	OperationID   string                       `json:"operation_id,omitempty"`
-	MaintenanceID string                       `json:"maintenance_id,omitempty"`
-	CreatedAt     time.Time                    `json:"created_at"`
-	Reason        string                       `json:"reason,omitempty"`
-	Message       string                       `json:"message,omitempty"`
-	Manifest      []byte                       `json:"manifest,omitempty"` // the tenant manifest JSON as sent
-	Items         []messages.LeaseItem         `json:"items,omitempty"`
-	Services      []ServiceSpec                `json:"services,omitempty"` // sorted by name
-	Images        []ServiceImage               `json:"images,omitempty"`   // content as deployed, by service
+	Version       int                  `json:"version"`
+	Status        string               `json:"status"` // messages.Release* statuses
+	Kind          string               `json:"kind"`   // provision | restart | update
+	OperationID   string               `json:"operation_id,omitempty"`
+	MaintenanceID string               `json:"maintenance_id,omitempty"`
+	CreatedAt     time.Time            `json:"created_at"`
+	Reason        string               `json:"reason,omitempty"`
+	Message       string               `json:"message,omitempty"`
+	Manifest      []byte               `json:"manifest,omitempty"` // the tenant manifest JSON as sent
+	Items         []messages.LeaseItem `json:"items,omitempty"`
+	Services      []ServiceSpec        `json:"services,omitempty"` // sorted by name
+	Images        []ServiceImage       `json:"images,omitempty"`   // content as deployed, by service
 }
 
 // ServiceImage is the recorded content of one service of a release.
@@ -769,9 +769,9 @@ type ReplaceResult struct {
 type WorkKind string
 
 const (
-	WorkProvision     WorkKind = "provision"      // one attempt: images, network, compose up, verify
-	WorkResume        WorkKind = "resume"         // classify an interrupted provision against Docker
-	WorkTeardown      WorkKind = "teardown"       // remove everything of the lease
+	WorkProvision     WorkKind = "provision" // one attempt: images, network, compose up, verify
+	WorkResume        WorkKind = "resume"    // classify an interrupted provision against Docker
+	WorkTeardown      WorkKind = "teardown"  // remove everything of the lease
 	WorkCapture       WorkKind = "failure-capture"
 	WorkReplace       WorkKind = "replace"        // a restart or update, from capture to verdict
 	WorkReplaceResume WorkKind = "replace-resume" // classify an interrupted maintenance against Docker
