@@ -66,7 +66,12 @@ type TenantQuota struct {
 // Debug holds the debug.* keys.
 type Debug struct {
 	// Chaos (debug.chaos) enables POST /debug/chaos/crash on the debug listener.
+	// Load requires Token when it is true.
 	Chaos bool
+	// Token (debug.token) is the debug listener's bearer token: a client sends
+	// "Authorization: Bearer <token>". "" is no token; a set one is at least
+	// MinDebugTokenBytes long.
+	Token Secret
 }
 
 // Ingress holds the ingress.* keys (Traefik routing in Fred). berth has no
@@ -263,3 +268,6 @@ const (
 
 // StateDBFile is berth's authoritative store inside data_dir.
 const StateDBFile = "state.db"
+
+// MinDebugTokenBytes is the shortest accepted debug.token.
+const MinDebugTokenBytes = 16

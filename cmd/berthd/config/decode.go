@@ -416,10 +416,10 @@ func (d *decoder) section(key, keys string) bool {
 }
 
 func (d *decoder) debug() Debug {
-	if !d.section("debug", "debug.chaos") {
+	if !d.section("debug", "debug.chaos, debug.token") {
 		return Debug{}
 	}
-	return Debug{Chaos: d.boolean("debug.chaos")}
+	return Debug{Chaos: d.boolean("debug.chaos"), Token: Secret(d.str("debug.token"))}
 }
 
 func (d *decoder) ingress() Ingress {

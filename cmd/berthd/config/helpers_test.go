@@ -12,6 +12,7 @@ import (
 const (
 	testSecret     = "0123456789abcdef0123456789abcdef-primary"
 	testSecretNext = "fedcba9876543210fedcba9876543210-next"
+	testDebugToken = "debug-token-0123456789"
 )
 
 // prodBase is the smallest production_mode file that loads: every key that

@@ -105,6 +105,7 @@ var schema = &shape{fields: map[string]*shape{
 
 	"debug": {fields: map[string]*shape{
 		"chaos": nil,
+		"token": nil,
 	}},
 }}
 

@@ -67,6 +67,7 @@ func TestSchemaKnows_FreeKeyMapsAcceptAnyName_TyposRefused(t *testing.T) {
 		"retain_on_clse":               false,
 		"ingress.enabled":              true,
 		"ingress.custom_domain_dns":    false,
+		"debug.token":                  true,
 	}
 	keys := make([]string, 0, len(cases))
 	for k := range cases {

@@ -80,6 +80,7 @@ total_cpu_cores: 3.5
 image_pull_timeout: 90s
 debug:
   chaos: true
+  token: `+testDebugToken+`
 `)
 	if c.ListenAddr != "0.0.0.0:9101" || c.HostAddress != "berth.example.com" || c.TotalCPUCores != 3.5 ||
 		c.ImagePullTimeout != 90*time.Second || !c.Debug.Chaos {
@@ -108,10 +109,10 @@ log_level: warn
 }
 
 func TestLoad_NestedEnv_DebugChaosAndTenantQuota(t *testing.T) {
-	c := mustLoad(t, "", "BERTH_DEBUG__CHAOS=true", "BERTH_TENANT_QUOTA__MAX_CPU_CORES=4",
+	c := mustLoad(t, "", "BERTH_DEBUG__CHAOS=true", "BERTH_DEBUG__TOKEN="+testDebugToken, "BERTH_TENANT_QUOTA__MAX_CPU_CORES=4",
 		"BERTH_TENANT_QUOTA__MAX_MEMORY_MB=2048", "BERTH_PRODUCTION_MODE=false", "BERTH_CONTAINER_STOP_TIMEOUT=45s")
-	if !c.Debug.Chaos {
-		t.Fatal("BERTH_DEBUG__CHAOS=true did not set debug.chaos")
+	if !c.Debug.Chaos || string(c.Debug.Token) != testDebugToken {
+		t.Fatal("BERTH_DEBUG__CHAOS / BERTH_DEBUG__TOKEN did not set debug.chaos / debug.token")
 	}
 	want := TenantQuota{MaxCPUCores: 4, MaxMemoryMB: 2048, Set: true}
 	if c.TenantQuota != want {

@@ -1,8 +1,8 @@
 package config
 
 // Redacted returns the configuration keyed by YAML key, fit for one startup log
-// line: callback_secret and callback_secret_next read "<redacted>" when set and
-// "<unset>" when not; durations are strings such as "5m0s".
+// line: callback_secret, callback_secret_next and debug.token read "<redacted>"
+// when set and "<unset>" when not; durations are strings such as "5m0s".
 func (c *Config) Redacted() map[string]any {
 	profiles := make(map[string]any, len(c.SKUProfiles))
 	for name, p := range c.SKUProfiles {
@@ -99,6 +99,6 @@ func (c *Config) Redacted() map[string]any {
 			"custom_domain_dns_check_disabled": c.Ingress.CustomDomainDNSCheckDisabled,
 		},
 
-		"debug": map[string]any{"chaos": c.Debug.Chaos},
+		"debug": map[string]any{"chaos": c.Debug.Chaos, "token": c.Debug.Token.String()},
 	}
 }

@@ -37,6 +37,23 @@ func TestRedacted_CoversEverySchemaKey(t *testing.T) {
 	}
 }
 
+func TestRedacted_DebugToken_Hidden(t *testing.T) {
+	c := mustLoad(t, "debug: {chaos: true, token: "+testDebugToken+"}\n")
+	r := c.Redacted()
+	if d, ok := r["debug"].(map[string]any); !ok || d["token"] != "<redacted>" || d["chaos"] != true {
+		t.Fatalf("debug = %#v, want chaos true and the token redacted", r["debug"])
+	}
+	encoded, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{fmt.Sprint(r), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), string(encoded)} {
+		if strings.Contains(out, testDebugToken) {
+			t.Fatalf("debug.token leaked in %q", out)
+		}
+	}
+}
+
 func TestConfig_PrintedOrMarshalled_NeverShowsSecrets(t *testing.T) {
 	c := mustLoad(t, "callback_secret: "+testSecret+"\ncallback_secret_next: "+testSecretNext+"\n")
 	encoded, err := json.Marshal(c)

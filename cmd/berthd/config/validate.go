@@ -58,8 +58,12 @@ func validateCore(c *Config, ps *problemSet) {
 	} else if c.DebugListenAddr == c.ListenAddr && !strings.HasSuffix(c.ListenAddr, ":0") {
 		ps.add("debug_listen_addr", "must differ from listen_addr")
 	} else if !isLoopbackListen(c.DebugListenAddr) {
-		c.Warnings = append(c.Warnings, "debug_listen_addr: "+c.DebugListenAddr+
-			" is not loopback; the debug endpoints (pprof, actor tree, chaos) are unauthenticated")
+		msg := "debug_listen_addr: " + c.DebugListenAddr +
+			" is not loopback; the debug endpoints (pprof, actor tree, chaos) are reachable from the network"
+		if c.Debug.Token == "" {
+			msg += " without authentication; setting debug.token is advised"
+		}
+		c.Warnings = append(c.Warnings, msg)
 	}
 
 	if strings.TrimSpace(c.HostAddress) == "" {
@@ -419,9 +423,19 @@ func validateIngress(c *Config, ps *problemSet) {
 	}
 }
 
+// validateDebug keeps the chaos endpoint from ever being open without a token.
 func validateDebug(c *Config, ps *problemSet) {
-	if c.ProductionMode && c.Debug.Chaos {
-		c.Warnings = append(c.Warnings, "debug.chaos: enabled in production_mode; any debug client can crash actors")
+	tokenOK := true
+	if n := len(c.Debug.Token); n > 0 && n < MinDebugTokenBytes {
+		ps.add("debug.token", "must be at least %d bytes, got %d", MinDebugTokenBytes, n)
+		tokenOK = false
+	}
+	if c.Debug.Chaos && c.Debug.Token == "" {
+		ps.add("debug.chaos", "requires debug.token (at least %d bytes): the chaos endpoint must never be open without it",
+			MinDebugTokenBytes)
+	}
+	if c.ProductionMode && c.Debug.Chaos && tokenOK {
+		c.Warnings = append(c.Warnings, "debug.chaos: enabled in production_mode; any holder of debug.token can crash actors")
 	}
 }
 

@@ -287,6 +287,7 @@ func TestValidate_TyposOfNewKeys_StillUnknownWithSuggestion(t *testing.T) {
 		{"top-level", "retain_on_clse: true", nil, `retain_on_clse: unknown key in|did you mean "retain_on_close"`},
 		{"volume", `volume_data_pth: ""`, nil, `volume_data_pth: unknown key|did you mean "volume_data_path"`},
 		{"ingress", "ingress: {enabeld: true}", nil, `ingress.enabeld: unknown key|did you mean "enabled"`},
+		{"debug", "debug: {tokn: x}", nil, `debug.tokn: unknown key|did you mean "token"`},
 	})
 }
 
@@ -432,4 +433,39 @@ func TestLoad_IngressLists_ReplacedWhole_NullSectionKeepsDefaults(t *testing.T) 
 		{"ingress list scalar refused", "ingress: {custom_domain_middlewares: x}", nil, "ingress.custom_domain_middlewares: must be a list of strings"},
 		{"null profiles still refused", "sku_profiles: ~", nil, "sku_profiles: at least one SKU profile is required"},
 	})
+}
+
+func TestValidate_DebugChaosRequiresToken(t *testing.T) {
+	short := strings.Repeat("t", MinDebugTokenBytes-1)
+	good := strings.Repeat("t", MinDebugTokenBytes)
+	runRuleCases(t, []ruleCase{
+		{"chaos without token refused", "debug: {chaos: true}", nil,
+			"debug.chaos: requires debug.token (at least 16 bytes): the chaos endpoint must never be open without it"},
+		{"chaos with empty token refused", `debug: {chaos: true, token: ""}`, nil, "debug.chaos: requires debug.token"},
+		{"chaos with short token refused", "debug: {chaos: true, token: " + short + "}", nil, "debug.token: must be at least 16 bytes, got 15"},
+		{"chaos with 16-byte token accepted", "debug: {chaos: true, token: " + good + "}", nil, ""},
+		{"chaos and token from env accepted", "", []string{"BERTH_DEBUG__CHAOS=true", "BERTH_DEBUG__TOKEN=" + good}, ""},
+		{"chaos from env without token refused", "", []string{"BERTH_DEBUG__CHAOS=true"}, "debug.chaos: requires debug.token"},
+		{"short token without chaos refused", "debug: {token: " + short + "}", nil, "debug.token: must be at least 16 bytes"},
+		{"token without chaos accepted", "debug: {token: " + good + "}", nil, ""},
+		{"token as number refused", "debug: {token: 1234567890123456}", nil, "debug.token: must be a string"},
+	})
+	list := problemsOf(t, "debug: {chaos: true, token: "+short+"}")
+	if len(list) != 1 {
+		t.Fatalf("a short token is one mistake, got %q", list)
+	}
+	if strings.Contains(strings.Join(list, "\n"), short) {
+		t.Fatal("a problem echoes the token")
+	}
+}
+
+func TestValidate_DebugListenNotLoopback_WarningAdvisesToken(t *testing.T) {
+	c := mustLoad(t, `debug_listen_addr: "0.0.0.0:9002"`)
+	if findProblem(c.Warnings, "debug_listen_addr: 0.0.0.0:9002 is not loopback", "setting debug.token is advised") == "" {
+		t.Fatalf("no token advice: %q", c.Warnings)
+	}
+	c = mustLoad(t, "debug_listen_addr: \"0.0.0.0:9002\"\ndebug: {token: "+testDebugToken+"}\n")
+	if findProblem(c.Warnings, "debug_listen_addr", "not loopback") == "" || findProblem(c.Warnings, "advised") != "" {
+		t.Fatalf("with a token: %q, want the loopback warning without the advice", c.Warnings)
+	}
 }
