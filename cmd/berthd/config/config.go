@@ -12,6 +12,11 @@
 // (debug, ingress, tenant_quota) merge field by field, and a section left empty
 // (every line below it commented out, a YAML null) changes nothing.
 //
+// production_mode takes some keys only from an operator layer (the file or the
+// environment), never from defaults.yaml: host_address, which must also not be
+// a loopback address, and sku_profiles (the seed's DefaultConfig() seeds none;
+// the starter profiles are for development).
+//
 // Every key of the seed's configuration reference is recognised, so a Fred
 // docker-backend.yaml loads. A key for a feature berthd does not have yet is
 // accepted at the value that means "off" and refused otherwise with a message

@@ -26,6 +26,7 @@ func Load(path string, environ []string) (*Config, error) {
 	}
 
 	ps := newProblemSet()
+	operator := map[string]bool{} // top-level keys the file or the environment set
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -38,6 +39,9 @@ func Load(path string, environ []string) (*Config, error) {
 			return nil, &Problems{List: []string{fmt.Sprintf("%s: not valid YAML: %v", path, err)}}
 		}
 		fileMap := file.Raw()
+		for key := range fileMap {
+			operator[key] = true
+		}
 		ps.list = append(ps.list, unknownKeys(path, "", fileMap, schema)...)
 		if err := ko.Load(mapProvider(fileMap), nil, replacing); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", path, err)
@@ -46,6 +50,9 @@ func Load(path string, environ []string) (*Config, error) {
 
 	env := newEnvironProvider(environ)
 	ps.list = append(ps.list, env.conflicts...)
+	for key := range env.tree {
+		operator[key] = true
+	}
 	if err := ko.Load(env, nil, replacing); err != nil {
 		return nil, fmt.Errorf("merge environment: %w", err)
 	}
@@ -56,7 +63,7 @@ func Load(path string, environ []string) (*Config, error) {
 	for _, name := range env.unknown {
 		c.Warnings = append(c.Warnings, name+": names no configuration key; ignored")
 	}
-	validate(c, ps, given{quota: d.quotaSet})
+	validate(c, ps, given{quota: d.quotaSet, operator: operator})
 	if err := ps.err(); err != nil {
 		return nil, err
 	}

@@ -25,15 +25,19 @@ type given struct {
 	// quota names the tenant_quota.* keys that were given: an explicit 0 is a
 	// mistake, an absent one means unlimited.
 	quota map[string]bool
+	// operator names the top-level keys the config file or the environment set,
+	// as opposed to the embedded defaults. production_mode accepts some keys
+	// (host_address, sku_profiles) only from an operator.
+	operator map[string]bool
 }
 
 // validate applies every rule to c, recording problems in ps and non-fatal
 // findings in c.Warnings. It also fills the documented zero-value defaults.
 func validate(c *Config, ps *problemSet, g given) {
-	validateCore(c, ps)
+	validateCore(c, ps, g)
 	validateTLS(c, ps)
 	validateResources(c, ps)
-	validateSKUs(c, ps)
+	validateSKUs(c, ps, g)
 	validateQuota(c, ps, g.quota)
 	validateRegistries(c, ps)
 	validateCallbacks(c, ps)
@@ -46,7 +50,7 @@ func validate(c *Config, ps *problemSet, g given) {
 	validateDebug(c, ps)
 }
 
-func validateCore(c *Config, ps *problemSet) {
+func validateCore(c *Config, ps *problemSet, g given) {
 	if strings.TrimSpace(c.Name) == "" {
 		ps.add("name", "must not be empty")
 	}
@@ -66,10 +70,19 @@ func validateCore(c *Config, ps *problemSet) {
 		c.Warnings = append(c.Warnings, msg)
 	}
 
-	if strings.TrimSpace(c.HostAddress) == "" {
+	switch {
+	case c.ProductionMode && !g.operator["host_address"]:
+		// The embedded 127.0.0.1 is for a laptop; it must never be what tenants are told.
+		ps.add("host_address", "is required in production_mode: set the external IP or hostname tenants reach "+
+			"their ports on in the config file or BERTH_HOST_ADDRESS (the embedded default never applies there)")
+	case strings.TrimSpace(c.HostAddress) == "":
 		ps.add("host_address", "is required (the external IP or hostname tenants reach their ports on)")
-	} else if !isIPOrHostname(c.HostAddress) {
+	case !isIPOrHostname(c.HostAddress):
 		ps.add("host_address", "%q is not a valid IP address or hostname (no scheme, port or path)", c.HostAddress)
+	case c.ProductionMode && isLoopbackHost(c.HostAddress):
+		ps.add("host_address", "%q is a loopback address; production_mode needs the external IP or hostname tenants reach", c.HostAddress)
+	case c.ProductionMode && isUnspecifiedIP(c.HostAddress):
+		ps.add("host_address", "%q is not an address tenants can reach; production_mode needs the external IP or hostname", c.HostAddress)
 	}
 	if _, err := netip.ParseAddr(c.HostBindIP); err != nil || strings.Contains(c.HostBindIP, "%") {
 		ps.add("host_bind_ip", "%q is not a valid IP address", c.HostBindIP)
@@ -137,8 +150,14 @@ func validateResources(c *Config, ps *problemSet) {
 	}
 }
 
-func validateSKUs(c *Config, ps *problemSet) {
-	if len(c.SKUProfiles) == 0 {
+func validateSKUs(c *Config, ps *problemSet, g given) {
+	switch {
+	case c.ProductionMode && !g.operator["sku_profiles"]:
+		// The seed's DefaultConfig() deliberately seeds none: a production host
+		// sells exactly the profiles its operator declared.
+		ps.add("sku_profiles", "at least one SKU profile is required in production_mode, from the config file or "+
+			"BERTH_SKU_PROFILES__* (the embedded starter profiles never apply there)")
+	case len(c.SKUProfiles) == 0:
 		ps.add("sku_profiles", "at least one SKU profile is required")
 	}
 	for _, name := range sortedKeys(c.SKUProfiles) {
@@ -453,6 +472,22 @@ func listenAddrProblem(addr string) string {
 		return fmt.Sprintf("%q: host must be empty, an IP address or a hostname", addr)
 	}
 	return ""
+}
+
+// isLoopbackHost reports whether an IP or hostname names this host only:
+// a loopback IP (also IPv4-mapped), localhost, or a name under .localhost.
+func isLoopbackHost(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().IsLoopback()
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
+}
+
+// isUnspecifiedIP reports whether host is 0.0.0.0 or :: (any address, no host).
+func isUnspecifiedIP(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsUnspecified()
 }
 
 func isLoopbackListen(addr string) bool {

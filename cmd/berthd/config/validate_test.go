@@ -469,3 +469,46 @@ func TestValidate_DebugListenNotLoopback_WarningAdvisesToken(t *testing.T) {
 		t.Fatalf("with a token: %q, want the loopback warning without the advice", c.Warnings)
 	}
 }
+
+// production_mode takes host_address and sku_profiles only from an operator: the
+// embedded defaults (127.0.0.1, the starter profiles) are for a laptop.
+func TestValidate_ProductionMode_HostAddressAndSKUProfilesFromOperatorOnly(t *testing.T) {
+	prod := "production_mode: true\ncallback_secret: " + testSecret + "\n"
+	profiles := "sku_profiles:\n  app: {cpu_cores: 1, memory_mb: 512}\n"
+	runRuleCases(t, []ruleCase{
+		{"host_address missing refused", prod + profiles, nil, "host_address: is required in production_mode"},
+		{"host_address loopback refused", prod + profiles + "host_address: 127.0.0.1", nil,
+			`host_address: "127.0.0.1" is a loopback address; production_mode needs`},
+		{"host_address loopback range refused", prod + profiles + "host_address: 127.1.2.3", nil, "host_address:|loopback"},
+		{"host_address ::1 refused", prod + profiles + `host_address: "::1"`, nil, "host_address:|loopback"},
+		{"host_address mapped loopback refused", prod + profiles + `host_address: "::ffff:127.0.0.1"`, nil, "host_address:|loopback"},
+		{"host_address localhost refused", prod + profiles + "host_address: localhost", nil, "host_address:|loopback"},
+		{"host_address name.localhost refused", prod + profiles + "host_address: berth.localhost.", nil, "host_address:|loopback"},
+		{"host_address unspecified refused", prod + profiles + "host_address: 0.0.0.0", nil, "host_address:|not an address tenants can reach"},
+		{"host_address loopback env refused", prod + profiles, []string{"BERTH_HOST_ADDRESS=127.0.0.1"}, "host_address:|loopback"},
+		{"host_address from file accepted", prod + profiles + "host_address: 203.0.113.7", nil, ""},
+		{"host_address from env accepted", prod + profiles, []string{"BERTH_HOST_ADDRESS=berth.example.com"}, ""},
+		{"sku_profiles missing refused", prod + "host_address: 203.0.113.7", nil,
+			"sku_profiles: at least one SKU profile is required in production_mode|starter profiles never apply"},
+		{"sku_profiles empty refused", prod + "host_address: 203.0.113.7\nsku_profiles: {}", nil,
+			"sku_profiles: at least one SKU profile is required"},
+		{"sku_profiles from env accepted", prod + "host_address: 203.0.113.7", []string{
+			"BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512"}, ""},
+		{"everything from env accepted", "", []string{"BERTH_PRODUCTION_MODE=true", "BERTH_CALLBACK_SECRET=" + testSecret,
+			"BERTH_HOST_ADDRESS=203.0.113.7", "BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512"}, ""},
+		{"dev mode keeps the defaults", "", nil, ""},
+		{"dev mode loopback accepted", "host_address: localhost", nil, ""},
+	})
+
+	// Both missing: exactly one problem each, and none about the defaults' values.
+	list := problemsOf(t, prod)
+	if len(list) != 2 || findProblem(list, "host_address: is required in production_mode") == "" ||
+		findProblem(list, "sku_profiles:", "production_mode") == "" {
+		t.Fatalf("problems = %q, want exactly host_address and sku_profiles", list)
+	}
+
+	c := mustLoad(t, prod+"host_address: 203.0.113.7", "BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512")
+	if want := map[string]SKUProfile{"app": {CPUCores: 1, MemoryMB: 512}}; !reflect.DeepEqual(c.SKUProfiles, want) {
+		t.Fatalf("sku_profiles = %+v, want only the env profile", c.SKUProfiles)
+	}
+}
