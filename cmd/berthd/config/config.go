@@ -1,13 +1,29 @@
 // Package config loads and validates berthd's configuration.
 //
 // Layers, later wins: the embedded defaults.yaml, then the YAML file given with
-// -config (optional), then BERTH_* environment variables.
+// -config (optional), then BERTH_* environment variables. defaults.yaml sets
+// every key (tenant_quota, optional, is shown commented out).
 //
-// Replacement, not merge (ENG-238): a layer that sets sku_profiles, sku_mapping,
-// allowed_registries or tls_client_allowed_names replaces the value below it
-// whole. An operator who lists one SKU profile gets exactly that one, never that
-// one plus the starter profiles. Other nested keys (debug, tenant_quota) merge
-// field by field.
+// Replacement, not merge (ENG-238): a layer that sets sku_profiles, sku_mapping
+// or a list (allowed_registries, tls_client_allowed_names,
+// ingress.custom_domain_middlewares, ingress.custom_domain_dns_resolvers)
+// replaces the value below it whole. An operator who lists one SKU profile gets
+// exactly that one, never that one plus the starter profiles. Other sections
+// (debug, ingress, tenant_quota) merge field by field, and a section left empty
+// (every line below it commented out, a YAML null) changes nothing.
+//
+// production_mode takes some keys only from an operator layer (the file or the
+// environment), never from defaults.yaml: host_address, which must also not be
+// a loopback address, and sku_profiles (the seed's DefaultConfig() seeds none;
+// the starter profiles are for development).
+//
+// Every key of the seed's configuration reference is recognised, so a Fred
+// docker-backend.yaml loads. A key for a feature berthd does not have yet is
+// accepted at the value that means "off" and refused otherwise with a message
+// naming the feature (retain_on_close, volume_data_path, ingress.enabled). Fred's
+// callback_db_path, releases_db_path and retention_db_path are kept but unused:
+// berth keeps all of that in <data_dir>/state.db, and a non-default path is
+// listed in Config.Warnings.
 //
 // Environment: a variable BERTH_<KEY>=<value> sets <key>. The prefix is stripped,
 // the rest lowercased, and "__" separates nesting levels:
@@ -18,12 +34,12 @@
 //	BERTH_SKU_PROFILES__SMALL__CPU_CORES=1   sku_profiles.small.cpu_cores (replaces all profiles)
 //	BERTH_ALLOWED_REGISTRIES=ghcr.io,127.0.0.1:5000
 //
-// List keys (allowed_registries, tls_client_allowed_names) are comma-separated;
-// entries are trimmed and empty entries dropped, so an empty value sets an empty
-// list. Values are parsed like YAML scalars of the key's type (true/false, numbers,
-// Go durations). BERTH_* variables that name no key are not errors (other tools
-// share the prefix) but are listed in Config.Warnings for main to log. Unknown keys
-// in the YAML file are errors: a typo must not silently fall back to a default.
+// List keys are comma-separated; entries are trimmed and empty entries dropped,
+// so an empty value sets an empty list. Values are parsed like YAML scalars of
+// the key's type (true/false, numbers, Go durations). BERTH_* variables that name
+// no key are not errors (other tools share the prefix) but are listed in
+// Config.Warnings for main to log. Unknown keys in the YAML file are errors: a
+// typo must not silently fall back to a default.
 //
 // Load reports every problem it finds at once as a *Problems; main prints them and
 // exits 2.
@@ -54,8 +70,27 @@ type TenantQuota struct {
 
 // Debug holds the debug.* keys.
 type Debug struct {
-	// Chaos enables POST /debug/chaos/crash on the debug listener.
+	// Chaos (debug.chaos) enables POST /debug/chaos/crash on the debug listener.
+	// Load requires Token when it is true.
 	Chaos bool
+	// Token (debug.token) is the debug listener's bearer token: a client sends
+	// "Authorization: Bearer <token>". "" is no token; a set one is at least
+	// MinDebugTokenBytes long.
+	Token Secret
+}
+
+// Ingress holds the ingress.* keys (Traefik routing in Fred). berth has no
+// ingress yet: Load refuses Enabled and accepts the other keys as they are, so a
+// Fred configuration with ingress switched off loads unchanged.
+type Ingress struct {
+	Enabled                      bool     // ingress.enabled
+	WildcardDomain               string   // ingress.wildcard_domain
+	Entrypoint                   string   // ingress.entrypoint
+	CustomDomainCertResolver     string   // ingress.custom_domain_cert_resolver
+	CustomDomainMiddlewares      []string // ingress.custom_domain_middlewares
+	CustomDomainDNSResolvers     []string // ingress.custom_domain_dns_resolvers: host:port
+	CustomDomainDNSQuorum        int      // ingress.custom_domain_dns_quorum: 0 is a majority
+	CustomDomainDNSCheckDisabled bool     // ingress.custom_domain_dns_check_disabled
 }
 
 // Secret is a string that does not print itself: fmt, encoding/json and
@@ -125,21 +160,93 @@ type Config struct {
 	CallbackSecretNext         Secret // callback_secret_next: verify-only rotation key
 	CallbackInsecureSkipVerify bool   // callback_insecure_skip_verify
 
-	DiagnosticsMaxAge      time.Duration // diagnostics_max_age
-	ImagePullTimeout       time.Duration // image_pull_timeout
-	ContainerCreateTimeout time.Duration // container_create_timeout
-	ContainerStartTimeout  time.Duration // container_start_timeout
-	ProvisionTimeout       time.Duration // provision_timeout
-	ReconcileInterval      time.Duration // reconcile_interval
-	StartupVerifyDuration  time.Duration // startup_verify_duration (0 → 5s)
-	ContainerStopTimeout   time.Duration // container_stop_timeout (0 → 30s)
+	// CallbackDBPath (callback_db_path) is Fred's callback journal file. berth keeps
+	// the callback outbox and operation state in <data_dir>/state.db and never
+	// opens this path; a value other than DefaultCallbackDBPath is warned about.
+	CallbackDBPath string
+	// CallbackMaxAge (callback_max_age, positive) bounds how long a coalescible
+	// lifecycle observation may wait in the outbox. Exact operation and maintenance
+	// completions never age out, whatever this says.
+	CallbackMaxAge time.Duration
+
+	// DiagnosticsDBPath (diagnostics_db_path) is the recreatable failure-diagnostics
+	// store. Load resolves a relative setting under data_dir, so this is the path
+	// to open; it never equals state.db or another file berth keeps in data_dir.
+	DiagnosticsDBPath string
+	DiagnosticsMaxAge time.Duration // diagnostics_max_age: age at which diagnostics entries are removed
+
+	// ReleasesDBPath (releases_db_path) is Fred's release-history file. berth keeps
+	// release history in the lease journals in <data_dir>/state.db and never opens
+	// this path; a value other than DefaultReleasesDBPath is warned about.
+	ReleasesDBPath string
+	// ReleasesMaxAge (releases_max_age, positive) is the age at which disposable
+	// release-history entries expire (the maintenance capability compacts by it).
+	ReleasesMaxAge time.Duration
+
+	// RetainOnClose (retain_on_close) would soft-delete a closed lease's volumes for
+	// a later restore. Not supported yet: Load refuses true.
+	RetainOnClose bool
+	// RetentionDBPath (retention_db_path) is Fred's retention file. berth keeps
+	// retention records in the retention stream of <data_dir>/state.db and never
+	// opens this path; a value other than DefaultRetentionDBPath is warned about.
+	RetentionDBPath string
+	// RetentionMaxAge (retention_max_age, ≥ 0) is how long retained volumes are
+	// kept and restorable; 0 keeps them until evicted by a cap.
+	RetentionMaxAge time.Duration
+	// RetentionReapInterval (retention_reap_interval, ≥ 0) is the retention sweep
+	// cadence. Load replaces 0 by RetentionMaxAge, or by
+	// DefaultRetentionReapInterval when that is 0 too, so it is always positive.
+	RetentionReapInterval time.Duration
+	// MaxRetainedLeasesPerTenant (max_retained_leases_per_tenant, ≥ 0) caps the
+	// retained leases of one tenant, evicting its oldest; 0 is no cap.
+	MaxRetainedLeasesPerTenant int
+	// RetentionOrphanConfirmations (retention_orphan_confirmations, ≥ 0) is how many
+	// consecutive sweeps must find a record's volumes all missing before the record
+	// is pruned; 0 disables orphan pruning.
+	RetentionOrphanConfirmations int
+	// MaxRetainedDiskMB (max_retained_disk_mb, ≥ 0) caps the retained footprint
+	// across tenants; 0 is no cap. When set it is ≤ total_disk_mb and ≥ the largest
+	// stateful SKU's disk_mb.
+	MaxRetainedDiskMB int64
+
+	ImagePullTimeout time.Duration // image_pull_timeout
+	// StorageAttestationTimeout (storage_attestation_timeout, ≥ 0) is the startup
+	// budget for proving the managed-volume storage; Load replaces 0 by
+	// DefaultStorageAttestationTimeout.
+	StorageAttestationTimeout time.Duration
+	ContainerCreateTimeout    time.Duration // container_create_timeout
+	ContainerStartTimeout     time.Duration // container_start_timeout
+	ProvisionTimeout          time.Duration // provision_timeout
+	ReconcileInterval         time.Duration // reconcile_interval
+	StartupVerifyDuration     time.Duration // startup_verify_duration (0 → 5s)
+	ContainerStopTimeout      time.Duration // container_stop_timeout (0 → 30s)
 
 	NetworkIsolation        bool  // network_isolation (must be true)
 	ContainerReadonlyRootfs bool  // container_readonly_rootfs
 	ContainerPidsLimit      int64 // container_pids_limit
 	ContainerTmpfsSizeMB    int64 // container_tmpfs_size_mb
+	// RuntimeRefreshMaxConcurrency (runtime_refresh_max_concurrency, 0–64) is how
+	// many leases one operator-started runtime refresh recreates at once in Fred.
+	// berth has no /runtime_refresh endpoint; the key is accepted and checked so
+	// Fred configurations load, and nothing reads it yet.
+	RuntimeRefreshMaxConcurrency int
 
-	Debug Debug // debug.*
+	// VolumeDataPath (volume_data_path) is the host directory for managed volumes
+	// with kernel quotas. Not supported yet: Load refuses a non-empty value.
+	VolumeDataPath string
+	// VolumeMountPath (volume_mount_path) is the active mount containing
+	// VolumeDataPath; it requires VolumeDataPath.
+	VolumeMountPath string
+	// VolumeFilesystem (volume_filesystem) is "" (auto-detect from VolumeDataPath)
+	// or one of btrfs, xfs, zfs, dir.
+	VolumeFilesystem string
+	// MinAvgFileBytes (min_avg_file_bytes, positive) is the smallest average file
+	// size before a volume's inode ceiling binds; it also caps the entry count when
+	// writable paths are seeded from an image.
+	MinAvgFileBytes int64
+
+	Ingress Ingress // ingress.*
+	Debug   Debug   // debug.*
 
 	// Warnings are non-fatal findings ("<key>: <what>") main should log at startup:
 	// ignored BERTH_* variables, settings replaced by their default, and the like.
@@ -148,7 +255,24 @@ type Config struct {
 
 // Defaults the seed assigns to zero or non-positive settings.
 const (
-	DefaultMaxRequestBodySize    int64         = 2 << 20
-	DefaultStartupVerifyDuration time.Duration = 5 * time.Second
-	DefaultContainerStopTimeout  time.Duration = 30 * time.Second
+	DefaultMaxRequestBodySize        int64         = 2 << 20
+	DefaultStartupVerifyDuration     time.Duration = 5 * time.Second
+	DefaultContainerStopTimeout      time.Duration = 30 * time.Second
+	DefaultStorageAttestationTimeout time.Duration = 30 * time.Second
+	DefaultRetentionReapInterval     time.Duration = time.Hour
 )
+
+// Fred's default file names for its stores. berth keeps what Fred puts in
+// callbacks.db, releases.db and retention.db in StateDBFile instead.
+const (
+	DefaultCallbackDBPath    = "callbacks.db"
+	DefaultReleasesDBPath    = "releases.db"
+	DefaultRetentionDBPath   = "retention.db"
+	DefaultDiagnosticsDBPath = "diagnostics.db"
+)
+
+// StateDBFile is berth's authoritative store inside data_dir.
+const StateDBFile = "state.db"
+
+// MinDebugTokenBytes is the shortest accepted debug.token.
+const MinDebugTokenBytes = 16

@@ -24,17 +24,7 @@ type decoder struct {
 
 // lookup returns the value at a dotted path of fixed keys and whether it is set.
 func (d *decoder) lookup(key string) (any, bool) {
-	var node any = d.root
-	for _, seg := range strings.Split(key, ".") {
-		m, ok := node.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if node, ok = m[seg]; !ok {
-			return nil, false
-		}
-	}
-	return node, true
+	return lookupPath(d.root, strings.Split(key, "."))
 }
 
 func (d *decoder) str(key string) string {
@@ -50,6 +40,17 @@ func (d *decoder) boolean(key string) bool {
 func (d *decoder) int64(key string) int64 {
 	v, _ := d.lookup(key)
 	return d.asInt64(key, v)
+}
+
+// integer reads a whole number into an int (counts, concurrency).
+func (d *decoder) integer(key string) int {
+	v, _ := d.lookup(key)
+	n := d.asInt64(key, v)
+	if n < math.MinInt || n > math.MaxInt {
+		d.ps.badValue(key, "must be a whole number within int")
+		return 0
+	}
+	return int(n)
 }
 
 func (d *decoder) float(key string) float64 {
@@ -360,31 +361,79 @@ func (d *decoder) decode() *Config {
 		CallbackSecret:             Secret(d.str("callback_secret")),
 		CallbackSecretNext:         Secret(d.str("callback_secret_next")),
 		CallbackInsecureSkipVerify: d.boolean("callback_insecure_skip_verify"),
+		CallbackDBPath:             d.str("callback_db_path"),
+		CallbackMaxAge:             d.duration("callback_max_age"),
 
-		DiagnosticsMaxAge:      d.duration("diagnostics_max_age"),
-		ImagePullTimeout:       d.duration("image_pull_timeout"),
-		ContainerCreateTimeout: d.duration("container_create_timeout"),
-		ContainerStartTimeout:  d.duration("container_start_timeout"),
-		ProvisionTimeout:       d.duration("provision_timeout"),
-		ReconcileInterval:      d.duration("reconcile_interval"),
-		StartupVerifyDuration:  d.duration("startup_verify_duration"),
-		ContainerStopTimeout:   d.duration("container_stop_timeout"),
+		DiagnosticsDBPath: d.str("diagnostics_db_path"),
+		DiagnosticsMaxAge: d.duration("diagnostics_max_age"),
 
-		NetworkIsolation:        d.boolean("network_isolation"),
-		ContainerReadonlyRootfs: d.boolean("container_readonly_rootfs"),
-		ContainerPidsLimit:      d.int64("container_pids_limit"),
-		ContainerTmpfsSizeMB:    d.int64("container_tmpfs_size_mb"),
+		ReleasesDBPath: d.str("releases_db_path"),
+		ReleasesMaxAge: d.duration("releases_max_age"),
 
-		Debug: d.debug(),
+		RetainOnClose:                d.boolean("retain_on_close"),
+		RetentionDBPath:              d.str("retention_db_path"),
+		RetentionMaxAge:              d.duration("retention_max_age"),
+		RetentionReapInterval:        d.duration("retention_reap_interval"),
+		MaxRetainedLeasesPerTenant:   d.integer("max_retained_leases_per_tenant"),
+		RetentionOrphanConfirmations: d.integer("retention_orphan_confirmations"),
+		MaxRetainedDiskMB:            d.int64("max_retained_disk_mb"),
+
+		ImagePullTimeout:          d.duration("image_pull_timeout"),
+		StorageAttestationTimeout: d.duration("storage_attestation_timeout"),
+		ContainerCreateTimeout:    d.duration("container_create_timeout"),
+		ContainerStartTimeout:     d.duration("container_start_timeout"),
+		ProvisionTimeout:          d.duration("provision_timeout"),
+		ReconcileInterval:         d.duration("reconcile_interval"),
+		StartupVerifyDuration:     d.duration("startup_verify_duration"),
+		ContainerStopTimeout:      d.duration("container_stop_timeout"),
+
+		NetworkIsolation:             d.boolean("network_isolation"),
+		ContainerReadonlyRootfs:      d.boolean("container_readonly_rootfs"),
+		ContainerPidsLimit:           d.int64("container_pids_limit"),
+		ContainerTmpfsSizeMB:         d.int64("container_tmpfs_size_mb"),
+		RuntimeRefreshMaxConcurrency: d.integer("runtime_refresh_max_concurrency"),
+
+		VolumeDataPath:   d.str("volume_data_path"),
+		VolumeMountPath:  d.str("volume_mount_path"),
+		VolumeFilesystem: d.str("volume_filesystem"),
+		MinAvgFileBytes:  d.int64("min_avg_file_bytes"),
+
+		Ingress: d.ingress(),
+		Debug:   d.debug(),
 	}
 }
 
-func (d *decoder) debug() Debug {
-	if v, _ := d.lookup("debug"); v != nil {
+// section reports whether the nested section key holds a map (or nothing); a
+// scalar there is a problem naming the keys it should hold.
+func (d *decoder) section(key, keys string) bool {
+	if v, _ := d.lookup(key); v != nil {
 		if _, ok := v.(map[string]any); !ok {
-			d.ps.badValue("debug", "must be a map (debug.chaos), not %s", kind(v))
-			return Debug{}
+			d.ps.badValue(key, "must be a map (%s), not %s", keys, kind(v))
+			return false
 		}
 	}
-	return Debug{Chaos: d.boolean("debug.chaos")}
+	return true
+}
+
+func (d *decoder) debug() Debug {
+	if !d.section("debug", "debug.chaos, debug.token") {
+		return Debug{}
+	}
+	return Debug{Chaos: d.boolean("debug.chaos"), Token: Secret(d.str("debug.token"))}
+}
+
+func (d *decoder) ingress() Ingress {
+	if !d.section("ingress", "ingress.enabled, ingress.wildcard_domain, …") {
+		return Ingress{CustomDomainMiddlewares: []string{}, CustomDomainDNSResolvers: []string{}}
+	}
+	return Ingress{
+		Enabled:                      d.boolean("ingress.enabled"),
+		WildcardDomain:               d.str("ingress.wildcard_domain"),
+		Entrypoint:                   d.str("ingress.entrypoint"),
+		CustomDomainCertResolver:     d.str("ingress.custom_domain_cert_resolver"),
+		CustomDomainMiddlewares:      d.strings("ingress.custom_domain_middlewares"),
+		CustomDomainDNSResolvers:     d.strings("ingress.custom_domain_dns_resolvers"),
+		CustomDomainDNSQuorum:        d.integer("ingress.custom_domain_dns_quorum"),
+		CustomDomainDNSCheckDisabled: d.boolean("ingress.custom_domain_dns_check_disabled"),
+	}
 }

@@ -8,9 +8,6 @@ import (
 
 const envPrefix = "BERTH_"
 
-// listKeys are read from the environment as comma-separated lists.
-var listKeys = map[string]bool{"allowed_registries": true, "tls_client_allowed_names": true}
-
 // environProvider is a koanf.Provider over an explicit environ slice (the env
 // provider shipped with koanf only reads os.Environ, which tests cannot isolate).
 // It turns BERTH_A__B=v into {"a": {"b": "v"}}; see the package comment.
@@ -42,7 +39,7 @@ func newEnvironProvider(environ []string) *environProvider {
 			continue
 		}
 		var value any = vars[name]
-		if len(path) == 1 && listKeys[path[0]] {
+		if listKeys[strings.Join(path, ".")] {
 			value = splitList(vars[name])
 		}
 		if other, clash := insertPath(p.tree, path, value, owner, name); clash {

@@ -12,7 +12,13 @@ import (
 const (
 	testSecret     = "0123456789abcdef0123456789abcdef-primary"
 	testSecretNext = "fedcba9876543210fedcba9876543210-next"
+	testDebugToken = "debug-token-0123456789"
 )
+
+// prodBase is the smallest production_mode file that loads: every key that
+// production requires from an operator, set by the file.
+const prodBase = "production_mode: true\ncallback_secret: " + testSecret + "\nhost_address: 203.0.113.7\n" +
+	"sku_profiles:\n  app: {cpu_cores: 1, memory_mb: 512, disk_mb: 1024}\n"
 
 // writeConfig writes yaml to a fresh file and returns its path.
 func writeConfig(t *testing.T, yaml string) string {

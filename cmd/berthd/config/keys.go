@@ -54,29 +54,74 @@ var schema = &shape{fields: map[string]*shape{
 	"callback_secret":               nil,
 	"callback_secret_next":          nil,
 	"callback_insecure_skip_verify": nil,
+	"callback_db_path":              nil,
+	"callback_max_age":              nil,
 
-	"diagnostics_max_age":      nil,
-	"image_pull_timeout":       nil,
-	"container_create_timeout": nil,
-	"container_start_timeout":  nil,
-	"provision_timeout":        nil,
-	"reconcile_interval":       nil,
-	"startup_verify_duration":  nil,
-	"container_stop_timeout":   nil,
+	"diagnostics_db_path": nil,
+	"diagnostics_max_age": nil,
+
+	"releases_db_path": nil,
+	"releases_max_age": nil,
+
+	"retain_on_close":                nil,
+	"retention_db_path":              nil,
+	"retention_max_age":              nil,
+	"retention_reap_interval":        nil,
+	"max_retained_leases_per_tenant": nil,
+	"retention_orphan_confirmations": nil,
+	"max_retained_disk_mb":           nil,
+
+	"image_pull_timeout":          nil,
+	"storage_attestation_timeout": nil,
+	"container_create_timeout":    nil,
+	"container_start_timeout":     nil,
+	"provision_timeout":           nil,
+	"reconcile_interval":          nil,
+	"startup_verify_duration":     nil,
+	"container_stop_timeout":      nil,
 
 	"network_isolation":         nil,
 	"container_readonly_rootfs": nil,
 	"container_pids_limit":      nil,
 	"container_tmpfs_size_mb":   nil,
 
+	"runtime_refresh_max_concurrency": nil,
+
+	"volume_data_path":   nil,
+	"volume_mount_path":  nil,
+	"volume_filesystem":  nil,
+	"min_avg_file_bytes": nil,
+
+	"ingress": {fields: map[string]*shape{
+		"enabled":                          nil,
+		"wildcard_domain":                  nil,
+		"entrypoint":                       nil,
+		"custom_domain_cert_resolver":      nil,
+		"custom_domain_middlewares":        nil,
+		"custom_domain_dns_resolvers":      nil,
+		"custom_domain_dns_quorum":         nil,
+		"custom_domain_dns_check_disabled": nil,
+	}},
+
 	"debug": {fields: map[string]*shape{
 		"chaos": nil,
+		"token": nil,
 	}},
 }}
 
-// replacedWhole are the keys a layer replaces instead of merging into (ENG-238).
-// Lists are listed for clarity; koanf's merge already replaces non-map values.
-var replacedWhole = []string{"sku_profiles", "sku_mapping", "allowed_registries", "tls_client_allowed_names"}
+// listKeys are the keys whose value is a list of strings, as dotted paths. A
+// layer replaces a list whole, and the environment gives one comma-separated.
+var listKeys = map[string]bool{
+	"allowed_registries":                  true,
+	"tls_client_allowed_names":            true,
+	"ingress.custom_domain_middlewares":   true,
+	"ingress.custom_domain_dns_resolvers": true,
+}
+
+// replacedWhole are the keys (dotted paths) a layer replaces instead of merging
+// into (ENG-238): the free-key maps and every list. Lists are listed for
+// clarity; koanf's merge already replaces non-map values.
+var replacedWhole = append([]string{"sku_profiles", "sku_mapping"}, sortedKeys(listKeys)...)
 
 // unknownKeys walks m against s and returns "<path>: unknown key in <where>"
 // messages, sorted, with a suggestion when a known key is a likely typo.

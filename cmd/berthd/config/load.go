@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/rawbytes"
@@ -25,6 +26,7 @@ func Load(path string, environ []string) (*Config, error) {
 	}
 
 	ps := newProblemSet()
+	operator := map[string]bool{} // top-level keys the file or the environment set
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -37,6 +39,9 @@ func Load(path string, environ []string) (*Config, error) {
 			return nil, &Problems{List: []string{fmt.Sprintf("%s: not valid YAML: %v", path, err)}}
 		}
 		fileMap := file.Raw()
+		for key := range fileMap {
+			operator[key] = true
+		}
 		ps.list = append(ps.list, unknownKeys(path, "", fileMap, schema)...)
 		if err := ko.Load(mapProvider(fileMap), nil, replacing); err != nil {
 			return nil, fmt.Errorf("merge %s: %w", path, err)
@@ -45,6 +50,9 @@ func Load(path string, environ []string) (*Config, error) {
 
 	env := newEnvironProvider(environ)
 	ps.list = append(ps.list, env.conflicts...)
+	for key := range env.tree {
+		operator[key] = true
+	}
 	if err := ko.Load(env, nil, replacing); err != nil {
 		return nil, fmt.Errorf("merge environment: %w", err)
 	}
@@ -55,7 +63,7 @@ func Load(path string, environ []string) (*Config, error) {
 	for _, name := range env.unknown {
 		c.Warnings = append(c.Warnings, name+": names no configuration key; ignored")
 	}
-	validate(c, ps, d.quotaSet)
+	validate(c, ps, given{quota: d.quotaSet, operator: operator})
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
@@ -67,16 +75,46 @@ func Load(path string, environ []string) (*Config, error) {
 // inherit the four starter profiles.
 func mergeReplacing(src, dest map[string]any) error {
 	for _, key := range replacedWhole {
-		if _, ok := src[key]; ok {
-			delete(dest, key)
+		path := strings.Split(key, ".")
+		if _, ok := lookupPath(src, path); !ok {
+			continue
+		}
+		if parent, ok := lookupPath(dest, path[:len(path)-1]); ok {
+			if m, ok := parent.(map[string]any); ok {
+				delete(m, path[len(path)-1])
+			}
 		}
 	}
 	mergeInto(src, dest)
 	return nil
 }
 
+// lookupPath returns the value at path in m (m itself for an empty path).
+func lookupPath(m map[string]any, path []string) (any, bool) {
+	var node any = m
+	for _, seg := range path {
+		sub, ok := node.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if node, ok = sub[seg]; !ok {
+			return nil, false
+		}
+	}
+	return node, true
+}
+
+// mergeInto merges src into dest. A null over a section (debug:, ingress: with
+// every line below commented out) leaves the section below as it was, as a null
+// does in Fred's YAML decoding; the keys in replacedWhole were removed from
+// dest beforehand, so a null there still replaces.
 func mergeInto(src, dest map[string]any) {
 	for key, value := range src {
+		if value == nil {
+			if _, section := dest[key].(map[string]any); section {
+				continue
+			}
+		}
 		if sub, ok := value.(map[string]any); ok {
 			if existing, ok := dest[key].(map[string]any); ok {
 				mergeInto(sub, existing)

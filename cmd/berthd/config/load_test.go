@@ -36,19 +36,36 @@ func TestLoad_EmbeddedDefaults_NoFileNoEnv_ValuesAsDocumented(t *testing.T) {
 			"docker-medium": {CPUCores: 1, MemoryMB: 1024, DiskMB: 2048},
 			"docker-large":  {CPUCores: 2, MemoryMB: 2048, DiskMB: 4096},
 		},
-		AllowedRegistries:       []string{"docker.io", "ghcr.io", "127.0.0.1:5000", "localhost:5000"},
-		DiagnosticsMaxAge:       168 * time.Hour,
-		ImagePullTimeout:        5 * time.Minute,
-		ContainerCreateTimeout:  30 * time.Second,
-		ContainerStartTimeout:   30 * time.Second,
-		ProvisionTimeout:        10 * time.Minute,
-		ReconcileInterval:       5 * time.Minute,
-		StartupVerifyDuration:   5 * time.Second,
-		ContainerStopTimeout:    30 * time.Second,
-		NetworkIsolation:        true,
-		ContainerReadonlyRootfs: true,
-		ContainerPidsLimit:      256,
-		ContainerTmpfsSizeMB:    64,
+		AllowedRegistries:            []string{"docker.io", "ghcr.io", "127.0.0.1:5000", "localhost:5000"},
+		CallbackDBPath:               "callbacks.db",
+		CallbackMaxAge:               24 * time.Hour,
+		DiagnosticsDBPath:            filepath.Join("var", "berth", "diagnostics.db"),
+		DiagnosticsMaxAge:            168 * time.Hour,
+		ReleasesDBPath:               "releases.db",
+		ReleasesMaxAge:               2160 * time.Hour,
+		RetentionDBPath:              "retention.db",
+		RetentionMaxAge:              2160 * time.Hour,
+		RetentionReapInterval:        time.Hour,
+		RetentionOrphanConfirmations: 3,
+		ImagePullTimeout:             5 * time.Minute,
+		StorageAttestationTimeout:    30 * time.Second,
+		ContainerCreateTimeout:       30 * time.Second,
+		ContainerStartTimeout:        30 * time.Second,
+		ProvisionTimeout:             10 * time.Minute,
+		ReconcileInterval:            5 * time.Minute,
+		StartupVerifyDuration:        5 * time.Second,
+		ContainerStopTimeout:         30 * time.Second,
+		NetworkIsolation:             true,
+		ContainerReadonlyRootfs:      true,
+		ContainerPidsLimit:           256,
+		ContainerTmpfsSizeMB:         64,
+		RuntimeRefreshMaxConcurrency: 4,
+		MinAvgFileBytes:              1024,
+		Ingress: Ingress{
+			CustomDomainCertResolver: "http01",
+			CustomDomainMiddlewares:  []string{"security-headers@file"},
+			CustomDomainDNSResolvers: []string{"1.1.1.1:53", "8.8.8.8:53", "9.9.9.9:53"},
+		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults differ:\n got %#v\nwant %#v", got, want)
@@ -63,6 +80,7 @@ total_cpu_cores: 3.5
 image_pull_timeout: 90s
 debug:
   chaos: true
+  token: `+testDebugToken+`
 `)
 	if c.ListenAddr != "0.0.0.0:9101" || c.HostAddress != "berth.example.com" || c.TotalCPUCores != 3.5 ||
 		c.ImagePullTimeout != 90*time.Second || !c.Debug.Chaos {
@@ -91,10 +109,10 @@ log_level: warn
 }
 
 func TestLoad_NestedEnv_DebugChaosAndTenantQuota(t *testing.T) {
-	c := mustLoad(t, "", "BERTH_DEBUG__CHAOS=true", "BERTH_TENANT_QUOTA__MAX_CPU_CORES=4",
+	c := mustLoad(t, "", "BERTH_DEBUG__CHAOS=true", "BERTH_DEBUG__TOKEN="+testDebugToken, "BERTH_TENANT_QUOTA__MAX_CPU_CORES=4",
 		"BERTH_TENANT_QUOTA__MAX_MEMORY_MB=2048", "BERTH_PRODUCTION_MODE=false", "BERTH_CONTAINER_STOP_TIMEOUT=45s")
-	if !c.Debug.Chaos {
-		t.Fatal("BERTH_DEBUG__CHAOS=true did not set debug.chaos")
+	if !c.Debug.Chaos || string(c.Debug.Token) != testDebugToken {
+		t.Fatal("BERTH_DEBUG__CHAOS / BERTH_DEBUG__TOKEN did not set debug.chaos / debug.token")
 	}
 	want := TenantQuota{MaxCPUCores: 4, MaxMemoryMB: 2048, Set: true}
 	if c.TenantQuota != want {

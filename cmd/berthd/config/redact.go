@@ -1,8 +1,8 @@
 package config
 
 // Redacted returns the configuration keyed by YAML key, fit for one startup log
-// line: callback_secret and callback_secret_next read "<redacted>" when set and
-// "<unset>" when not; durations are strings such as "5m0s".
+// line: callback_secret, callback_secret_next and debug.token read "<redacted>"
+// when set and "<unset>" when not; durations are strings such as "5m0s".
 func (c *Config) Redacted() map[string]any {
 	profiles := make(map[string]any, len(c.SKUProfiles))
 	for name, p := range c.SKUProfiles {
@@ -51,21 +51,54 @@ func (c *Config) Redacted() map[string]any {
 		"callback_secret":               c.CallbackSecret.String(),
 		"callback_secret_next":          c.CallbackSecretNext.String(),
 		"callback_insecure_skip_verify": c.CallbackInsecureSkipVerify,
+		"callback_db_path":              c.CallbackDBPath,
+		"callback_max_age":              c.CallbackMaxAge.String(),
 
-		"diagnostics_max_age":      c.DiagnosticsMaxAge.String(),
-		"image_pull_timeout":       c.ImagePullTimeout.String(),
-		"container_create_timeout": c.ContainerCreateTimeout.String(),
-		"container_start_timeout":  c.ContainerStartTimeout.String(),
-		"provision_timeout":        c.ProvisionTimeout.String(),
-		"reconcile_interval":       c.ReconcileInterval.String(),
-		"startup_verify_duration":  c.StartupVerifyDuration.String(),
-		"container_stop_timeout":   c.ContainerStopTimeout.String(),
+		"diagnostics_db_path": c.DiagnosticsDBPath,
+		"diagnostics_max_age": c.DiagnosticsMaxAge.String(),
 
-		"network_isolation":         c.NetworkIsolation,
-		"container_readonly_rootfs": c.ContainerReadonlyRootfs,
-		"container_pids_limit":      c.ContainerPidsLimit,
-		"container_tmpfs_size_mb":   c.ContainerTmpfsSizeMB,
+		"releases_db_path": c.ReleasesDBPath,
+		"releases_max_age": c.ReleasesMaxAge.String(),
 
-		"debug": map[string]any{"chaos": c.Debug.Chaos},
+		"retain_on_close":                c.RetainOnClose,
+		"retention_db_path":              c.RetentionDBPath,
+		"retention_max_age":              c.RetentionMaxAge.String(),
+		"retention_reap_interval":        c.RetentionReapInterval.String(),
+		"max_retained_leases_per_tenant": c.MaxRetainedLeasesPerTenant,
+		"retention_orphan_confirmations": c.RetentionOrphanConfirmations,
+		"max_retained_disk_mb":           c.MaxRetainedDiskMB,
+
+		"image_pull_timeout":          c.ImagePullTimeout.String(),
+		"storage_attestation_timeout": c.StorageAttestationTimeout.String(),
+		"container_create_timeout":    c.ContainerCreateTimeout.String(),
+		"container_start_timeout":     c.ContainerStartTimeout.String(),
+		"provision_timeout":           c.ProvisionTimeout.String(),
+		"reconcile_interval":          c.ReconcileInterval.String(),
+		"startup_verify_duration":     c.StartupVerifyDuration.String(),
+		"container_stop_timeout":      c.ContainerStopTimeout.String(),
+
+		"network_isolation":               c.NetworkIsolation,
+		"container_readonly_rootfs":       c.ContainerReadonlyRootfs,
+		"container_pids_limit":            c.ContainerPidsLimit,
+		"container_tmpfs_size_mb":         c.ContainerTmpfsSizeMB,
+		"runtime_refresh_max_concurrency": c.RuntimeRefreshMaxConcurrency,
+
+		"volume_data_path":   c.VolumeDataPath,
+		"volume_mount_path":  c.VolumeMountPath,
+		"volume_filesystem":  c.VolumeFilesystem,
+		"min_avg_file_bytes": c.MinAvgFileBytes,
+
+		"ingress": map[string]any{
+			"enabled":                          c.Ingress.Enabled,
+			"wildcard_domain":                  c.Ingress.WildcardDomain,
+			"entrypoint":                       c.Ingress.Entrypoint,
+			"custom_domain_cert_resolver":      c.Ingress.CustomDomainCertResolver,
+			"custom_domain_middlewares":        append([]string{}, c.Ingress.CustomDomainMiddlewares...),
+			"custom_domain_dns_resolvers":      append([]string{}, c.Ingress.CustomDomainDNSResolvers...),
+			"custom_domain_dns_quorum":         c.Ingress.CustomDomainDNSQuorum,
+			"custom_domain_dns_check_disabled": c.Ingress.CustomDomainDNSCheckDisabled,
+		},
+
+		"debug": map[string]any{"chaos": c.Debug.Chaos, "token": c.Debug.Token.String()},
 	}
 }

@@ -29,10 +29,27 @@ func TestRedacted_SecretsHidden_OtherValuesShown(t *testing.T) {
 }
 
 func TestRedacted_CoversEverySchemaKey(t *testing.T) {
-	r := mustLoad(t, "").Redacted()
-	for key := range schema.fields {
-		if _, ok := r[key]; !ok {
+	r := mustLoad(t, "tenant_quota: {max_cpu_cores: 1}\n").Redacted() // unset, tenant_quota has no keys to show
+	for _, key := range fixedKeys("", schema) {
+		if _, ok := lookupPath(r, strings.Split(key, ".")); !ok {
 			t.Errorf("Redacted lacks %s", key)
+		}
+	}
+}
+
+func TestRedacted_DebugToken_Hidden(t *testing.T) {
+	c := mustLoad(t, "debug: {chaos: true, token: "+testDebugToken+"}\n")
+	r := c.Redacted()
+	if d, ok := r["debug"].(map[string]any); !ok || d["token"] != "<redacted>" || d["chaos"] != true {
+		t.Fatalf("debug = %#v, want chaos true and the token redacted", r["debug"])
+	}
+	encoded, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{fmt.Sprint(r), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), string(encoded)} {
+		if strings.Contains(out, testDebugToken) {
+			t.Fatalf("debug.token leaked in %q", out)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,22 +20,37 @@ const minSecretBytes = 32
 
 var logLevels = map[string]bool{"debug": true, "info": true, "warn": true, "error": true}
 
-// validate applies every rule to c, recording problems in ps and non-fatal
-// findings in c.Warnings. It also fills the documented zero-value defaults.
-// quotaSet names the tenant_quota keys that were given.
-func validate(c *Config, ps *problemSet, quotaSet map[string]bool) {
-	validateCore(c, ps)
-	validateTLS(c, ps)
-	validateResources(c, ps)
-	validateSKUs(c, ps)
-	validateQuota(c, ps, quotaSet)
-	validateRegistries(c, ps)
-	validateCallbacks(c, ps)
-	validateTimeouts(c, ps)
-	validateHardening(c, ps)
+// given is what the rules need to know about where values came from.
+type given struct {
+	// quota names the tenant_quota.* keys that were given: an explicit 0 is a
+	// mistake, an absent one means unlimited.
+	quota map[string]bool
+	// operator names the top-level keys the config file or the environment set,
+	// as opposed to the embedded defaults. production_mode accepts some keys
+	// (host_address, sku_profiles) only from an operator.
+	operator map[string]bool
 }
 
-func validateCore(c *Config, ps *problemSet) {
+// validate applies every rule to c, recording problems in ps and non-fatal
+// findings in c.Warnings. It also fills the documented zero-value defaults.
+func validate(c *Config, ps *problemSet, g given) {
+	validateCore(c, ps, g)
+	validateTLS(c, ps)
+	validateResources(c, ps)
+	validateSKUs(c, ps, g)
+	validateQuota(c, ps, g.quota)
+	validateRegistries(c, ps)
+	validateCallbacks(c, ps)
+	validateStores(c, ps)
+	validateRetention(c, ps)
+	validateTimeouts(c, ps)
+	validateHardening(c, ps)
+	validateVolumes(c, ps)
+	validateIngress(c, ps)
+	validateDebug(c, ps)
+}
+
+func validateCore(c *Config, ps *problemSet, g given) {
 	if strings.TrimSpace(c.Name) == "" {
 		ps.add("name", "must not be empty")
 	}
@@ -46,14 +62,27 @@ func validateCore(c *Config, ps *problemSet) {
 	} else if c.DebugListenAddr == c.ListenAddr && !strings.HasSuffix(c.ListenAddr, ":0") {
 		ps.add("debug_listen_addr", "must differ from listen_addr")
 	} else if !isLoopbackListen(c.DebugListenAddr) {
-		c.Warnings = append(c.Warnings, "debug_listen_addr: "+c.DebugListenAddr+
-			" is not loopback; the debug endpoints (pprof, actor tree, chaos) are unauthenticated")
+		msg := "debug_listen_addr: " + c.DebugListenAddr +
+			" is not loopback; the debug endpoints (pprof, actor tree, chaos) are reachable from the network"
+		if c.Debug.Token == "" {
+			msg += " without authentication; setting debug.token is advised"
+		}
+		c.Warnings = append(c.Warnings, msg)
 	}
 
-	if strings.TrimSpace(c.HostAddress) == "" {
+	switch {
+	case c.ProductionMode && !g.operator["host_address"]:
+		// The embedded 127.0.0.1 is for a laptop; it must never be what tenants are told.
+		ps.add("host_address", "is required in production_mode: set the external IP or hostname tenants reach "+
+			"their ports on in the config file or BERTH_HOST_ADDRESS (the embedded default never applies there)")
+	case strings.TrimSpace(c.HostAddress) == "":
 		ps.add("host_address", "is required (the external IP or hostname tenants reach their ports on)")
-	} else if !isIPOrHostname(c.HostAddress) {
+	case !isIPOrHostname(c.HostAddress):
 		ps.add("host_address", "%q is not a valid IP address or hostname (no scheme, port or path)", c.HostAddress)
+	case c.ProductionMode && isLoopbackHost(c.HostAddress):
+		ps.add("host_address", "%q is a loopback address; production_mode needs the external IP or hostname tenants reach", c.HostAddress)
+	case c.ProductionMode && isUnspecifiedIP(c.HostAddress):
+		ps.add("host_address", "%q is not an address tenants can reach; production_mode needs the external IP or hostname", c.HostAddress)
 	}
 	if _, err := netip.ParseAddr(c.HostBindIP); err != nil || strings.Contains(c.HostBindIP, "%") {
 		ps.add("host_bind_ip", "%q is not a valid IP address", c.HostBindIP)
@@ -83,9 +112,6 @@ func validateCore(c *Config, ps *problemSet) {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("max_request_body_size: %d is not positive; using the default %d",
 			c.MaxRequestBodySize, DefaultMaxRequestBodySize))
 		c.MaxRequestBodySize = DefaultMaxRequestBodySize
-	}
-	if c.ProductionMode && c.Debug.Chaos {
-		c.Warnings = append(c.Warnings, "debug.chaos: enabled in production_mode; any debug client can crash actors")
 	}
 }
 
@@ -124,8 +150,14 @@ func validateResources(c *Config, ps *problemSet) {
 	}
 }
 
-func validateSKUs(c *Config, ps *problemSet) {
-	if len(c.SKUProfiles) == 0 {
+func validateSKUs(c *Config, ps *problemSet, g given) {
+	switch {
+	case c.ProductionMode && !g.operator["sku_profiles"]:
+		// The seed's DefaultConfig() deliberately seeds none: a production host
+		// sells exactly the profiles its operator declared.
+		ps.add("sku_profiles", "at least one SKU profile is required in production_mode, from the config file or "+
+			"BERTH_SKU_PROFILES__* (the embedded starter profiles never apply there)")
+	case len(c.SKUProfiles) == 0:
 		ps.add("sku_profiles", "at least one SKU profile is required")
 	}
 	for _, name := range sortedKeys(c.SKUProfiles) {
@@ -214,11 +246,127 @@ func validateCallbacks(c *Config, ps *problemSet) {
 	}
 }
 
+// Files berth keeps in data_dir besides state.db; diagnostics_db_path must name none of them.
+var dataDirFiles = []string{StateDBFile, "storage-identity", "daemon.lock", CallbackSecretFile}
+
+// validateStores checks the store paths and ages of the Callbacks, Diagnostics
+// and Releases sections. Fred's three authoritative files are one state.db in
+// berth: their paths are kept but unused, and a non-default one is warned about
+// so an operator does not back up a file that never exists.
+func validateStores(c *Config, ps *problemSet) {
+	statePath := filepath.Join(c.DataDir, StateDBFile)
+	unused := []struct{ key, value, def, what string }{
+		{"callback_db_path", c.CallbackDBPath, DefaultCallbackDBPath, "the callback outbox and operation state"},
+		{"releases_db_path", c.ReleasesDBPath, DefaultReleasesDBPath, "release history"},
+		{"retention_db_path", c.RetentionDBPath, DefaultRetentionDBPath, "retention records"},
+	}
+	for _, u := range unused {
+		if filepath.Clean(u.value) != u.def {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: %q: berth keeps %s in %s; this path is not used",
+				u.key, u.value, u.what, statePath))
+		}
+	}
+
+	if strings.TrimSpace(c.DiagnosticsDBPath) == "" {
+		ps.add("diagnostics_db_path", "must not be empty")
+	} else if strings.TrimSpace(c.DataDir) != "" {
+		resolved := c.DiagnosticsDBPath
+		if !filepath.IsAbs(resolved) {
+			resolved = filepath.Join(c.DataDir, resolved)
+		}
+		resolved = filepath.Clean(resolved)
+		switch clash := dataDirClash(c.DataDir, resolved); {
+		case clash == ".":
+			ps.add("diagnostics_db_path", "%q names data_dir itself; it must name a file", c.DiagnosticsDBPath)
+		case clash != "":
+			ps.add("diagnostics_db_path", "%q is %s, which berth keeps in data_dir; diagnostics need a file of their own",
+				c.DiagnosticsDBPath, filepath.Join(c.DataDir, clash))
+		default:
+			c.DiagnosticsDBPath = resolved
+		}
+	}
+}
+
+// dataDirClash returns which of berth's own data_dir files path is ("." for
+// data_dir itself), or "". Paths are compared absolute, so "./var/berth/state.db"
+// and "/…/var/berth/state.db" are the same file.
+func dataDirClash(dataDir, path string) string {
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return filepath.Clean(p)
+	}
+	dir, target := abs(dataDir), abs(path)
+	if target == dir {
+		return "."
+	}
+	for _, name := range dataDirFiles {
+		if target == filepath.Join(dir, name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// validateRetention checks the Soft-delete & Retention keys. Retention itself is
+// not supported yet, so retain_on_close: true is refused; the other keys are
+// checked so a Fred configuration that sets them loads with the same rules.
+func validateRetention(c *Config, ps *problemSet) {
+	if c.RetainOnClose {
+		ps.add("retain_on_close", "retention on close (soft-delete and restore) is not supported by this berthd yet")
+	}
+	if c.RetentionMaxAge < 0 {
+		ps.add("retention_max_age", "must not be negative, got %s (0 keeps retained volumes until a cap evicts them)", c.RetentionMaxAge)
+	}
+	switch {
+	case c.RetentionReapInterval < 0:
+		ps.add("retention_reap_interval", "must not be negative, got %s", c.RetentionReapInterval)
+	case c.RetentionReapInterval == 0 && c.RetentionMaxAge > 0:
+		c.RetentionReapInterval = c.RetentionMaxAge // the seed: 0 falls back to retention_max_age…
+	case c.RetentionReapInterval == 0:
+		c.RetentionReapInterval = DefaultRetentionReapInterval // …then to 1h
+	}
+	if c.MaxRetainedLeasesPerTenant < 0 {
+		ps.add("max_retained_leases_per_tenant", "must not be negative, got %d (0 is no cap)", c.MaxRetainedLeasesPerTenant)
+	}
+	if c.RetentionOrphanConfirmations < 0 {
+		ps.add("retention_orphan_confirmations", "must not be negative, got %d (0 disables orphan pruning)", c.RetentionOrphanConfirmations)
+	}
+	const capKey = "max_retained_disk_mb"
+	switch {
+	case c.MaxRetainedDiskMB < 0:
+		ps.add(capKey, "must not be negative, got %d (0 is no cap)", c.MaxRetainedDiskMB)
+	case c.MaxRetainedDiskMB == 0:
+	case c.TotalDiskMB > 0 && c.MaxRetainedDiskMB > c.TotalDiskMB:
+		ps.add(capKey, "%d exceeds total_disk_mb (%d)", c.MaxRetainedDiskMB, c.TotalDiskMB)
+	default:
+		if name, disk := largestStatefulSKU(c.SKUProfiles); c.MaxRetainedDiskMB < disk {
+			ps.add(capKey, "%d is below the disk_mb of SKU profile %s (%d); a lease of that SKU could never be retained",
+				c.MaxRetainedDiskMB, name, disk)
+		}
+	}
+}
+
+// largestStatefulSKU returns the profile with the largest disk_mb (the first
+// name among equals), or "", 0 when every profile is diskless.
+func largestStatefulSKU(profiles map[string]SKUProfile) (string, int64) {
+	name, disk := "", int64(0)
+	for _, n := range sortedKeys(profiles) {
+		if d := profiles[n].DiskMB; d > disk {
+			name, disk = n, d
+		}
+	}
+	return name, disk
+}
+
 func validateTimeouts(c *Config, ps *problemSet) {
 	positive := []struct {
 		key string
 		d   time.Duration
 	}{
+		{"callback_max_age", c.CallbackMaxAge},
+		{"releases_max_age", c.ReleasesMaxAge},
 		{"diagnostics_max_age", c.DiagnosticsMaxAge},
 		{"image_pull_timeout", c.ImagePullTimeout},
 		{"container_create_timeout", c.ContainerCreateTimeout},
@@ -242,6 +390,11 @@ func validateTimeouts(c *Config, ps *problemSet) {
 	} else if c.ContainerStopTimeout == 0 {
 		c.ContainerStopTimeout = DefaultContainerStopTimeout
 	}
+	if c.StorageAttestationTimeout < 0 {
+		ps.add("storage_attestation_timeout", "must not be negative, got %s", c.StorageAttestationTimeout)
+	} else if c.StorageAttestationTimeout == 0 {
+		c.StorageAttestationTimeout = DefaultStorageAttestationTimeout
+	}
 }
 
 func validateHardening(c *Config, ps *problemSet) {
@@ -253,6 +406,55 @@ func validateHardening(c *Config, ps *problemSet) {
 	}
 	if c.ContainerTmpfsSizeMB <= 0 {
 		ps.add("container_tmpfs_size_mb", "must be positive, got %d", c.ContainerTmpfsSizeMB)
+	}
+	if n := c.RuntimeRefreshMaxConcurrency; n < 0 || n > maxRuntimeRefreshConcurrency {
+		ps.add("runtime_refresh_max_concurrency", "must be from 0 to %d, got %d", maxRuntimeRefreshConcurrency, n)
+	}
+}
+
+// maxRuntimeRefreshConcurrency is the seed's upper bound for runtime_refresh_max_concurrency.
+const maxRuntimeRefreshConcurrency = 64
+
+// volumeFilesystems are the accepted volume_filesystem values besides "" (auto-detect).
+var volumeFilesystems = map[string]bool{"btrfs": true, "xfs": true, "zfs": true, "dir": true}
+
+// validateVolumes checks the Volume Management keys. Managed volumes are not
+// supported yet, so a volume_data_path is refused; the rest is checked as Fred does.
+func validateVolumes(c *Config, ps *problemSet) {
+	if c.VolumeDataPath != "" {
+		ps.add("volume_data_path", "managed volumes with kernel quotas are not supported by this berthd yet")
+	} else if c.VolumeMountPath != "" {
+		ps.add("volume_mount_path", "requires volume_data_path (it names the mount that contains volume_data_path)")
+	}
+	if c.VolumeFilesystem != "" && !volumeFilesystems[c.VolumeFilesystem] {
+		ps.add("volume_filesystem", "%q is not one of btrfs, xfs, zfs, dir (or empty to auto-detect)", c.VolumeFilesystem)
+	}
+	if c.MinAvgFileBytes <= 0 {
+		ps.add("min_avg_file_bytes", "must be positive, got %d", c.MinAvgFileBytes)
+	}
+}
+
+// validateIngress refuses ingress.enabled: true. With ingress off the other keys
+// configure nothing, so they are accepted as they are.
+func validateIngress(c *Config, ps *problemSet) {
+	if c.Ingress.Enabled {
+		ps.add("ingress.enabled", "ingress (Traefik routing) is not supported by this berthd yet")
+	}
+}
+
+// validateDebug keeps the chaos endpoint from ever being open without a token.
+func validateDebug(c *Config, ps *problemSet) {
+	tokenOK := true
+	if n := len(c.Debug.Token); n > 0 && n < MinDebugTokenBytes {
+		ps.add("debug.token", "must be at least %d bytes, got %d", MinDebugTokenBytes, n)
+		tokenOK = false
+	}
+	if c.Debug.Chaos && c.Debug.Token == "" {
+		ps.add("debug.chaos", "requires debug.token (at least %d bytes): the chaos endpoint must never be open without it",
+			MinDebugTokenBytes)
+	}
+	if c.ProductionMode && c.Debug.Chaos && tokenOK {
+		c.Warnings = append(c.Warnings, "debug.chaos: enabled in production_mode; any holder of debug.token can crash actors")
 	}
 }
 
@@ -270,6 +472,22 @@ func listenAddrProblem(addr string) string {
 		return fmt.Sprintf("%q: host must be empty, an IP address or a hostname", addr)
 	}
 	return ""
+}
+
+// isLoopbackHost reports whether an IP or hostname names this host only:
+// a loopback IP (also IPv4-mapped), localhost, or a name under .localhost.
+func isLoopbackHost(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().IsLoopback()
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
+}
+
+// isUnspecifiedIP reports whether host is 0.0.0.0 or :: (any address, no host).
+func isUnspecifiedIP(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsUnspecified()
 }
 
 func isLoopbackListen(addr string) bool {

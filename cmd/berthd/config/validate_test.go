@@ -1,8 +1,11 @@
 package config
 
 import (
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ruleCase is one rule applied to one input: want == "" means the input must be
@@ -42,7 +45,7 @@ func TestValidate_CallbackSecrets(t *testing.T) {
 		{"next HMAC-equivalent refused", "callback_secret: " + testSecret + "\ncallback_secret_next: \"" + testSecret + `\0"`, nil, "callback_secret_next: must differ"},
 		{"next alone accepted (secret generated)", "callback_secret_next: " + testSecretNext, nil, ""},
 		{"production without secret refused", "production_mode: true", nil, "callback_secret: is required in production_mode"},
-		{"production with secret accepted", "production_mode: true\ncallback_secret: " + testSecret, nil, ""},
+		{"production with secret accepted", prodBase, nil, ""},
 		{"production skip-verify refused", "production_mode: true\ncallback_secret: " + testSecret + "\ncallback_insecure_skip_verify: true", nil, "callback_insecure_skip_verify: is not allowed in production_mode"},
 		{"dev skip-verify accepted", "callback_insecure_skip_verify: true", nil, ""},
 	})
@@ -104,7 +107,7 @@ func TestValidate_DebugListenNotLoopback_Warned(t *testing.T) {
 }
 
 func TestValidate_DockerHost(t *testing.T) {
-	prod := "production_mode: true\ncallback_secret: " + testSecret + "\n"
+	prod := prodBase
 	runRuleCases(t, []ruleCase{
 		{"dev unix accepted", `docker_host: "unix:///var/run/docker.sock"`, nil, ""},
 		{"dev tcp accepted", `docker_host: "tcp://10.0.0.2:2375"`, nil, ""},
@@ -243,7 +246,269 @@ func TestValidate_Hardening(t *testing.T) {
 func TestValidate_UnknownFileKeys(t *testing.T) {
 	runRuleCases(t, []ruleCase{
 		{"top-level typo refused", "listen_adr: x", nil, `listen_adr: unknown key in|did you mean "listen_addr"`},
-		{"unrelated key refused", "retain_on_close: true", nil, "retain_on_close: unknown key"},
+		{"unrelated key refused", "restore_on_open: true", nil, "restore_on_open: unknown key"},
 		{"nested typo refused", "debug: {chaoss: true}", nil, `debug.chaoss: unknown key|did you mean "chaos"`},
 	})
+}
+
+// A key for a feature berthd does not have yet is refused by naming the feature,
+// from the file or the environment, and is never reported as an unknown key.
+func TestValidate_UnsupportedFeatureKeys_RefusedNamingTheFeature(t *testing.T) {
+	cases := []ruleCase{
+		{"retain_on_close file", "retain_on_close: true", nil,
+			"retain_on_close: retention on close (soft-delete and restore) is not supported by this berthd yet"},
+		{"retain_on_close env", "", []string{"BERTH_RETAIN_ON_CLOSE=true"}, "retain_on_close: retention on close"},
+		{"volume_data_path file", `volume_data_path: "/var/lib/fred/volumes"`, nil,
+			"volume_data_path: managed volumes with kernel quotas are not supported by this berthd yet"},
+		{"volume_data_path with mount", "volume_data_path: /v\nvolume_mount_path: /v\nvolume_filesystem: xfs", nil,
+			"volume_data_path: managed volumes"},
+		{"volume_data_path env", "", []string{"BERTH_VOLUME_DATA_PATH=/srv/volumes"}, "volume_data_path: managed volumes"},
+		{"ingress.enabled file", "ingress:\n  enabled: true\n  wildcard_domain: apps.example.com\n  entrypoint: websecure", nil,
+			"ingress.enabled: ingress (Traefik routing) is not supported by this berthd yet"},
+		{"ingress.enabled env", "", []string{"BERTH_INGRESS__ENABLED=true"}, "ingress.enabled: ingress (Traefik routing)"},
+	}
+	runRuleCases(t, cases)
+	for _, tc := range cases {
+		if list := problemsOf(t, tc.yaml, tc.env...); findProblem(list, "unknown key") != "" {
+			t.Errorf("%s: reported as an unknown key: %q", tc.name, list)
+		}
+	}
+	// Off, the same keys load.
+	runRuleCases(t, []ruleCase{
+		{"retain_on_close false", "retain_on_close: false", nil, ""},
+		{"volume_data_path empty", `volume_data_path: ""`, nil, ""},
+		{"ingress off with settings", "ingress:\n  enabled: false\n  wildcard_domain: apps.example.com\n  entrypoint: websecure\n" +
+			"  custom_domain_dns_quorum: 2\n  custom_domain_dns_check_disabled: true", nil, ""},
+	})
+}
+
+func TestValidate_TyposOfNewKeys_StillUnknownWithSuggestion(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"top-level", "retain_on_clse: true", nil, `retain_on_clse: unknown key in|did you mean "retain_on_close"`},
+		{"volume", `volume_data_pth: ""`, nil, `volume_data_pth: unknown key|did you mean "volume_data_path"`},
+		{"ingress", "ingress: {enabeld: true}", nil, `ingress.enabeld: unknown key|did you mean "enabled"`},
+		{"debug", "debug: {tokn: x}", nil, `debug.tokn: unknown key|did you mean "token"`},
+	})
+}
+
+func TestValidate_StorePathsAndAges(t *testing.T) {
+	abs := filepath.Join(t.TempDir(), "data")
+	runRuleCases(t, []ruleCase{
+		{"callback max age zero refused", "callback_max_age: 0s", nil, "callback_max_age: must be positive"},
+		{"callback max age negative refused", "callback_max_age: -1h", nil, "callback_max_age: must be positive"},
+		{"callback max age days refused", "callback_max_age: 1d", nil, "callback_max_age:|d and w are not valid"},
+		{"releases max age zero refused", "releases_max_age: 0", nil, "releases_max_age: must be positive"},
+		{"releases max age weeks refused", "releases_max_age: 12w", nil, "releases_max_age:|d and w are not valid"},
+		{"diagnostics path empty refused", `diagnostics_db_path: ""`, nil, "diagnostics_db_path: must not be empty"},
+		{"diagnostics path state.db refused", "diagnostics_db_path: state.db", nil,
+			"diagnostics_db_path: \"state.db\" is " + filepath.Join("./var/berth", "state.db")},
+		{"diagnostics path state.db absolute refused", "data_dir: " + abs + "\ndiagnostics_db_path: " + filepath.Join(abs, "state.db"), nil,
+			"diagnostics_db_path:|which berth keeps in data_dir"},
+		{"diagnostics path state.db dotted refused", "diagnostics_db_path: sub/../state.db", nil, "diagnostics_db_path:|state.db"},
+		{"diagnostics path secret refused", "diagnostics_db_path: callback-secret", nil, "diagnostics_db_path:|callback-secret"},
+		{"diagnostics path lock refused", "diagnostics_db_path: daemon.lock", nil, "diagnostics_db_path:|daemon.lock"},
+		{"diagnostics path data_dir refused", "diagnostics_db_path: .", nil, "diagnostics_db_path: \".\" names data_dir itself"},
+		{"diagnostics path elsewhere accepted", "diagnostics_db_path: " + filepath.Join(abs, "..", "diag", "d.db"), nil, ""},
+		{"store paths as strings only", "callback_db_path: 12", nil, "callback_db_path: must be a string"},
+	})
+}
+
+func TestLoad_DiagnosticsDBPath_RelativeResolvedUnderDataDir_AbsoluteKept(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if c := mustLoad(t, "data_dir: "+dir+"\ndiagnostics_db_path: diag/failures.db\n"); c.DiagnosticsDBPath != filepath.Join(dir, "diag", "failures.db") {
+		t.Fatalf("relative: %q", c.DiagnosticsDBPath)
+	}
+	if c := mustLoad(t, "data_dir: "+dir+"\n"); c.DiagnosticsDBPath != filepath.Join(dir, "diagnostics.db") {
+		t.Fatalf("default: %q", c.DiagnosticsDBPath)
+	}
+	if c := mustLoad(t, "data_dir: "+dir+"\ndiagnostics_db_path: /srv/diag.db\n"); c.DiagnosticsDBPath != "/srv/diag.db" {
+		t.Fatalf("absolute: %q", c.DiagnosticsDBPath)
+	}
+	if c := mustLoad(t, "", "BERTH_DATA_DIR="+dir, "BERTH_DIAGNOSTICS_DB_PATH=d.db"); c.DiagnosticsDBPath != filepath.Join(dir, "d.db") {
+		t.Fatalf("env: %q", c.DiagnosticsDBPath)
+	}
+}
+
+func TestLoad_UnusedFredStorePaths_KeptAndWarnedOnlyWhenNotDefault(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	c := mustLoad(t, "data_dir: "+dir+"\ncallback_db_path: /f/cb.db\nreleases_db_path: ./releases.db\nretention_db_path: /f/ret.db\n")
+	state := filepath.Join(dir, "state.db")
+	want := []string{
+		`callback_db_path: "/f/cb.db": berth keeps the callback outbox and operation state in ` + state + "; this path is not used",
+		`retention_db_path: "/f/ret.db": berth keeps retention records in ` + state + "; this path is not used",
+	}
+	if !reflect.DeepEqual(c.Warnings, want) {
+		t.Fatalf("warnings:\n got %q\nwant %q", c.Warnings, want)
+	}
+	if c.CallbackDBPath != "/f/cb.db" || c.ReleasesDBPath != "./releases.db" || c.RetentionDBPath != "/f/ret.db" {
+		t.Fatalf("values not kept: %q %q %q", c.CallbackDBPath, c.ReleasesDBPath, c.RetentionDBPath)
+	}
+}
+
+func TestValidate_Retention(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"max age zero accepted", "retention_max_age: 0s", nil, ""},
+		{"max age negative refused", "retention_max_age: -1h", nil, "retention_max_age: must not be negative"},
+		{"max age days refused", "retention_max_age: 90d", nil, "retention_max_age:|d and w are not valid"},
+		{"reap interval negative refused", "retention_reap_interval: -1s", nil, "retention_reap_interval: must not be negative"},
+		{"per-tenant cap negative refused", "max_retained_leases_per_tenant: -1", nil, "max_retained_leases_per_tenant: must not be negative"},
+		{"per-tenant cap accepted", "max_retained_leases_per_tenant: 5", nil, ""},
+		{"per-tenant cap fraction refused", "max_retained_leases_per_tenant: 1.5", nil, "max_retained_leases_per_tenant: must be a whole number"},
+		{"orphan confirmations negative refused", "retention_orphan_confirmations: -3", nil, "retention_orphan_confirmations: must not be negative"},
+		{"orphan confirmations zero accepted", "retention_orphan_confirmations: 0", nil, ""},
+		{"disk cap negative refused", "max_retained_disk_mb: -1", nil, "max_retained_disk_mb: must not be negative"},
+		{"disk cap above total refused", "max_retained_disk_mb: 102401", nil, "max_retained_disk_mb: 102401 exceeds total_disk_mb (102400)"},
+		{"disk cap at total accepted", "max_retained_disk_mb: 102400", nil, ""},
+		{"disk cap below largest SKU refused", "max_retained_disk_mb: 4095", nil,
+			"max_retained_disk_mb: 4095 is below the disk_mb of SKU profile docker-large (4096)"},
+		{"disk cap at largest SKU accepted", "max_retained_disk_mb: 4096", nil, ""},
+		{"disk cap diskless SKUs accepted", "max_retained_disk_mb: 1\nsku_profiles: {p: {cpu_cores: 1, memory_mb: 64}}", nil, ""},
+		{"disk cap env checked", "", []string{"BERTH_MAX_RETAINED_DISK_MB=200000"}, "max_retained_disk_mb:|exceeds total_disk_mb"},
+	})
+}
+
+func TestLoad_RetentionReapIntervalZero_FallsBackToMaxAgeThenOneHour(t *testing.T) {
+	if c := mustLoad(t, "retention_reap_interval: 0s\nretention_max_age: 336h\n"); c.RetentionReapInterval != 336*time.Hour {
+		t.Fatalf("0 with max age 336h: %s, want 336h", c.RetentionReapInterval)
+	}
+	if c := mustLoad(t, "retention_reap_interval: 0\nretention_max_age: 0s\n"); c.RetentionReapInterval != time.Hour || c.RetentionMaxAge != 0 {
+		t.Fatalf("0 with max age 0: interval %s max age %s, want 1h and 0", c.RetentionReapInterval, c.RetentionMaxAge)
+	}
+	if c := mustLoad(t, "retention_reap_interval: 15m\n"); c.RetentionReapInterval != 15*time.Minute {
+		t.Fatalf("15m: %s", c.RetentionReapInterval)
+	}
+}
+
+func TestValidate_VolumesAttestationAndRuntimeRefresh(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"mount without data path refused", "volume_mount_path: /var/lib/fred/volumes", nil, "volume_mount_path: requires volume_data_path"},
+		{"filesystem btrfs accepted", "volume_filesystem: btrfs", nil, ""},
+		{"filesystem xfs accepted", "volume_filesystem: xfs", nil, ""},
+		{"filesystem zfs accepted", "volume_filesystem: zfs", nil, ""},
+		{"filesystem dir accepted", "volume_filesystem: dir", nil, ""},
+		{"filesystem ext4 refused", "volume_filesystem: ext4", nil, `volume_filesystem: "ext4" is not one of btrfs, xfs, zfs, dir`},
+		{"filesystem case refused", "volume_filesystem: XFS", nil, "volume_filesystem:|not one of"},
+		{"min avg file bytes zero refused", "min_avg_file_bytes: 0", nil, "min_avg_file_bytes: must be positive"},
+		{"min avg file bytes negative refused", "min_avg_file_bytes: -1024", nil, "min_avg_file_bytes: must be positive"},
+		{"min avg file bytes one accepted", "min_avg_file_bytes: 1", nil, ""},
+		{"attestation negative refused", "storage_attestation_timeout: -1s", nil, "storage_attestation_timeout: must not be negative"},
+		{"attestation no unit refused", "storage_attestation_timeout: 30", nil, "storage_attestation_timeout: 30 has no unit"},
+		{"refresh 0 accepted", "runtime_refresh_max_concurrency: 0", nil, ""},
+		{"refresh 64 accepted", "runtime_refresh_max_concurrency: 64", nil, ""},
+		{"refresh 65 refused", "runtime_refresh_max_concurrency: 65", nil, "runtime_refresh_max_concurrency: must be from 0 to 64, got 65"},
+		{"refresh negative refused", "runtime_refresh_max_concurrency: -1", nil, "runtime_refresh_max_concurrency: must be from 0 to 64, got -1"},
+	})
+}
+
+func TestLoad_StorageAttestationTimeoutZero_Selects30s(t *testing.T) {
+	if c := mustLoad(t, "storage_attestation_timeout: 0\n"); c.StorageAttestationTimeout != 30*time.Second {
+		t.Fatalf("0: %s, want 30s", c.StorageAttestationTimeout)
+	}
+	if c := mustLoad(t, "storage_attestation_timeout: 2m\n"); c.StorageAttestationTimeout != 2*time.Minute {
+		t.Fatalf("2m: %s", c.StorageAttestationTimeout)
+	}
+}
+
+func TestLoad_IngressLists_ReplacedWhole_NullSectionKeepsDefaults(t *testing.T) {
+	c := mustLoad(t, "ingress:\n  custom_domain_middlewares: [\"hsts@file\"]\n",
+		"BERTH_INGRESS__CUSTOM_DOMAIN_DNS_RESOLVERS= 10.0.0.1:53, 10.0.0.2:53")
+	if !reflect.DeepEqual(c.Ingress.CustomDomainMiddlewares, []string{"hsts@file"}) {
+		t.Fatalf("middlewares = %q, want only the file's entry", c.Ingress.CustomDomainMiddlewares)
+	}
+	if !reflect.DeepEqual(c.Ingress.CustomDomainDNSResolvers, []string{"10.0.0.1:53", "10.0.0.2:53"}) {
+		t.Fatalf("resolvers = %q, want the env list", c.Ingress.CustomDomainDNSResolvers)
+	}
+	if c.Ingress.CustomDomainCertResolver != "http01" {
+		t.Fatalf("cert resolver lost its default: %q", c.Ingress.CustomDomainCertResolver)
+	}
+
+	// A section whose every line is commented out is a YAML null: the defaults stay.
+	c = mustLoad(t, "ingress:\n  # enabled: true\ndebug:\n")
+	defaults := mustLoad(t, "")
+	if !reflect.DeepEqual(c.Ingress, defaults.Ingress) || c.Debug != defaults.Debug {
+		t.Fatalf("null sections changed the config: ingress %+v debug %+v", c.Ingress, c.Debug)
+	}
+	runRuleCases(t, []ruleCase{
+		{"ingress scalar refused", "ingress: true", nil, "ingress: must be a map"},
+		{"ingress list scalar refused", "ingress: {custom_domain_middlewares: x}", nil, "ingress.custom_domain_middlewares: must be a list of strings"},
+		{"null profiles still refused", "sku_profiles: ~", nil, "sku_profiles: at least one SKU profile is required"},
+	})
+}
+
+func TestValidate_DebugChaosRequiresToken(t *testing.T) {
+	short := strings.Repeat("t", MinDebugTokenBytes-1)
+	good := strings.Repeat("t", MinDebugTokenBytes)
+	runRuleCases(t, []ruleCase{
+		{"chaos without token refused", "debug: {chaos: true}", nil,
+			"debug.chaos: requires debug.token (at least 16 bytes): the chaos endpoint must never be open without it"},
+		{"chaos with empty token refused", `debug: {chaos: true, token: ""}`, nil, "debug.chaos: requires debug.token"},
+		{"chaos with short token refused", "debug: {chaos: true, token: " + short + "}", nil, "debug.token: must be at least 16 bytes, got 15"},
+		{"chaos with 16-byte token accepted", "debug: {chaos: true, token: " + good + "}", nil, ""},
+		{"chaos and token from env accepted", "", []string{"BERTH_DEBUG__CHAOS=true", "BERTH_DEBUG__TOKEN=" + good}, ""},
+		{"chaos from env without token refused", "", []string{"BERTH_DEBUG__CHAOS=true"}, "debug.chaos: requires debug.token"},
+		{"short token without chaos refused", "debug: {token: " + short + "}", nil, "debug.token: must be at least 16 bytes"},
+		{"token without chaos accepted", "debug: {token: " + good + "}", nil, ""},
+		{"token as number refused", "debug: {token: 1234567890123456}", nil, "debug.token: must be a string"},
+	})
+	list := problemsOf(t, "debug: {chaos: true, token: "+short+"}")
+	if len(list) != 1 {
+		t.Fatalf("a short token is one mistake, got %q", list)
+	}
+	if strings.Contains(strings.Join(list, "\n"), short) {
+		t.Fatal("a problem echoes the token")
+	}
+}
+
+func TestValidate_DebugListenNotLoopback_WarningAdvisesToken(t *testing.T) {
+	c := mustLoad(t, `debug_listen_addr: "0.0.0.0:9002"`)
+	if findProblem(c.Warnings, "debug_listen_addr: 0.0.0.0:9002 is not loopback", "setting debug.token is advised") == "" {
+		t.Fatalf("no token advice: %q", c.Warnings)
+	}
+	c = mustLoad(t, "debug_listen_addr: \"0.0.0.0:9002\"\ndebug: {token: "+testDebugToken+"}\n")
+	if findProblem(c.Warnings, "debug_listen_addr", "not loopback") == "" || findProblem(c.Warnings, "advised") != "" {
+		t.Fatalf("with a token: %q, want the loopback warning without the advice", c.Warnings)
+	}
+}
+
+// production_mode takes host_address and sku_profiles only from an operator: the
+// embedded defaults (127.0.0.1, the starter profiles) are for a laptop.
+func TestValidate_ProductionMode_HostAddressAndSKUProfilesFromOperatorOnly(t *testing.T) {
+	prod := "production_mode: true\ncallback_secret: " + testSecret + "\n"
+	profiles := "sku_profiles:\n  app: {cpu_cores: 1, memory_mb: 512}\n"
+	runRuleCases(t, []ruleCase{
+		{"host_address missing refused", prod + profiles, nil, "host_address: is required in production_mode"},
+		{"host_address loopback refused", prod + profiles + "host_address: 127.0.0.1", nil,
+			`host_address: "127.0.0.1" is a loopback address; production_mode needs`},
+		{"host_address loopback range refused", prod + profiles + "host_address: 127.1.2.3", nil, "host_address:|loopback"},
+		{"host_address ::1 refused", prod + profiles + `host_address: "::1"`, nil, "host_address:|loopback"},
+		{"host_address mapped loopback refused", prod + profiles + `host_address: "::ffff:127.0.0.1"`, nil, "host_address:|loopback"},
+		{"host_address localhost refused", prod + profiles + "host_address: localhost", nil, "host_address:|loopback"},
+		{"host_address name.localhost refused", prod + profiles + "host_address: berth.localhost.", nil, "host_address:|loopback"},
+		{"host_address unspecified refused", prod + profiles + "host_address: 0.0.0.0", nil, "host_address:|not an address tenants can reach"},
+		{"host_address loopback env refused", prod + profiles, []string{"BERTH_HOST_ADDRESS=127.0.0.1"}, "host_address:|loopback"},
+		{"host_address from file accepted", prod + profiles + "host_address: 203.0.113.7", nil, ""},
+		{"host_address from env accepted", prod + profiles, []string{"BERTH_HOST_ADDRESS=berth.example.com"}, ""},
+		{"sku_profiles missing refused", prod + "host_address: 203.0.113.7", nil,
+			"sku_profiles: at least one SKU profile is required in production_mode|starter profiles never apply"},
+		{"sku_profiles empty refused", prod + "host_address: 203.0.113.7\nsku_profiles: {}", nil,
+			"sku_profiles: at least one SKU profile is required"},
+		{"sku_profiles from env accepted", prod + "host_address: 203.0.113.7", []string{
+			"BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512"}, ""},
+		{"everything from env accepted", "", []string{"BERTH_PRODUCTION_MODE=true", "BERTH_CALLBACK_SECRET=" + testSecret,
+			"BERTH_HOST_ADDRESS=203.0.113.7", "BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512"}, ""},
+		{"dev mode keeps the defaults", "", nil, ""},
+		{"dev mode loopback accepted", "host_address: localhost", nil, ""},
+	})
+
+	// Both missing: exactly one problem each, and none about the defaults' values.
+	list := problemsOf(t, prod)
+	if len(list) != 2 || findProblem(list, "host_address: is required in production_mode") == "" ||
+		findProblem(list, "sku_profiles:", "production_mode") == "" {
+		t.Fatalf("problems = %q, want exactly host_address and sku_profiles", list)
+	}
+
+	c := mustLoad(t, prod+"host_address: 203.0.113.7", "BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512")
+	if want := map[string]SKUProfile{"app": {CPUCores: 1, MemoryMB: 512}}; !reflect.DeepEqual(c.SKUProfiles, want) {
+		t.Fatalf("sku_profiles = %+v, want only the env profile", c.SKUProfiles)
+	}
 }
