@@ -155,7 +155,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		OutboxPath:       outboxPath,
 		SnapshotEvery:    64,
 		WorkerDrain:      cfg.ContainerStopTimeout + time.Minute,
-		ReleasesMaxAge:   90 * 24 * time.Hour, // TODO(wiring): cfg.ReleasesMaxAge
+		ReleasesMaxAge:   cfg.ReleasesMaxAge,
 		HistoryBytes:     32 << 20,
 	}}
 	profiles := make(map[string]lease.Profile, len(cfg.SKUProfiles))
