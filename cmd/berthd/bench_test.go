@@ -439,7 +439,7 @@ type benchProvisionBench struct {
 func BenchmarkProvision_vsRawDocker(b *testing.B) {
 	dc := dockerClient(b)
 	if _, err := dc.ImageInspect(context.Background(), testImage()); err != nil {
-		b.Skipf("SKIPPING: test image %s not present (make workload-image): %v", testImage(), err)
+		skipOrFail(b, fmt.Sprintf("test image %s not present (make workload-image): %v", testImage(), err))
 	}
 	pb := &benchProvisionBench{dc: dc, cb: newCallbackReceiver(b), runID: uuid.NewString()}
 	b.Cleanup(func() { benchRemoveRaw(dc, pb.runID) })
@@ -760,7 +760,7 @@ const benchReadyLeases = 200
 func BenchmarkRestart_200ReadyLeases_TimeToHealthy(b *testing.B) {
 	dc := dockerClient(b)
 	if _, err := dc.ImageInspect(context.Background(), testImage()); err != nil {
-		b.Skipf("SKIPPING: test image %s not present (make workload-image): %v", testImage(), err)
+		skipOrFail(b, fmt.Sprintf("test image %s not present (make workload-image): %v", testImage(), err))
 	}
 	b.StopTimer()
 	cb := newCallbackReceiver(b)

@@ -67,7 +67,7 @@ func testImage() string {
 func dockerClient(t testing.TB) *client.Client {
 	t.Helper()
 	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
-		t.Skip("SKIPPING: no Docker engine at /var/run/docker.sock (make test starts one)")
+		skipOrFail(t, "no Docker engine at /var/run/docker.sock (make test starts one)")
 	}
 	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -75,6 +75,22 @@ func dockerClient(t testing.TB) *client.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// dockerRequired is set under make test (BERTH_REQUIRE_DOCKER=1) and in CI
+// (CI=true): a Docker-gated test that cannot run there fails instead of skipping,
+// so a green run means every one of them ran.
+func dockerRequired() bool {
+	return os.Getenv("BERTH_REQUIRE_DOCKER") == "1" || os.Getenv("CI") == "true"
+}
+
+// skipOrFail skips a test that cannot run here, or fails it where it must run.
+func skipOrFail(t testing.TB, why string) {
+	t.Helper()
+	if dockerRequired() {
+		t.Fatalf("cannot run: %s (BERTH_REQUIRE_DOCKER/CI demand it)", why)
+	}
+	t.Skip("SKIPPING: " + why)
 }
 
 func freePort(t testing.TB) string {

@@ -30,6 +30,9 @@ func testImage(t *testing.T) string {
 	t.Helper()
 	img := os.Getenv("BERTH_TEST_IMAGE")
 	if img == "" {
+		if os.Getenv("BERTH_REQUIRE_DOCKER") == "1" || os.Getenv("CI") == "true" {
+			t.Fatal("BERTH_TEST_IMAGE is not set: make test sets it, and BERTH_REQUIRE_DOCKER/CI demand this test runs")
+		}
 		t.Skip("BERTH_TEST_IMAGE is not set (make test sets it)")
 	}
 	return img
