@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,13 @@ type OpenInfo struct {
 	// or when this open finished a re-key an earlier open committed but did not
 	// republish. Log Rekey.OperatorMessage().
 	Rekey *Rekey
+	// MetaFallback is set when state.db's newest meta page failed validation and
+	// bbolt opened the previous transaction instead, silently dropping the last
+	// commit; it names both txids. It is also in Findings.
+	MetaFallback string
+	// Findings are integrity problems found at open that did not refuse it (one line
+	// each), also available from Store.Findings for /health.
+	Findings []string
 }
 
 // Store is an open, validated state.db. All methods are safe for concurrent use.
@@ -76,6 +84,7 @@ type Store struct {
 	location   string
 	identity   Identity
 	lastRekey  *Rekey
+	findings   []string
 	opts       Options
 
 	latchMu    sync.Mutex
@@ -150,6 +159,19 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before anything writes: the first commit overwrites a bad meta page.
+	fallback, findings, metaFID, err := inspectMetaPages(statePath, "state.db", opts.MaxFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	if info.MetaFallback == "" {
+		info.MetaFallback = fallback
+	}
+	for _, f := range findings {
+		if !slices.Contains(info.Findings, f) {
+			info.Findings = append(info.Findings, f)
+		}
+	}
 	var (
 		st     stateMeta
 		action identityAction
@@ -163,7 +185,10 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, withFinding(err, fallback)
+	}
+	if fid != metaFID {
+		return nil, refuse(ErrUnsafeFile, "state.db %s was replaced during validation; refusing it", statePath)
 	}
 	if action != identityCurrent && opts.beforeIdentityWrite != nil {
 		opts.beforeIdentityWrite()
@@ -220,6 +245,7 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 	db.MaxBatchSize = batchMaxSize
 	return &Store{
 		lastRekey:  lastRekey,
+		findings:   slices.Clone(info.Findings),
 		db:         db,
 		path:       statePath,
 		markerPath: markerPath,
@@ -236,6 +262,10 @@ func (s *Store) Identity() Identity { return s.identity }
 
 // Location is the data dir's resolved location, to which the installation id is bound.
 func (s *Store) Location() string { return s.location }
+
+// Findings are the integrity problems found at open that did not refuse it (see
+// OpenInfo.Findings), one line each, for /health detail and a metric.
+func (s *Store) Findings() []string { return slices.Clone(s.findings) }
 
 // LastRekey is the most recent re-key recorded in meta (by this open or an earlier
 // one), so the operator can still be told after a restart that swallowed the log.
@@ -417,4 +447,14 @@ func (s *Store) setPreBatchHook(h func()) {
 		return
 	}
 	s.preBatch.Store(&h)
+}
+
+// withFinding appends a meta fallback to a refusal of the same open: a store refused
+// as foreign or inconsistent may be so because its last commit was dropped.
+func withFinding(err error, fallback string) error {
+	var r *refusal
+	if fallback == "" || !errors.As(err, &r) {
+		return err
+	}
+	return &refusal{kind: r.kind, msg: r.msg + "; also: " + fallback, cause: r.cause}
 }
