@@ -34,10 +34,13 @@ const defaultMaxFileBytes int64 = 1 << 30
 
 // Options configure Open, InitializeIdentity and OpenDiagnostics.
 type Options struct {
-	Dir            string           // data dir (created 0700 if absent)
-	MaxFileBytes   int64            // size ceiling for state.db and diagnostics.db; 0 = 1 GiB
-	ProductionMode bool             // never create a storage identity implicitly
-	Now            func() time.Time // optional clock
+	Dir string // data dir (created 0700 if absent)
+	// DiagnosticsFile is diagnostics.db's absolute path (config diagnostics_db_path);
+	// "" means <Dir>/diagnostics.db. Its directory is created 0700 if absent.
+	DiagnosticsFile string
+	MaxFileBytes    int64            // size ceiling for state.db and diagnostics.db; 0 = 1 GiB
+	ProductionMode  bool             // never create a storage identity implicitly
+	Now             func() time.Time // optional clock
 
 	beforeIdentityWrite func() // tests: runs after validation, before a bind or re-key writes
 }
