@@ -2,7 +2,10 @@
 // journals and snapshots, and the callback outbox; the storage identity marker; the
 // daemon.lock that makes one berthd the owner of a data directory; and the separate,
 // recreatable diagnostics.db. It fails closed: anything it cannot prove is berth's own,
-// intact, current-schema store is refused with one line and left untouched.
+// intact, current-schema store is refused with one line and left untouched. The
+// installation identity is bound to the data dir's resolved location: a copied or
+// moved store is re-keyed (see Rekey). diagnostics.db carries no authority, so an
+// unusable one is set aside and recreated rather than refused.
 package persistence
 
 import (
@@ -247,14 +250,14 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 	db.MaxBatchDelay = batchMaxDelay
 	db.MaxBatchSize = batchMaxSize
 	return &Store{
-		lastRekey:  lastRekey,
-		findings:   slices.Clone(info.Findings),
 		db:         db,
 		path:       statePath,
 		markerPath: markerPath,
 		dir:        opts.Dir,
 		location:   location,
 		identity:   identity,
+		lastRekey:  lastRekey,
+		findings:   slices.Clone(info.Findings),
 		opts:       opts,
 		latchedCh:  make(chan struct{}),
 	}, nil
