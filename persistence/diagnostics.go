@@ -3,12 +3,17 @@ package persistence
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 )
 
 // diagnostics.db layout: meta{schema_version} and leases/<lease>, whose keys are
@@ -20,19 +25,128 @@ var bucketDiagLeases = []byte("leases")
 // logs). It carries no lifecycle authority and is not identity-bound, but gets the
 // same open-time file checks as state.db. Safe for concurrent use.
 type Diagnostics struct {
-	db   *bolt.DB
-	path string
+	db       *bolt.DB
+	path     string
+	setAside *DiagnosticsSetAside
 }
 
-// OpenDiagnostics opens <dir>/diagnostics.db, creating it when absent. An existing
-// file that is a symlink, not 0600, over the ceiling, corrupt or of a newer schema is
-// refused and left untouched (delete it while stopped to start afresh).
+// DiagnosticsSetAside says OpenDiagnostics found a diagnostics.db it could not use
+// and moved it out of the way before creating a fresh one.
+type DiagnosticsSetAside struct {
+	// Path is where the old entry now is: the same inode renamed (a symlink is
+	// renamed itself, never followed), bytes untouched, nothing deleted.
+	Path string
+	// Reason is why it was unusable, one line (the open-time check's refusal,
+	// without its "refusing…" tail).
+	Reason string
+	// Err is that refusal; it wraps ErrCorrupt, ErrUnsafeFile, ErrTooLarge,
+	// ErrNewerSchema or fs.ErrPermission.
+	Err error
+}
+
+// setAsideInfix names a set-aside diagnostics.db: <file>.set-aside-<UTC time>[-n].
+const setAsideInfix = ".set-aside-"
+
+// OpenDiagnostics opens Options.DiagnosticsFile (default <Dir>/diagnostics.db),
+// creating it when absent. An existing file that cannot be used — a symlink or other
+// non-regular or hard-linked entry, a mode other than 0600, over the ceiling,
+// corrupt, of a newer schema, unreadable — carries no authority, so it is set aside
+// (renamed to <file>.set-aside-<UTC time>, see SetAside) and a fresh one created.
+// Only failing to set it aside or to create the fresh file is an error, as is a file
+// another process holds locked (it is in use, not damaged).
 func OpenDiagnostics(opts Options) (*Diagnostics, error) {
 	opts = opts.withDefaults()
-	if err := ensureDir(opts.Dir); err != nil {
+	path, err := diagnosticsPath(opts)
+	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(opts.Dir, diagnosticsFileName)
+	if err := ensureDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	d, refused := openDiagnosticsFile(path, opts.MaxFileBytes)
+	if refused == nil {
+		return d, nil
+	}
+	if !settableAside(refused) {
+		return nil, refused
+	}
+	aside, err := setAsideFile(path, opts.Now())
+	if err != nil {
+		return nil, fmt.Errorf("diagnostics.db %s is unusable (%v) and setting it aside failed: %w", path, refused, err)
+	}
+	d, err = openDiagnosticsFile(path, opts.MaxFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("diagnostics.db %s was set aside to %s (%v) but a fresh one could not be opened: %w", path, aside, refused, err)
+	}
+	d.setAside = &DiagnosticsSetAside{Path: aside, Reason: reasonOf(refused), Err: refused}
+	return d, nil
+}
+
+// reasonOf is a refusal's message without its "; refusing …" tail.
+func reasonOf(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "; refusing"); i > 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
+// OperatorMessage is a one-line log message for the set-aside.
+func (a DiagnosticsSetAside) OperatorMessage() string {
+	return oneLine(fmt.Sprintf("diagnostics.db was unusable and was set aside to %s (kept, not deleted), and a fresh one created; earlier failure captures are only in the set-aside file: %s", a.Path, a.Reason))
+}
+
+// diagnosticsPath is Options.DiagnosticsFile, or <Dir>/diagnostics.db.
+func diagnosticsPath(opts Options) (string, error) {
+	if opts.DiagnosticsFile == "" {
+		if opts.Dir == "" {
+			return "", errors.New("persistence: data dir is empty")
+		}
+		return filepath.Join(opts.Dir, diagnosticsFileName), nil
+	}
+	if !filepath.IsAbs(opts.DiagnosticsFile) || filepath.Clean(opts.DiagnosticsFile) != opts.DiagnosticsFile || strings.HasSuffix(opts.DiagnosticsFile, "/") {
+		return "", fmt.Errorf("persistence: diagnostics file %q is not a clean absolute file path", opts.DiagnosticsFile)
+	}
+	return opts.DiagnosticsFile, nil
+}
+
+// settableAside reports whether err says the file at the path is unusable (and so
+// may be set aside), rather than in use or the directory being at fault.
+func settableAside(err error) bool {
+	if errors.Is(err, ErrLocked) {
+		return false
+	}
+	for _, kind := range []error{ErrCorrupt, ErrUnsafeFile, ErrTooLarge, ErrNewerSchema, fs.ErrPermission} {
+		if errors.Is(err, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// setAsideFile renames path (whatever kind of entry it is, never following it) to a
+// fresh <path>.set-aside-<UTC time>[-n] sibling and makes the rename durable.
+func setAsideFile(path string, now time.Time) (string, error) {
+	base := path + setAsideInfix + now.UTC().Format("20060102T150405.000000000Z")
+	for n := 0; n < 100; n++ {
+		aside := base
+		if n > 0 {
+			aside = fmt.Sprintf("%s-%d", base, n)
+		}
+		err := renameNoReplace(path, aside)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return aside, fsyncDir(filepath.Dir(path))
+	}
+	return "", fmt.Errorf("set aside %s: 100 names under %s* already taken", path, base)
+}
+
+// openDiagnosticsFile creates path when absent, then validates and opens it.
+func openDiagnosticsFile(path string, ceiling int64) (*Diagnostics, error) {
 	exists, err := lexists(path)
 	if err != nil {
 		return nil, err
@@ -53,7 +167,7 @@ func OpenDiagnostics(opts Options) (*Diagnostics, error) {
 			return nil, fmt.Errorf("create diagnostics.db %s: %w", path, err)
 		}
 	}
-	fid, err := inspectBolt(path, "diagnostics.db", opts.MaxFileBytes, func(tx *bolt.Tx) error {
+	fid, err := inspectBolt(path, "diagnostics.db", ceiling, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return refuse(ErrCorrupt, "diagnostics.db %s has no meta bucket; refusing it (file left untouched)", path)
@@ -63,11 +177,30 @@ func OpenDiagnostics(opts Options) (*Diagnostics, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openBoltRW(path, "diagnostics.db", fid, opts.MaxFileBytes)
+	db, err := openBoltRW(path, "diagnostics.db", fid, ceiling)
 	if err != nil {
 		return nil, err
 	}
 	return &Diagnostics{db: db, path: path}, nil
+}
+
+// SetAside reports the unusable diagnostics.db this open set aside, if any, so the
+// daemon can log and count it.
+func (d *Diagnostics) SetAside() (DiagnosticsSetAside, bool) {
+	if d.setAside == nil {
+		return DiagnosticsSetAside{}, false
+	}
+	return *d.setAside, true
+}
+
+// Size is diagnostics.db's size on disk, which the next open checks against the
+// ceiling (bbolt reuses pages Prune frees but never shrinks the file).
+func (d *Diagnostics) Size() (int64, error) {
+	fi, err := os.Lstat(d.path)
+	if err != nil {
+		return 0, fmt.Errorf("stat %s: %w", d.path, err)
+	}
+	return fi.Size(), nil
 }
 
 // Path is diagnostics.db's path.
@@ -136,13 +269,39 @@ func (d *Diagnostics) Latest(lease string) (json.RawMessage, bool, error) {
 	return out, out != nil, nil
 }
 
+// pruneBatch bounds the deletions of one Prune transaction, so an hourly prune of a
+// large backlog never holds the writer lock (blocking Put) or dirties pages for long.
+const pruneBatch = 10000
+
+// errPruneBudget ends one Prune transaction's walk when its batch is full.
+var errPruneBudget = errors.New("prune batch full")
+
 // Prune deletes every blob stored before olderThan, drops leases left empty, and
-// returns how many blobs it deleted.
+// returns how many blobs it deleted. Each lease's keys are in time order, so a
+// lease costs one cursor seek plus one per deleted blob: the walk stops at its first
+// young key. Deletions are committed in batches of pruneBatch. Keys that are not
+// this layout's (malformed observational rows) are kept for inspection and do not
+// stop the expiry of the rows around them.
 func (d *Diagnostics) Prune(olderThan time.Time) (int, error) {
 	cutoff := uint64(max(olderThan.UnixNano(), 0))
-	deleted := 0
-	err := d.db.Update(func(tx *bolt.Tx) error {
-		deleted = 0
+	total := 0
+	for {
+		n, more, err := d.pruneOnce(cutoff, pruneBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("prune diagnostics in %s: %w", d.path, err)
+		}
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+// pruneOnce deletes up to budget expired blobs in one transaction; more reports that
+// the budget ran out before the walk finished.
+func (d *Diagnostics) pruneOnce(cutoff uint64, budget int) (deleted int, more bool, err error) {
+	err = d.db.Update(func(tx *bolt.Tx) error {
+		deleted, more = 0, false
 		root := tx.Bucket(bucketDiagLeases)
 		if root == nil {
 			return nil
@@ -151,21 +310,34 @@ func (d *Diagnostics) Prune(olderThan time.Time) (int, error) {
 		err := root.ForEachBucket(func(name []byte) error {
 			lb := root.Bucket(name)
 			c := lb.Cursor()
-			for k, _ := c.First(); k != nil; k, _ = c.First() {
-				if len(k) != 16 || binary.BigEndian.Uint64(k[:8]) >= cutoff {
+			k, v := c.First()
+			for k != nil {
+				if v == nil || len(k) != 16 { // not a blob of this layout: keep it
+					k, v = c.Next()
+					continue
+				}
+				if binary.BigEndian.Uint64(k[:8]) >= cutoff {
 					break
 				}
+				if deleted == budget {
+					more = true
+					return errPruneBudget
+				}
+				key := append([]byte(nil), k...)
 				if err := c.Delete(); err != nil {
 					return err
 				}
 				deleted++
+				// Re-seek after a delete: bbolt cursors may skip an entry when Next
+				// follows Delete.
+				k, v = c.Seek(key)
 			}
-			if k, _ := c.First(); k == nil {
+			if first, _ := lb.Cursor().First(); first == nil {
 				empty = append(empty, append([]byte(nil), name...))
 			}
 			return nil
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errPruneBudget) {
 			return err
 		}
 		for _, name := range empty {
@@ -176,9 +348,9 @@ func (d *Diagnostics) Prune(olderThan time.Time) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("prune diagnostics in %s: %w", d.path, err)
+		return 0, false, err
 	}
-	return deleted, nil
+	return deleted, more, nil
 }
 
 // Close closes diagnostics.db.

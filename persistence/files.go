@@ -185,3 +185,34 @@ func writeFileAtomic(final string, data []byte) error {
 	}
 	return fsyncDir(filepath.Dir(final))
 }
+
+// replaceFileAtomic publishes data at final, replacing what is there: temp file +
+// fsync + rename(2) (which replaces the directory entry itself, never following a
+// symlink) + directory fsync. A crash leaves the old file or the whole new one.
+func replaceFileAtomic(final string, data []byte) error {
+	tmp := tempPath(final)
+	f, err := createExclusive(tmp)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(fmt.Errorf("write %s: %w", tmp, err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("fsync %s: %w", tmp, err))
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return fsyncDir(filepath.Dir(final))
+}

@@ -84,13 +84,31 @@ func readMarker(path string) (Identity, error) {
 	return id, nil
 }
 
-// writeMarker publishes the marker atomically; it never replaces an existing one.
-func writeMarker(path string, id Identity) error {
+func encodeMarker(id Identity) ([]byte, error) {
 	raw, err := json.MarshalIndent(id, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode storage identity: %w", err)
+		return nil, fmt.Errorf("encode storage identity: %w", err)
 	}
-	return writeFileAtomic(path, append(raw, '\n'))
+	return append(raw, '\n'), nil
+}
+
+// writeMarker publishes the marker atomically; it never replaces an existing one.
+func writeMarker(path string, id Identity) error {
+	raw, err := encodeMarker(id)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, raw)
+}
+
+// replaceMarker republishes the marker atomically over the existing one (after a
+// re-key): readers see the old marker or the whole new one, never a mix.
+func replaceMarker(path string, id Identity) error {
+	raw, err := encodeMarker(id)
+	if err != nil {
+		return err
+	}
+	return replaceFileAtomic(path, raw)
 }
 
 // InitializeIdentity implements `berthd -initialize-storage-identity new`: it mints a
@@ -99,6 +117,10 @@ func writeMarker(path string, id Identity) error {
 func InitializeIdentity(opts Options) (Identity, error) {
 	opts = opts.withDefaults()
 	if err := ensureDir(opts.Dir); err != nil {
+		return Identity{}, err
+	}
+	location, err := resolveLocation(opts.Dir)
+	if err != nil {
 		return Identity{}, err
 	}
 	statePath := filepath.Join(opts.Dir, stateFileName)
@@ -112,18 +134,18 @@ func InitializeIdentity(opts Options) (Identity, error) {
 			return Identity{}, refuse(ErrIdentityExists, "%s already exists; refusing to initialise a new storage identity over an existing store (nothing changed)", p)
 		}
 	}
-	return createStore(opts, statePath, markerPath)
+	return createStore(opts, statePath, markerPath, location)
 }
 
-// createStore creates state.db (staged under a temp name, then renamed into place)
-// and then the marker. The marker is published last: it is what says "this store is
+// createStore creates state.db (staged under a temp name, then renamed into place),
+// its installation id claimed by location, and then the marker. The marker is published last: it is what says "this store is
 // initialised". If publishing it fails, the fresh, empty state.db is removed again.
-func createStore(opts Options, statePath, markerPath string) (Identity, error) {
+func createStore(opts Options, statePath, markerPath, location string) (Identity, error) {
 	id, err := newIdentity(opts.Now())
 	if err != nil {
 		return Identity{}, err
 	}
-	if err := createBoltFile(statePath, func(tx *bolt.Tx) error { return initStateTx(tx, id) }); err != nil {
+	if err := createBoltFile(statePath, func(tx *bolt.Tx) error { return initStateTx(tx, id, location) }); err != nil {
 		return Identity{}, err
 	}
 	if err := writeMarker(markerPath, id); err != nil {

@@ -28,6 +28,13 @@ var (
 	metaStorageID      = []byte("storage_id")
 	metaInstallationID = []byte("installation_id")
 	metaCreatedAt      = []byte("created_at")
+	// metaLocation is the resolved data dir that claimed installation_id. A store
+	// found anywhere else (a copy, a move) is re-keyed with a fresh installation_id.
+	metaLocation = []byte("installation_location")
+	// Set by a re-key, for the operator: the identity and location it replaced.
+	metaPreviousInstallationID = []byte("previous_installation_id")
+	metaPreviousLocation       = []byte("previous_installation_location")
+	metaRekeyedAt              = []byte("installation_rekeyed_at")
 )
 
 // snapshotKey is the single key inside snapshot/<stream>.
@@ -63,9 +70,9 @@ func keyU64(k []byte) (uint64, bool) {
 	return binary.BigEndian.Uint64(k), true
 }
 
-// initStateTx writes a fresh state.db layout: meta (schema, identity) and the empty
-// journal, snapshot and outbox roots.
-func initStateTx(tx *bolt.Tx, id Identity) error {
+// initStateTx writes a fresh state.db layout: meta (schema, identity, the location
+// that claims the installation id) and the empty journal, snapshot and outbox roots.
+func initStateTx(tx *bolt.Tx, id Identity, location string) error {
 	meta, err := tx.CreateBucket(bucketMeta)
 	if err != nil {
 		return fmt.Errorf("create meta bucket: %w", err)
@@ -75,6 +82,7 @@ func initStateTx(tx *bolt.Tx, id Identity) error {
 		{metaStorageID, []byte(id.StorageID)},
 		{metaInstallationID, []byte(id.InstallationID)},
 		{metaCreatedAt, []byte(id.CreatedAt.UTC().Format(time.RFC3339Nano))},
+		{metaLocation, []byte(location)},
 	} {
 		if err := meta.Put(kv[0], kv[1]); err != nil {
 			return fmt.Errorf("write meta %s: %w", kv[0], err)
@@ -124,25 +132,18 @@ func readMetaIdentity(meta *bolt.Bucket, path string) (Identity, error) {
 	return id, nil
 }
 
-// verifyStateMeta checks state.db's meta against the marker: schema first (a newer
-// layout might keep identity elsewhere), then both IDs.
-func verifyStateMeta(tx *bolt.Tx, path, markerPath string, marker Identity) error {
-	meta := tx.Bucket(bucketMeta)
-	if meta == nil {
-		return refuse(ErrCorrupt, "state.db %s has no meta bucket; refusing to start (file left untouched)", path)
-	}
-	if err := readSchema(meta, "state.db", path); err != nil {
-		return err
-	}
-	got, err := readMetaIdentity(meta, path)
+// verifyStateMeta checks state.db's meta (schema, identity, location record) against
+// the marker's IDs.
+func verifyStateMeta(tx *bolt.Tx, path, markerPath string, marker Identity) (stateMeta, error) {
+	got, err := readStateMeta(tx, path)
 	if err != nil {
-		return err
+		return stateMeta{}, err
 	}
-	if got.StorageID != marker.StorageID {
-		return refuse(ErrForeign, "state.db %s has storage_id %s but marker %s says %s: they belong to different installations; refusing to start (files left untouched)", path, got.StorageID, markerPath, marker.StorageID)
+	if got.id.StorageID != marker.StorageID {
+		return stateMeta{}, refuse(ErrForeign, "state.db %s has storage_id %s but marker %s says %s: they belong to different installations; refusing to start (files left untouched)", path, got.id.StorageID, markerPath, marker.StorageID)
 	}
-	if got.InstallationID != marker.InstallationID {
-		return refuse(ErrForeign, "state.db %s has installation_id %s but marker %s says %s: they belong to different installations; refusing to start (files left untouched)", path, got.InstallationID, markerPath, marker.InstallationID)
+	if got.id.InstallationID != marker.InstallationID {
+		return stateMeta{}, refuse(ErrForeign, "state.db %s has installation_id %s but marker %s says %s: they belong to different installations; refusing to start (files left untouched)", path, got.id.InstallationID, markerPath, marker.InstallationID)
 	}
-	return nil
+	return got, nil
 }

@@ -187,6 +187,44 @@ func (s *Store) OutboxStats() (pending int, oldest time.Time, err error) {
 	return pending, oldest, nil
 }
 
+// OutboxPending counts a lease's pending rows of the given Kind (the maintenance
+// fence: no new restart while an earlier maintenance completion is still queued).
+// One scan of that lease's bucket; a row that does not decode is ErrCorrupt.
+func (s *Store) OutboxPending(lease, kind string) (int, error) {
+	if err := validName("outbox lease", lease); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = 0
+		lb := nested(tx, bucketOutbox, lease)
+		if lb == nil {
+			return nil
+		}
+		c := lb.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			seq, ok := keyU64(k)
+			if !ok || v == nil {
+				return refuse(ErrCorrupt, "state.db %s: outbox/%s has a malformed key %x", s.path, lease, k)
+			}
+			var row struct {
+				Kind string `json:"kind"`
+			}
+			if err := json.Unmarshal(v, &row); err != nil {
+				return refuseCause(ErrCorrupt, err, "state.db %s: outbox/%s row %d does not decode: %v", s.path, lease, seq, err)
+			}
+			if row.Kind == kind {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // DeleteOutbox deletes exactly one row (after its delivery); a missing row is a no-op.
 func (s *Store) DeleteOutbox(key OutboxKey) error {
 	if err := s.writable(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func row(lease, delivery string, created time.Time) OutboxRow {
@@ -124,4 +126,76 @@ func TestOutboxStats_Empty(t *testing.T) {
 	if err != nil || len(leases) != 0 {
 		t.Fatalf("leases = %v, %v", leases, err)
 	}
+}
+
+func TestOutboxPending_CountsOneLeasesRowsOfOneKind(t *testing.T) {
+	s := newStore(t)
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	kinded := func(lease, delivery, kind string) OutboxRow {
+		r := row(lease, delivery, t0)
+		r.Kind = kind
+		return r
+	}
+	c, err := s.Commit(Write{Outbox: []OutboxRow{
+		kinded("lease-a", "a1", "maintenance"),
+		kinded("lease-a", "a2", "operation"),
+		kinded("lease-a", "a3", "maintenance"),
+		kinded("lease-b", "b1", "maintenance"),
+		kinded("lease-b", "b2", "lifecycle"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(lease, kind string) int {
+		t.Helper()
+		n, err := s.OutboxPending(lease, kind)
+		if err != nil {
+			t.Fatalf("OutboxPending(%s, %s): %v", lease, kind, err)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		lease, kind string
+		want        int
+	}{
+		{"lease-a", "maintenance", 2}, {"lease-a", "operation", 1}, {"lease-a", "lifecycle", 0},
+		{"lease-b", "maintenance", 1}, {"lease-b", "lifecycle", 1}, {"lease-none", "maintenance", 0},
+		{"lease-a", "", 0},
+	} {
+		if got := count(tc.lease, tc.kind); got != tc.want {
+			t.Errorf("OutboxPending(%s, %s) = %d, want %d", tc.lease, tc.kind, got, tc.want)
+		}
+	}
+	// Delivering one maintenance completion lowers the count; the last empties it.
+	if err := s.DeleteOutbox(c.OutboxKeys[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := count("lease-a", "maintenance"); got != 1 {
+		t.Fatalf("after one delivery: %d", got)
+	}
+	if err := s.DeleteOutbox(c.OutboxKeys[2]); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s)
+	if got := count("lease-a", "maintenance"); got != 0 {
+		t.Fatalf("after both deliveries, across reopen: %d", got)
+	}
+	if _, err := s.OutboxPending("", "maintenance"); !IsInputError(err) {
+		t.Fatalf("empty lease name: %v", err)
+	}
+}
+
+func TestOutboxPending_UndecodableRow_ErrCorrupt(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Commit(Write{Outbox: []OutboxRow{row("lease-a", "a1", time.Now())}}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOutbox).Bucket([]byte("lease-a")).Put(u64key(99), []byte("{not json"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.OutboxPending("lease-a", "operation")
+	assertRefusal(t, err, ErrCorrupt, "outbox/lease-a row 99 does not decode")
 }

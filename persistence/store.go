@@ -2,7 +2,10 @@
 // journals and snapshots, and the callback outbox; the storage identity marker; the
 // daemon.lock that makes one berthd the owner of a data directory; and the separate,
 // recreatable diagnostics.db. It fails closed: anything it cannot prove is berth's own,
-// intact, current-schema store is refused with one line and left untouched.
+// intact, current-schema store is refused with one line and left untouched. The
+// installation identity is bound to the data dir's resolved location: a copied or
+// moved store is re-keyed (see Rekey). diagnostics.db carries no authority, so an
+// unusable one is set aside and recreated rather than refused.
 package persistence
 
 import (
@@ -10,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,10 +37,15 @@ const defaultMaxFileBytes int64 = 1 << 30
 
 // Options configure Open, InitializeIdentity and OpenDiagnostics.
 type Options struct {
-	Dir            string           // data dir (created 0700 if absent)
-	MaxFileBytes   int64            // size ceiling for state.db and diagnostics.db; 0 = 1 GiB
-	ProductionMode bool             // never create a storage identity implicitly
-	Now            func() time.Time // optional clock
+	Dir string // data dir (created 0700 if absent)
+	// DiagnosticsFile is diagnostics.db's absolute path (config diagnostics_db_path);
+	// "" means <Dir>/diagnostics.db. Its directory is created 0700 if absent.
+	DiagnosticsFile string
+	MaxFileBytes    int64            // size ceiling for state.db and diagnostics.db; 0 = 1 GiB
+	ProductionMode  bool             // never create a storage identity implicitly
+	Now             func() time.Time // optional clock
+
+	beforeIdentityWrite func() // tests: runs after validation, before a bind or re-key writes
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +61,24 @@ func (o Options) withDefaults() Options {
 // OpenInfo reports what Open did.
 type OpenInfo struct {
 	Initialized bool // a new storage identity and state.db were created (non-production, empty dir)
+	// Location is the data dir's resolved location (absolute, symlinks resolved), to
+	// which the installation identity is bound.
+	Location string
+	// LocationBound: a store created by an earlier berthd had no recorded location; it
+	// is now bound to Location (once; nothing else changed).
+	LocationBound bool
+	// Rekey is non-nil when the store was found elsewhere than where its installation
+	// id was claimed (a copy or a move) and got a fresh installation id in this open,
+	// or when this open finished a re-key an earlier open committed but did not
+	// republish. Log Rekey.OperatorMessage().
+	Rekey *Rekey
+	// MetaFallback is set when state.db's newest meta page failed validation and
+	// bbolt opened the previous transaction instead, silently dropping the last
+	// commit; it names both txids. It is also in Findings.
+	MetaFallback string
+	// Findings are integrity problems found at open that did not refuse it (one line
+	// each), also available from Store.Findings for /health.
+	Findings []string
 }
 
 // Store is an open, validated state.db. All methods are safe for concurrent use.
@@ -60,7 +87,10 @@ type Store struct {
 	path       string
 	markerPath string
 	dir        string
+	location   string
 	identity   Identity
+	lastRekey  *Rekey
+	findings   []string
 	opts       Options
 
 	latchMu    sync.Mutex
@@ -72,70 +102,185 @@ type Store struct {
 }
 
 // Open validates and opens <dir>/state.db. Everything is checked read-only before a
-// byte is written; see the package tests for each refusal. The caller holds the
-// daemon lock (AcquireLock).
+// byte is written; see the package tests for each refusal. The only writes Open makes
+// to an existing store bind its installation identity to the data dir's location:
+// recording the location of a store an earlier berthd created, or re-keying a store
+// found elsewhere than where its installation id was claimed (see Rekey). The caller
+// holds the daemon lock (AcquireLock).
 func Open(opts Options) (*Store, OpenInfo, error) {
 	opts = opts.withDefaults()
 	if err := ensureDir(opts.Dir); err != nil {
 		return nil, OpenInfo{}, err
 	}
+	location, err := resolveLocation(opts.Dir)
+	if err != nil {
+		return nil, OpenInfo{}, err
+	}
+	info := OpenInfo{Location: location}
+	for attempt := 1; ; attempt++ {
+		s, err := openOnce(opts, location, &info)
+		switch {
+		case err == nil:
+			return s, info, nil
+		case errors.Is(err, errIdentityRaced) && attempt < maxOpenAttempts:
+			continue // another opener won the compare-and-swap: validate its result afresh
+		case errors.Is(err, errIdentityRaced):
+			return nil, OpenInfo{}, refuseCause(ErrLocked, err, "state.db %s: its installation identity changed under this open %d times in a row (another process is writing it); refusing to start", filepath.Join(opts.Dir, stateFileName), attempt)
+		default:
+			return nil, OpenInfo{}, err
+		}
+	}
+}
+
+// openOnce is one validation-and-open pass; it returns errIdentityRaced when an
+// identity compare-and-swap found meta changed since validation.
+func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 	statePath := filepath.Join(opts.Dir, stateFileName)
 	markerPath := filepath.Join(opts.Dir, markerFileName)
 	markerExists, err := lexists(markerPath)
 	if err != nil {
-		return nil, OpenInfo{}, err
+		return nil, err
 	}
 	stateExists, err := lexists(statePath)
 	if err != nil {
-		return nil, OpenInfo{}, err
+		return nil, err
 	}
 
-	var info OpenInfo
 	switch {
 	case !markerExists && !stateExists:
 		if opts.ProductionMode {
-			return nil, OpenInfo{}, refuse(ErrNoIdentity, "%s has no storage identity (%s) and production mode never creates one implicitly; run berthd -initialize-storage-identity new", opts.Dir, markerFileName)
+			return nil, refuse(ErrNoIdentity, "%s has no storage identity (%s) and production mode never creates one implicitly; run berthd -initialize-storage-identity new", opts.Dir, markerFileName)
 		}
-		if _, err := createStore(opts, statePath, markerPath); err != nil {
-			return nil, OpenInfo{}, err
+		if _, err := createStore(opts, statePath, markerPath, location); err != nil {
+			return nil, err
 		}
 		info.Initialized = true
 	case stateExists && !markerExists:
-		return nil, OpenInfo{}, refuse(ErrForeign, "state.db %s exists but storage identity marker %s is missing; refusing to start rather than adopt or re-initialise it (files left untouched)", statePath, markerPath)
+		return nil, refuse(ErrForeign, "state.db %s exists but storage identity marker %s is missing; refusing to start rather than adopt or re-initialise it (files left untouched)", statePath, markerPath)
 	case markerExists && !stateExists:
-		return nil, OpenInfo{}, refuse(ErrForeign, "storage identity marker %s exists but state.db %s is missing; refusing to start rather than create an empty store under an existing identity (files left untouched)", markerPath, statePath)
+		return nil, refuse(ErrForeign, "storage identity marker %s exists but state.db %s is missing; refusing to start rather than create an empty store under an existing identity (files left untouched)", markerPath, statePath)
 	}
 
 	marker, err := readMarker(markerPath)
 	if err != nil {
-		return nil, OpenInfo{}, err
+		return nil, err
 	}
+	// Before anything writes: the first commit overwrites a bad meta page.
+	fallback, findings, metaFID, err := inspectMetaPages(statePath, "state.db", opts.MaxFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	if info.MetaFallback == "" {
+		info.MetaFallback = fallback
+	}
+	for _, f := range findings {
+		if !slices.Contains(info.Findings, f) {
+			info.Findings = append(info.Findings, f)
+		}
+	}
+	var (
+		st     stateMeta
+		action identityAction
+	)
 	fid, err := inspectBolt(statePath, "state.db", opts.MaxFileBytes, func(tx *bolt.Tx) error {
-		return verifyStateMeta(tx, statePath, markerPath, marker)
+		var err error
+		if st, err = readStateMeta(tx, statePath); err != nil {
+			return err
+		}
+		action, err = planIdentity(st, marker, location, statePath, markerPath)
+		return err
 	})
 	if err != nil {
-		return nil, OpenInfo{}, err
+		return nil, withFinding(err, fallback)
+	}
+	if fid != metaFID {
+		return nil, refuse(ErrUnsafeFile, "state.db %s was replaced during validation; refusing it", statePath)
+	}
+	if action != identityCurrent && opts.beforeIdentityWrite != nil {
+		opts.beforeIdentityWrite()
 	}
 	db, err := openBoltRW(statePath, "state.db", fid, opts.MaxFileBytes)
 	if err != nil {
-		return nil, OpenInfo{}, err
+		return nil, err
+	}
+	identity := st.id
+	fail := func(err error) (*Store, error) {
+		db.Close()
+		return nil, err
+	}
+	switch action {
+	case identityBind:
+		if err := db.Update(func(tx *bolt.Tx) error { return bindLocationTx(tx, statePath, st, location) }); err != nil {
+			if errors.Is(err, errIdentityRaced) {
+				return fail(err)
+			}
+			return fail(fmt.Errorf("bind installation identity of state.db %s to %s: %w", statePath, location, err))
+		}
+		info.LocationBound = true
+	case identityRekey:
+		newID, err := newInstallationID()
+		if err != nil {
+			return fail(err)
+		}
+		at := opts.Now().UTC().Round(0)
+		if err := db.Update(func(tx *bolt.Tx) error { return rekeyTx(tx, statePath, st, newID, location, at) }); err != nil {
+			if errors.Is(err, errIdentityRaced) {
+				return fail(err)
+			}
+			return fail(fmt.Errorf("re-key installation identity of state.db %s: %w", statePath, err))
+		}
+		identity.InstallationID = newID
+		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.id.InstallationID, NewInstallationID: newID,
+			OldLocation: st.location, NewLocation: location, At: at}
+		if err := replaceMarker(markerPath, identity); err != nil {
+			return fail(fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed (the next start completes it): %w", statePath, newID, markerPath, err))
+		}
+	case identityRepublish:
+		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
+			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt, Resumed: true}
+		if err := replaceMarker(markerPath, identity); err != nil {
+			return fail(fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed again (the next start retries): %w", statePath, identity.InstallationID, markerPath, err))
+		}
+	}
+	lastRekey := info.Rekey
+	if lastRekey == nil && st.prevID != "" {
+		lastRekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: identity.InstallationID,
+			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt}
 	}
 	db.MaxBatchDelay = batchMaxDelay
 	db.MaxBatchSize = batchMaxSize
-	s := &Store{
+	return &Store{
 		db:         db,
 		path:       statePath,
 		markerPath: markerPath,
 		dir:        opts.Dir,
-		identity:   marker,
+		location:   location,
+		identity:   identity,
+		lastRekey:  lastRekey,
+		findings:   slices.Clone(info.Findings),
 		opts:       opts,
 		latchedCh:  make(chan struct{}),
-	}
-	return s, info, nil
+	}, nil
 }
 
 // Identity is the storage identity (marker = meta).
 func (s *Store) Identity() Identity { return s.identity }
+
+// Location is the data dir's resolved location, to which the installation id is bound.
+func (s *Store) Location() string { return s.location }
+
+// Findings are the integrity problems found at open that did not refuse it (see
+// OpenInfo.Findings), one line each, for /health detail and a metric.
+func (s *Store) Findings() []string { return slices.Clone(s.findings) }
+
+// LastRekey is the most recent re-key recorded in meta (by this open or an earlier
+// one), so the operator can still be told after a restart that swallowed the log.
+func (s *Store) LastRekey() (Rekey, bool) {
+	if s.lastRekey == nil {
+		return Rekey{}, false
+	}
+	return *s.lastRekey, true
+}
 
 // Path is state.db's path.
 func (s *Store) Path() string { return s.path }
@@ -258,7 +403,11 @@ func (s *Store) Check() error {
 	var size int64
 	err = s.db.View(func(tx *bolt.Tx) error {
 		size = tx.Size()
-		return verifyStateMeta(tx, s.path, s.markerPath, s.identity)
+		st, err := verifyStateMeta(tx, s.path, s.markerPath, s.identity)
+		if err == nil && st.location != s.location {
+			err = refuse(ErrForeign, "state.db %s now binds its installation identity to %s, not %s", s.path, st.location, s.location)
+		}
+		return err
 	})
 	if err != nil {
 		var r *refusal
@@ -304,4 +453,14 @@ func (s *Store) setPreBatchHook(h func()) {
 		return
 	}
 	s.preBatch.Store(&h)
+}
+
+// withFinding appends a meta fallback to a refusal of the same open: a store refused
+// as foreign or inconsistent may be so because its last commit was dropped.
+func withFinding(err error, fallback string) error {
+	var r *refusal
+	if fallback == "" || !errors.As(err, &r) {
+		return err
+	}
+	return &refusal{kind: r.kind, msg: r.msg + "; also: " + fallback, cause: r.cause}
 }
