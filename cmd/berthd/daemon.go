@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine"
 	"github.com/berth-dev/berth/http/api"
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/debug"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/persistence"
@@ -176,10 +176,12 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			ReclaimerPath:     reclaimerPath,
 		}}
 
-	outSet := outbox.DefaultSettings(secret) // signs with the wall clock: receivers check it
+	// Callbacks never reach berthd's own listeners (nor link-local addresses).
+	callbacks := callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}
+	outSet := outbox.DefaultSettings(secret, callbacks) // signs with the wall clock: receivers check it
 	if cfg.CallbackInsecureSkipVerify {
-		// Dev only (refused in production): same client, TLS unchecked.
-		outSet.Client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec
+		// Dev only (refused in production): same guarded client, TLS unchecked.
+		outSet.Client = outbox.NewClient(callbacks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec
 	}
 
 	apiMetrics := api.NewMetrics(reg)
