@@ -209,7 +209,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
 				BackendName: cfg.Name, RegistryPath: registryPath}})},
 		{Name: "facade", Kind: "facade", Producer: facade.New(&facade.Deps{Tree: tree, API: apiHandler,
-			Debug: debug.Handler(tree, cfg.Debug.Chaos), Log: log, Settings: &facade.Settings{
+			Debug: debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: "" /* TODO(wiring): cfg.Debug.Token */}), Log: log, Settings: &facade.Settings{
 				ListenAddr: cfg.ListenAddr, DebugListenAddr: cfg.DebugListenAddr, TLSCertFile: cfg.TLSCertFile,
 				TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile, TLSClientAllowed: cfg.TLSClientAllowedNames,
 				ShutdownGrace: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second}})},
