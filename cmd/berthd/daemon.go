@@ -34,6 +34,7 @@ import (
 const (
 	registryPath   = supervisors.RootPath + "/registry"
 	outboxPath     = supervisors.RootPath + "/outbox"
+	watcherPath    = supervisors.RootPath + "/watcher"
 	reconcilerPath = supervisors.RootPath + "/reconciler"
 	reclaimerPath  = supervisors.RootPath + "/reclaimer"
 )
@@ -189,9 +190,9 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 	if cfg.CallbackSecretNext != "" {
 		verifier.NextSecret = []byte(cfg.CallbackSecretNext)
 	}
-	apiHandler := api.Handler(&api.Deps{Tree: tree, RegistryPath: registryPath, Store: d.store, Engine: eng,
-		Verifier: verifier, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
-		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second})
+	apiHandler := api.Handler(&api.Deps{Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath,
+		Verifier: verifier, Callbacks: callbacks, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
+		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: now})
 
 	return []supervisors.Spec{
 		{Name: "registry", Kind: "registry", Producer: registry.New(registryDeps), MailboxLimit: 1024,

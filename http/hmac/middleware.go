@@ -71,6 +71,20 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 	})
 }
 
+// Unread guards a route that neither authenticates nor reads a body (health,
+// stats, metrics, not found). net/http drains up to 256 KiB of an unread body
+// after the handler, with no deadline of its own; a body sent anyway must arrive
+// within BodyGrace, and the connection is closed after the answer.
+func (v *Verifier) Unread(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(v.bodyGrace()))
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // readBody reads the whole body, but no more than MaxBody+1 bytes, at the pace.
 // http.MaxBytesReader also tells the server to close the connection after an
 // oversized body, instead of draining the rest of it.
