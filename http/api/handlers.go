@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -378,8 +377,8 @@ func (s *server) checkMaintenance(kind string, req messages.MaintenanceRequest) 
 		return messages.Refuse(messages.ErrBadRequest, "payload is required")
 	}
 	if req.CallbackURL != "" {
-		if err := s.d.Callbacks.CheckURL(req.CallbackURL); err != nil {
-			return fmt.Errorf("callback_url: %w", err)
+		if err := s.d.Callbacks.CheckURLField("callback_url", req.CallbackURL); err != nil {
+			return err
 		}
 	}
 	if req.MaintenanceID != "" && !canonicalUUIDv4.MatchString(req.MaintenanceID) {

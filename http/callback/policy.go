@@ -132,14 +132,23 @@ func hostInterfaces() ([]netip.Addr, error) {
 
 // CheckURL is admission's check of a callback URL: nil when raw may be stored and
 // later dialled, else an error wrapping messages.ErrBadRequest with a tenant-safe
-// message. It does no DNS: a name is checked again, as addresses, when dialled.
-func (p Policy) CheckURL(raw string) error {
+// message ("callback URL must …"). It does no DNS: a name is checked again, as
+// addresses, when dialled.
+func (p Policy) CheckURL(raw string) error { return p.CheckURLField("callback URL", raw) }
+
+// CheckURLField is CheckURL with the refusal naming field ("callback_url",
+// "lifecycle_callback_url") instead of "callback URL".
+func (p Policy) CheckURLField(field, raw string) error {
+	refuse := func(what string) error { return messages.Refuse(messages.ErrBadRequest, "%s %s", field, what) }
+	if raw == "" {
+		return refuse("is required")
+	}
 	if len(raw) > MaxURLLen {
-		return messages.Refuse(messages.ErrBadRequest, "callback URL too long")
+		return refuse("too long")
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.User != nil {
-		return messages.Refuse(messages.ErrBadRequest, "callback URL must be an absolute http(s) URL with a host and no user info")
+		return refuse("must be an absolute http(s) URL with a host and no user info")
 	}
 	host := u.Hostname()
 	port := 80
@@ -149,7 +158,7 @@ func (p Policy) CheckURL(raw string) error {
 	if text := u.Port(); text != "" {
 		n, ok := parsePort(text)
 		if !ok || n == 0 {
-			return messages.Refuse(messages.ErrBadRequest, "callback URL has an invalid port")
+			return refuse("has an invalid port")
 		}
 		port = n
 	}
@@ -157,27 +166,27 @@ func (p Policy) CheckURL(raw string) error {
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		if strings.Contains(host, "%") { // a zone ParseAddr could not read: still a scoped literal
-			return messages.Refuse(messages.ErrBadRequest, "callback URL must not be link-local")
+			return refuse("must not be link-local")
 		}
 		if endsInNumber(host) {
-			return messages.Refuse(messages.ErrBadRequest, "callback URL host must be a name or a canonical IP address")
+			return refuse("host must be a name or a canonical IP address")
 		}
 		name := strings.ToLower(strings.TrimSuffix(host, "."))
 		if p.selfPort(port) && (name == "localhost" || strings.HasSuffix(name, ".localhost")) {
-			return messages.Refuse(messages.ErrBadRequest, "callback URL must not target berthd itself")
+			return refuse("must not target berthd itself")
 		}
 		for _, s := range p.selves() {
 			if s.port == port && s.host != "" && s.host == name {
-				return messages.Refuse(messages.ErrBadRequest, "callback URL must not target berthd itself")
+				return refuse("must not target berthd itself")
 			}
 		}
 		return nil
 	}
 	if ip.Zone() != "" || linkLocal(ip) {
-		return messages.Refuse(messages.ErrBadRequest, "callback URL must not be link-local")
+		return refuse("must not be link-local")
 	}
 	if p.ownListener(ip, port) {
-		return messages.Refuse(messages.ErrBadRequest, "callback URL must not target berthd itself")
+		return refuse("must not target berthd itself")
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func TestCheckURL_RefusesWithATenantSafeBadRequest(t *testing.T) {
 		raw, want string
 	}{
 		// shape
-		{"", "absolute http(s) URL"},
+		{"", "required"},
 		{"gopher://fred.example/", "absolute http(s) URL"},
 		{"/relative/path", "absolute http(s) URL"},
 		{"http:///no-host", "absolute http(s) URL"},
@@ -118,6 +118,19 @@ func TestCheckURL_RefusesWithATenantSafeBadRequest(t *testing.T) {
 		if strings.Contains(r.Msg, "9002") || strings.Contains(r.Msg, "169.254") {
 			t.Errorf("CheckURL(%q) message %q echoes the input", c.raw, r.Msg)
 		}
+	}
+}
+
+func TestCheckURLField_NamesTheField(t *testing.T) {
+	for _, raw := range []string{"gopher://x/", "http://169.254.169.254/", "http://127.0.0.1:9002/", "http://2852039166/", "http://x:0/"} {
+		err := policy().CheckURLField("lifecycle_callback_url", raw)
+		var r *messages.Refusal
+		if !errors.As(err, &r) || !errors.Is(err, messages.ErrBadRequest) || !strings.HasPrefix(r.Msg, "lifecycle_callback_url ") {
+			t.Errorf("CheckURLField(%q) = %v, want a bad-request refusal naming lifecycle_callback_url", raw, err)
+		}
+	}
+	if err := policy().CheckURLField("callback_url", "https://fred.example/cb"); err != nil {
+		t.Errorf("a good URL refused: %v", err)
 	}
 }
 
