@@ -23,16 +23,57 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Settings of the facade.
+// Settings of the facade. The connection limits apply to both listeners; a zero
+// value means the Default* below.
 type Settings struct {
-	ListenAddr        string
-	DebugListenAddr   string // "" = no debug listener
-	TLSCertFile       string
-	TLSKeyFile        string
-	TLSClientCAFile   string
-	TLSClientAllowed  []string
-	ShutdownGrace     time.Duration // 30 s
+	ListenAddr       string
+	DebugListenAddr  string // "" = no debug listener
+	TLSCertFile      string
+	TLSKeyFile       string
+	TLSClientCAFile  string
+	TLSClientAllowed []string
+	ShutdownGrace    time.Duration // 30 s
+
+	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body, on every route
+	// (the HMAC middleware's body pace cuts slow bodies off much sooner on the
+	// authenticated ones).
+	ReadTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers.
+	MaxHeaderBytes int
+}
+
+// Defaults of the connection limits.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 60 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// server builds an http.Server for h with the limits applied.
+func (s *Settings) server(h http.Handler, tlsConf *tls.Config) *http.Server {
+	pick := func(v, def time.Duration) time.Duration {
+		if v <= 0 {
+			return def
+		}
+		return v
+	}
+	maxHeader := s.MaxHeaderBytes
+	if maxHeader <= 0 {
+		maxHeader = DefaultMaxHeaderBytes
+	}
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsConf,
+		ReadHeaderTimeout: pick(s.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		ReadTimeout:       pick(s.ReadTimeout, DefaultReadTimeout),
+		IdleTimeout:       pick(s.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes:    maxHeader,
+	}
 }
 
 // Deps are the facade's collaborators.
@@ -99,8 +140,7 @@ func (a *Actor) listen(addr string, h http.Handler, tlsConf *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: a.set.ReadHeaderTimeout, TLSConfig: tlsConf,
-		ErrorLog: nil}
+	srv := a.set.server(h, tlsConf)
 	a.servers = append(a.servers, srv)
 	a.addrs = append(a.addrs, ln.Addr().String())
 	a.log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConf != nil).Msg("listening")

@@ -7,6 +7,7 @@ package outbox
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -33,19 +35,37 @@ type Settings struct {
 }
 
 // DefaultSettings are CONTRACT.md's: attempts at 0 s, 1 s, 5 s inside 2 m 15 s, a
-// 30 s sweep, 16 leases in flight.
-func DefaultSettings(secret []byte) Settings {
+// 30 s sweep, 16 leases in flight, and a client whose every dial obeys policy.
+func DefaultSettings(secret []byte, policy callback.Policy) Settings {
 	return Settings{
-		Secret: secret,
-		// No redirects: a 3xx is not a delivery (and must not carry the signature
-		// elsewhere); it is retried like any other non-2xx.
-		Client:   &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		Secret:   secret,
+		Client:   NewClient(policy, nil),
 		Parallel: 16,
 		Delays:   []time.Duration{0, time.Second, 5 * time.Second},
 		Deadline: 2*time.Minute + 15*time.Second,
 		Sweep:    30 * time.Second,
 		Now:      time.Now,
 	}
+}
+
+// NewClient is the callback client: every connection it opens is checked by
+// policy on the address actually dialled (after DNS), so a callback never reaches
+// berthd's own listeners or a link-local address whatever its URL says. It uses
+// no proxy (a proxy would dial the target out of the policy's sight) and follows
+// no redirect: a 3xx is not a delivery (and must not carry the signature
+// elsewhere); it is retried like any other non-2xx. tlsConf may be nil.
+func NewClient(policy callback.Policy, tlsConf *tls.Config) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           policy.Dialer().DialContext,
+		TLSClientConfig:       tlsConf,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Actor is the outbox actor.

@@ -3,11 +3,13 @@ package outbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -28,6 +30,7 @@ const (
 	OutcomeDelivered = "delivered"
 	OutcomeRejected  = "rejected"  // non-2xx status
 	OutcomeTransport = "transport" // no response
+	OutcomeRefused   = "refused"   // the callback policy refused the address dialled
 	OutcomeCanceled  = "canceled"
 )
 
@@ -72,9 +75,12 @@ func (d *Delivery) attempt(ctx context.Context, row persistence.OutboxRow) error
 	}
 	resp, err := d.Client.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			d.observe(OutcomeCanceled)
-		} else {
+		case errors.Is(err, callback.ErrRefusedDial):
+			d.observe(OutcomeRefused)
+		default:
 			d.observe(OutcomeTransport)
 		}
 		return fmt.Errorf("post: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/outbox"
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
@@ -41,7 +42,7 @@ const (
 // fastSettings are DefaultSettings with test-sized delays: three attempts 0/50/100 ms
 // apart and a 300 ms sweep.
 func fastSettings() outbox.Settings {
-	s := outbox.DefaultSettings(secret)
+	s := outbox.DefaultSettings(secret, callback.Policy{})
 	s.Delays = []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond}
 	s.Deadline = patience
 	s.Sweep = 300 * time.Millisecond

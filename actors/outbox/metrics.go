@@ -18,9 +18,9 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer, store *persistence.Store, now func() time.Time) *Metrics {
 	m := &Metrics{attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "berth_callback_attempts_total",
-		Help: "Callback delivery attempts, by outcome (delivered, rejected, transport, canceled).",
+		Help: "Callback delivery attempts, by outcome (delivered, rejected, transport, refused, canceled).",
 	}, []string{"outcome"})}
-	for _, o := range []string{OutcomeDelivered, OutcomeRejected, OutcomeTransport, OutcomeCanceled} {
+	for _, o := range []string{OutcomeDelivered, OutcomeRejected, OutcomeTransport, OutcomeRefused, OutcomeCanceled} {
 		m.attempts.WithLabelValues(o)
 	}
 	if reg != nil {

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/actors/outbox"
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/messages"
 )
 
 func TestDefaultSettings_AreTheContractSchedule(t *testing.T) {
-	s := outbox.DefaultSettings(secret)
+	s := outbox.DefaultSettings(secret, callback.Policy{})
 	want := []time.Duration{0, time.Second, 5 * time.Second}
 	if len(s.Delays) != len(want) {
 		t.Fatalf("Delays = %v, want %v", s.Delays, want)

@@ -12,7 +12,8 @@
 //
 // Global flags: -api URL (default http://127.0.0.1:9001), -debug URL (default
 // http://127.0.0.1:9002), -secret-file FILE (default ./var/berth/callback-secret;
-// BERTH_CALLBACK_SECRET overrides).
+// BERTH_CALLBACK_SECRET overrides), -debug-token TOKEN (debug.token, sent as a
+// bearer token to the debug listener; default $BERTH_DEBUG_TOKEN).
 package main
 
 import (
@@ -43,6 +44,7 @@ func main() {
 
 type client struct {
 	api, debug string
+	debugToken string
 	secret     []byte
 	out        io.Writer
 }
@@ -52,6 +54,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	api := global.String("api", "http://127.0.0.1:9001", "berthd API base URL")
 	dbg := global.String("debug", "http://127.0.0.1:9002", "berthd debug base URL")
 	secretFile := global.String("secret-file", "./var/berth/callback-secret", "file holding callback_secret")
+	debugToken := global.String("debug-token", os.Getenv("BERTH_DEBUG_TOKEN"), "debug.token for the debug listener (default $BERTH_DEBUG_TOKEN)")
 	if err := global.Parse(args); err != nil {
 		return err
 	}
@@ -59,7 +62,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	if len(rest) == 0 {
 		return errors.New("usage: berthctl [flags] provision|deprovision|get|post|sign|actors|callbacks …")
 	}
-	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), out: out}
+	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
 	needSecret := rest[0] != "actors"
 	if needSecret {
 		s, err := loadSecret(*secretFile)
@@ -109,7 +112,14 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		if err := fs.Parse(rest[1:]); err != nil {
 			return err
 		}
-		resp, err := http.Get(c.debug + "/debug/actors?format=" + *format)
+		req, err := http.NewRequest(http.MethodGet, c.debug+"/debug/actors?format="+*format, nil)
+		if err != nil {
+			return err
+		}
+		if c.debugToken != "" {
+			req.Header.Set("Authorization", "Bearer "+c.debugToken)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return err
 		}

@@ -90,3 +90,31 @@ func TestWrongSecret_IsRefusedByTheServer(t *testing.T) {
 		t.Fatalf("a wrong key got through: %q", out.String())
 	}
 }
+
+func TestActors_SendsTheDebugTokenFromFlagOrEnv(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = io.WriteString(w, "root [root] ok\n")
+	}))
+	t.Cleanup(srv.Close)
+	var out bytes.Buffer
+	if err := run([]string{"-debug", srv.URL, "-debug-token", "from-flag", "actors"}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BERTH_DEBUG_TOKEN", "from-env")
+	if err := run([]string{"-debug", srv.URL, "actors"}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BERTH_DEBUG_TOKEN", "")
+	if err := run([]string{"-debug", srv.URL, "actors"}, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Bearer from-flag", "Bearer from-env", ""}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("Authorization headers %q, want %q", got, want)
+	}
+}

@@ -375,7 +375,7 @@ func TestCrashSuite_EveryActorKindCrashedDuringWork_Converges(t *testing.T) {
 				continue
 			}
 		}
-		if resp, err := postNoBody("http://" + d.debug + "/debug/chaos/crash?actor=" + path); err != nil || (resp.StatusCode != 202 && resp.StatusCode != 404) {
+		if resp, err := debugPost("http://" + d.debug + "/debug/chaos/crash?actor=" + path); err != nil || (resp.StatusCode != 202 && resp.StatusCode != 404) {
 			t.Fatalf("crash %s: %v %v", path, resp, err)
 		}
 		d.waitHealthy(time.Minute)

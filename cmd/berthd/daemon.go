@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine"
 	"github.com/berth-dev/berth/http/api"
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/debug"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/persistence"
@@ -34,6 +34,7 @@ import (
 const (
 	registryPath   = supervisors.RootPath + "/registry"
 	outboxPath     = supervisors.RootPath + "/outbox"
+	watcherPath    = supervisors.RootPath + "/watcher"
 	reconcilerPath = supervisors.RootPath + "/reconciler"
 	reclaimerPath  = supervisors.RootPath + "/reclaimer"
 )
@@ -178,10 +179,12 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			ReclaimerPath:     reclaimerPath,
 		}}
 
-	outSet := outbox.DefaultSettings(secret) // signs with the wall clock: receivers check it
+	// Callbacks never reach berthd's own listeners (nor link-local addresses).
+	callbacks := callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}
+	outSet := outbox.DefaultSettings(secret, callbacks) // signs with the wall clock: receivers check it
 	if cfg.CallbackInsecureSkipVerify {
-		// Dev only (refused in production): same client, TLS unchecked.
-		outSet.Client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec
+		// Dev only (refused in production): same guarded client, TLS unchecked.
+		outSet.Client = outbox.NewClient(callbacks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec
 	}
 
 	apiMetrics := api.NewMetrics(reg)
@@ -189,9 +192,9 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 	if cfg.CallbackSecretNext != "" {
 		verifier.NextSecret = []byte(cfg.CallbackSecretNext)
 	}
-	apiHandler := api.Handler(&api.Deps{Tree: tree, RegistryPath: registryPath, Store: d.store, Engine: eng,
-		Verifier: verifier, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
-		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second})
+	apiHandler := api.Handler(&api.Deps{Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath,
+		Verifier: verifier, Callbacks: callbacks, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
+		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: now})
 
 	return []supervisors.Spec{
 		{Name: "registry", Kind: "registry", Producer: registry.New(registryDeps), MailboxLimit: 1024,
@@ -211,7 +214,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
 				BackendName: cfg.Name, RegistryPath: registryPath}})},
 		{Name: "facade", Kind: "facade", Producer: facade.New(&facade.Deps{Tree: tree, API: apiHandler,
-			Debug: debug.Handler(tree, cfg.Debug.Chaos), Log: log, Settings: &facade.Settings{
+			Debug: debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: "" /* TODO(wiring): cfg.Debug.Token */}), Log: log, Settings: &facade.Settings{
 				ListenAddr: cfg.ListenAddr, DebugListenAddr: cfg.DebugListenAddr, TLSCertFile: cfg.TLSCertFile,
 				TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile, TLSClientAllowed: cfg.TLSClientAllowedNames,
 				ShutdownGrace: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second}})},

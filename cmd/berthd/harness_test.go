@@ -36,6 +36,11 @@ import (
 // testSecret is the callback_secret of every test daemon.
 const testSecret = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
+// testDebugToken is sent to the debug listener; the chaos endpoint refuses any
+// request without debug.token. TODO(wiring): set "  token: " + testDebugToken under
+// debug: in testConfig once config.Debug.Token exists (config refuses unknown keys).
+const testDebugToken = "berth-test-debug-token-5d2e8a"
+
 // TestMain lets a test re-execute this binary as berthd itself.
 func TestMain(m *testing.M) {
 	if os.Getenv("BERTH_TEST_AS_DAEMON") == "1" {
@@ -425,7 +430,12 @@ func (d *daemonProc) stats() messages.Stats {
 // debugGet reads the debug listener.
 func (d *daemonProc) debugGet(uri string) response {
 	d.t.Helper()
-	resp, err := http.Get("http://" + d.debug + uri)
+	req, err := http.NewRequest(http.MethodGet, "http://"+d.debug+uri, nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testDebugToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -436,7 +446,7 @@ func (d *daemonProc) debugGet(uri string) response {
 
 func (d *daemonProc) crash(path string) {
 	d.t.Helper()
-	resp, err := http.Post("http://"+d.debug+"/debug/chaos/crash?actor="+path, "", nil)
+	resp, err := debugPost("http://" + d.debug + "/debug/chaos/crash?actor=" + path)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -669,6 +679,20 @@ func httpGetHostPort(hostPort, path string) (int, string, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), nil
+}
+
+// debugPost is postNoBody to the debug listener, with the debug token.
+func debugPost(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+testDebugToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return resp, err
 }
 
 func postNoBody(url string) (*http.Response, error) {

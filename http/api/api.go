@@ -10,24 +10,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/hmac"
-	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
 
 // Deps are what the API handlers ask and check.
 type Deps struct {
 	Tree         *supervisors.Tree
-	RegistryPath string
-	Store        *persistence.Store
-	Engine       dockerio.Engine
+	RegistryPath string // leases, admission, health of accounting and the store
+	WatcherPath  string // Docker reachability (GET /health)
 	Verifier     *hmac.Verifier
+	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer
 	Metrics      *Metrics
 	Log          zerolog.Logger
-	AskTimeout   time.Duration // how long a handler waits for an actor
-	CloseWait    time.Duration // how long POST /deprovision waits for teardown before 503 lifecycle_pending
+	AskTimeout   time.Duration    // how long a handler waits for an actor
+	CloseWait    time.Duration    // how long POST /deprovision waits for teardown before 503 lifecycle_pending
+	Now          func() time.Time // receipt time of maintenance commands; nil = time.Now
 }
 
 // route is one path with its handlers by method.
@@ -53,22 +54,24 @@ func Handler(d *Deps) http.Handler {
 		{"/provisions/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.provisionOne}},
 		{"/retentions", true, map[string]http.HandlerFunc{http.MethodGet: s.retentions}},
 		{"/reconcile_custom_domain", true, map[string]http.HandlerFunc{http.MethodPost: s.reconcileCustomDomain}},
-		{"/restart", true, map[string]http.HandlerFunc{http.MethodPost: unsupported("restart")}},
-		{"/update", true, map[string]http.HandlerFunc{http.MethodPost: unsupported("update")}},
-		{"/restore", true, map[string]http.HandlerFunc{http.MethodPost: unsupported("restore")}},
-		{"/releases/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: unsupported("releases")}},
+		{"/restart", true, map[string]http.HandlerFunc{http.MethodPost: s.maintain(messages.MaintenanceRestart)}},
+		{"/update", true, map[string]http.HandlerFunc{http.MethodPost: s.maintain(messages.MaintenanceUpdate)}},
+		{"/restore", true, map[string]http.HandlerFunc{http.MethodPost: s.restore}},
+		{"/releases/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.releases}},
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		var h http.Handler = byMethod(r.methods)
 		if r.auth {
 			h = d.Verifier.Middleware(h)
+		} else {
+			h = d.Verifier.Unread(h)
 		}
 		mux.Handle(r.pattern, s.observe(r.pattern, h))
 	}
-	mux.Handle("/", s.observe("unknown", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", s.observe("unknown", d.Verifier.Unread(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
-	})))
+	}))))
 	return mux
 }
 
@@ -92,14 +95,6 @@ func byMethod(methods map[string]http.HandlerFunc) http.Handler {
 	})
 }
 
-// unsupported answers endpoints of later capabilities honestly: a 501 providerd
-// treats as a backend-side refusal it may retry, never a permanent 4xx.
-func unsupported(what string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": what + " is not supported by this berthd"})
-	}
-}
-
 // statusRecorder remembers the status a handler wrote.
 type statusRecorder struct {
 	http.ResponseWriter
@@ -112,6 +107,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (the HMAC
+// middleware's body read deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.status == 0 {

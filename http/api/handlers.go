@@ -3,14 +3,21 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/berth-dev/berth/actors/registry"
+	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -18,22 +25,28 @@ import (
 // decode reads one JSON object from the (already size-capped and authenticated)
 // body. Unknown fields are ignored, as the contract says; trailing data is not.
 func decode(r *http.Request, into any) error {
+	_, err := decodeBody(r, into)
+	return err
+}
+
+// decodeBody is decode that also returns the body's bytes.
+func decodeBody(r *http.Request, into any) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return messages.Refuse(messages.ErrBadRequest, "request body could not be read")
+		return nil, messages.Refuse(messages.ErrBadRequest, "request body could not be read")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(into); err != nil {
-		return messages.Refuse(messages.ErrBadRequest, "malformed JSON body")
+		return nil, messages.Refuse(messages.ErrBadRequest, "malformed JSON body")
 	}
 	if dec.More() {
-		return messages.Refuse(messages.ErrBadRequest, "malformed JSON body: trailing data")
+		return nil, messages.Refuse(messages.ErrBadRequest, "malformed JSON body: trailing data")
 	}
 	var rest json.RawMessage
 	if err := dec.Decode(&rest); !errors.Is(err, io.EOF) {
-		return messages.Refuse(messages.ErrBadRequest, "malformed JSON body: trailing data")
+		return nil, messages.Refuse(messages.ErrBadRequest, "malformed JSON body: trailing data")
 	}
-	return nil
+	return body, nil
 }
 
 // decodeLeaseRequest decodes a body whose lease_uuid (read through lease after
@@ -50,10 +63,16 @@ func decodeLeaseRequest(w http.ResponseWriter, r *http.Request, into any, lease 
 	return true
 }
 
+// ask asks the registry.
 func ask[R any](s *server, r *http.Request, timeout time.Duration, build func(chan<- R) any) (R, error) {
+	return askAt(s, r, s.d.RegistryPath, timeout, build)
+}
+
+// askAt asks the actor at path.
+func askAt[R any](s *server, r *http.Request, path string, timeout time.Duration, build func(chan<- R) any) (R, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout+time.Second)
 	defer cancel()
-	return supervisors.Ask(ctx, s.d.Tree, s.d.RegistryPath, timeout, build)
+	return supervisors.Ask(ctx, s.d.Tree, path, timeout, build)
 }
 
 // answer writes an actor's reply: the ask's error, else the reply's own error,
@@ -242,32 +261,189 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	answer(w, err, rep.Err, rep.Stats)
 }
 
-// health is 200 only when the store is readable with its latch clear, Docker
-// answers, and the registry's accounting is whole (startup recovery finished).
+// health is 200 only when the registry reports itself ready (startup recovery
+// finished, accounting whole, its store healthy) and the watcher reports Docker
+// reachable. Both are asked at once; neither check runs in the handler.
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
-	unhealthy := func(reason string) {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "error": reason})
+	type registryAnswer struct {
+		rep messages.HealthReply
+		err error
 	}
-	if err := s.d.Store.Check(); err != nil {
-		s.d.Log.Warn().Err(err).Msg("health: store")
-		unhealthy("state store unhealthy")
+	fromRegistry := make(chan registryAnswer, 1)
+	go func() {
+		rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.HealthReply) any { return &messages.GetHealth{Reply: c} })
+		fromRegistry <- registryAnswer{rep, err}
+	}()
+	docker, dockerErr := askAt(s, r, s.d.WatcherPath, s.d.AskTimeout, func(c chan<- messages.DockerHealthReply) any {
+		return &messages.GetDockerHealth{Reply: c}
+	})
+	reg := <-fromRegistry
+
+	reason := ""
+	switch {
+	case reg.err != nil:
+		s.d.Log.Warn().Err(reg.err).Msg("health: registry")
+		reason = "registry not answering"
+	case !reg.rep.Ready:
+		reason = orDefault(reg.rep.Reason, "not ready")
+	case dockerErr != nil:
+		s.d.Log.Warn().Err(dockerErr).Msg("health: watcher")
+		reason = "docker watcher not answering"
+	case !docker.Reachable:
+		reason = orDefault(docker.Reason, "docker engine unreachable")
+	}
+	if reason != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "error": clip(reason)})
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
-	if err := s.d.Engine.Ping(ctx); err != nil {
-		s.d.Log.Warn().Err(err).Msg("health: docker")
-		unhealthy("docker engine unreachable")
+	type healthy struct {
+		Status string   `json:"status"`
+		Detail []string `json:"detail,omitempty"`
+	}
+	writeJSON(w, http.StatusOK, healthy{Status: "healthy", Detail: reg.rep.Detail})
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// restore answers what is true: this berthd retains nothing on close, so there is
+// never anything to restore from — the contract's bare 422 (no body, no code), after
+// the request is authenticated and well-formed. Never a 501: providerd counts
+// those as backend failures and opens its circuit breaker.
+func (s *server) restore(w http.ResponseWriter, r *http.Request) {
+	var req messages.RestoreRequest
+	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
 		return
 	}
-	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.HealthReply) any { return &messages.GetHealth{Reply: c} })
-	if err != nil {
-		unhealthy("registry not answering")
+	if !registry.ValidLeaseID(req.FromLeaseUUID) {
+		writeError(w, messages.Refuse(messages.ErrBadRequest, "from_lease_uuid must be a canonical UUID"))
 		return
 	}
-	if !rep.Ready {
-		unhealthy(rep.Reason)
+	w.WriteHeader(http.StatusUnprocessableEntity)
+}
+
+// maintain is POST /restart and POST /update: validate, settle the maintenance
+// identity, and ask the registry to journal the intent; nil means 202.
+func (s *server) maintain(kind string) http.HandlerFunc {
+	answer := map[string]string{"status": messages.StatusRestarting}
+	if kind == messages.MaintenanceUpdate {
+		answer = map[string]string{"status": messages.StatusUpdating}
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		received := s.now().UTC()
+		var req messages.MaintenanceRequest
+		body, err := decodeBody(r, &req)
+		if err == nil {
+			err = s.checkMaintenance(kind, req)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		id := req.MaintenanceID
+		if id == "" {
+			id = DeriveMaintenanceID(req.LeaseUUID, r.Header.Get(hmac.Header), body)
+		}
+		admitted := received
+		if req.MaintenanceAdmittedAt != "" {
+			admitted, _ = time.Parse(time.RFC3339Nano, req.MaintenanceAdmittedAt) // checked above
+			admitted = admitted.UTC()
+		}
+		refusal, askErr := ask(s, r, s.d.AskTimeout, func(c chan<- error) any {
+			return &messages.Maintain{Kind: kind, Req: req, MaintenanceID: id, AdmittedAt: admitted, Reply: c}
+		})
+		if askErr == nil {
+			askErr = refusal
+		}
+		if askErr != nil {
+			writeError(w, askErr)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, answer)
+	}
+}
+
+// checkMaintenance is the facade's part of validating a maintenance request; the
+// manifest and the lease's state are the registry's.
+func (s *server) checkMaintenance(kind string, req messages.MaintenanceRequest) error {
+	if !registry.ValidLeaseID(req.LeaseUUID) {
+		return messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID")
+	}
+	if kind == messages.MaintenanceUpdate && req.Payload == "" {
+		return messages.Refuse(messages.ErrBadRequest, "payload is required")
+	}
+	if req.CallbackURL != "" {
+		if err := s.d.Callbacks.CheckURLField("callback_url", req.CallbackURL); err != nil {
+			return err
+		}
+	}
+	if req.MaintenanceID != "" && !canonicalUUIDv4.MatchString(req.MaintenanceID) {
+		return messages.Refuse(messages.ErrBadRequest, "maintenance_id must be a canonical lower-case UUIDv4")
+	}
+	if req.MaintenanceAdmittedAt != "" {
+		if _, err := time.Parse(time.RFC3339Nano, req.MaintenanceAdmittedAt); err != nil {
+			return messages.Refuse(messages.ErrBadRequest, "maintenance_admitted_at must be an RFC 3339 time")
+		}
+	}
+	return nil
+}
+
+var canonicalUUIDv4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// maintenanceIDDomain separates these digests from every other use of sha256.
+const maintenanceIDDomain = "berth/maintenance_id/v1"
+
+// DeriveMaintenanceID is the maintenance ID of a request that carries none: a
+// UUIDv4-shaped value (version and variant bits set) from
+// sha256(domain \n lease \n X-Fred-Signature \n hex(sha256(body))). A signature
+// covers the method, path, body and a timestamp, so a byte-identical retry of one
+// signed request derives the same ID, and any other request a different one.
+func DeriveMaintenanceID(lease, signature string, body []byte) string {
+	bodySum := sha256.Sum256(body)
+	h := sha256.New()
+	for _, part := range []string{maintenanceIDDomain, lease, signature} {
+		h.Write([]byte(part))
+		h.Write([]byte{'\n'})
+	}
+	h.Write([]byte(hex.EncodeToString(bodySum[:])))
+	var id uuid.UUID
+	copy(id[:], h.Sum(nil))
+	id[6] = id[6]&0x0f | 0x40 // version 4
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	return id.String()
+}
+
+// releases is a lease's release history, oldest first: always a JSON array.
+func (s *server) releases(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathLease(w, r)
+	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
+	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.ReleasesReply) any {
+		return &messages.GetReleases{Lease: id, Reply: c}
+	})
+	list := rep.Releases
+	if list == nil {
+		list = []messages.Release{}
+	}
+	answer(w, err, rep.Err, list)
+}
+
+func (s *server) now() time.Time {
+	if s.d.Now != nil {
+		return s.d.Now()
+	}
+	return time.Now()
+}
+
+// clip bounds an actor-supplied reason like every other error text.
+func clip(s string) string {
+	if len(s) > maxErrorText {
+		s = s[:maxErrorText]
+	}
+	return strings.ToValidUTF8(s, "?")
 }

@@ -1,10 +1,13 @@
 // Package debug serves the operator's debug listener: the live actor tree
 // (GET /debug/actors as JSON, ?format=text or ?format=dot), pprof, and — only with
-// debug.chaos — POST /debug/chaos/crash?actor=<path>.
+// debug.chaos and debug.token — POST /debug/chaos/crash?actor=<path>. With
+// debug.token every endpoint requires "Authorization: Bearer <token>".
 package debug
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,8 +19,18 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
+// Options of the debug listener.
+type Options struct {
+	// Chaos enables POST /debug/chaos/crash (debug.chaos).
+	Chaos bool
+	// Token (debug.token), when set, is required on every debug endpoint as
+	// "Authorization: Bearer <token>". The chaos endpoint always requires it: with
+	// no token configured it cannot be used.
+	Token string
+}
+
 // Handler builds the debug mux.
-func Handler(tree *supervisors.Tree, chaos bool) http.Handler {
+func Handler(tree *supervisors.Tree, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/actors", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -45,8 +58,12 @@ func Handler(tree *supervisors.Tree, chaos bool) http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("POST /debug/chaos/crash", func(w http.ResponseWriter, r *http.Request) {
-		if !chaos {
+		if !opts.Chaos {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "chaos is disabled (debug.chaos: false)"})
+			return
+		}
+		if opts.Token == "" {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "chaos requires debug.token"})
 			return
 		}
 		path := r.URL.Query().Get("actor")
@@ -60,7 +77,30 @@ func Handler(tree *supervisors.Tree, chaos bool) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 	})
-	return mux
+	if opts.Token == "" {
+		return mux
+	}
+	want := sha256.Sum256([]byte(opts.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !bearer(r, want) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="berthd debug"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid debug token"})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// bearer reports whether r carries "Authorization: Bearer <token>" for the token
+// whose sha256 is want. Digests of equal length are compared in constant time, so
+// neither the token nor its length leaks through timing.
+func bearer(r *http.Request, want [sha256.Size]byte) bool {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

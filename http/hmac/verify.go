@@ -17,6 +17,16 @@ const (
 	DefaultMaxFuture       = 1 * time.Minute
 )
 
+// Defaults of the body pace: a body may take BodyGrace to get going, must then
+// arrive at BodyMinRate on average, and is cut off at BodyTimeout in any case (a
+// 2 MiB body within 30 s is ~70 KiB/s). A client slower than that only holds a
+// connection; providerd's bodies are small and sent at once.
+const (
+	DefaultBodyGrace         = 5 * time.Second
+	DefaultBodyMinRate int64 = 1 << 10 // bytes per second
+	DefaultBodyTimeout       = 30 * time.Second
+)
+
 // Reasons a request is refused. Verify returns one of the first five (possibly
 // wrapped with detail); the middleware adds the last two.
 var (
@@ -27,6 +37,7 @@ var (
 	ErrMismatch   = errors.New("signature mismatch")
 	ErrTooLarge   = errors.New("request body too large")
 	ErrUnreadable = errors.New("request body unreadable")
+	ErrTooSlow    = errors.New("request body too slow")
 )
 
 // Outcomes passed to Verifier.Observe, one per request.
@@ -39,6 +50,7 @@ const (
 	OutcomeFuture     = "future"
 	OutcomeMismatch   = "mismatch"
 	OutcomeUnreadable = "unreadable"
+	OutcomeSlow       = "slow"
 )
 
 // Outcome maps a Verify/middleware error to its metrics label.
@@ -56,6 +68,8 @@ func Outcome(err error) string {
 		return OutcomeFuture
 	case errors.Is(err, ErrMismatch):
 		return OutcomeMismatch
+	case errors.Is(err, ErrTooSlow):
+		return OutcomeSlow
 	case errors.Is(err, ErrUnreadable):
 		return OutcomeUnreadable
 	case errors.Is(err, ErrMalformed):
@@ -77,6 +91,14 @@ type Verifier struct {
 	MaxAge     time.Duration    // default 5 min when <= 0
 	MaxFuture  time.Duration    // default 1 min when <= 0
 
+	// The body pace (zero values: the Default* above). The middleware reads the body
+	// under a connection read deadline of start + BodyGrace + bytes/BodyMinRate,
+	// never later than start + BodyTimeout, so a client trickling its body is cut
+	// off instead of pinning a connection and a goroutine.
+	BodyGrace   time.Duration
+	BodyMinRate int64 // bytes per second
+	BodyTimeout time.Duration
+
 	// Observe, when set, is called once per request the middleware handles with one
 	// of the Outcome* labels (the lead wires it to a Prometheus CounterVec).
 	Observe func(outcome string)
@@ -87,6 +109,27 @@ func (v *Verifier) maxBody() int64 {
 		return DefaultMaxBody
 	}
 	return v.MaxBody
+}
+
+func (v *Verifier) bodyGrace() time.Duration {
+	if v.BodyGrace <= 0 {
+		return DefaultBodyGrace
+	}
+	return v.BodyGrace
+}
+
+func (v *Verifier) bodyMinRate() int64 {
+	if v.BodyMinRate <= 0 {
+		return DefaultBodyMinRate
+	}
+	return v.BodyMinRate
+}
+
+func (v *Verifier) bodyTimeout() time.Duration {
+	if v.BodyTimeout <= 0 {
+		return DefaultBodyTimeout
+	}
+	return v.BodyTimeout
 }
 
 func (v *Verifier) now() time.Time {
