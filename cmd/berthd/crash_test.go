@@ -309,12 +309,25 @@ func journaledCallbacks(t *testing.T, store *persistence.Store, l string) []stri
 		t.Fatalf("lease %s was compacted; the suite needs its whole journal", l)
 	}
 	var out []string
+	st := lease.NewState()
 	for _, r := range loaded.Events {
+		before := st.Status
+		if err := st.Apply(r.Event); err != nil {
+			t.Fatalf("lease %s seq %d: %v", l, r.Seq, err)
+		}
 		switch r.Type {
-		case lease.EvProvisionSucceeded:
+		case lease.EvProvisionSucceeded, lease.EvMaintenanceDone:
 			out = append(out, messages.CallbackSuccess)
-		case lease.EvProvisionFailed, lease.EvRuntimeFailed:
+		case lease.EvProvisionFailed, lease.EvRuntimeFailed, lease.EvCohortDiverged,
+			lease.EvMaintenanceRestored, lease.EvMaintenanceFailed:
 			out = append(out, messages.CallbackFailed)
+		case lease.EvCloseRequested:
+			// A close that pre-empts a provision or a maintenance queues its failed
+			// completion in the same transaction.
+			switch before {
+			case lease.Reserved, lease.Provisioning, lease.Restarting, lease.Updating:
+				out = append(out, messages.CallbackFailed)
+			}
 		case lease.EvClosed:
 			out = append(out, messages.CallbackDeprovisioned)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,12 +85,30 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 		log.Warn().Str("data_dir", cfg.DataDir).Str("storage_id", store.Identity().StorageID).
 			Msg("empty data dir initialised with a new storage identity (production mode requires -initialize-storage-identity new)")
 	}
+	if info.LocationBound {
+		log.Info().Str("location", info.Location).Msg("installation identity bound to the data dir's location")
+	}
+	if r := info.Rekey; r != nil {
+		log.Warn().Str("old_installation_id", r.OldInstallationID).Str("installation_id", r.NewInstallationID).
+			Str("old_location", r.OldLocation).Str("location", r.NewLocation).Msg(r.OperatorMessage())
+	}
+	for _, f := range store.Findings() {
+		log.Error().Str("path", store.Path()).Msg(f)
+	}
 	if err := registry.Verify(store); err != nil {
 		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	mark = phases.done("journal_verify", mark)
-	if d.diag, err = persistence.OpenDiagnostics(opts); err != nil {
+	dopts := opts
+	if dopts.DiagnosticsFile, err = filepath.Abs(cfg.DiagnosticsDBPath); err != nil {
+		return nil, fmt.Errorf("diagnostics_db_path %s: %w", cfg.DiagnosticsDBPath, err)
+	}
+	if d.diag, err = persistence.OpenDiagnostics(dopts); err != nil {
 		return nil, err
+	}
+	if sa, ok := d.diag.SetAside(); ok {
+		// Diagnostics carry no authority: a damaged file is set aside, never a reason to refuse start.
+		log.Error().Str("set_aside", sa.Path).Str("reason", sa.Reason).Msg(sa.OperatorMessage())
 	}
 	secret, secretPath, err := config.CallbackSecret(cfg)
 	if err != nil {
@@ -214,7 +233,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
 				BackendName: cfg.Name, RegistryPath: registryPath}})},
 		{Name: "facade", Kind: "facade", Producer: facade.New(&facade.Deps{Tree: tree, API: apiHandler,
-			Debug: debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: "" /* TODO(wiring): cfg.Debug.Token */}), Log: log, Settings: &facade.Settings{
+			Debug: debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: string(cfg.Debug.Token)}), Log: log, Settings: &facade.Settings{
 				ListenAddr: cfg.ListenAddr, DebugListenAddr: cfg.DebugListenAddr, TLSCertFile: cfg.TLSCertFile,
 				TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile, TLSClientAllowed: cfg.TLSClientAllowedNames,
 				ShutdownGrace: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second}})},

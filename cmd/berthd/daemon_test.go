@@ -155,7 +155,9 @@ func TestRun_ForeignIdentityMarker_Refused(t *testing.T) {
 
 func TestProductionMode_RequiresInitializedIdentity(t *testing.T) {
 	dockerClient(t)
-	d := newDaemonDir(t, "production_mode: true")
+	// Production takes host_address and sku_profiles only from the operator.
+	d := newDaemonDir(t, "production_mode: true", "host_address: 203.0.113.10",
+		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}")
 	code, out := runOnce(t, "-config", d.cfgPath)
 	if code != 1 || !strings.Contains(out, "initialize-storage-identity") {
 		t.Fatalf("uninitialised production start: exit %d\n%s", code, out)

@@ -36,9 +36,8 @@ import (
 // testSecret is the callback_secret of every test daemon.
 const testSecret = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-// testDebugToken is sent to the debug listener; the chaos endpoint refuses any
-// request without debug.token. TODO(wiring): set "  token: " + testDebugToken under
-// debug: in testConfig once config.Debug.Token exists (config refuses unknown keys).
+// testDebugToken is every test daemon's debug.token: the debug listener refuses
+// requests without it, and chaos needs one.
 const testDebugToken = "berth-test-debug-token-5d2e8a"
 
 // TestMain lets a test re-execute this binary as berthd itself.
@@ -125,6 +124,7 @@ func testConfig(dataDir, api, dbg string, extra ...string) string {
 		"allowed_registries: [\"127.0.0.1:5000\", \"docker.io\"]",
 		"debug:",
 		"  chaos: true",
+		"  token: " + testDebugToken,
 	}
 	// An extra line for a key already set replaces it (YAML refuses duplicates).
 	for _, e := range extra {

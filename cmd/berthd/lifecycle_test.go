@@ -280,6 +280,9 @@ func TestProvision_CapacityExhausted_503AndNothingAllocated(t *testing.T) {
 	assertPoolEmpty(t, d)
 }
 
+// TestDeprovision_DuringProvisioning_WinsAndLeavesNothing: the close wins; the
+// pre-empted provision's failed completion goes to its own callback_url before
+// the deprovisioned one; nothing of the lease remains, no late container either.
 func TestDeprovision_DuringProvisioning_WinsAndLeavesNothing(t *testing.T) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
@@ -297,14 +300,15 @@ func TestDeprovision_DuringProvisioning_WinsAndLeavesNothing(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	d.deprovisionUntilGone(lease)
-	got := cb.waitFor(lease, 1, time.Minute)
-	if got[0].Body.Status != messages.CallbackDeprovisioned {
-		t.Fatalf("callbacks = %+v; the close must win without a provision outcome", got)
+	got := cb.waitFor(lease, 2, time.Minute)
+	if got[0].Body.Status != messages.CallbackFailed || !strings.Contains(got[0].Path, "operation_id=") ||
+		!strings.HasPrefix(got[0].Body.Error, "Canceled:") || got[1].Body.Status != messages.CallbackDeprovisioned {
+		t.Fatalf("callbacks = %+v; want the pre-empted provision's failed completion, then deprovisioned", got)
 	}
 	assertGone(t, dc, lease)
 	time.Sleep(3 * time.Second)
-	if n := len(cb.forLease(lease)); n != 1 {
-		t.Fatalf("%d callbacks, want only the deprovisioned one", n)
+	if n := len(cb.forLease(lease)); n != 2 {
+		t.Fatalf("%d callbacks, want exactly the failed completion and the deprovisioned one", n)
 	}
 	if cs := leaseContainers(t, dc, lease); len(cs) != 0 {
 		t.Fatalf("a late container survived the close: %d", len(cs))
