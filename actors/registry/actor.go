@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -31,6 +32,9 @@ type Settings struct {
 	SnapshotEvery     int
 	ReconcilerPath    string // asked for a recovery pass whenever the registry (re)starts
 	ReclaimerPath     string // told when a lease closed, so its network goes soon
+	// Callbacks is the callback URL policy: no link-local target in any spelling,
+	// never one of berthd's own listeners.
+	Callbacks callback.Policy
 }
 
 // Deps are the registry's collaborators.

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -33,13 +32,13 @@ func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease
 	if len(req.Items) == 0 {
 		return nil, messages.Refuse(messages.ErrBadRequest, "items must not be empty")
 	}
-	if err := validCallbackURL("callback_url", req.CallbackURL); err != nil {
+	if err := s.Callbacks.CheckURLField("callback_url", req.CallbackURL); err != nil {
 		return nil, err
 	}
 	lifecycle := req.LifecycleCallbackURL
 	if lifecycle == "" {
 		lifecycle = DeriveLifecycleURL(req.CallbackURL)
-	} else if err := validCallbackURL("lifecycle_callback_url", lifecycle); err != nil {
+	} else if err := s.Callbacks.CheckURLField("lifecycle_callback_url", lifecycle); err != nil {
 		return nil, err
 	}
 	if req.Payload == "" {
@@ -126,24 +125,6 @@ func (s *Settings) resolveSKU(sku string) (lease.Profile, bool) {
 		p.ScratchMB = s.ScratchMB
 	}
 	return p, true
-}
-
-func validCallbackURL(field, raw string) error {
-	if raw == "" {
-		return messages.Refuse(messages.ErrBadRequest, "%s is required", field)
-	}
-	if len(raw) > maxFieldLen {
-		return messages.Refuse(messages.ErrBadRequest, "%s too long", field)
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.User != nil {
-		return messages.Refuse(messages.ErrBadRequest, "%s must be an absolute http(s) URL with a host", field)
-	}
-	host, _, _ := strings.Cut(u.Hostname(), "%") // a zoned IPv6 literal (fe80::1%eth0) is still link-local
-	if ip := net.ParseIP(host); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
-		return messages.Refuse(messages.ErrBadRequest, "%s must not be link-local", field)
-	}
-	return nil
 }
 
 // DeriveLifecycleURL replaces the operation_id query parameter with lifecycle_id;

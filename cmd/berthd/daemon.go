@@ -178,6 +178,9 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		ReleasesMaxAge:   cfg.ReleasesMaxAge,
 		HistoryBytes:     32 << 20,
 	}}
+	// Callbacks never reach berthd's own listeners (nor link-local addresses):
+	// refused at admission, and again on the address the outbox dials.
+	callbacks := callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}
 	profiles := make(map[string]lease.Profile, len(cfg.SKUProfiles))
 	for name, p := range cfg.SKUProfiles {
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
@@ -196,10 +199,9 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			SnapshotEvery:     256,
 			ReconcilerPath:    reconcilerPath,
 			ReclaimerPath:     reclaimerPath,
+			Callbacks:         callbacks,
 		}}
 
-	// Callbacks never reach berthd's own listeners (nor link-local addresses).
-	callbacks := callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}
 	outSet := outbox.DefaultSettings(secret, callbacks) // signs with the wall clock: receivers check it
 	if cfg.CallbackInsecureSkipVerify {
 		// Dev only (refused in production): same guarded client, TLS unchecked.
