@@ -169,6 +169,9 @@ func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Dur
 		return err
 	}
 	if err := e.docker.ContainerStop(ctx, id, stopOptions(stopTimeout)); err != nil && !isNotFound(err) {
+		if isConflict(err) && strings.Contains(err.Error(), "in progress") {
+			return nil // Docker is already removing it
+		}
 		return dockerErr("stop container "+trimID(id), err)
 	}
 	err = e.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: false, RemoveVolumes: false})
