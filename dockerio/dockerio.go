@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,14 +46,16 @@ const RuntimeContract = 1
 // Errors the adapter returns; callers classify with errors.Is.
 var (
 	ErrNotFound             = errors.New("docker object not found")
-	ErrImagePull            = errors.New("image pull refused") // registry refused or image missing
-	ErrForeignNetwork       = errors.New("network name taken by a foreign network")
+	ErrImagePull            = errors.New("image pull refused") // registry refused or unreachable, or image missing
 	ErrAddressPoolExhausted = errors.New("docker address pools exhausted")
 	ErrUnavailable          = errors.New("docker engine unavailable")
 	// ErrForeignObject: a container, network or volume the lease's launch needs by
 	// name belongs to another installation (or to nobody berth knows). It is never
 	// adopted, recreated or removed; the launch fails naming it.
 	ErrForeignObject = errors.New("docker object belongs to another installation")
+	// ErrForeignNetwork is the ErrForeignObject of a lease network: errors.Is
+	// matches both.
+	ErrForeignNetwork = fmt.Errorf("network name taken by a foreign network: %w", ErrForeignObject)
 	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
 	// targets, label count or size); it can never be launched here.
 	ErrImageNotAdmissible = errors.New("image metadata not admissible")

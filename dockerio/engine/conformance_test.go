@@ -20,14 +20,25 @@ import (
 // so actor tests written against the fake see what production will see.
 func TestConformance_FakeBehavesLikeTheRealEngine(t *testing.T) {
 	requireDocker(t)
-	real := newTestEngine(t)
+	installation := "inst-conf-" + uuid.NewString()[:8]
+	real := newTestEngineFor(t, installation)
 	realInfo := ensurePulled(t, real)
 
-	f := fake.New(fake.Options{})
+	f := fake.New(fake.Options{InstallationID: installation})
 	fakeInfo := f.AddImage(fx.image, dockerio.ImageInfo{Volumes: realInfo.Volumes, User: realInfo.User})
 
-	realT := conformanceScenario(t, real, realInfo, func(name string) string { return createForeignNetwork(t, name) })
-	fakeT := conformanceScenario(t, f, fakeInfo, f.AddForeignNetwork)
+	realT := conformanceScenario(t, real, realInfo, installation, foreigner{
+		network: func(name string) string { return createForeignNetwork(t, name) },
+		container: func(lease, service string, index int, inst string) string {
+			return createForeignContainer(t, lease, service, index, inst)
+		},
+		volume: func(lease, service string, index, k int, inst string) string {
+			return createForeignVolume(t, lease, service, index, k, inst)
+		},
+	})
+	fakeT := conformanceScenario(t, f, fakeInfo, installation, foreigner{
+		network: f.AddForeignNetwork, container: f.AddForeignContainer, volume: f.AddForeignVolume,
+	})
 	if !slices.Equal(realT, fakeT) {
 		for i := range max(len(realT), len(fakeT)) {
 			r, k := at(realT, i), at(fakeT, i)
@@ -49,14 +60,22 @@ func at(s []string, i int) string {
 	return "<none>"
 }
 
-func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInfo, foreign func(name string) string) []string {
+// foreigner places objects the engine under test must treat as not its own.
+type foreigner struct {
+	network   func(name string) string                                              // unlabelled network
+	container func(lease, service string, index int, installation string) string    // running, in the lease's project
+	volume    func(lease, service string, index, k int, installation string) string // a stateful instance's volume
+}
+
+func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInfo, installation string, foreign foreigner) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out []string
 	note := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	kind := func(err error) string {
-		for _, s := range []error{dockerio.ErrNotFound, dockerio.ErrImagePull, dockerio.ErrForeignNetwork, dockerio.ErrUnavailable, dockerio.ErrAddressPoolExhausted} {
+		for _, s := range []error{dockerio.ErrNotFound, dockerio.ErrImagePull, dockerio.ErrForeignNetwork, dockerio.ErrForeignObject,
+			dockerio.ErrImageNotAdmissible, dockerio.ErrUnavailable, dockerio.ErrAddressPoolExhausted} {
 			if errors.Is(err, s) {
 				return s.Error()
 			}
@@ -66,27 +85,35 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 		}
 		return "ok"
 	}
-	installation := "inst-conf-" + uuid.NewString()[:8]
-	lease := uuid.NewString()
+	lease, lease2, lease3 := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	spec := dockerio.NetworkSpec{Lease: lease, Tenant: "t", BackendName: "docker", InstallationID: installation}
 	defer func() { // real engine: leave nothing behind even when the scenario fails half-way
-		_ = e.Down(context.Background(), lease, dockerio.DownOptions{StopTimeout: time.Second, RemoveVolumes: true})
-		if nets, err := e.LeaseNetworks(context.Background(), installation); err == nil {
+		for _, l := range []string{lease, lease2, lease3} {
+			_ = e.Down(context.Background(), l, dockerio.DownOptions{StopTimeout: time.Second, RemoveVolumes: true})
+		}
+		if nets, err := e.LeaseNetworks(context.Background()); err == nil {
 			for _, n := range nets {
 				_ = e.RemoveNetwork(context.Background(), n.ID)
 			}
 		}
 	}()
 
-	note("pull missing: %s", kind(e.PullImage(ctx, testRepo+":absent-"+uuid.NewString()[:8])))
-	_, err := e.InspectImage(ctx, testRepo+":absent")
-	note("inspect missing image: %s", kind(err))
+	_, err := e.ResolveImage(ctx, testRepo+":absent-"+uuid.NewString()[:8])
+	note("resolve missing: %s", kind(err))
+	resolved, err := e.ResolveImage(ctx, fx.image)
+	note("resolve: %s same-id=%v digest=%v volumes=%v masks=%d", kind(err), resolved.ID == info.ID, resolved.Digest != "", resolved.Volumes, len(resolved.MaskLabels))
+	pinned, err := e.PinnedImage(ctx, resolved.Pin(fx.image))
+	note("pinned: %s same-id=%v same-digest=%v", kind(err), pinned.ID == info.ID, pinned.Digest == resolved.Digest)
+	_, err = e.PinnedImage(ctx, dockerio.ImagePin{Ref: fx.image, ID: "sha256:" + strings.Repeat("0", 64)})
+	note("pinned absent without digest: %s", kind(err))
+	_, err = e.ResolveImage(ctx, info.ID)
+	note("resolve an image ID: %s", kind(err))
 	netID, err := e.EnsureNetwork(ctx, spec)
 	again, err2 := e.EnsureNetwork(ctx, spec)
 	note("ensure network twice: %s %s same=%v", kind(err), kind(err2), netID == again)
 	other := spec
 	other.Lease = uuid.NewString()
-	foreign(dockerio.ProjectName(other.Lease))
+	foreign.network(dockerio.ProjectName(other.Lease))
 	_, err = e.EnsureNetwork(ctx, other)
 	note("ensure over foreign: %s", kind(err))
 	_, err = e.InspectNetwork(ctx, strings.Repeat("0", 64))
@@ -120,10 +147,9 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 			c.OperationID, c.ImageID == info.ID, b.HostIP, b.HostPort != "", strings.Join(keys, ","))
 		note("  compose service label %s", c.Labels["com.docker.compose.service"])
 	}
-	list, err := e.ListManaged(ctx, installation)
-	none, err2 := e.ListManaged(ctx, "inst-nobody-"+uuid.NewString()[:8])
-	note("list managed: %s %d; other installation: %s %d", kind(err), len(list), kind(err2), len(none))
-	nets, err := e.LeaseNetworks(ctx, installation)
+	list, err := e.ListManaged(ctx)
+	note("list managed: %s %d", kind(err), len(list))
+	nets, err := e.LeaseNetworks(ctx)
 	note("lease networks: %s %d", kind(err), len(nets))
 	_, err = e.Inspect(ctx, strings.Repeat("f", 64))
 	note("inspect unknown container: %s", kind(err))
@@ -132,7 +158,7 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 
 	if len(cohort) == 3 {
 		evCtx, stop := context.WithCancel(ctx)
-		events, _ := e.Events(evCtx, installation)
+		events, _ := e.Events(evCtx)
 		time.Sleep(200 * time.Millisecond) // let the real stream subscribe before acting
 		note("remove web/1 + unknown: %s", kind(e.RemoveContainers(ctx, []string{cohort[2].ID, strings.Repeat("e", 64)})))
 		var got []string
@@ -147,10 +173,57 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 				got = append(got, "timeout")
 			}
 		}
-		stop()
 		note("events of the removal: %s", strings.Join(got, " "))
+		note("stop-remove web/0: %s", kind(e.StopRemove(ctx, cohort[1].ID, 5*time.Second)))
+		got = nil
+		timeout = time.After(30 * time.Second)
+		for len(got) < 2 {
+			select {
+			case ev := <-events:
+				if ev.ContainerID == cohort[1].ID {
+					got = append(got, fmt.Sprintf("%s(%s/%d exit %d)", ev.Action, ev.Service, ev.Index, ev.ExitCode))
+				}
+			case <-timeout:
+				got = append(got, "timeout")
+			}
+		}
+		stop()
+		note("events of the gentle removal: %s", strings.Join(got, " "))
+		note("stop-remove again: %s", kind(e.StopRemove(ctx, cohort[1].ID, time.Second)))
 		after, _ := e.Cohort(ctx, lease)
-		note("cohort after removal: %d", len(after))
+		note("cohort after removals: %d", len(after))
+	}
+
+	// Another installation's container in a lease's project: refused, untouched.
+	other2 := dockerio.NetworkSpec{Lease: lease2, Tenant: "t", BackendName: "docker", InstallationID: installation}
+	net2, err := e.EnsureNetwork(ctx, other2)
+	note("ensure network 2: %s", kind(err))
+	theirs := foreign.container(lease2, "web", 0, "inst-conf-other")
+	plan2 := plan
+	plan2.Lease, plan2.NetworkID, plan2.Services = lease2, net2, []dockerio.ServicePlan{svc("web", 1)}
+	note("up over a foreign container: %s", kind(e.Up(ctx, plan2)))
+	c2, err := e.Cohort(ctx, lease2)
+	note("cohort with a foreign container: %s %d", kind(err), len(c2))
+	note("down with a foreign container: %s", kind(e.Down(ctx, lease2, dockerio.DownOptions{StopTimeout: time.Second, RemoveVolumes: true})))
+	note("remove foreign container: %s", kind(e.RemoveContainers(ctx, []string{theirs})))
+	note("stop-remove foreign container: %s", kind(e.StopRemove(ctx, theirs, time.Second)))
+	_, _, err = e.Logs(ctx, theirs, 10, 100)
+	note("logs of foreign container: %s", kind(err))
+	fc, err := e.Inspect(ctx, theirs)
+	note("foreign container afterwards: %s %s", kind(err), fc.State)
+
+	// Another installation's volume of a stateful instance: refused, untouched.
+	net3, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: lease3, Tenant: "t", BackendName: "docker", InstallationID: installation})
+	note("ensure network 3: %s", kind(err))
+	vol := foreign.volume(lease3, "db", 0, 0, "inst-conf-other")
+	plan3 := plan
+	plan3.Lease, plan3.NetworkID, plan3.Services = lease3, net3, []dockerio.ServicePlan{db}
+	note("up over a foreign volume %s: %s", strings.TrimPrefix(vol, "fred-"+lease3), kind(e.Up(ctx, plan3)))
+	c3, _ := e.Cohort(ctx, lease3)
+	note("cohort after refused up: %d", len(c3))
+	note("down 3 with volumes: %s", kind(e.Down(ctx, lease3, dockerio.DownOptions{RemoveVolumes: true})))
+	for _, n := range []string{net2, net3} {
+		note("remove network: %s", kind(e.RemoveNetwork(ctx, n)))
 	}
 	note("remove network in use: %s", kind(e.RemoveNetwork(ctx, netID)))
 	note("down: %s", kind(e.Down(ctx, lease, dockerio.DownOptions{StopTimeout: time.Second, RemoveVolumes: true})))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -17,42 +18,36 @@ import (
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 )
 
-// psAttempts bounds compose ps retries: compose lists, then inspects each
-// container, and fails as a whole when one is removed in between.
-const psAttempts = 3
-
-// Cohort reports the lease project's containers (any state), attributed through
-// their Compose service key: a container is included only when its fred.* labels
-// name this lease and a (service, index) that maps to exactly that key. Each is
+// Cohort reports this installation's containers (any state) of the lease's
+// project, attributed through their Compose service key: a container is included
+// only when it carries our fred.installation_id, its fred.* labels name this lease
+// and a (service, index) that maps to exactly that key. Another installation's
+// container of the same project (same lease UUID) is never part of it. Each is
 // inspected for its live state. Sorted by (Service, Index, ID).
 func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container, error) {
 	name := dockerio.ProjectName(lease)
-	if err := e.ensureCompose(ctx); err != nil {
-		return nil, fmt.Errorf("compose ps %s: %w", name, err)
+	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters(
+		filters.Arg("label", api.ProjectLabel+"="+name),
+	)})
+	if err != nil {
+		return nil, dockerErr("list containers of project "+name, err)
 	}
-	var summaries []api.ContainerSummary
-	for attempt := 1; ; attempt++ {
-		var err error
-		summaries, err = e.compose.Ps(ctx, name, api.PsOptions{All: true})
-		if err == nil {
-			break
+	out := make([]dockerio.Container, 0, len(list))
+	for _, s := range list {
+		if s.Labels[api.OneoffLabel] == "True" {
+			continue // `compose run` containers are not the project's services
 		}
-		if !isNotFound(err) || attempt == psAttempts || ctx.Err() != nil {
-			return nil, dockerErr("compose ps "+name, err)
-		}
-	}
-	out := make([]dockerio.Container, 0, len(summaries))
-	for _, s := range summaries {
+		key := s.Labels[api.ServiceLabel]
 		inst, ok := labels.ParseInstance(s.Labels)
-		if !ok || inst.Lease != lease || !labels.AgreesWithComposeKey(s.Service, inst.Service, inst.Index) {
-			e.log.Warn().Str("lease_uuid", lease).Str("container_id", s.ID).Str("compose_service", s.Service).
+		if !ok || inst.Lease != lease || !labels.AgreesWithComposeKey(key, inst.Service, inst.Index) {
+			e.log.Warn().Str("lease_uuid", lease).Str("container_id", s.ID).Str("compose_service", key).
 				Str("service", s.Labels[dockerio.LabelService]).Str("instance", s.Labels[dockerio.LabelInstance]).
 				Msg("container's labels disagree with its compose key; not attributed to the lease")
 			continue
 		}
 		c, err := e.Inspect(ctx, s.ID)
 		if errors.Is(err, dockerio.ErrNotFound) {
-			continue // removed since compose listed it
+			continue // removed since the list
 		}
 		if err != nil {
 			return nil, err
@@ -140,42 +135,90 @@ func bindingsOf(ports nat.PortMap) map[string]dockerio.Binding {
 	return out
 }
 
-// RemoveContainers force-removes each container by ID; one already gone (or
-// being removed by Docker right now) counts as removed.
+// RemoveContainers force-removes this installation's containers by exact ID (a
+// close's stragglers). Each is re-inspected first: one already gone (or being
+// removed by Docker right now) counts as removed; one that is not ours is refused
+// with dockerio.ErrForeignObject and left alone, and the others still go.
 func (e *Engine) RemoveContainers(ctx context.Context, ids []string) error {
 	var errs []error
 	for _, id := range ids {
-		err := e.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err == nil || isNotFound(err) || (isConflict(err) && strings.Contains(err.Error(), "already in progress")) {
+		ok, err := e.ownContainer(ctx, "remove", id)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !ok {
 			continue
 		}
-		errs = append(errs, dockerErr("remove container "+trimID(id), err))
+		err = e.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if !removedOrGoing(err) {
+			errs = append(errs, dockerErr("remove container "+trimID(id), err))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// StopRemove stops this installation's container id within stopTimeout and
-// removes it without force and without its volumes.
+// StopRemove is automatic cleanup's gentle removal: it re-inspects the exact ID,
+// requires this installation's label, stops the container within stopTimeout
+// (≤ 0: the container's own stop timeout), then removes it with Force=false and
+// RemoveVolumes=false, so its volumes stay and a container started again in the
+// meantime is refused by Docker rather than killed. Absent, or a removal already
+// in progress, is success.
 func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error {
-	resp, err := e.docker.ContainerInspect(ctx, id)
-	if isNotFound(err) {
-		return nil
+	ok, err := e.ownContainer(ctx, "stop", id)
+	if !ok {
+		return err
 	}
-	if err != nil {
-		return dockerErr("inspect container "+trimID(id), err)
-	}
-	if resp.ID != id || resp.Config == nil || resp.Config.Labels[dockerio.LabelInstallation] != e.opts.InstallationID {
-		return fmt.Errorf("stop container %s: %w", trimID(id), dockerio.ErrForeignObject)
-	}
-	secs := int(stopTimeout.Round(time.Second) / time.Second)
-	if err := e.docker.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil && !isNotFound(err) {
+	if err := e.docker.ContainerStop(ctx, id, stopOptions(stopTimeout)); err != nil && !isNotFound(err) {
+		if isConflict(err) && strings.Contains(err.Error(), "in progress") {
+			return nil // Docker is already removing it
+		}
 		return dockerErr("stop container "+trimID(id), err)
 	}
 	err = e.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: false, RemoveVolumes: false})
-	if err == nil || isNotFound(err) || (isConflict(err) && strings.Contains(err.Error(), "already in progress")) {
+	if removedOrGoing(err) {
 		return nil
 	}
 	return dockerErr("remove container "+trimID(id), err)
+}
+
+// ownContainer re-inspects id before a change: ok when it is exactly that
+// container and ours. Absent is (false, nil); anything else that is not ok says why.
+func (e *Engine) ownContainer(ctx context.Context, op, id string) (bool, error) {
+	resp, err := e.docker.ContainerInspect(ctx, id)
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, dockerErr(op+" container "+trimID(id)+": inspect", err)
+	}
+	if resp.ID != id {
+		return false, fmt.Errorf("%s container %q: not a full container ID (it names %s)", op, id, trimID(resp.ID))
+	}
+	var l map[string]string
+	if resp.Config != nil {
+		l = resp.Config.Labels
+	}
+	if !e.ours(l) {
+		return false, fmt.Errorf("%s container %s (%s, installation %q): %w", op, trimID(id),
+			strings.TrimPrefix(resp.Name, "/"), l[dockerio.LabelInstallation], dockerio.ErrForeignObject)
+	}
+	return true, nil
+}
+
+// removedOrGoing reports a removal that succeeded, found nothing, or found
+// Docker already removing the container.
+func removedOrGoing(err error) bool {
+	return err == nil || isNotFound(err) || (isConflict(err) && strings.Contains(err.Error(), "already in progress"))
+}
+
+// stopOptions asks Docker to wait d before SIGKILL; d ≤ 0 keeps the container's
+// own stop timeout (its stop_grace_period, else Docker's 10 s).
+func stopOptions(d time.Duration) container.StopOptions {
+	if d <= 0 {
+		return container.StopOptions{}
+	}
+	secs := int(math.Ceil(d.Seconds()))
+	return container.StopOptions{Timeout: &secs}
 }
 
 // ListManaged lists every managed container of this installation, any state, from
@@ -183,10 +226,7 @@ func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Dur
 // containers). Health comes from the list's Status text; ExitCode from its
 // "Exited (N)" text; start/finish times are not in a list and stay zero.
 func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) {
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", dockerio.LabelManaged+"=true"),
-		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
-	)})
+	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters()})
 	if err != nil {
 		return nil, dockerErr("list managed containers", err)
 	}

@@ -23,12 +23,14 @@ func leaseContainers(t *testing.T, lease string) []container.Summary {
 	return list
 }
 
-// createStraggler makes a container by hand that only carries the lease's
-// ownership labels (no Compose labels), as a crashed earlier launch could leave.
-func createStraggler(t *testing.T, lease string, start bool, extra ...string) string {
+// createStraggler makes a container by hand that only carries the ownership
+// labels of the lease and of e's installation (no Compose labels), as a crashed
+// earlier launch could leave. Extra label pairs are added (or override).
+func createStraggler(t *testing.T, e *Engine, lease string, start bool, extra ...string) string {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
-	l := map[string]string{dockerio.LabelManaged: "true", dockerio.LabelLease: lease, testMarker: fx.tag}
+	l := map[string]string{dockerio.LabelManaged: "true", dockerio.LabelLease: lease,
+		dockerio.LabelInstallation: e.opts.InstallationID, testMarker: fx.tag}
 	for i := 0; i+1 < len(extra); i += 2 {
 		l[extra[i]] = extra[i+1]
 	}
@@ -40,7 +42,7 @@ func createStraggler(t *testing.T, lease string, start bool, extra ...string) st
 		t.Fatalf("create straggler: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = fx.docker.ContainerRemove(testCtx(t, time.Minute), resp.ID, container.RemoveOptions{Force: true})
+		_ = fx.docker.ContainerRemove(testCtx(t, time.Minute), resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	})
 	if start {
 		if err := fx.docker.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
@@ -53,7 +55,7 @@ func createStraggler(t *testing.T, lease string, start bool, extra ...string) st
 func TestDown_RemovesContainersStragglersAndVolumes_KeepsNetwork_Idempotent(t *testing.T) {
 	e := newTestEngine(t)
 	info := ensurePulled(t, e)
-	l := newTestLease(t, e, "inst-"+uuid.NewString()[:8])
+	l := newTestLease(t, e)
 	ctx := testCtx(t, 3*time.Minute)
 
 	db := workloadService("db", 1, info)
@@ -61,7 +63,7 @@ func TestDown_RemovesContainersStragglersAndVolumes_KeepsNetwork_Idempotent(t *t
 	if err := e.Up(ctx, l.plan(db, workloadService("web", 2, info))); err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	straggler := createStraggler(t, l.Lease, true)
+	straggler := createStraggler(t, e, l.Lease, true)
 	if n := len(leaseContainers(t, l.Lease)); n != 4 {
 		t.Fatalf("setup: %d lease containers, want 3 + straggler", n)
 	}
@@ -94,7 +96,7 @@ func TestDown_RemovesContainersStragglersAndVolumes_KeepsNetwork_Idempotent(t *t
 func TestDown_AfterLeaseNetworkRemoved_StillRemovesEverything(t *testing.T) {
 	e := newTestEngine(t)
 	info := ensurePulled(t, e)
-	l := newTestLease(t, e, "inst-"+uuid.NewString()[:8])
+	l := newTestLease(t, e)
 	ctx := testCtx(t, 3*time.Minute)
 	if err := e.Up(ctx, l.plan(workloadService("app", 2, info))); err != nil {
 		t.Fatalf("Up: %v", err)
@@ -123,7 +125,7 @@ func TestRemoveContainers_ByID_NotFoundIsSuccess(t *testing.T) {
 	e := newTestEngine(t)
 	ensurePulled(t, e)
 	lease := uuid.NewString()
-	id := createStraggler(t, lease, true)
+	id := createStraggler(t, e, lease, true)
 	ctx := testCtx(t, time.Minute)
 	if err := e.RemoveContainers(ctx, []string{id, "0123456789ab" + "0123456789ab" + "0123456789ab" + "0123456789ab" + "01234567890a"}); err != nil {
 		t.Fatalf("RemoveContainers: %v", err)
@@ -141,7 +143,7 @@ func TestUp_LeaseNetworkVanishedOrForeign_FailsLaunchWithoutContainers(t *testin
 	info := ensurePulled(t, e)
 	ctx := testCtx(t, 2*time.Minute)
 
-	gone := newTestLease(t, e, "inst-"+uuid.NewString()[:8])
+	gone := newTestLease(t, e)
 	if err := e.RemoveNetwork(ctx, gone.NetworkID); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func TestUp_LeaseNetworkVanishedOrForeign_FailsLaunchWithoutContainers(t *testin
 		t.Errorf("Up on a removed network created %d containers", n)
 	}
 
-	foreign := newTestLease(t, e, "inst-"+uuid.NewString()[:8])
+	foreign := newTestLease(t, e)
 	foreign.NetworkID = createForeignNetwork(t, "berth-enginetest-foreign-"+foreign.Lease[:8])
 	if err := e.Up(ctx, foreign.plan(workloadService("app", 1, info))); !errors.Is(err, dockerio.ErrForeignNetwork) {
 		t.Errorf("Up on a foreign network = %v, want ErrForeignNetwork", err)
@@ -166,7 +168,7 @@ func TestUp_LeaseNetworkVanishedOrForeign_FailsLaunchWithoutContainers(t *testin
 func TestUp_DependencyNeverHealthy_FailsLaunch(t *testing.T) {
 	e := newTestEngine(t)
 	info := ensurePulled(t, e)
-	l := newTestLease(t, e, "inst-"+uuid.NewString()[:8])
+	l := newTestLease(t, e)
 	db := workloadService("db", 1, info)
 	db.HealthCheck = &dockerio.HealthCheck{
 		Test:     []string{"CMD", "/workload", "get", "http://127.0.0.1:9/"}, // nothing listens
@@ -199,13 +201,13 @@ func TestUp_DependencyNeverHealthy_FailsLaunch(t *testing.T) {
 func TestCohort_LabelsDisagreeWithComposeKey_Excluded(t *testing.T) {
 	e := newTestEngine(t)
 	info := ensurePulled(t, e)
-	l := newTestLease(t, e, "inst-"+uuid.NewString()[:8])
+	l := newTestLease(t, e)
 	ctx := testCtx(t, 2*time.Minute)
 	if err := e.Up(ctx, l.plan(workloadService("web", 2, info))); err != nil {
 		t.Fatalf("Up: %v", err)
 	}
 	project := dockerio.ProjectName(l.Lease)
-	liar := createStraggler(t, l.Lease, false,
+	liar := createStraggler(t, e, l.Lease, false,
 		"com.docker.compose.project", project, "com.docker.compose.service", "web-0",
 		"com.docker.compose.config-hash", "x", "com.docker.compose.oneoff", "False",
 		dockerio.LabelService, "web", dockerio.LabelInstance, "1")

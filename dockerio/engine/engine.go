@@ -8,6 +8,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/docker/compose/v2/pkg/api"
 	"github.com/docker/compose/v2/pkg/compose"
 	"github.com/docker/docker/client"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -28,16 +30,25 @@ type Options struct {
 	// InstallationID scopes every call: only objects labelled
 	// fred.installation_id=<InstallationID> are listed, attributed, changed or removed.
 	InstallationID string
-	PullTimeout    time.Duration // image_pull_timeout, applied inside PullImage on top of ctx
-	Logger         zerolog.Logger
+	PullTimeout    time.Duration // image_pull_timeout: bounds ResolveImage and PinnedImage on top of ctx (default 5m)
+	// CreateTimeout and StartTimeout bound each POST /containers/create and
+	// /containers/{id}/start (compose's included) unless the caller's context
+	// ends earlier: container_create_timeout, container_start_timeout (default 30s).
+	CreateTimeout time.Duration
+	StartTimeout  time.Duration
+	// Registerer receives berth_docker_requests_total{op}; nil = counted, not registered.
+	Registerer prometheus.Registerer
+	Logger     zerolog.Logger
 }
 
 // Engine is the Docker + Compose adapter. Safe for concurrent use.
 type Engine struct {
-	docker  *client.Client
-	compose api.Compose
-	opts    Options
-	log     zerolog.Logger
+	docker   *client.Client
+	base     *http.Transport // the client's own transport, under boundedTransport
+	requests *prometheus.CounterVec
+	compose  api.Compose
+	opts     Options
+	log      zerolog.Logger
 
 	netLocks leaseLocks // serialises EnsureNetwork per lease (Docker allows duplicate names)
 
@@ -56,13 +67,34 @@ const defaultPullTimeout = 5 * time.Minute
 // New builds an Engine, negotiating the API version with the engine when it
 // answers within a few seconds.
 func New(opts Options) (*Engine, error) {
+	if opts.InstallationID == "" {
+		return nil, fmt.Errorf("docker engine: an installation ID is required (every object berth touches carries it)")
+	}
+	if opts.PullTimeout <= 0 {
+		opts.PullTimeout = defaultPullTimeout
+	}
+	if opts.CreateTimeout <= 0 {
+		opts.CreateTimeout = defaultCallTimeout
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = defaultCallTimeout
+	}
+	if opts.BackendName == "" {
+		opts.BackendName = "docker"
+	}
+	requests, err := newRequestCounter(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	var base *http.Transport
+	bounded := withBoundedTransport(boundedTransport{requests: requests, create: opts.CreateTimeout, start: opts.StartTimeout}, &base)
 	clientOpts := []client.Opt{client.WithAPIVersionNegotiation()}
 	if opts.Host == "" {
 		clientOpts = append([]client.Opt{client.FromEnv}, clientOpts...)
 	} else {
 		clientOpts = append(clientOpts, client.WithHost(opts.Host))
 	}
-	docker, err := client.NewClientWithOpts(clientOpts...)
+	docker, err := client.NewClientWithOpts(append(clientOpts, bounded)...)
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
 	}
@@ -76,21 +108,14 @@ func New(opts Options) (*Engine, error) {
 		docker.NegotiateAPIVersionPing(ping)
 	} else {
 		_ = docker.Close()
-		pinned := append(clientOpts[:len(clientOpts):len(clientOpts)], client.WithVersion(pinnedAPIVersion))
+		if base != nil {
+			base.CloseIdleConnections()
+		}
+		pinned := append(clientOpts[:len(clientOpts):len(clientOpts)], client.WithVersion(pinnedAPIVersion), bounded)
 		if docker, err = client.NewClientWithOpts(pinned...); err != nil {
 			return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
 		}
 		opts.Logger.Warn().Err(perr).Str("api_version", pinnedAPIVersion).Msg("docker not reachable at start; API version pinned")
-	}
-	if opts.PullTimeout <= 0 {
-		opts.PullTimeout = defaultPullTimeout
-	}
-	if opts.BackendName == "" {
-		opts.BackendName = "docker"
-	}
-	if opts.InstallationID == "" {
-		_ = docker.Close()
-		return nil, fmt.Errorf("docker engine: an installation ID is required (every object berth touches carries it)")
 	}
 	cli, err := newComposeCLI(docker)
 	if err != nil {
@@ -99,7 +124,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	routeComposeLogs(opts.Logger)
 	e := &Engine{
-		docker: docker,
+		docker:   docker,
+		base:     base,
+		requests: requests,
 		// The prompt is only asked about destructive changes (e.g. recreating a
 		// diverged volume); berth never agrees to them unattended.
 		compose: compose.NewComposeService(cli, compose.WithPrompt(func(string, bool) (bool, error) { return false, nil })),
@@ -111,7 +138,11 @@ func New(opts Options) (*Engine, error) {
 
 // Close releases the Docker client's connections.
 func (e *Engine) Close() error {
-	return e.docker.Close()
+	err := e.docker.Close()
+	if e.base != nil { // the SDK cannot see it under our RoundTripper
+		e.base.CloseIdleConnections()
+	}
+	return err
 }
 
 // Ping checks the engine answers.

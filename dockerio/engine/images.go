@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -15,23 +14,8 @@ import (
 	"github.com/docker/docker/pkg/jsonmessage"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/dockerio/admission"
 )
-
-// normalizeRef turns a docker-style reference into its canonical form
-// ("nginx" → "docker.io/library/nginx:latest"); digested is true when the
-// reference pins content by digest.
-func normalizeRef(ref string) (canonical string, digested bool, err error) {
-	if isImageID(ref) {
-		return "", false, fmt.Errorf("%q is an image ID, not a reference", ref)
-	}
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return "", false, err
-	}
-	_, digested = named.(reference.Digested)
-	return reference.TagNameOnly(named).String(), digested, nil
-}
 
 // isImageID reports a content ID ("sha256:<64 hex>"), which the reference parser
 // would otherwise read as repository "sha256" with a tag.
@@ -48,60 +32,140 @@ func isImageID(ref string) bool {
 	return true
 }
 
-// PullImage pulls ref within ctx and the configured image_pull_timeout.
-//
-// A digest-pinned reference already present locally is not pulled: its content
-// cannot have changed. A tag is always pulled (the registry is authoritative for
-// where a tag points), with one exception: when the registry cannot be reached
-// at all (connection refused, DNS failure, network timeout) and the tag is
-// present locally, the local copy is used and a warning logged. Refusals the
-// registry does answer (unknown manifest, denied auth) still fail the pull, so a
-// withdrawn tag never launches from a stale cache; the launch runs the resolved
-// image ID, so the lease is consistent with what InspectImage reported either way.
-func (e *Engine) PullImage(ctx context.Context, ref string) error {
-	if isImageID(ref) { // nothing to pull by ID: it is either here or not
-		if _, err := e.docker.ImageInspect(ctx, ref); err != nil {
-			if isNotFound(err) {
-				return fmt.Errorf("pull %s: %w: image ID not present locally", trimID(ref), dockerio.ErrImagePull)
-			}
-			return dockerErr("pull "+trimID(ref), err)
-		}
-		return nil
+// ResolveImage makes ref's current content, as its registry says, present and
+// admitted. A tag is resolved to a manifest digest through the daemon's
+// distribution endpoint (one registry round trip, no layer download); a
+// digest-pinned reference needs no resolution. The exact content repo@digest is
+// then pulled only when no local image carries that digest, inspected and
+// admitted. The local copy of a tag is never consulted: when the registry cannot
+// be reached or refuses, the call fails wrapping dockerio.ErrImagePull, so a
+// stale cache can never launch in place of what the tag names now.
+// Bounded by Options.PullTimeout on top of ctx.
+func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
+	if isImageID(ref) {
+		return dockerio.ImageInfo{}, fmt.Errorf("resolve image %s: %w: an image ID is not a registry reference", trimID(ref), dockerio.ErrImagePull)
 	}
-	canonical, digested, err := normalizeRef(ref)
+	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return fmt.Errorf("pull %q: %w: invalid reference: %w", ref, dockerio.ErrImagePull, err)
+		return dockerio.ImageInfo{}, fmt.Errorf("resolve image %q: %w: invalid reference: %w", ref, dockerio.ErrImagePull, err)
 	}
-	if digested {
-		_, err := e.docker.ImageInspect(ctx, canonical)
-		if err == nil {
-			return nil
-		}
-		if !isNotFound(err) {
-			return dockerErr("pull "+canonical+": look up local copy", err)
-		}
-	}
-
-	pullCtx, cancel := context.WithTimeout(ctx, e.opts.PullTimeout)
+	pctx, cancel := context.WithTimeout(ctx, e.opts.PullTimeout)
 	defer cancel()
-	err = e.pull(pullCtx, canonical)
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("pull %s: %w", canonical, ctx.Err())
-	case errors.Is(err, dockerio.ErrUnavailable):
-		return err
-	case pullCtx.Err() != nil:
-		return fmt.Errorf("pull %s: %w: not finished within image_pull_timeout %s", canonical, dockerio.ErrImagePull, e.opts.PullTimeout)
-	}
-	if !digested && registryUnreachable(err) {
-		if _, ierr := e.docker.ImageInspect(ctx, canonical); ierr == nil {
-			e.log.Warn().Err(err).Str("image", canonical).Msg("registry unreachable; launching the locally present copy of the tag")
-			return nil
+
+	var pinned reference.Canonical
+	if d, ok := named.(reference.Digested); ok {
+		if pinned, err = reference.WithDigest(reference.TrimNamed(named), d.Digest()); err != nil {
+			return dockerio.ImageInfo{}, fmt.Errorf("resolve image %q: %w: %w", ref, dockerio.ErrImagePull, err)
+		}
+	} else {
+		tagged := reference.TagNameOnly(named)
+		dist, err := e.docker.DistributionInspect(pctx, tagged.String(), "")
+		if err != nil {
+			return dockerio.ImageInfo{}, e.pullErr(ctx, pctx, "resolve "+tagged.String()+" through its registry", err)
+		}
+		if err := dist.Descriptor.Digest.Validate(); err != nil {
+			return dockerio.ImageInfo{}, fmt.Errorf("resolve %s: %w: registry answered no usable digest: %w", tagged, dockerio.ErrImagePull, err)
+		}
+		if pinned, err = reference.WithDigest(reference.TrimNamed(named), dist.Descriptor.Digest); err != nil {
+			return dockerio.ImageInfo{}, fmt.Errorf("resolve %s: %w: %w", tagged, dockerio.ErrImagePull, err)
 		}
 	}
-	return fmt.Errorf("pull %s: %w: %w", canonical, dockerio.ErrImagePull, err)
+	resp, err := e.presentByDigest(ctx, pctx, pinned)
+	if err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	return admit(resp, pinned.String())
+}
+
+// PinnedImage admits exactly the recorded content: the local image whose ID is
+// pin.ID, else pin.Digest fetched from its registry and required to be pin.ID.
+// The tag is never looked at. Bounded by Options.PullTimeout on top of ctx.
+func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
+	if !isImageID(pin.ID) {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %q: %w: the pin has no image ID", pin.Ref, dockerio.ErrImagePull)
+	}
+	resp, err := e.docker.ImageInspect(ctx, pin.ID)
+	switch {
+	case err == nil && resp.ID == pin.ID:
+		return admit(resp, pin.Digest)
+	case err != nil && !isNotFound(err):
+		return dockerio.ImageInfo{}, dockerErr("inspect pinned image "+trimID(pin.ID), err)
+	}
+	if pin.Digest == "" {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s (%s): %w: not present and no digest recorded to fetch it by",
+			trimID(pin.ID), pin.Ref, dockerio.ErrImagePull)
+	}
+	named, err := reference.ParseNormalizedNamed(pin.Digest)
+	canonical, ok := named.(reference.Canonical)
+	if err != nil || !ok {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: recorded digest %q is not repository@sha256:…", trimID(pin.ID), dockerio.ErrImagePull, pin.Digest)
+	}
+	pctx, cancel := context.WithTimeout(ctx, e.opts.PullTimeout)
+	defer cancel()
+	resp, err = e.presentByDigest(ctx, pctx, canonical)
+	if err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	if resp.ID != pin.ID {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: %s is image %s, not the recorded one",
+			trimID(pin.ID), dockerio.ErrImagePull, pin.Digest, trimID(resp.ID))
+	}
+	return admit(resp, pin.Digest)
+}
+
+// presentByDigest returns the local image carrying repo@digest, pulling exactly
+// that reference first when no local image does.
+func (e *Engine) presentByDigest(ctx, pctx context.Context, pinned reference.Canonical) (image.InspectResponse, error) {
+	name := pinned.String()
+	resp, err := e.docker.ImageInspect(pctx, name)
+	if err == nil {
+		return resp, nil
+	}
+	if !isNotFound(err) {
+		return image.InspectResponse{}, e.pullErr(ctx, pctx, "inspect image "+name, err)
+	}
+	if err := e.pull(pctx, name); err != nil {
+		return image.InspectResponse{}, e.pullErr(ctx, pctx, "pull "+name, err)
+	}
+	if resp, err = e.docker.ImageInspect(pctx, name); err != nil {
+		return image.InspectResponse{}, e.pullErr(ctx, pctx, "inspect pulled image "+name, err)
+	}
+	return resp, nil
+}
+
+// pullErr classifies a failure while resolving or fetching an image: the caller's
+// own end, Docker itself unreachable, image_pull_timeout, or (anything the
+// registry or daemon refused) ErrImagePull.
+func (e *Engine) pullErr(ctx, pctx context.Context, op string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	case client.IsErrConnectionFailed(err):
+		return dockerErr(op, err)
+	case pctx.Err() != nil:
+		return fmt.Errorf("%s: %w: not finished within image_pull_timeout %s: %w", op, dockerio.ErrImagePull, e.opts.PullTimeout, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, dockerio.ErrImagePull, err)
+}
+
+// admit checks an inspected image's metadata and returns what a launch needs.
+func admit(resp image.InspectResponse, pinned string) (dockerio.ImageInfo, error) {
+	info := dockerio.ImageInfo{ID: resp.ID, Digest: pinned}
+	var volumes []string
+	var labels map[string]string
+	if resp.Config != nil {
+		info.User = resp.Config.User
+		for p := range resp.Config.Volumes {
+			volumes = append(volumes, p)
+		}
+		labels = resp.Config.Labels
+	}
+	admitted, err := admission.Admit(volumes, labels)
+	if err != nil {
+		return dockerio.ImageInfo{}, fmt.Errorf("image %s (%s): %w", pinned, trimID(resp.ID), err)
+	}
+	info.Volumes, info.MaskLabels = admitted.Volumes, admitted.MaskLabels
+	return info, nil
 }
 
 // pull runs one pull and drains its progress stream; errors reported inside the
@@ -109,9 +173,6 @@ func (e *Engine) PullImage(ctx context.Context, ref string) error {
 func (e *Engine) pull(ctx context.Context, ref string) error {
 	rc, err := e.docker.ImagePull(ctx, ref, image.PullOptions{})
 	if err != nil {
-		if client.IsErrConnectionFailed(err) {
-			return dockerErr("pull "+ref, err)
-		}
 		return err
 	}
 	defer rc.Close()
@@ -131,67 +192,4 @@ func (e *Engine) pull(ctx context.Context, ref string) error {
 			return errors.New(msg.ErrorMessage)
 		}
 	}
-}
-
-// registryUnreachable recognises the daemon's report of a registry it could not
-// talk to at all (as opposed to one that answered with a refusal).
-func registryUnreachable(err error) bool {
-	s := err.Error()
-	for _, marker := range []string{
-		"connection refused", "no such host", "i/o timeout", "network is unreachable",
-		"no route to host", "TLS handshake timeout", "connection reset by peer",
-		"Client.Timeout exceeded",
-	} {
-		if strings.Contains(s, marker) {
-			return true
-		}
-	}
-	return false
-}
-
-// InspectImage reports the image's ID, its declared VOLUMEs (sorted) and user.
-// More than labels.MaxImageVolumes VOLUMEs is refused (wrapping ErrImagePull: the
-// image can never be launched here).
-func (e *Engine) InspectImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
-	name := ref
-	if canonical, _, err := normalizeRef(ref); err == nil {
-		name = canonical
-	}
-	resp, err := e.docker.ImageInspect(ctx, name)
-	if err != nil {
-		return dockerio.ImageInfo{}, dockerErr("inspect image "+name, err)
-	}
-	info := dockerio.ImageInfo{ID: resp.ID}
-	if resp.Config != nil {
-		info.User = resp.Config.User
-		for path := range resp.Config.Volumes {
-			info.Volumes = append(info.Volumes, path)
-		}
-	}
-	slices.Sort(info.Volumes)
-	if len(info.Volumes) > labels.MaxImageVolumes {
-		return dockerio.ImageInfo{}, fmt.Errorf("inspect image %s: %w: it declares %d VOLUMEs, at most %d are supported",
-			name, dockerio.ErrImagePull, len(info.Volumes), labels.MaxImageVolumes)
-	}
-	return info, nil
-}
-
-// ResolveImage pulls ref and inspects it. (Transitional: the registry-confirmed
-// digest resolution replaces this.)
-func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
-	if err := e.PullImage(ctx, ref); err != nil {
-		return dockerio.ImageInfo{}, err
-	}
-	return e.InspectImage(ctx, ref)
-}
-
-// PinnedImage inspects the recorded image ID. (Transitional: fetching the
-// recorded digest when the image is absent replaces this.)
-func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
-	info, err := e.InspectImage(ctx, pin.ID)
-	if err != nil {
-		return dockerio.ImageInfo{}, err
-	}
-	info.Digest = pin.Digest
-	return info, nil
 }

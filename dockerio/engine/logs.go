@@ -10,6 +10,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/berth-dev/berth/dockerio"
 )
 
 // MaxLogBytes is the hard cap on what one Logs call returns (the whole GET /logs
@@ -19,8 +21,8 @@ const MaxLogBytes = 16 << 20
 // defaultLogTail is used when the caller passes no positive tail (CONTRACT: 100).
 const defaultLogTail = 100
 
-// Logs returns the last tail lines of the container's stdout and stderr,
-// interleaved as Docker recorded them, keeping at most maxBytes (capped at
+// Logs returns the last tail lines of one of this installation's containers'
+// stdout and stderr, interleaved as Docker recorded them, keeping at most maxBytes (capped at
 // MaxLogBytes) of the tail end. truncated reports that older output was cut; a
 // cut lands on a line boundary when there is one, else on a rune boundary.
 // Memory stays bounded by about twice maxBytes however long the lines are.
@@ -34,6 +36,10 @@ func (e *Engine) Logs(ctx context.Context, id string, tail int, maxBytes int) (s
 	info, err := e.docker.ContainerInspect(ctx, id)
 	if err != nil {
 		return "", false, dockerErr("logs of "+trimID(id), err)
+	}
+	// Another installation's tenant output is not ours to read.
+	if info.Config == nil || !e.ours(info.Config.Labels) {
+		return "", false, fmt.Errorf("logs of %s: %w", trimID(id), dockerio.ErrForeignObject)
 	}
 	rc, err := e.docker.ContainerLogs(ctx, info.ID, container.LogsOptions{
 		ShowStdout: true,

@@ -37,6 +37,11 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 		spec.BackendName = e.opts.BackendName
 	}
 	name := dockerio.ProjectName(spec.Lease)
+	inst, err := e.installation(spec.InstallationID)
+	if err != nil {
+		return "", fmt.Errorf("ensure network %s: %w", name, err)
+	}
+	spec.InstallationID = inst
 	unlock, err := e.netLocks.lock(ctx, spec.Lease)
 	if err != nil {
 		return "", fmt.Errorf("ensure network %s: %w", name, err)
@@ -201,14 +206,12 @@ func toNetwork(n network.Inspect) dockerio.Network {
 	return dockerio.Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Containers: len(n.Containers)}
 }
 
-// LeaseNetworks lists the managed lease networks of installationID with their
+// LeaseNetworks lists this installation's managed lease networks with their
 // attached-container counts (a list does not carry them on API 1.41, so each is
 // inspected). Sorted by name.
 func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) {
-	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", dockerio.LabelManaged+"=true"),
+	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: e.ownFilters(
 		filters.Arg("label", dockerio.LabelNetworkScope+"="+labels.NetworkScopeLease),
-		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
 	)})
 	if err != nil {
 		return nil, dockerErr("list lease networks", err)
@@ -230,9 +233,10 @@ func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) 
 	return out, nil
 }
 
-// RemoveNetwork removes the network whose full ID is id. Idempotent: when no
-// network has exactly this ID there is nothing to remove. A network with
-// containers attached is refused by Docker and reported.
+// RemoveNetwork removes this installation's lease network whose full ID is id.
+// Idempotent: when no network has exactly this ID there is nothing to remove. A
+// network that is not ours is refused with dockerio.ErrForeignObject and left
+// alone. A network with containers attached is refused by Docker and reported.
 func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	n, err := e.docker.NetworkInspect(ctx, id, network.InspectOptions{})
 	if isNotFound(err) {
@@ -243,6 +247,10 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	}
 	if n.ID != id {
 		return nil
+	}
+	if !e.ours(n.Labels) || n.Labels[dockerio.LabelNetworkScope] != labels.NetworkScopeLease {
+		return fmt.Errorf("remove network %s (%s, installation %q): %w", n.Name, trimID(id),
+			n.Labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
 	}
 	if err := e.docker.NetworkRemove(ctx, n.ID); err != nil && !isNotFound(err) {
 		return dockerErr("remove network "+n.Name, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func networksNamed(t *testing.T, ctx context.Context, name string) []network.Sum
 func TestEnsureNetwork_CreatesVerifiedLabelledBridge_IdempotentListedAndRemovable(t *testing.T) {
 	e := newTestEngine(t)
 	ctx := testCtx(t, time.Minute)
-	spec := testSpec("inst-" + uuid.NewString()[:8])
+	spec := testSpec(e.opts.InstallationID)
 	name := dockerio.ProjectName(spec.Lease)
 	removeNetworksNamedAtEnd(t, name)
 
@@ -91,12 +92,24 @@ func TestEnsureNetwork_CreatesVerifiedLabelledBridge_IdempotentListedAndRemovabl
 	if _, err := e.InspectNetwork(ctx, name); !errors.Is(err, dockerio.ErrNotFound) {
 		t.Errorf("InspectNetwork(by name) = %v, want ErrNotFound (IDs only)", err)
 	}
-	listed, err := e.LeaseNetworks(ctx, spec.InstallationID)
+	listed, err := e.LeaseNetworks(ctx)
 	if err != nil || len(listed) != 1 || listed[0].ID != id {
 		t.Errorf("LeaseNetworks = %+v, %v; want just %s", listed, err, id)
 	}
-	if other, err := e.LeaseNetworks(ctx, "inst-other-"+uuid.NewString()[:8]); err != nil || len(other) != 0 {
-		t.Errorf("LeaseNetworks(other installation) = %+v, %v; want none", other, err)
+	other := newTestEngine(t)
+	if theirs, err := other.LeaseNetworks(ctx); err != nil || len(theirs) != 0 {
+		t.Errorf("LeaseNetworks of another installation = %+v, %v; want none", theirs, err)
+	}
+	if err := other.RemoveNetwork(ctx, id); !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("RemoveNetwork by another installation = %v, want ErrForeignObject", err)
+	}
+	if _, err := e.InspectNetwork(ctx, id); err != nil {
+		t.Errorf("network after another installation's RemoveNetwork: %v", err)
+	}
+	bad := spec
+	bad.InstallationID = "inst-someone-else"
+	if _, err := e.EnsureNetwork(ctx, bad); err == nil || !strings.Contains(err.Error(), "on the engine of installation") {
+		t.Errorf("EnsureNetwork for another installation = %v, want refused", err)
 	}
 
 	if err := e.RemoveNetwork(ctx, id); err != nil {
@@ -113,12 +126,15 @@ func TestEnsureNetwork_CreatesVerifiedLabelledBridge_IdempotentListedAndRemovabl
 func TestEnsureNetwork_SameNamedForeignNetwork_RefusedAndLeftUntouched(t *testing.T) {
 	e := newTestEngine(t)
 	ctx := testCtx(t, time.Minute)
-	installation := "inst-" + uuid.NewString()[:8]
+	installation := e.opts.InstallationID
 
 	unlabelled := testSpec(installation)
 	foreignID := createForeignNetwork(t, dockerio.ProjectName(unlabelled.Lease))
-	if _, err := e.EnsureNetwork(ctx, unlabelled); !errors.Is(err, dockerio.ErrForeignNetwork) {
-		t.Errorf("EnsureNetwork over an unlabelled network = %v, want ErrForeignNetwork", err)
+	if _, err := e.EnsureNetwork(ctx, unlabelled); !errors.Is(err, dockerio.ErrForeignNetwork) || !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("EnsureNetwork over an unlabelled network = %v, want ErrForeignNetwork (an ErrForeignObject)", err)
+	}
+	if err := e.RemoveNetwork(ctx, foreignID); !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("RemoveNetwork(unlabelled network) = %v, want ErrForeignObject", err)
 	}
 	nets := networksNamed(t, ctx, dockerio.ProjectName(unlabelled.Lease))
 	if len(nets) != 1 || nets[0].ID != foreignID || len(nets[0].Labels) != 1 {
@@ -149,11 +165,12 @@ func TestEnsureNetwork_SameNamedForeignNetwork_RefusedAndLeftUntouched(t *testin
 // exists (a lost cross-process race, caught by Up's by-ID verification).
 // Within one engine, calls always agree.
 func TestEnsureNetwork_ConcurrentCallsFromTwoEngines_OneNetworkRemains(t *testing.T) {
-	a, b := newTestEngine(t), newTestEngine(t)
+	installation := newInstallation()
+	a, b := newTestEngineFor(t, installation), newTestEngineFor(t, installation)
 	ctx := testCtx(t, 3*time.Minute)
 	lost := 0
 	for round := 0; round < 4; round++ {
-		spec := testSpec("inst-" + uuid.NewString()[:8])
+		spec := testSpec(installation)
 		name := dockerio.ProjectName(spec.Lease)
 		removeNetworksNamedAtEnd(t, name)
 
@@ -202,7 +219,7 @@ func TestEnsureNetwork_ConcurrentCallsFromTwoEngines_OneNetworkRemains(t *testin
 func TestEnsureNetwork_DuplicateOwnedNetworks_OldestKeptSurplusRemoved(t *testing.T) {
 	e := newTestEngine(t)
 	ctx := testCtx(t, time.Minute)
-	spec := testSpec("inst-" + uuid.NewString()[:8])
+	spec := testSpec(e.opts.InstallationID)
 	name := dockerio.ProjectName(spec.Lease)
 	removeNetworksNamedAtEnd(t, name)
 

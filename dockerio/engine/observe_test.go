@@ -15,7 +15,7 @@ import (
 func TestLogs_TailLinesAndByteCap_KeepTheEnd(t *testing.T) {
 	e := newTestEngine(t)
 	info := ensurePulled(t, e)
-	l := newTestLease(t, e, "inst-"+uuid.NewString()[:8])
+	l := newTestLease(t, e)
 	ctx := testCtx(t, 2*time.Minute)
 	// 2000 lines of 100 bytes, odd ones on stderr, even ones on stdout.
 	if err := e.Up(ctx, l.plan(workloadService("app", 1, info, "lines", "2000", "100"))); err != nil {
@@ -75,21 +75,21 @@ func TestLogs_TailLinesAndByteCap_KeepTheEnd(t *testing.T) {
 
 func TestEvents_StartAndDieOfThisInstallationOnly_ClosedWhenCtxEnds(t *testing.T) {
 	e := newTestEngine(t)
+	other := newTestEngine(t)
 	info := ensurePulled(t, e)
-	installation := "inst-" + uuid.NewString()[:8]
-	mine := newTestLease(t, e, installation)
-	theirs := newTestLease(t, e, "inst-other-"+uuid.NewString()[:8])
+	mine := newTestLease(t, e)
+	theirs := newTestLease(t, other)
 	ctx := testCtx(t, 3*time.Minute)
 
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	events, errc := e.Events(streamCtx, installation)
+	events, errc := e.Events(streamCtx)
 
 	// Another installation's container starts and dies first; none of it may arrive.
-	if err := e.Up(ctx, theirs.plan(workloadService("job", 1, info, "exit", "5", "100ms"))); err != nil {
+	if err := other.Up(ctx, theirs.plan(workloadService("job", 1, info, "exit", "5", "100ms"))); err != nil {
 		t.Fatalf("Up theirs: %v", err)
 	}
-	theirCohort, _ := e.Cohort(ctx, theirs.Lease)
+	theirCohort, _ := other.Cohort(ctx, theirs.Lease)
 	eventually(t, time.Minute, "their job exited", func() bool {
 		c, err := e.Inspect(ctx, theirCohort[0].ID)
 		return err == nil && c.State == "exited"
@@ -148,28 +148,27 @@ func hasAction(evs []dockerio.Event, action string) bool {
 }
 
 func TestListManaged_OnlyThisInstallation_HealthFromStatus(t *testing.T) {
-	e := newTestEngine(t)
-	info := ensurePulled(t, e)
-	instA, instB := "inst-a-"+uuid.NewString()[:8], "inst-b-"+uuid.NewString()[:8]
-	a := newTestLease(t, e, instA)
-	b := newTestLease(t, e, instB)
+	ea, eb := newTestEngine(t), newTestEngine(t)
+	info := ensurePulled(t, ea)
+	a := newTestLease(t, ea)
+	b := newTestLease(t, eb)
 	ctx := testCtx(t, 3*time.Minute)
 
 	web := workloadService("web", 2, info)
 	web.HealthCheck = &dockerio.HealthCheck{
 		Test: []string{"CMD", "/workload", "get", "http://127.0.0.1:8080/"}, Interval: 500 * time.Millisecond, Retries: 3,
 	}
-	if err := e.Up(ctx, a.plan(web)); err != nil {
+	if err := ea.Up(ctx, a.plan(web)); err != nil {
 		t.Fatalf("Up a: %v", err)
 	}
-	if err := e.Up(ctx, b.plan(workloadService("app", 1, info, "exit", "7", "0s"))); err != nil {
+	if err := eb.Up(ctx, b.plan(workloadService("app", 1, info, "exit", "7", "0s"))); err != nil {
 		t.Fatalf("Up b: %v", err)
 	}
 
 	var listA []dockerio.Container
 	eventually(t, time.Minute, "both web instances healthy in the list", func() bool {
 		var err error
-		listA, err = e.ListManaged(ctx, instA)
+		listA, err = ea.ListManaged(ctx)
 		if err != nil || len(listA) != 2 {
 			return false
 		}
@@ -186,13 +185,13 @@ func TestListManaged_OnlyThisInstallation_HealthFromStatus(t *testing.T) {
 	var listB []dockerio.Container
 	eventually(t, time.Minute, "b's app exited", func() bool {
 		var err error
-		listB, err = e.ListManaged(ctx, instB)
+		listB, err = eb.ListManaged(ctx)
 		return err == nil && len(listB) == 1 && listB[0].State == "exited"
 	})
 	if c := listB[0]; c.Lease != b.Lease || c.ExitCode != 7 || c.Health != "" {
 		t.Errorf("ListManaged(b) = %+v, want b's app, exit 7, no health", c)
 	}
-	if none, err := e.ListManaged(ctx, "inst-none-"+uuid.NewString()); err != nil || len(none) != 0 {
-		t.Errorf("ListManaged(unknown installation) = %v, %v", none, err)
+	if none, err := newTestEngine(t).ListManaged(ctx); err != nil || len(none) != 0 {
+		t.Errorf("ListManaged of a third installation = %v, %v", none, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/docker/compose/v2/pkg/api"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 )
 
@@ -67,9 +68,16 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, []na
 
 	for key, inst := range keys {
 		svc := byName[inst.Service]
-		if len(svc.ImageVolumes) > labels.MaxImageVolumes {
-			return nil, nil, fmt.Errorf("plan: service %q: image declares %d VOLUMEs, at most %d are supported",
-				svc.Name, len(svc.ImageVolumes), labels.MaxImageVolumes)
+		if svc.ImageID == "" {
+			return nil, nil, fmt.Errorf("plan: service %q: no resolved image ID", svc.Name)
+		}
+		// The image was admitted when it was resolved; a plan is checked again
+		// here because it may come from a journal written by an older release.
+		if _, err := admission.Volumes(svc.ImageVolumes); err != nil {
+			return nil, nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
+		}
+		if err := admission.TmpfsOverlap(svc.Tmpfs, svc.ImageVolumes); err != nil {
+			return nil, nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
 		}
 		sc, vols, err := buildService(plan, svc, key, inst.Index, createdAt)
 		if err != nil {
@@ -119,28 +127,40 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 	// Compose's config hash stable, so a repeated Up does not recreate anything.
 	delete(fred, dockerio.LabelCreatedAt)
 
+	// The exact content resolved before the launch; a tag here would run
+	// whatever the local cache holds under it.
 	image := svc.ImageID
-	if image == "" {
-		image = svc.Image
-	}
 	memBytes := types.UnitBytes(svc.MemoryMB * 1024 * 1024)
 	restart := types.RestartPolicyNo
 
+	custom := types.Labels{
+		api.ProjectLabel:        project,
+		api.ServiceLabel:        key,
+		api.VersionLabel:        api.ComposeVersion,
+		api.WorkingDirLabel:     "/",
+		api.ConfigFilesLabel:    "",
+		api.OneoffLabel:         "False",
+		dockerio.LabelCreatedAt: createdAt.UTC().Format(time.RFC3339),
+		api.ImageBuilderLabel:   "",
+	}
+	// Docker copies every image label the container does not set: an image
+	// could otherwise inject fred.tenant or traefik.enable=true into a tenant
+	// container. Set each reserved image label empty, unless berth or Compose
+	// already writes that key.
+	for _, k := range svc.MaskLabels {
+		_, berthSets := fred[k]
+		_, composeSets := custom[k]
+		if !berthSets && !composeSets {
+			fred[k] = ""
+		}
+	}
+
 	sc := types.ServiceConfig{
-		Name:       key,
-		Image:      image,
-		PullPolicy: types.PullPolicyNever, // images are pulled and pinned before Up
-		Labels:     types.Labels(fred),
-		CustomLabels: types.Labels{
-			api.ProjectLabel:        project,
-			api.ServiceLabel:        key,
-			api.VersionLabel:        api.ComposeVersion,
-			api.WorkingDirLabel:     "/",
-			api.ConfigFilesLabel:    "",
-			api.OneoffLabel:         "False",
-			dockerio.LabelCreatedAt: createdAt.UTC().Format(time.RFC3339),
-			api.ImageBuilderLabel:   "",
-		},
+		Name:         key,
+		Image:        image,
+		PullPolicy:   types.PullPolicyNever, // images are pulled and pinned before Up
+		Labels:       types.Labels(fred),
+		CustomLabels: custom,
 		CapDrop:      []string{"ALL"},
 		SecurityOpt:  []string{"no-new-privileges:true"},
 		ReadOnly:     plan.ReadonlyRootfs,
@@ -198,10 +218,11 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 	return sc, vols, nil
 }
 
-// buildMounts lays out every filesystem mount of one instance. Later layers win
-// on the same target: the read-only rootfs' /tmp and /run, then the image VOLUMEs
-// (named volume when stateful, tmpfs when diskless, so no anonymous volume is ever
-// created), then the tenant's tmpfs mounts. Sorted by target, for a stable hash.
+// buildMounts lays out every filesystem mount of one instance: the read-only
+// rootfs' /tmp and /run, the image VOLUMEs (named volume when stateful, tmpfs
+// when diskless, so no anonymous volume is ever created), the tenant's tmpfs
+// mounts (buildProject refused any that overlaps an image VOLUME). A later layer
+// wins on the same target. Sorted by target, for a stable hash.
 func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) ([]types.ServiceVolumeConfig, []namedVolume) {
 	tmpfsSize := types.UnitBytes(int64(plan.TmpfsSizeMB) * 1024 * 1024)
 	tmpfs := func(target string) types.ServiceVolumeConfig {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -109,7 +110,7 @@ func TestBuildProject_Hardening_OnEveryService(t *testing.T) {
 
 func TestBuildProject_Mounts_DisklessTmpfsStatefulNamedVolumeTenantTmpfs(t *testing.T) {
 	diskless := unitService("cache", 1)
-	diskless.ImageVolumes = []string{"/var/lib/b", "/data", "/tmp"} // /tmp overlaps the rootfs tmpfs
+	diskless.ImageVolumes = []string{"/var/lib/b", "/data"}
 	diskless.Tmpfs = []string{"/scratch"}
 	stateful := unitService("db", 2)
 	stateful.DiskMB = 1024
@@ -261,8 +262,17 @@ func TestBuildProject_InvalidPlans_Refused(t *testing.T) {
 	badCond.DependsOn = map[string]string{"web2": "service_completed_successfully"}
 	noNetwork := unitPlan(unitService("app", 1))
 	noNetwork.NetworkID = ""
+	withVolumes := func(vols ...string) dockerio.Plan {
+		s := unitService("app", 1)
+		s.ImageVolumes = vols
+		return unitPlan(s)
+	}
 	for name, plan := range map[string]dockerio.Plan{
 		"17 volumes":        unitPlan(tooMany),
+		"volume masks /tmp": withVolumes("/tmp"),
+		"volume in /proc":   withVolumes("/proc/x"),
+		"nested volumes":    withVolumes("/data", "/data/db"),
+		"relative volume":   withVolumes("data"),
 		"unknown target":    unitPlan(unknownDep),
 		"bad condition":     unitPlan(badCond, unitService("web2", 1)),
 		"no network":        noNetwork,
@@ -272,5 +282,86 @@ func TestBuildProject_InvalidPlans_Refused(t *testing.T) {
 		if _, _, err := buildProject(plan, time.Now()); err == nil {
 			t.Errorf("%s: buildProject accepted it", name)
 		}
+	}
+}
+
+// An image's reserved labels are set empty on every container of the service,
+// except where berth's own fred.* labels or Compose's labels already write the key.
+func TestBuildProject_MaskLabels_SetEmptyWithoutClobberingBerthOrCompose(t *testing.T) {
+	svc := unitService("web", 2)
+	svc.MaskLabels = []string{"fred.tenant", "fred.created_at", "FRED.TENANT", "traefik.enable",
+		"com.docker.compose.oneoff", "com.docker.compose.replace", "fred.something_else"}
+	svc.Labels = map[string]string{"tenant.example/tier": "front"}
+	plan := unitPlan(svc)
+	p, _, err := buildProject(plan, time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"web-0", "web-1"} {
+		s := p.Services[key]
+		for k, want := range map[string]string{
+			"fred.tenant":                plan.Tenant, // berth's own label wins
+			"FRED.TENANT":                "",
+			"traefik.enable":             "",
+			"com.docker.compose.replace": "",
+			"fred.something_else":        "",
+			"tenant.example/tier":        "front",
+		} {
+			if got, ok := s.Labels[k]; !ok || got != want {
+				t.Errorf("%s: label %s = %q (present %v), want %q", key, k, got, ok, want)
+			}
+		}
+		// Compose's (and berth's custom) labels are Compose's to write: not masked.
+		if _, ok := s.Labels["com.docker.compose.oneoff"]; ok || s.CustomLabels["com.docker.compose.oneoff"] != "False" {
+			t.Errorf("%s: oneoff masked over Compose's own (labels %q, custom %q)", key, s.Labels["com.docker.compose.oneoff"], s.CustomLabels["com.docker.compose.oneoff"])
+		}
+		if _, ok := s.Labels[dockerio.LabelCreatedAt]; ok || s.CustomLabels[dockerio.LabelCreatedAt] != "2023-11-14T22:13:20Z" {
+			t.Errorf("%s: created_at masked over berth's own", key)
+		}
+	}
+	// Masks are part of a stable configuration: the same plan hashes the same.
+	again, _, _ := buildProject(plan, time.Unix(1800000000, 0))
+	h1, _ := compose.ServiceHash(p.Services["web-0"])
+	h2, _ := compose.ServiceHash(again.Services["web-0"])
+	if h1 != h2 {
+		t.Error("config hash differs between two builds of a plan with masks")
+	}
+}
+
+func TestBuildProject_TenantTmpfsOverlappingImageVolume_Refused(t *testing.T) {
+	for _, c := range []struct {
+		tmpfs   []string
+		refused bool
+	}{
+		{[]string{"/scratch", "/data2"}, false},
+		{[]string{"/data"}, true},       // the same target
+		{[]string{"/data/cache"}, true}, // inside the volume
+		{[]string{"/var/lib"}, true},    // over the volume
+		{[]string{"/var/lib/db"}, true}, // the second volume
+		{[]string{"/var/libx"}, false},  // a sibling with a shared prefix
+	} {
+		for _, disk := range []int64{0, 512} { // diskless (tmpfs) and stateful (named) alike
+			svc := unitService("app", 1)
+			svc.DiskMB = disk
+			svc.ImageVolumes = []string{"/data", "/var/lib/db"}
+			svc.Tmpfs = c.tmpfs
+			_, _, err := buildProject(unitPlan(svc), time.Now())
+			if refused := err != nil; refused != c.refused || (refused && !errors.Is(err, dockerio.ErrImageNotAdmissible)) {
+				t.Errorf("tmpfs %v over volumes %v (disk %d): err %v, want refused=%v", c.tmpfs, svc.ImageVolumes, disk, err, c.refused)
+			}
+		}
+	}
+}
+
+// A restart/update target cohort carries its maintenance ID; a provision an empty one.
+func TestBuildProject_MaintenanceID_Labelled(t *testing.T) {
+	plan := unitPlan(unitService("app", 1))
+	plan.MaintenanceID = "6f1c7e0e-0000-4000-8000-000000000001"
+	p, _, err := buildProject(plan, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Services["app"].Labels[dockerio.LabelMaintenanceID]; got != plan.MaintenanceID {
+		t.Errorf("fred.maintenance_id = %q, want %q", got, plan.MaintenanceID)
 	}
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/docker/compose/v2/pkg/api"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -15,25 +16,44 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 )
 
 // Up launches (or converges) the lease's Compose project from plan: verify the
-// lease network by ID, create the stateful instances' named volumes, then compose
-// up (create + start, no build, no pull, no wait, orphans left alone).
+// lease network by ID, refuse a project holding any container that is not this
+// installation's, create (or reuse only our own) stateful named volumes, then
+// compose up (create + start, no build, no pull, no wait, orphans left alone).
+//
+// The foreign-container check matters because compose up converges by project
+// label alone: another installation's running containers of the same lease UUID
+// would otherwise be recreated, i.e. stopped and replaced by ours. Docker offers
+// no atomic check-and-create, so a foreign create racing this check is caught
+// only by the name conflict it causes.
 func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	name := dockerio.ProjectName(plan.Lease)
 	if plan.BackendName == "" {
 		plan.BackendName = e.opts.BackendName
 	}
+	inst, err := e.installation(plan.InstallationID)
+	if err != nil {
+		return fmt.Errorf("compose up %s: %w", name, err)
+	}
+	plan.InstallationID = inst
+	if err := e.ensureCompose(ctx); err != nil {
+		return fmt.Errorf("compose up %s: %w", name, err)
+	}
+	if plan.Services, err = e.admitPlanImages(ctx, plan.Services); err != nil {
+		return fmt.Errorf("compose up %s: %w", name, err)
+	}
 	project, volumes, err := buildProject(plan, time.Now())
 	if err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	if err := e.ensureCompose(ctx); err != nil {
+	if err := e.verifyLaunchNetwork(ctx, plan); err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	if err := e.verifyLaunchNetwork(ctx, plan); err != nil {
+	if err := e.refuseForeignProjectContainers(ctx, name); err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
 	for _, v := range volumes {
@@ -56,6 +76,47 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	return nil
 }
 
+// admitPlanImages re-admits, right before launch, the exact image each service
+// runs (by its content ID): the masks of its reserved labels are completed from
+// the image itself, so a caller that forgot ServicePlan.MaskLabels cannot let an
+// image inject fred.* or traefik.* labels, and every VOLUME it declares must be
+// covered by the plan (else Docker would create an anonymous volume). Returns a
+// copy of services; the caller's plan is not changed.
+func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.ServicePlan) ([]dockerio.ServicePlan, error) {
+	out := slices.Clone(services)
+	admitted := map[string]admission.Image{}
+	for i, svc := range out {
+		if !isImageID(svc.ImageID) {
+			return nil, fmt.Errorf("plan: service %q: no resolved image ID (%q)", svc.Name, svc.ImageID)
+		}
+		img, seen := admitted[svc.ImageID]
+		if !seen {
+			resp, err := e.docker.ImageInspect(ctx, svc.ImageID)
+			if err != nil {
+				return nil, dockerErr(fmt.Sprintf("service %q: inspect image %s", svc.Name, trimID(svc.ImageID)), err)
+			}
+			if resp.ID != svc.ImageID {
+				return nil, fmt.Errorf("service %q: image %s: %w: no image has exactly this ID", svc.Name, trimID(svc.ImageID), dockerio.ErrNotFound)
+			}
+			info, err := admit(resp, svc.Image)
+			if err != nil {
+				return nil, fmt.Errorf("service %q: %w", svc.Name, err)
+			}
+			img = admission.Image{Volumes: info.Volumes, MaskLabels: info.MaskLabels}
+			admitted[svc.ImageID] = img
+		}
+		for _, v := range img.Volumes {
+			if !slices.Contains(svc.ImageVolumes, v) {
+				return nil, fmt.Errorf("plan: service %q: image VOLUME %q is not in the plan", svc.Name, v)
+			}
+		}
+		masks := slices.Concat(svc.MaskLabels, img.MaskLabels)
+		slices.Sort(masks)
+		out[i].MaskLabels = slices.Compact(masks)
+	}
+	return out, nil
+}
+
 // verifyLaunchNetwork proves plan.NetworkID is still this lease's network, right
 // before Compose attaches to it: it must exist under exactly that ID and carry
 // our ownership labels.
@@ -76,13 +137,40 @@ func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) er
 	return nil
 }
 
+// refuseForeignProjectContainers lists every container of the Compose project,
+// any state, and fails with dockerio.ErrForeignObject naming the first one that
+// is not this installation's (it is left alone).
+func (e *Engine) refuseForeignProjectContainers(ctx context.Context, project string) error {
+	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", api.ProjectLabel+"="+project),
+	)})
+	if err != nil {
+		return dockerErr("list containers of project "+project, err)
+	}
+	for _, c := range list {
+		if e.ours(c.Labels) {
+			continue
+		}
+		name := ""
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		return fmt.Errorf("container %s (%s, installation %q) of project %s: %w", name, trimID(c.ID),
+			c.Labels[dockerio.LabelInstallation], project, dockerio.ErrForeignObject)
+	}
+	return nil
+}
+
 // ensureVolume creates a stateful instance's named volume, or accepts an existing
-// one only when it carries exactly our labels (a retried launch reuses its data).
+// one only when it carries exactly our labels, installation included (a retried
+// launch reuses its data). Any other volume of that name is
+// dockerio.ErrForeignObject and is never mounted.
 func (e *Engine) ensureVolume(ctx context.Context, v namedVolume) error {
 	got, err := e.docker.VolumeInspect(ctx, v.Name)
 	if err == nil {
 		if !labels.HasAll(got.Labels, v.Labels) {
-			return fmt.Errorf("volume %s exists but is not ours (labels differ)", v.Name)
+			return fmt.Errorf("volume %s (installation %q, lease %q): %w", v.Name,
+				got.Labels[dockerio.LabelInstallation], got.Labels[dockerio.LabelLease], dockerio.ErrForeignObject)
 		}
 		return nil
 	}
@@ -95,41 +183,27 @@ func (e *Engine) ensureVolume(ctx context.Context, v namedVolume) error {
 	return nil
 }
 
-// Down tears the lease's project down: compose down (stop within opts.StopTimeout,
-// remove containers, one-offs included; the network is external and is never
-// removed, the named volumes are not Compose's), then force-remove by exact ID
-// every container still labelled with the lease, then (opts.RemoveVolumes) the
-// lease's named volumes. Idempotent; works after the network is gone.
+// Down tears down this installation's containers of the lease, by exact ID: each
+// is stopped within opts.StopTimeout and removed (forced: a close must not leave a
+// container behind), dependents before their dependencies. Then, with
+// opts.RemoveVolumes, the lease's named volumes that carry our labels. Compose is
+// not used: its down works on the project name, which another installation's
+// containers of the same lease UUID share. The lease network is never removed.
+// Idempotent; works after the network is gone.
 func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptions) error {
 	if lease == "" {
-		return fmt.Errorf("compose down: empty lease")
+		return fmt.Errorf("down: empty lease")
 	}
 	name := dockerio.ProjectName(lease)
-	if err := e.ensureCompose(ctx); err != nil {
-		return fmt.Errorf("compose down %s: %w", name, err)
-	}
-	var timeout *time.Duration
-	if opts.StopTimeout > 0 {
-		timeout = &opts.StopTimeout
-	}
-	project, composeErr := e.teardownProject(ctx, name)
-	if composeErr == nil {
-		composeErr = e.compose.Down(ctx, name, api.DownOptions{Project: project, RemoveOrphans: true, Timeout: timeout})
-	}
-	if composeErr != nil {
-		e.log.Warn().Err(composeErr).Str("lease_uuid", lease).Msg("compose down failed; removing the lease's containers by ID")
-	}
-
-	var errs []error
-	stragglers, err := e.leaseContainerIDs(ctx, lease)
+	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters(
+		filters.Arg("label", dockerio.LabelLease+"="+lease),
+	)})
 	if err != nil {
-		errs = append(errs, err)
+		return fmt.Errorf("down %s: %w", name, dockerErr("list containers", err))
 	}
-	if len(stragglers) > 0 {
-		e.log.Info().Str("lease_uuid", lease).Int("containers", len(stragglers)).Msg("removing containers compose down left behind")
-		if err := e.RemoveContainers(ctx, stragglers); err != nil {
-			errs = append(errs, err)
-		}
+	var errs []error
+	for _, wave := range teardownWaves(list) {
+		errs = append(errs, e.removeWave(ctx, wave, opts.StopTimeout)...)
 	}
 	if opts.RemoveVolumes && len(errs) == 0 {
 		if err := e.removeLeaseVolumes(ctx, lease); err != nil {
@@ -137,72 +211,98 @@ func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptio
 		}
 	}
 	if len(errs) > 0 {
-		if composeErr != nil {
-			errs = append(errs, fmt.Errorf("compose down: %w", composeErr))
-		}
 		return fmt.Errorf("down %s: %w", name, errors.Join(errs...))
 	}
 	return nil
 }
 
-// teardownProject rebuilds, from the project's containers, just enough of its
-// Compose model for compose down to stop dependents before their dependencies.
-// Handing compose a project (instead of letting it rebuild one) also avoids a
-// data race in compose-go's Project.WithServicesTransform, which compose's own
-// rebuild goes through. The model has no networks and no volumes, so compose down
-// has nothing else to remove.
-func (e *Engine) teardownProject(ctx context.Context, name string) (*types.Project, error) {
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", api.ProjectLabel+"="+name),
-	)})
-	if err != nil {
-		return nil, dockerErr("list containers of project "+name, err)
+// teardownWaves orders containers for removal: each wave holds the containers no
+// later wave's container depends on (Compose's depends_on label names Compose
+// service keys). A container without Compose labels goes first; a dependency
+// cycle, which Compose never creates, ends the ordering with everything left.
+func teardownWaves(list []container.Summary) [][]string {
+	type node struct {
+		id, key string
+		deps    []string
 	}
-	project := &types.Project{Name: name, Services: types.Services{}}
+	var remaining []node
 	for _, c := range list {
-		key := c.Labels[api.ServiceLabel]
-		if key == "" {
-			continue // not Compose's; the by-ID sweep handles it
-		}
-		svc := project.Services[key]
-		svc.Name = key
+		n := node{id: c.ID, key: c.Labels[api.ServiceLabel]}
 		for _, dep := range strings.Split(c.Labels[api.DependenciesLabel], ",") {
-			target, rest, _ := strings.Cut(dep, ":")
-			if target == "" {
-				continue
+			if target, _, _ := strings.Cut(dep, ":"); target != "" {
+				n.deps = append(n.deps, target)
 			}
-			condition, _, _ := strings.Cut(rest, ":")
-			if svc.DependsOn == nil {
-				svc.DependsOn = types.DependsOnConfig{}
-			}
-			// Not required: a dependency whose containers are already gone is skipped.
-			svc.DependsOn[target] = types.ServiceDependency{Condition: condition, Required: false}
 		}
-		project.Services[key] = svc
+		remaining = append(remaining, n)
 	}
-	return project, nil
+	var waves [][]string
+	for len(remaining) > 0 {
+		needed := map[string]bool{}
+		for _, n := range remaining {
+			for _, d := range n.deps {
+				needed[d] = true
+			}
+		}
+		var wave []string
+		var rest []node
+		for _, n := range remaining {
+			if n.key == "" || !needed[n.key] {
+				wave = append(wave, n.id)
+			} else {
+				rest = append(rest, n)
+			}
+		}
+		if len(wave) == 0 {
+			for _, n := range rest {
+				wave = append(wave, n.id)
+			}
+			rest = nil
+		}
+		waves = append(waves, wave)
+		remaining = rest
+	}
+	return waves
 }
 
-// leaseContainerIDs lists every managed container (any state) of the lease.
-func (e *Engine) leaseContainerIDs(ctx context.Context, lease string) ([]string, error) {
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", dockerio.LabelManaged+"=true"),
-		filters.Arg("label", dockerio.LabelLease+"="+lease),
-	)})
-	if err != nil {
-		return nil, dockerErr("list containers of lease "+lease, err)
+// teardownParallel bounds concurrent stops within one wave.
+const teardownParallel = 8
+
+// removeWave stops and force-removes the containers of one wave concurrently.
+func (e *Engine) removeWave(ctx context.Context, ids []string, stopTimeout time.Duration) []error {
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, teardownParallel)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			// A failed stop is not fatal: the forced remove kills what still runs.
+			if err := e.docker.ContainerStop(ctx, id, stopOptions(stopTimeout)); err != nil && !isNotFound(err) {
+				e.log.Warn().Err(err).Str("container_id", id).Msg("stop before removal failed; removing with force")
+			}
+			// RemoveVolumes only drops anonymous volumes, which berth never mounts
+			// (image VOLUMEs are tmpfs or named); named volumes are never touched here.
+			err := e.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			if !removedOrGoing(err) {
+				errs[i] = dockerErr("remove container "+trimID(id), err)
+			}
+		}()
 	}
-	ids := make([]string, 0, len(list))
-	for _, c := range list {
-		ids = append(ids, c.ID)
+	wg.Wait()
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
 	}
-	return ids, nil
+	return out
 }
 
-// removeLeaseVolumes removes the lease's managed named volumes.
+// removeLeaseVolumes removes the lease's managed named volumes of this
+// installation (Docker refuses one still mounted by any container).
 func (e *Engine) removeLeaseVolumes(ctx context.Context, lease string) error {
-	list, err := e.docker.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", dockerio.LabelManaged+"=true"),
+	list, err := e.docker.VolumeList(ctx, volume.ListOptions{Filters: e.ownFilters(
 		filters.Arg("label", dockerio.LabelLease+"="+lease),
 	)})
 	if err != nil {
@@ -210,6 +310,9 @@ func (e *Engine) removeLeaseVolumes(ctx context.Context, lease string) error {
 	}
 	var errs []error
 	for _, v := range list.Volumes {
+		if !e.ours(v.Labels) || v.Labels[dockerio.LabelLease] != lease {
+			continue // the filter already said so; labels are the proof, so check them here too
+		}
 		if err := e.docker.VolumeRemove(ctx, v.Name, false); err != nil && !isNotFound(err) {
 			errs = append(errs, dockerErr("remove volume "+v.Name, err))
 		}

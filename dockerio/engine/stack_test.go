@@ -10,7 +10,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/dockerio"
 )
@@ -22,8 +21,7 @@ import (
 func TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated(t *testing.T) {
 	e := newTestEngine(t)
 	info := ensurePulled(t, e)
-	installation := "inst-" + uuid.NewString()[:8]
-	l := newTestLease(t, e, installation)
+	l := newTestLease(t, e)
 
 	web := workloadService("web", 2, info)
 	web.DependsOn = map[string]string{"db": "service_healthy"}
@@ -100,7 +98,7 @@ func TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated(t 
 	}
 
 	// Another lease (same installation, same tenant even) can neither resolve nor reach db.
-	other := newTestLease(t, e, installation)
+	other := newTestLease(t, e)
 	if err := e.Up(ctx, other.plan(workloadService("app", 1, info))); err != nil {
 		t.Fatalf("Up other lease: %v", err)
 	}

@@ -35,7 +35,7 @@ import (
 // The engine's tests run against the real Docker engine and the local registry.
 // TestMain builds a tiny static workload, imports it as an image (no base image:
 // Docker Hub is unreachable), pushes it to 127.0.0.1:5000 under a random tag and
-// removes the local copy, so PullImage is exercised for real.
+// removes the local copy, so ResolveImage really fetches it.
 
 const (
 	dockerSocket = "/var/run/docker.sock"
@@ -184,7 +184,7 @@ func setupFixture() (func(), error) {
 	if err := pushImage(ctx, fx.image); err != nil {
 		return cleanup, err
 	}
-	// Drop the local copy so the first PullImage really pulls.
+	// Drop the local copy so the first ResolveImage really pulls.
 	if _, err := docker.ImageRemove(ctx, fx.image, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
 		return cleanup, err
 	}
@@ -309,10 +309,24 @@ func testLogger() zerolog.Logger {
 	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 }
 
+// newTestEngine is an engine of a fresh installation of its own.
 func newTestEngine(t *testing.T) *Engine {
 	t.Helper()
+	return newTestEngineFor(t, newInstallation())
+}
+
+func newInstallation() string { return "inst-" + uuid.NewString()[:8] }
+
+// newTestEngineFor is an engine acting for installation.
+func newTestEngineFor(t *testing.T, installation string, opts ...func(*Options)) *Engine {
+	t.Helper()
 	requireDocker(t)
-	e, err := New(Options{Host: "unix://" + dockerSocket, BackendName: "docker", PullTimeout: 2 * time.Minute, Logger: testLogger()})
+	o := Options{Host: "unix://" + dockerSocket, BackendName: "docker", InstallationID: installation,
+		PullTimeout: 2 * time.Minute, Logger: testLogger()}
+	for _, f := range opts {
+		f(&o)
+	}
+	e, err := New(o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -320,16 +334,13 @@ func newTestEngine(t *testing.T) *Engine {
 	return e
 }
 
-// ensurePulled makes the workload image present locally through PullImage.
+// ensurePulled makes the workload image present and admitted through ResolveImage.
 func ensurePulled(t *testing.T, e *Engine) dockerio.ImageInfo {
 	t.Helper()
 	ctx := testCtx(t, 2*time.Minute)
-	if err := e.PullImage(ctx, fx.image); err != nil {
-		t.Fatalf("PullImage(%s): %v", fx.image, err)
-	}
-	info, err := e.InspectImage(ctx, fx.image)
+	info, err := e.ResolveImage(ctx, fx.image)
 	if err != nil {
-		t.Fatalf("InspectImage: %v", err)
+		t.Fatalf("ResolveImage(%s): %v", fx.image, err)
 	}
 	return info
 }
@@ -348,9 +359,17 @@ type testLease struct {
 	NetworkID    string
 }
 
-func newTestLease(t *testing.T, e *Engine, installation string) testLease {
+func newTestLease(t *testing.T, e *Engine) testLease {
 	t.Helper()
-	l := testLease{Lease: uuid.NewString(), Installation: installation}
+	return newTestLeaseAs(t, e, uuid.NewString())
+}
+
+// newTestLeaseAs is newTestLease with a given lease UUID (two installations may
+// share one).
+func newTestLeaseAs(t *testing.T, e *Engine, lease string) testLease {
+	t.Helper()
+	installation := e.opts.InstallationID
+	l := testLease{Lease: lease, Installation: installation}
 	ctx := testCtx(t, time.Minute)
 	id, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: l.Lease, Tenant: "tenant-" + l.Lease[:8], BackendName: "docker", InstallationID: installation})
 	if err != nil {
@@ -403,6 +422,7 @@ func workloadService(name string, quantity int, info dockerio.ImageInfo, args ..
 		Image:        fx.image,
 		ImageID:      info.ID,
 		ImageVolumes: info.Volumes,
+		MaskLabels:   info.MaskLabels,
 		Args:         args,
 		Ports:        []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}},
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 )
 
@@ -56,6 +57,11 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		return err
 	}
 	name := dockerio.ProjectName(plan.Lease)
+	inst, err := e.installation(plan.InstallationID)
+	if err != nil {
+		return fmt.Errorf("compose up %s: %w", name, err)
+	}
+	plan.InstallationID = inst
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.failNextUp; err != nil {
@@ -73,6 +79,28 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	owner := labels.NetworkOwnership(dockerio.NetworkSpec{Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID})
 	if !labels.HasAll(n.labels, owner) {
 		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrForeignNetwork)
+	}
+	// Like the real engine: a project holding any container that is not ours, or
+	// a needed volume name held by anyone else, fails the launch before anything
+	// is created, and the foreign object is left alone.
+	for _, c := range e.containers {
+		if c.c.Labels[composeProjectLabel] == name && !e.ours(c.c.Labels) {
+			return fmt.Errorf("compose up %s: container %s (%s, installation %q): %w", name, c.c.Name, c.c.ID,
+				c.c.Labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
+		}
+	}
+	for _, svc := range plan.Services {
+		if svc.DiskMB == 0 {
+			continue
+		}
+		for i := 0; i < svc.Quantity; i++ {
+			for k := range svc.ImageVolumes {
+				vn := labels.VolumeName(plan.Lease, svc.Name, i, k)
+				if l, exists := e.volumes[vn]; exists && !labels.HasAll(l, labels.Volume(plan, svc.Name, i)) {
+					return fmt.Errorf("compose up %s: volume %s (installation %q): %w", name, vn, l[dockerio.LabelInstallation], dockerio.ErrForeignObject)
+				}
+			}
+		}
 	}
 
 	now := e.now()
@@ -125,8 +153,14 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 			return nil, fmt.Errorf("plan: service %q listed twice", s.Name)
 		}
 		known[s.Name] = true
-		if len(s.ImageVolumes) > labels.MaxImageVolumes {
-			return nil, fmt.Errorf("plan: service %q: %d VOLUMEs, at most %d", s.Name, len(s.ImageVolumes), labels.MaxImageVolumes)
+		if s.ImageID == "" {
+			return nil, fmt.Errorf("plan: service %q: no resolved image ID", s.Name)
+		}
+		if _, err := admission.Volumes(s.ImageVolumes); err != nil {
+			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
+		}
+		if err := admission.TmpfsOverlap(s.Tmpfs, s.ImageVolumes); err != nil {
+			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
 		}
 	}
 	for _, s := range plan.Services {
@@ -180,11 +214,12 @@ func composeKeyOf(svc dockerio.ServicePlan, index int) string {
 	return svc.Name + "-" + strconv.Itoa(index)
 }
 
-// instanceLocked is the lease's current container for a Compose key.
+// instanceLocked is this installation's current container of the lease for a
+// Compose key.
 func (e *Engine) instanceLocked(lease, key string) *fakeContainer {
 	var found *fakeContainer
 	for _, c := range e.containers {
-		if c.c.Labels[dockerio.LabelLease] == lease && c.key == key {
+		if e.ours(c.c.Labels) && c.c.Labels[dockerio.LabelLease] == lease && c.key == key {
 			if found == nil || c.c.ID > found.c.ID {
 				found = c
 			}
@@ -206,10 +241,6 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 	l[composeServiceLabel] = key
 	l[composeOneoffLabel] = "False"
 	imageID := svc.ImageID
-	if imageID == "" {
-		info, _ := e.imageLocked(svc.Image)
-		imageID = info.ID
-	}
 	id := randomHex(32)
 	c := &fakeContainer{
 		key:          key,
@@ -311,8 +342,8 @@ func (e *Engine) stopAndRemoveLocked(c *fakeContainer, exitCode int) {
 	delete(e.containers, c.c.ID)
 }
 
-// Cohort is the lease's containers attributed through their Compose key, sorted
-// by (Service, Index, ID).
+// Cohort is this installation's containers of the lease's project, attributed
+// through their Compose key, sorted by (Service, Index, ID).
 func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container, error) {
 	if err := e.enter(ctx, OpCohort); err != nil {
 		return nil, err
@@ -321,7 +352,7 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 	defer e.mu.Unlock()
 	var out []dockerio.Container
 	for _, c := range e.containers {
-		if c.c.Labels[composeProjectLabel] != dockerio.ProjectName(lease) {
+		if c.c.Labels[composeProjectLabel] != dockerio.ProjectName(lease) || !e.ours(c.c.Labels) {
 			continue
 		}
 		inst, ok := labels.ParseInstance(c.c.Labels)
@@ -348,25 +379,26 @@ func (e *Engine) Inspect(ctx context.Context, id string) (dockerio.Container, er
 	return c.snapshot(), nil
 }
 
-// Down removes every managed container of the lease (stopping running ones:
-// kill + die with exit 143), and its named volumes when asked. Networks stay.
+// Down removes this installation's containers of the lease (stopping running
+// ones: kill + die with exit 143), and its named volumes when asked. Another
+// installation's objects of the same lease UUID are left alone. Networks stay.
 func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptions) error {
 	if err := e.enter(ctx, OpDown); err != nil {
 		return err
 	}
 	if lease == "" {
-		return fmt.Errorf("compose down: empty lease")
+		return fmt.Errorf("down: empty lease")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, c := range e.containers {
-		if c.c.Labels[dockerio.LabelManaged] == "true" && c.c.Labels[dockerio.LabelLease] == lease {
+		if e.ours(c.c.Labels) && c.c.Labels[dockerio.LabelLease] == lease {
 			e.stopAndRemoveLocked(c, exitStopped)
 		}
 	}
 	if opts.RemoveVolumes {
 		for name, l := range e.volumes {
-			if l[dockerio.LabelLease] == lease {
+			if e.ours(l) && l[dockerio.LabelLease] == lease {
 				delete(e.volumes, name)
 			}
 		}
@@ -374,25 +406,34 @@ func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptio
 	return nil
 }
 
-// RemoveContainers force-removes by ID (kill + die with exit 137 for running
-// ones); absent IDs are success.
+// RemoveContainers force-removes this installation's containers by ID (kill + die
+// with exit 137 for running ones); absent IDs are success, another
+// installation's container is refused (dockerio.ErrForeignObject) and the
+// others still go.
 func (e *Engine) RemoveContainers(ctx context.Context, ids []string) error {
 	if err := e.enter(ctx, OpRemoveContainers); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var errs []error
 	for _, id := range ids {
-		if c, ok := e.containers[id]; ok {
-			e.stopAndRemoveLocked(c, exitKilled)
+		c, ok := e.containers[id]
+		if !ok {
+			continue
 		}
+		if !e.ours(c.c.Labels) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", id, dockerio.ErrForeignObject))
+			continue
+		}
+		e.stopAndRemoveLocked(c, exitKilled)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// StopRemove stops and removes one of this installation's containers (exit 0 for a
-// running one, as after a graceful stop); absent IDs are success, another
-// installation's container is refused.
+// StopRemove stops and removes one of this installation's containers (kill +
+// die with exit 0 for a running one, as after a graceful stop); absent IDs are
+// success, another installation's container is refused.
 func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error {
 	if err := e.enter(ctx, OpStopRemove); err != nil {
 		return err
@@ -403,7 +444,7 @@ func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Dur
 	if !ok {
 		return nil
 	}
-	if c.c.Labels[dockerio.LabelInstallation] != e.opts.InstallationID {
+	if !e.ours(c.c.Labels) {
 		return fmt.Errorf("stop container %s: %w", id, dockerio.ErrForeignObject)
 	}
 	e.stopAndRemoveLocked(c, 0)
@@ -515,12 +556,16 @@ func (e *Engine) Logs(ctx context.Context, id string, tail int, maxBytes int) (s
 	e.mu.Lock()
 	c, ok := e.containers[id]
 	var lines []string
+	foreign := ok && !e.ours(c.c.Labels)
 	if ok {
 		lines = c.logs[max(0, len(c.logs)-tail):]
 	}
 	e.mu.Unlock()
 	if !ok {
 		return "", false, fmt.Errorf("logs of %s: %w", id, dockerio.ErrNotFound)
+	}
+	if foreign {
+		return "", false, fmt.Errorf("logs of %s: %w", id, dockerio.ErrForeignObject)
 	}
 	var kept []string
 	size := 0
@@ -532,4 +577,47 @@ func (e *Engine) Logs(ctx context.Context, id string, tail int, maxBytes int) (s
 		size += len(lines[i]) + 1
 	}
 	return strings.Join(kept, ""), false, nil
+}
+
+// --- another installation's objects ---------------------------------------
+
+// AddForeignContainer places a running container of another installation in the
+// lease's Compose project, labelled exactly as that installation's berth would
+// have labelled it (Compose key: the service name for index 0, <service>-<index>
+// otherwise). Returns its ID. This fake's Up then fails with
+// dockerio.ErrForeignObject, and nothing of this fake lists, removes or
+// streams it.
+func (e *Engine) AddForeignContainer(lease, service string, index int, installation string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	plan := dockerio.Plan{Lease: lease, Tenant: "foreign-tenant", BackendName: "docker", InstallationID: installation,
+		OperationID: "foreign-op", Generation: 1}
+	svc := dockerio.ServicePlan{Name: service, Quantity: index + 1}
+	key := service
+	if index > 0 {
+		key = service + "-" + strconv.Itoa(index)
+	}
+	now := e.now()
+	l := labels.Container(plan, svc, index, now)
+	l[composeProjectLabel] = dockerio.ProjectName(lease)
+	l[composeServiceLabel] = key
+	l[composeOneoffLabel] = "False"
+	id := randomHex(32)
+	c := &fakeContainer{key: key, installation: installation, c: dockerio.Container{
+		ID: id, Name: dockerio.ProjectName(lease) + "-" + key + "-1", Lease: lease, Service: service, Index: index,
+		OperationID: plan.OperationID, Generation: 1, State: "created", Ports: map[string]dockerio.Binding{}, Labels: l,
+	}}
+	e.containers[id] = c
+	e.startLocked(c)
+	return id
+}
+
+// AddForeignVolume places another installation's named volume of the lease's
+// stateful instance (the k-th image VOLUME of service/index) and returns its name.
+func (e *Engine) AddForeignVolume(lease, service string, index, k int, installation string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	name := labels.VolumeName(lease, service, index, k)
+	e.volumes[name] = labels.Volume(dockerio.Plan{Lease: lease, InstallationID: installation}, service, index)
+	return name
 }

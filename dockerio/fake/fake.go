@@ -13,11 +13,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/dockerio/admission"
 )
 
 // Op names an Engine method, for Delay and Calls.
@@ -25,8 +26,15 @@ type Op string
 
 // The operations of dockerio.Engine.
 const (
-	OpPing             Op = "ping"
-	OpPullImage        Op = "pull_image"
+	OpPing         Op = "ping"
+	OpResolveImage Op = "resolve_image"
+	OpPinnedImage  Op = "pinned_image"
+	// OpPullImage is the old name of OpResolveImage, kept so tests counting
+	// image resolutions under it keep compiling.
+	//
+	// Deprecated: use OpResolveImage (and OpPinnedImage).
+	OpPullImage Op = OpResolveImage
+	// OpInspectImage counts InspectImage, a test control (not an Engine method).
 	OpInspectImage     Op = "inspect_image"
 	OpEnsureNetwork    Op = "ensure_network"
 	OpInspectNetwork   Op = "inspect_network"
@@ -60,11 +68,14 @@ type Options struct {
 type Engine struct {
 	mu          sync.Mutex
 	opts        Options
-	images      map[string]dockerio.ImageInfo // by reference as added
-	networks    map[string]*fakeNetwork       // by ID
-	containers  map[string]*fakeContainer     // by ID
-	volumes     map[string]map[string]string  // name → labels
-	pinned      map[string]string             // lease/service → health for future containers
+	local       map[string]*fakeImage        // images present "locally", by ID
+	tags        map[string]string            // the registry's tags: reference as added → repo@sha256 digest
+	blobs       map[string]*fakeImage        // the registry's content, by repo@sha256 digest
+	down        map[string]bool              // repositories whose registry cannot be reached
+	networks    map[string]*fakeNetwork      // by ID
+	containers  map[string]*fakeContainer    // by ID
+	volumes     map[string]map[string]string // name → labels
+	pinned      map[string]string            // lease/service → health for future containers
 	delays      map[Op]time.Duration
 	calls       map[Op]int
 	failNextUp  error
@@ -86,7 +97,10 @@ func New(opts Options) *Engine {
 	}
 	return &Engine{
 		opts:       opts,
-		images:     map[string]dockerio.ImageInfo{},
+		local:      map[string]*fakeImage{},
+		tags:       map[string]string{},
+		blobs:      map[string]*fakeImage{},
+		down:       map[string]bool{},
 		networks:   map[string]*fakeNetwork{},
 		containers: map[string]*fakeContainer{},
 		volumes:    map[string]map[string]string{},
@@ -100,24 +114,71 @@ func New(opts Options) *Engine {
 
 // --- test controls --------------------------------------------------------
 
-// AddImage makes ref pullable and inspectable. An empty info.ID gets a random
-// sha256 ID. Returns the stored info.
+// AddImage pushes an image to the fake registry under ref (a tag, or a
+// repo@sha256 digest): an empty info.ID gets a random sha256 ID, an empty
+// info.Digest a random repo@sha256 digest. ResolveImage of ref then fetches and
+// admits it. Adding another image under a tag already added moves the tag, as a
+// re-push does: the old content stays fetchable by its digest (and present once
+// fetched), so a PinnedImage of it still works. Returns the stored info, with
+// MaskLabels empty (AddLabelledImage gives an image labels).
 func (e *Engine) AddImage(ref string, info dockerio.ImageInfo) dockerio.ImageInfo {
+	return e.AddLabelledImage(ref, info, nil)
+}
+
+// AddLabelledImage is AddImage of an image carrying labels (admitted, and masked
+// when reserved, like a real image's).
+func (e *Engine) AddLabelledImage(ref string, info dockerio.ImageInfo, imageLabels map[string]string) dockerio.ImageInfo {
 	if info.ID == "" {
 		info.ID = "sha256:" + randomHex(32)
 	}
+	if info.Digest == "" {
+		info.Digest = repository(ref) + "@sha256:" + randomHex(32)
+	}
 	info.Volumes = append([]string(nil), info.Volumes...)
+	info.MaskLabels = admission.MaskLabels(imageLabels)
+	img := &fakeImage{info: info, labels: copyMap(imageLabels)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.images[ref] = info
-	return info
+	e.blobs[info.Digest] = img
+	if !strings.Contains(ref, "@") {
+		e.tags[ref] = info.Digest
+	}
+	return img.snapshot()
 }
 
-// RemoveImage makes ref missing again (PullImage → ErrImagePull).
+// MoveTag points ref at new content (AddImage under a tag already added).
+func (e *Engine) MoveTag(ref string, info dockerio.ImageInfo) dockerio.ImageInfo {
+	return e.AddImage(ref, info)
+}
+
+// RemoveImage withdraws the tag ref from the registry (ResolveImage → ErrImagePull,
+// "manifest unknown"); content already fetched stays present.
 func (e *Engine) RemoveImage(ref string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.images, ref)
+	delete(e.tags, ref)
+}
+
+// RemoveLocalImage drops the local copy of image id, as docker rmi would: a
+// PinnedImage of it must fetch its digest again.
+func (e *Engine) RemoveLocalImage(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.local, id)
+}
+
+// SetRegistryDown makes the registry of ref's repository unreachable (true) or
+// reachable again (false): resolving a tag or fetching a digest of that
+// repository fails with dockerio.ErrImagePull, while content already present
+// by digest or ID is still served.
+func (e *Engine) SetRegistryDown(ref string, down bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if down {
+		e.down[repository(ref)] = true
+	} else {
+		delete(e.down, repository(ref))
+	}
 }
 
 // AddForeignNetwork creates an unlabelled network named name (e.g. fred-<lease>,
@@ -223,66 +284,158 @@ func copyMap(m map[string]string) map[string]string {
 
 // --- images ---------------------------------------------------------------
 
-// ResolveImage admits an added image (by reference), else wraps dockerio.ErrImagePull.
+type fakeImage struct {
+	info   dockerio.ImageInfo // ID, Digest, declared Volumes, User, MaskLabels
+	labels map[string]string
+}
+
+func (i *fakeImage) snapshot() dockerio.ImageInfo {
+	out := i.info
+	out.Volumes = append([]string(nil), i.info.Volumes...)
+	out.MaskLabels = append([]string(nil), i.info.MaskLabels...)
+	return out
+}
+
+// repository is ref without its tag or digest.
+func repository(ref string) string {
+	name, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name
+}
+
+// isImageID reports a content ID ("sha256:<64 hex>"), not a reference.
+func isImageID(ref string) bool {
+	h, ok := strings.CutPrefix(ref, "sha256:")
+	return ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == ""
+}
+
+// ResolveImage mirrors the real engine: a tag is resolved through the fake
+// registry (never from what is present locally), a digest is served locally
+// when present, else fetched; the content is admitted with the same rules.
 func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
-	if err := e.PullImage(ctx, ref); err != nil {
+	if err := e.enter(ctx, OpResolveImage); err != nil {
 		return dockerio.ImageInfo{}, err
 	}
-	return e.InspectImage(ctx, ref)
-}
-
-// PinnedImage admits an added image by its recorded ID.
-func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
-	info, err := e.InspectImage(ctx, pin.ID)
-	if err != nil {
-		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: %w", pin.ID, dockerio.ErrImagePull, err)
-	}
-	return info, nil
-}
-
-// PullImage succeeds for an added image, else wraps dockerio.ErrImagePull.
-func (e *Engine) PullImage(ctx context.Context, ref string) error {
-	if err := e.enter(ctx, OpPullImage); err != nil {
-		return err
+	if isImageID(ref) {
+		return dockerio.ImageInfo{}, fmt.Errorf("resolve image %s: %w: an image ID is not a registry reference", ref, dockerio.ErrImagePull)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.imageLocked(ref); !ok {
-		return fmt.Errorf("pull %s: %w: manifest unknown", ref, dockerio.ErrImagePull)
+	pinned := ref
+	if !strings.Contains(ref, "@") {
+		if e.down[repository(ref)] {
+			return dockerio.ImageInfo{}, fmt.Errorf("resolve %s through its registry: %w: connection refused", ref, dockerio.ErrImagePull)
+		}
+		d, ok := e.tags[ref]
+		if !ok {
+			return dockerio.ImageInfo{}, fmt.Errorf("resolve %s through its registry: %w: manifest unknown", ref, dockerio.ErrImagePull)
+		}
+		pinned = d
 	}
-	return nil
+	img, err := e.presentLocked(pinned)
+	if err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	return admitted(img, pinned)
 }
 
-// imageLocked finds an added image by its reference or, like Docker, by its ID.
-func (e *Engine) imageLocked(ref string) (dockerio.ImageInfo, bool) {
-	if info, ok := e.images[ref]; ok {
-		return info, true
+// PinnedImage mirrors the real engine: the local image with exactly pin.ID, else
+// pin.Digest fetched and required to be pin.ID. Never the tag.
+func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
+	if err := e.enter(ctx, OpPinnedImage); err != nil {
+		return dockerio.ImageInfo{}, err
 	}
-	for _, info := range e.images {
-		if info.ID == ref {
-			return info, true
+	if !isImageID(pin.ID) {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %q: %w: the pin has no image ID", pin.Ref, dockerio.ErrImagePull)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if img, ok := e.local[pin.ID]; ok {
+		return admitted(img, pin.Digest)
+	}
+	if pin.Digest == "" {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: not present and no digest recorded to fetch it by", pin.ID, dockerio.ErrImagePull)
+	}
+	img, err := e.presentLocked(pin.Digest)
+	if err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	if img.info.ID != pin.ID {
+		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: %s is image %s, not the recorded one", pin.ID, dockerio.ErrImagePull, pin.Digest, img.info.ID)
+	}
+	return admitted(img, pin.Digest)
+}
+
+// presentLocked returns the content of repo@digest, present locally or fetched.
+func (e *Engine) presentLocked(pinned string) (*fakeImage, error) {
+	for _, img := range e.local {
+		if img.info.Digest == pinned {
+			return img, nil
 		}
 	}
-	return dockerio.ImageInfo{}, false
+	if e.down[repository(pinned)] {
+		return nil, fmt.Errorf("pull %s: %w: connection refused", pinned, dockerio.ErrImagePull)
+	}
+	img, ok := e.blobs[pinned]
+	if !ok {
+		return nil, fmt.Errorf("pull %s: %w: manifest unknown", pinned, dockerio.ErrImagePull)
+	}
+	e.local[img.info.ID] = img
+	return img, nil
 }
 
-// InspectImage reports an added image; dockerio.ErrNotFound otherwise.
+// admitted runs the real engine's metadata admission on an image.
+func admitted(img *fakeImage, pinned string) (dockerio.ImageInfo, error) {
+	a, err := admission.Admit(img.info.Volumes, img.labels)
+	if err != nil {
+		return dockerio.ImageInfo{}, fmt.Errorf("image %s (%s): %w", pinned, img.info.ID, err)
+	}
+	info := img.snapshot()
+	info.Digest, info.Volumes, info.MaskLabels = pinned, a.Volumes, a.MaskLabels
+	return info, nil
+}
+
+// InspectImage is a test control, not an Engine method: it reports the image a
+// tag, digest or ID names in the fake registry or locally, unadmitted;
+// dockerio.ErrNotFound otherwise.
 func (e *Engine) InspectImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
 	if err := e.enter(ctx, OpInspectImage); err != nil {
 		return dockerio.ImageInfo{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	info, ok := e.imageLocked(ref)
-	if !ok {
-		return dockerio.ImageInfo{}, fmt.Errorf("inspect image %s: %w", ref, dockerio.ErrNotFound)
+	if img, ok := e.local[ref]; ok {
+		return img.snapshot(), nil
 	}
-	if len(info.Volumes) > labels.MaxImageVolumes {
-		return dockerio.ImageInfo{}, fmt.Errorf("inspect image %s: %w: it declares %d VOLUMEs, at most %d are supported",
-			ref, dockerio.ErrImagePull, len(info.Volumes), labels.MaxImageVolumes)
+	d := ref
+	if t, ok := e.tags[ref]; ok {
+		d = t
 	}
-	info.Volumes = append([]string(nil), info.Volumes...)
-	return info, nil
+	if img, ok := e.blobs[d]; ok {
+		return img.snapshot(), nil
+	}
+	for _, img := range e.blobs {
+		if img.info.ID == ref {
+			return img.snapshot(), nil
+		}
+	}
+	return dockerio.ImageInfo{}, fmt.Errorf("inspect image %s: %w", ref, dockerio.ErrNotFound)
+}
+
+// installation is the installation a plan or spec acts for: the fake's own (an
+// empty one means the fake's; another is refused, as by the real engine).
+func (e *Engine) installation(asked string) (string, error) {
+	if asked == "" || asked == e.opts.InstallationID {
+		return e.opts.InstallationID, nil
+	}
+	return "", fmt.Errorf("asked to act for installation %q on the engine of installation %q", asked, e.opts.InstallationID)
+}
+
+// ours reports whether labels prove a managed object of this installation.
+func (e *Engine) ours(l map[string]string) bool {
+	return l[dockerio.LabelManaged] == "true" && l[dockerio.LabelInstallation] == e.opts.InstallationID
 }
 
 // Ping fails only while unavailable.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,38 +47,95 @@ func stack(t *testing.T, e *Engine) dockerio.Plan {
 		Generation: 1, NetworkID: id, HostBindIP: "127.0.0.1", ReadonlyRootfs: true, Services: []dockerio.ServicePlan{db, web}}
 }
 
-func TestImages_MissingIsErrImagePull_AddedIsPullableAndInspectable(t *testing.T) {
-	e := New(Options{})
+func TestImages_ResolvePinnedAdmission_MirrorTheRealEngine(t *testing.T) {
+	e := New(Options{InstallationID: installation})
 	ctx := ctxT(t)
-	if err := e.PullImage(ctx, image); !errors.Is(err, dockerio.ErrImagePull) {
-		t.Errorf("PullImage(missing) = %v", err)
+	if _, err := e.ResolveImage(ctx, image); !errors.Is(err, dockerio.ErrImagePull) {
+		t.Errorf("ResolveImage(missing) = %v", err)
 	}
 	if _, err := e.InspectImage(ctx, image); !errors.Is(err, dockerio.ErrNotFound) {
 		t.Errorf("InspectImage(missing) = %v", err)
 	}
-	added := e.AddImage(image, dockerio.ImageInfo{Volumes: []string{"/a"}, User: "app"})
-	if err := e.PullImage(ctx, image); err != nil {
-		t.Errorf("PullImage = %v", err)
+	added := e.AddImage(image, dockerio.ImageInfo{Volumes: []string{"/b", "/a"}, User: "app"})
+	if !strings.HasPrefix(added.ID, "sha256:") || !strings.HasPrefix(added.Digest, "127.0.0.1:5000/app@sha256:") {
+		t.Fatalf("AddImage = %+v, want an ID and a repo@sha256 digest", added)
 	}
-	got, err := e.InspectImage(ctx, image)
-	if err != nil || got.ID != added.ID || !strings.HasPrefix(got.ID, "sha256:") || got.User != "app" {
-		t.Errorf("InspectImage = %+v, %v", got, err)
+	got, err := e.ResolveImage(ctx, image)
+	if err != nil || got.ID != added.ID || got.Digest != added.Digest || got.User != "app" || !slices.Equal(got.Volumes, []string{"/a", "/b"}) {
+		t.Errorf("ResolveImage = %+v, %v", got, err)
 	}
-	if byID, err := e.InspectImage(ctx, added.ID); err != nil || byID.ID != added.ID {
-		t.Errorf("InspectImage(by ID) = %+v, %v", byID, err)
+	if byDigest, err := e.ResolveImage(ctx, added.Digest); err != nil || byDigest.ID != added.ID {
+		t.Errorf("ResolveImage(digest) = %+v, %v", byDigest, err)
 	}
+	if _, err := e.ResolveImage(ctx, added.ID); !errors.Is(err, dockerio.ErrImagePull) {
+		t.Errorf("ResolveImage(image ID) = %v, want ErrImagePull", err)
+	}
+	if i, err := e.InspectImage(ctx, added.ID); err != nil || i.ID != added.ID {
+		t.Errorf("InspectImage(by ID) = %+v, %v", i, err)
+	}
+	pin := got.Pin(image)
+
+	// The registry is down: the tag is never served from what is present, a
+	// present pin still is.
+	e.SetRegistryDown(image, true)
+	if _, err := e.ResolveImage(ctx, image); !errors.Is(err, dockerio.ErrImagePull) {
+		t.Errorf("ResolveImage(registry down, content present) = %v, want ErrImagePull", err)
+	}
+	if p, err := e.PinnedImage(ctx, pin); err != nil || p.ID != pin.ID {
+		t.Errorf("PinnedImage(present, registry down) = %+v, %v", p, err)
+	}
+	e.RemoveLocalImage(pin.ID)
+	if _, err := e.PinnedImage(ctx, pin); !errors.Is(err, dockerio.ErrImagePull) {
+		t.Errorf("PinnedImage(absent, registry down) = %v, want ErrImagePull", err)
+	}
+	e.SetRegistryDown(image, false)
+
+	// The tag moves: ResolveImage follows it, the old pin keeps the old content.
+	moved := e.MoveTag(image, dockerio.ImageInfo{Volumes: []string{"/srv"}})
+	if now, err := e.ResolveImage(ctx, image); err != nil || now.ID != moved.ID || now.Digest != moved.Digest {
+		t.Errorf("ResolveImage(moved) = %+v, %v; want %s", now, err, moved.ID)
+	}
+	if old, err := e.PinnedImage(ctx, pin); err != nil || old.ID != pin.ID || !slices.Equal(old.Volumes, []string{"/a", "/b"}) {
+		t.Errorf("PinnedImage(old pin after move) = %+v, %v", old, err)
+	}
+	wrong := pin
+	wrong.ID = moved.ID
+	wrong.Digest = pin.Digest
+	e.RemoveLocalImage(moved.ID)
+	if _, err := e.PinnedImage(ctx, wrong); !errors.Is(err, dockerio.ErrImagePull) {
+		t.Errorf("PinnedImage(digest of other content) = %v, want ErrImagePull", err)
+	}
+	if _, err := e.PinnedImage(ctx, dockerio.ImagePin{Ref: image, ID: "sha256:" + strings.Repeat("0", 64)}); !errors.Is(err, dockerio.ErrImagePull) {
+		t.Errorf("PinnedImage(absent, no digest) = %v", err)
+	}
+	e.RemoveImage(image)
+	if _, err := e.ResolveImage(ctx, image); !errors.Is(err, dockerio.ErrImagePull) {
+		t.Errorf("ResolveImage(withdrawn tag) = %v", err)
+	}
+
+	// Admission: the same rules as the real engine.
 	many := make([]string, 17)
 	for i := range many {
 		many[i] = fmt.Sprintf("/v%d", i)
 	}
 	e.AddImage("many", dockerio.ImageInfo{Volumes: many})
-	if _, err := e.InspectImage(ctx, "many"); !errors.Is(err, dockerio.ErrImagePull) {
-		t.Errorf("InspectImage(17 volumes) = %v", err)
+	e.AddImage("masks-proc", dockerio.ImageInfo{Volumes: []string{"/proc/x"}})
+	for _, ref := range []string{"many", "masks-proc"} {
+		if _, err := e.ResolveImage(ctx, ref); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+			t.Errorf("ResolveImage(%s) = %v, want ErrImageNotAdmissible", ref, err)
+		}
+	}
+	labelled := e.AddLabelledImage("labelled", dockerio.ImageInfo{}, map[string]string{"fred.tenant": "x", "traefik.enable": "true", "com.docker.compose.project": "p", "ok": "1"})
+	if info, err := e.ResolveImage(ctx, "labelled"); err != nil || !slices.Equal(info.MaskLabels, []string{"fred.tenant", "traefik.enable"}) || !slices.Equal(labelled.MaskLabels, info.MaskLabels) {
+		t.Errorf("ResolveImage(labelled) = %+v, %v", info, err)
+	}
+	if e.Calls(OpResolveImage) != e.Calls(OpPullImage) || e.Calls(OpPinnedImage) == 0 {
+		t.Errorf("calls: resolve %d (pull alias %d) pinned %d", e.Calls(OpResolveImage), e.Calls(OpPullImage), e.Calls(OpPinnedImage))
 	}
 }
 
 func TestEnsureNetwork_IdempotentOwnedAndForeignRefused(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{InstallationID: installation})
 	ctx := ctxT(t)
 	spec := dockerio.NetworkSpec{Lease: lease, Tenant: "t", BackendName: "docker", InstallationID: installation}
 	a, err := e.EnsureNetwork(ctx, spec)
@@ -95,7 +153,7 @@ func TestEnsureNetwork_IdempotentOwnedAndForeignRefused(t *testing.T) {
 	if _, err := e.EnsureNetwork(ctx, other); !errors.Is(err, dockerio.ErrForeignNetwork) {
 		t.Errorf("EnsureNetwork over foreign = %v", err)
 	}
-	nets, _ := e.LeaseNetworks(ctx, installation)
+	nets, _ := e.LeaseNetworks(ctx)
 	if len(nets) != 1 || nets[0].ID != a {
 		t.Errorf("LeaseNetworks = %+v", nets)
 	}
@@ -111,10 +169,10 @@ func TestEnsureNetwork_IdempotentOwnedAndForeignRefused(t *testing.T) {
 }
 
 func TestUp_CohortAttributedLabelledStartingThenHealthy_StartEvents(t *testing.T) {
-	e := New(Options{HealthyAfter: 50 * time.Millisecond})
+	e := New(Options{HealthyAfter: 50 * time.Millisecond, InstallationID: installation})
 	plan := stack(t, e)
 	ctx := ctxT(t)
-	events, _ := e.Events(ctx, installation)
+	events, _ := e.Events(ctx)
 	if err := e.Up(ctx, plan); err != nil {
 		t.Fatalf("Up: %v", err)
 	}
@@ -183,7 +241,7 @@ func TestUp_CohortAttributedLabelledStartingThenHealthy_StartEvents(t *testing.T
 }
 
 func TestUp_FailNextUpOnce_UnhealthyDependencyFails_VanishedNetworkFails(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{InstallationID: installation})
 	plan := stack(t, e)
 	ctx := ctxT(t)
 	boom := errors.New("boom")
@@ -218,13 +276,13 @@ func TestUp_FailNextUpOnce_UnhealthyDependencyFails_VanishedNetworkFails(t *test
 }
 
 func TestKillAndDown_EmitDieEvents_DownKeepsNetwork(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{InstallationID: installation})
 	plan := stack(t, e)
 	ctx := ctxT(t)
 	if err := e.Up(ctx, plan); err != nil {
 		t.Fatal(err)
 	}
-	events, errc := e.Events(ctx, installation)
+	events, errc := e.Events(ctx)
 	cohort, _ := e.Cohort(ctx, lease)
 	if err := e.Kill(cohort[1].ID, 3); err != nil {
 		t.Fatal(err)
@@ -270,21 +328,17 @@ func TestKillAndDown_EmitDieEvents_DownKeepsNetwork(t *testing.T) {
 }
 
 func TestEvents_OtherInstallationFiltered_CtxEndClosesWithCtxErr_Break(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{InstallationID: installation})
 	plan := stack(t, e)
 	ctx, cancel := context.WithCancel(context.Background())
-	mine, mineErr := e.Events(ctx, installation)
-	theirs, theirsErr := e.Events(context.Background(), "inst-other")
+	mine, mineErr := e.Events(ctx)
+	other, otherErr := e.Events(context.Background())
+	foreign := e.AddForeignContainer("99999999-2222-3333-4444-555555555555", "app", 0, "inst-other")
 	if err := e.Up(ctxT(t), plan); err != nil {
 		t.Fatal(err)
 	}
-	if ev := <-mine; ev.Action != "start" {
-		t.Errorf("first event = %+v", ev)
-	}
-	select {
-	case ev := <-theirs:
-		t.Errorf("other installation got %+v", ev)
-	default:
+	if ev := <-mine; ev.Action != "start" || ev.ContainerID == foreign {
+		t.Errorf("first event = %+v, want our start, never the other installation's", ev)
 	}
 	cancel()
 	if err := <-mineErr; !errors.Is(err, context.Canceled) {
@@ -293,15 +347,18 @@ func TestEvents_OtherInstallationFiltered_CtxEndClosesWithCtxErr_Break(t *testin
 	for range mine {
 	}
 	e.BreakEvents(errors.New("connection reset"))
-	if err := <-theirsErr; err == nil || err.Error() != "connection reset" {
-		t.Errorf("broken stream end = %v", err)
+	for ev := range other {
+		if ev.ContainerID == foreign {
+			t.Errorf("another installation's event delivered: %+v", ev)
+		}
 	}
-	for range theirs {
+	if err := <-otherErr; err == nil || err.Error() != "connection reset" {
+		t.Errorf("broken stream end = %v", err)
 	}
 }
 
 func TestDelayAndUnavailable(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{InstallationID: installation})
 	e.Delay(OpPing, time.Hour)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
@@ -313,7 +370,7 @@ func TestDelayAndUnavailable(t *testing.T) {
 	if err := e.Ping(ctxT(t)); !errors.Is(err, dockerio.ErrUnavailable) {
 		t.Errorf("Ping while unavailable = %v", err)
 	}
-	_, errc := e.Events(ctxT(t), installation)
+	_, errc := e.Events(ctxT(t))
 	if err := <-errc; !errors.Is(err, dockerio.ErrUnavailable) {
 		t.Errorf("Events while unavailable = %v", err)
 	}
@@ -324,7 +381,7 @@ func TestDelayAndUnavailable(t *testing.T) {
 }
 
 func TestLogs_TailAndByteCap(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{InstallationID: installation})
 	plan := stack(t, e)
 	ctx := ctxT(t)
 	if err := e.Up(ctx, plan); err != nil {
@@ -352,7 +409,7 @@ func TestLogs_TailAndByteCap(t *testing.T) {
 }
 
 func TestListManaged_OnlyInstallation_ListView(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{InstallationID: installation})
 	plan := stack(t, e)
 	ctx := ctxT(t)
 	if err := e.Up(ctx, plan); err != nil {
@@ -360,24 +417,25 @@ func TestListManaged_OnlyInstallation_ListView(t *testing.T) {
 	}
 	cs, _ := e.Cohort(ctx, lease)
 	_ = e.Kill(cs[0].ID, 1)
-	list, err := e.ListManaged(ctx, installation)
+	list, err := e.ListManaged(ctx)
 	if err != nil || len(list) != 3 {
 		t.Fatalf("ListManaged = %d, %v", len(list), err)
 	}
 	if list[0].State != "exited" || list[0].Health != "" || !list[0].FinishedAt.IsZero() {
 		t.Errorf("list view of an exited container = %+v", list[0])
 	}
-	if other, _ := e.ListManaged(ctx, "inst-other"); len(other) != 0 {
-		t.Errorf("other installation sees %d", len(other))
+	e.AddForeignContainer(lease, "web", 0, "inst-other")
+	if again, _ := e.ListManaged(ctx); len(again) != 3 {
+		t.Errorf("ListManaged lists %d, want only our 3", len(again))
 	}
 }
 
 // Hammer the fake from many goroutines; -race proves it is safe.
 func TestConcurrentUse_RaceFree(t *testing.T) {
-	e := New(Options{HealthyAfter: time.Millisecond})
+	e := New(Options{HealthyAfter: time.Millisecond, InstallationID: installation})
 	plan := stack(t, e)
 	ctx := ctxT(t)
-	events, _ := e.Events(ctx, installation)
+	events, _ := e.Events(ctx)
 	go func() {
 		for range events {
 		}
@@ -394,8 +452,8 @@ func TestConcurrentUse_RaceFree(t *testing.T) {
 					_ = e.Kill(c.ID, 1)
 					_, _ = e.Inspect(ctx, c.ID)
 				}
-				_, _ = e.ListManaged(ctx, installation)
-				_, _ = e.LeaseNetworks(ctx, installation)
+				_, _ = e.ListManaged(ctx)
+				_, _ = e.LeaseNetworks(ctx)
 				if j%5 == 0 {
 					_ = e.Down(ctx, lease, dockerio.DownOptions{})
 				}
@@ -403,4 +461,121 @@ func TestConcurrentUse_RaceFree(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Another installation's objects of the same lease UUID are never listed,
+// attributed, reused or removed, as with the real engine.
+func TestForeignObjects_SameLease_RefusedAndLeftAlone(t *testing.T) {
+	e := New(Options{InstallationID: installation})
+	plan := stack(t, e)
+	ctx := ctxT(t)
+	theirs := e.AddForeignContainer(lease, "web", 0, "inst-other")
+	err := e.Up(ctx, plan)
+	if !errors.Is(err, dockerio.ErrForeignObject) || !strings.Contains(err.Error(), theirs) {
+		t.Fatalf("Up over a foreign container = %v, want ErrForeignObject naming it", err)
+	}
+	if cs, _ := e.Cohort(ctx, lease); len(cs) != 0 {
+		t.Errorf("Cohort attributes %d containers", len(cs))
+	}
+	if list, _ := e.ListManaged(ctx); len(list) != 0 {
+		t.Errorf("ListManaged lists %d", len(list))
+	}
+	if err := e.Down(ctx, lease, dockerio.DownOptions{RemoveVolumes: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RemoveContainers(ctx, []string{theirs}); !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("RemoveContainers(foreign) = %v", err)
+	}
+	if err := e.StopRemove(ctx, theirs, time.Second); !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("StopRemove(foreign) = %v", err)
+	}
+	if _, _, err := e.Logs(ctx, theirs, 10, 100); !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("Logs(foreign) = %v", err)
+	}
+	if c, err := e.Inspect(ctx, theirs); err != nil || c.State != "running" {
+		t.Fatalf("foreign container after all that: %+v, %v", c, err)
+	}
+	if err := e.Kill(theirs, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	delete(e.containers, theirs) // its installation removed it
+	e.mu.Unlock()
+
+	vol := e.AddForeignVolume(lease, "db", 0, 0, "inst-other")
+	if err := e.Up(ctx, plan); !errors.Is(err, dockerio.ErrForeignObject) || !strings.Contains(err.Error(), vol) {
+		t.Fatalf("Up over a foreign volume = %v, want ErrForeignObject naming it", err)
+	}
+	if err := e.Down(ctx, lease, dockerio.DownOptions{RemoveVolumes: true}); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := e.Volumes()[vol]; !ok || l[dockerio.LabelInstallation] != "inst-other" {
+		t.Errorf("Down with volumes removed the foreign volume")
+	}
+
+	other := "99999999-2222-3333-4444-555555555555"
+	net := e.AddForeignLeaseNetwork(other, "inst-other")
+	if _, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: other, BackendName: "docker"}); !errors.Is(err, dockerio.ErrForeignNetwork) || !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("EnsureNetwork over a foreign lease network = %v", err)
+	}
+	if err := e.RemoveNetwork(ctx, net); !errors.Is(err, dockerio.ErrForeignObject) {
+		t.Errorf("RemoveNetwork(foreign) = %v", err)
+	}
+	for _, n := range mustNetworks(t, e) {
+		if n.ID == net {
+			t.Errorf("LeaseNetworks lists the foreign network")
+		}
+	}
+	if _, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: other, InstallationID: "inst-other"}); err == nil {
+		t.Errorf("EnsureNetwork for another installation accepted")
+	}
+	bad := plan
+	bad.InstallationID = "inst-other"
+	if err := e.Up(ctx, bad); err == nil {
+		t.Errorf("Up of another installation's plan accepted")
+	}
+}
+
+func mustNetworks(t *testing.T, e *Engine) []dockerio.Network {
+	t.Helper()
+	nets, err := e.LeaseNetworks(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nets
+}
+
+func TestStopRemove_GracefulExitZeroDieEvent_AbsentIsSuccess(t *testing.T) {
+	e := New(Options{InstallationID: installation})
+	plan := stack(t, e)
+	ctx := ctxT(t)
+	if err := e.Up(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := e.Cohort(ctx, lease)
+	events, _ := e.Events(ctx)
+	if err := e.StopRemove(ctx, cs[0].ID, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if kill, die := <-events, <-events; kill.Action != "kill" || die.Action != "die" || die.ExitCode != 0 || die.ContainerID != cs[0].ID {
+		t.Errorf("StopRemove events = %+v, %+v; want kill, die exit 0", kill, die)
+	}
+	if _, err := e.Inspect(ctx, cs[0].ID); !errors.Is(err, dockerio.ErrNotFound) {
+		t.Errorf("after StopRemove: %v", err)
+	}
+	if len(e.Volumes()) != 1 {
+		t.Errorf("StopRemove removed volumes: %v", e.Volumes())
+	}
+	if err := e.StopRemove(ctx, cs[0].ID, time.Second); err != nil || e.Calls(OpStopRemove) != 2 {
+		t.Errorf("StopRemove(absent) = %v, calls %d", err, e.Calls(OpStopRemove))
+	}
+}
+
+func TestUp_TenantTmpfsOverImageVolume_RefusedLikeTheRealEngine(t *testing.T) {
+	e := New(Options{InstallationID: installation})
+	plan := stack(t, e)
+	plan.Services[1].Tmpfs = []string{"/data/cache"}
+	if err := e.Up(ctxT(t), plan); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+		t.Errorf("Up with tmpfs inside an image VOLUME = %v, want ErrImageNotAdmissible", err)
+	}
 }

@@ -35,6 +35,11 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 		return "", fmt.Errorf("ensure network: empty lease")
 	}
 	name := dockerio.ProjectName(spec.Lease)
+	inst, err := e.installation(spec.InstallationID)
+	if err != nil {
+		return "", fmt.Errorf("ensure network %s: %w", name, err)
+	}
+	spec.InstallationID = inst
 	owner := labels.NetworkOwnership(spec)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -89,7 +94,7 @@ func isUp(state string) bool {
 	return state == "running" || state == "paused" || state == "restarting"
 }
 
-// LeaseNetworks lists installationID's managed lease networks, sorted by name.
+// LeaseNetworks lists this installation's managed lease networks, sorted by name.
 func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) {
 	installationID := e.opts.InstallationID
 	if err := e.enter(ctx, OpLeaseNetworks); err != nil {
@@ -114,8 +119,9 @@ func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) 
 	return out, nil
 }
 
-// RemoveNetwork removes the network with exactly this ID; absent is success, one
-// with running containers attached is refused (as Docker does).
+// RemoveNetwork removes this installation's lease network with exactly this ID;
+// absent is success, another's is refused (dockerio.ErrForeignObject), one with
+// running containers attached is refused (as Docker does).
 func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	if err := e.enter(ctx, OpRemoveNetwork); err != nil {
 		return err
@@ -126,9 +132,23 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	if !ok {
 		return nil
 	}
+	if !e.ours(n.labels) || n.labels[dockerio.LabelNetworkScope] != labels.NetworkScopeLease {
+		return fmt.Errorf("remove network %s (%s, installation %q): %w", n.name, id, n.labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
+	}
 	if k := e.attachedLocked(id); k > 0 {
 		return fmt.Errorf("remove network %s: error while removing network: network %s id %s has active endpoints (%d)", n.name, n.name, id, k)
 	}
 	delete(e.networks, id)
 	return nil
+}
+
+// AddForeignLeaseNetwork creates the lease network fred-<lease> exactly as
+// another installation's berth would (its ownership labels, its installation
+// ID) and returns its ID: this fake's EnsureNetwork for the lease then fails with
+// dockerio.ErrForeignNetwork, and its LeaseNetworks and RemoveNetwork leave it alone.
+func (e *Engine) AddForeignLeaseNetwork(lease, installation string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.createNetworkLocked(dockerio.ProjectName(lease), labels.Network(dockerio.NetworkSpec{
+		Lease: lease, Tenant: "foreign-tenant", BackendName: "docker", InstallationID: installation}))
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 )
 
-// MaxImageVolumes is the most image VOLUMEs berth mounts into one container
-// (seed: "each image VOLUME (at most 16) is also a tmpfs").
-const MaxImageVolumes = 16
-
 // NetworkScopeLease is the fred.network_scope value of a per-lease network.
 const NetworkScopeLease = "lease"
 
@@ -38,7 +34,7 @@ func Container(plan dockerio.Plan, svc dockerio.ServicePlan, index int, createdA
 	l[dockerio.LabelCallbackURL] = plan.CallbackURL
 	l[dockerio.LabelLifecycleURL] = plan.LifecycleURL
 	l[dockerio.LabelRuntimeContract] = strconv.Itoa(dockerio.RuntimeContract)
-	l[dockerio.LabelMaintenanceID] = "" // provision launches carry an empty maintenance id
+	l[dockerio.LabelMaintenanceID] = plan.MaintenanceID // empty for a provision launch
 	l[dockerio.LabelBackend] = plan.BackendName
 	l[dockerio.LabelImageRef] = svc.Image
 	l[dockerio.LabelImageID] = svc.ImageID

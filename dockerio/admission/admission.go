@@ -1,0 +1,185 @@
+// Package admission is the pure check of an image's metadata before berth lets it
+// near a tenant container (seed: Image admission, Container Labels). The real
+// engine (dockerio/engine) and the in-memory fake (dockerio/fake) both call it, so
+// they refuse exactly the same images. No Docker SDK here.
+package admission
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// Limits on image metadata (seed: "at most 16 VOLUME targets (4,096 bytes per
+// path, 16 KiB combined) and 128 labels (64 KiB of combined keys and values)").
+const (
+	MaxVolumes         = 16
+	MaxVolumePathBytes = 4096
+	MaxVolumeBytes     = 16 << 10
+	MaxLabels          = 128
+	MaxLabelBytes      = 64 << 10
+)
+
+// reservedPrefixes are the label namespaces berth, Traefik and Compose own,
+// matched case-insensitively.
+var reservedPrefixes = []string{"fred.", "traefik.", "com.docker.compose."}
+
+// composeBuildStamps are the four exact keys Compose's classic builder stamps
+// into images; Compose and berth overwrite them on every container, so they
+// need no mask.
+var composeBuildStamps = map[string]bool{
+	"com.docker.compose.project":       true,
+	"com.docker.compose.service":       true,
+	"com.docker.compose.version":       true,
+	"com.docker.compose.image.builder": true,
+}
+
+// Image is the admitted view of an image's metadata.
+type Image struct {
+	Volumes    []string // VOLUME targets, sorted
+	MaskLabels []string // reserved label keys to set empty on containers, sorted
+}
+
+// Admit checks an image's declared VOLUME targets and labels. A violation wraps
+// dockerio.ErrImageNotAdmissible and says which rule it broke.
+func Admit(volumes []string, labels map[string]string) (Image, error) {
+	vols, err := Volumes(volumes)
+	if err != nil {
+		return Image{}, err
+	}
+	if err := Labels(labels); err != nil {
+		return Image{}, err
+	}
+	return Image{Volumes: vols, MaskLabels: MaskLabels(labels)}, nil
+}
+
+// Volumes admits VOLUME targets and returns them sorted: at most MaxVolumes,
+// each a canonical absolute path of at most MaxVolumePathBytes, MaxVolumeBytes
+// in all, none inside another, none masking a path the runtime needs.
+func Volumes(volumes []string) ([]string, error) {
+	if len(volumes) > MaxVolumes {
+		return nil, refuse("it declares %d VOLUMEs, at most %d are supported", len(volumes), MaxVolumes)
+	}
+	total := 0
+	for _, v := range volumes {
+		total += len(v)
+		if len(v) > MaxVolumePathBytes {
+			return nil, refuse("VOLUME %.64q… is %d bytes long, at most %d", v, len(v), MaxVolumePathBytes)
+		}
+		if !Canonical(v) {
+			return nil, refuse("VOLUME %q is not a canonical absolute path", v)
+		}
+		if m := masked(v); m != "" {
+			return nil, refuse("VOLUME %q would mask %s", v, m)
+		}
+	}
+	if total > MaxVolumeBytes {
+		return nil, refuse("its VOLUME paths take %d bytes, at most %d", total, MaxVolumeBytes)
+	}
+	sorted := slices.Clone(volumes)
+	slices.Sort(sorted)
+	// Sorted, a path is followed directly by the paths below it (and its duplicates).
+	for i := 1; i < len(sorted); i++ {
+		if Overlap(sorted[i-1], sorted[i]) {
+			return nil, refuse("VOLUMEs %q and %q overlap", sorted[i-1], sorted[i])
+		}
+	}
+	return sorted, nil
+}
+
+// Labels admits an image's labels: at most MaxLabels, MaxLabelBytes of keys and
+// values in all.
+func Labels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return refuse("it carries %d labels, at most %d", len(labels), MaxLabels)
+	}
+	total := 0
+	for k, v := range labels {
+		total += len(k) + len(v)
+	}
+	if total > MaxLabelBytes {
+		return refuse("its labels take %d bytes, at most %d", total, MaxLabelBytes)
+	}
+	return nil
+}
+
+// MaskLabels returns the label keys in a reserved namespace (case-insensitive),
+// sorted, except the four Compose build stamps.
+func MaskLabels(labels map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if Reserved(k) && !composeBuildStamps[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Reserved reports whether key lies in the fred., traefik. or com.docker.compose.
+// namespace, in any letter case.
+func Reserved(key string) bool {
+	lower := strings.ToLower(key)
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(lower, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Canonical reports an absolute path in its cleaned form ("/a/b", not "/a/../b/").
+func Canonical(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p && !strings.ContainsRune(p, 0)
+}
+
+// Overlap reports whether one path is the other or lies below it.
+func Overlap(a, b string) bool {
+	return a == b || within(a, b) || within(b, a)
+}
+
+// within reports whether p lies strictly below dir.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return p != "/"
+	}
+	return strings.HasPrefix(p, dir+"/")
+}
+
+// masked names what a VOLUME at target would hide: the root, the runtime's
+// /tmp and /run, anything of the kernel's /proc, /sys and /dev trees, or Fred's
+// reserved /_wp tree. "" when none.
+func masked(target string) string {
+	switch target {
+	case "/":
+		return "the root filesystem"
+	case "/tmp", "/run":
+		return target
+	}
+	for _, tree := range []string{"/proc", "/sys", "/dev", "/_wp"} {
+		if target == tree || within(target, tree) {
+			return "the " + tree + " tree"
+		}
+	}
+	return ""
+}
+
+// TmpfsOverlap refuses tenant tmpfs targets that overlap an image VOLUME target:
+// one mount would silently hide the other.
+func TmpfsOverlap(tmpfs, volumes []string) error {
+	for _, t := range tmpfs {
+		for _, v := range volumes {
+			if Overlap(t, v) {
+				return refuse("tenant tmpfs %q overlaps image VOLUME %q", t, v)
+			}
+		}
+	}
+	return nil
+}
+
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", dockerio.ErrImageNotAdmissible, fmt.Sprintf(format, args...))
+}

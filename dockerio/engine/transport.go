@@ -1,0 +1,259 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Ops of berth_docker_requests_total: a fixed vocabulary derived from method and
+// path template, never a raw path (which would carry IDs and image names).
+const (
+	opContainerCreate     = "container_create"
+	opContainerStart      = "container_start"
+	opContainerInspect    = "container_inspect"
+	opContainerList       = "container_list"
+	opContainerStop       = "container_stop"
+	opContainerRemove     = "container_remove"
+	opContainerLogs       = "container_logs"
+	opNetworkCreate       = "network_create"
+	opNetworkInspect      = "network_inspect"
+	opNetworkList         = "network_list"
+	opNetworkRemove       = "network_remove"
+	opImageInspect        = "image_inspect"
+	opImagePull           = "image_pull"
+	opDistributionInspect = "distribution_inspect"
+	opVolumeCreate        = "volume_create"
+	opVolumeInspect       = "volume_inspect"
+	opVolumeList          = "volume_list"
+	opVolumeRemove        = "volume_remove"
+	opEvents              = "events"
+	opPing                = "ping"
+	opOther               = "other"
+)
+
+var allOps = []string{
+	opContainerCreate, opContainerStart, opContainerInspect, opContainerList, opContainerStop, opContainerRemove,
+	opContainerLogs, opNetworkCreate, opNetworkInspect, opNetworkList, opNetworkRemove, opImageInspect, opImagePull,
+	opDistributionInspect, opVolumeCreate, opVolumeInspect, opVolumeList, opVolumeRemove, opEvents, opPing, opOther,
+}
+
+// defaultCallTimeout is container_create_timeout's and container_start_timeout's default.
+const defaultCallTimeout = 30 * time.Second
+
+// maxImageInspectBytes caps an image inspect answer before JSON decoding (seed:
+// "caps each image-inspection response at 2 MiB"): image metadata is tenant input.
+const maxImageInspectBytes = 2 << 20
+
+// apiVersionPrefix is the "/v1.41" the SDK puts in front of every path.
+var apiVersionPrefix = regexp.MustCompile(`^/v[0-9]+(\.[0-9]+)?/`)
+
+// requestOp names a Docker API request by its method and path template.
+func requestOp(method, urlPath string) string {
+	p := urlPath
+	if loc := apiVersionPrefix.FindStringIndex(p); loc != nil {
+		p = p[loc[1]-1:]
+	}
+	seg := strings.Split(strings.Trim(p, "/"), "/")
+	n := len(seg)
+	switch {
+	case p == "/_ping":
+		return opPing
+	case p == "/events" && method == http.MethodGet:
+		return opEvents
+	case seg[0] == "containers":
+		switch {
+		case n == 2 && seg[1] == "create" && method == http.MethodPost:
+			return opContainerCreate
+		case n == 2 && seg[1] == "json" && method == http.MethodGet:
+			return opContainerList
+		case n == 2 && method == http.MethodDelete:
+			return opContainerRemove
+		case n == 3 && method == http.MethodGet && seg[2] == "json":
+			return opContainerInspect
+		case n == 3 && method == http.MethodGet && seg[2] == "logs":
+			return opContainerLogs
+		case n == 3 && method == http.MethodPost && seg[2] == "start":
+			return opContainerStart
+		case n == 3 && method == http.MethodPost && seg[2] == "stop":
+			return opContainerStop
+		}
+	case seg[0] == "networks":
+		switch {
+		case n == 1 && method == http.MethodGet:
+			return opNetworkList
+		case n == 2 && seg[1] == "create" && method == http.MethodPost:
+			return opNetworkCreate
+		case n == 2 && method == http.MethodGet:
+			return opNetworkInspect
+		case n == 2 && method == http.MethodDelete:
+			return opNetworkRemove
+		}
+	case seg[0] == "images":
+		switch {
+		case n == 2 && seg[1] == "create" && method == http.MethodPost:
+			return opImagePull
+		case n >= 3 && seg[n-1] == "json" && method == http.MethodGet: // names carry slashes
+			return opImageInspect
+		}
+	case seg[0] == "distribution" && n >= 3 && seg[n-1] == "json" && method == http.MethodGet:
+		return opDistributionInspect
+	case seg[0] == "volumes":
+		switch {
+		case n == 1 && method == http.MethodGet:
+			return opVolumeList
+		case n == 2 && seg[1] == "create" && method == http.MethodPost:
+			return opVolumeCreate
+		case n == 2 && method == http.MethodGet:
+			return opVolumeInspect
+		case n == 2 && method == http.MethodDelete:
+			return opVolumeRemove
+		}
+	}
+	return opOther
+}
+
+// newRequestCounter registers berth_docker_requests_total on reg (nil: counted,
+// not registered). A second engine on the same registry shares the first's counter.
+func newRequestCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "berth_docker_requests_total",
+		Help: "Docker Engine API requests berth sent (compose's included), by operation.",
+	}, []string{"op"})
+	if reg != nil {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("register berth_docker_requests_total: %w", err)
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, fmt.Errorf("register berth_docker_requests_total: %w", err)
+			}
+			c = existing
+		}
+	}
+	for _, op := range allOps {
+		c.WithLabelValues(op) // every op shows, 0 until used
+	}
+	return c, nil
+}
+
+// boundedTransport is the Docker client's RoundTripper: it counts every request
+// and bounds container create and start by their configured timeouts. The SDK and
+// compose (which runs on the same client) both go through it.
+type boundedTransport struct {
+	base     http.RoundTripper
+	requests *prometheus.CounterVec
+	create   time.Duration // container_create_timeout
+	start    time.Duration // container_start_timeout
+}
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	op := requestOp(req.Method, req.URL.Path)
+	t.requests.WithLabelValues(op).Inc()
+	var limit time.Duration
+	switch op {
+	case opContainerCreate:
+		limit = t.create
+	case opContainerStart:
+		limit = t.start
+	}
+	if limit <= 0 {
+		resp, err := t.base.RoundTrip(req)
+		if err == nil && op == opImageInspect {
+			resp.Body = &cappedBody{rc: resp.Body, left: maxImageInspectBytes}
+		}
+		return resp, err
+	}
+	// WithTimeout keeps the caller's deadline when that one is earlier.
+	ctx, cancel := context.WithTimeout(req.Context(), limit)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) && req.Context().Err() == nil
+		cancel()
+		if timedOut {
+			return nil, &callTimeoutError{op: op, limit: limit, err: err}
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// callTimeoutError is a create or start that Docker did not answer within its
+// configured timeout. It unwraps to context.DeadlineExceeded.
+type callTimeoutError struct {
+	op    string
+	limit time.Duration
+	err   error
+}
+
+func (e *callTimeoutError) Error() string {
+	name := "container_create_timeout"
+	if e.op == opContainerStart {
+		name = "container_start_timeout"
+	}
+	return fmt.Sprintf("%s: not answered within %s %s: %v", e.op, name, e.limit, e.err)
+}
+
+func (e *callTimeoutError) Unwrap() error { return e.err }
+func (e *callTimeoutError) Timeout() bool { return true }
+
+// cancelOnClose releases a bounded request's context once its body is read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// cappedBody fails a read past its limit instead of handing the decoder more.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return 0, fmt.Errorf("image inspect answer exceeds %d bytes", maxImageInspectBytes)
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.rc.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return n, fmt.Errorf("image inspect answer exceeds %d bytes", maxImageInspectBytes)
+	}
+	return n, err
+}
+
+func (c *cappedBody) Close() error { return c.rc.Close() }
+
+// withBoundedTransport installs t around the client's own transport (which keeps
+// its unix-socket dialer) as the last client option; base receives that
+// transport, whose idle connections Close releases.
+func withBoundedTransport(t boundedTransport, base **http.Transport) client.Opt {
+	return func(c *client.Client) error {
+		hc := c.HTTPClient() // a copy sharing the configured transport
+		if tr, ok := hc.Transport.(*http.Transport); ok {
+			*base = tr
+		}
+		t.base = hc.Transport
+		hc.Transport = &t
+		return client.WithHTTPClient(hc)(c)
+	}
+}
