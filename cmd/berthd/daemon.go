@@ -117,16 +117,17 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if secretPath != "" {
 		log.Info().Str("path", secretPath).Msg("callback secret generated or read from the data dir (value not logged)")
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), phases.gauge)
 	d.engine, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: store.Identity().InstallationID,
-		PullTimeout: cfg.ImagePullTimeout, Logger: log.With().Str("component", "docker").Logger()})
+		PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
+		Registerer: reg, Logger: log.With().Str("component", "docker").Logger()})
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
 	phases.done("docker_connect", mark)
 	warnNetworkCapacity(d.engine, cfg, log)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), phases.gauge)
 	now := time.Now
 	if testHooks.now != nil {
 		now = testHooks.now

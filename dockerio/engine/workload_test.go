@@ -299,6 +299,9 @@ func drainJSON(r io.Reader) error {
 func requireDocker(t *testing.T) {
 	t.Helper()
 	if !dockerPresent {
+		if os.Getenv("BERTH_REQUIRE_DOCKER") == "1" || os.Getenv("CI") == "true" {
+			t.Fatalf("%s absent: this test needs a real Docker engine, and BERTH_REQUIRE_DOCKER/CI demand it runs", dockerSocket)
+		}
 		t.Skipf("SKIPPED: %s absent, this test needs a real Docker engine", dockerSocket)
 	}
 }
