@@ -4,9 +4,10 @@ package main
 // berthd is killed with SIGKILL, while dockerd restarts under it, and while each
 // actor kind is crashed through the chaos endpoint — then convergence and the
 // invariants: every admitted lease ends ready, failed or closed with exactly the
-// callbacks its journal says; nothing of a closed lease remains; no instance has
-// two containers; the pool equals the live leases; berthd never leaves a container
-// it cannot account for. `make test` runs it small; `make crash` runs it large
+// callbacks its journal says; every accepted restart or update has exactly one
+// completion; nothing of a closed lease remains; no instance has two containers
+// (one cohort per lease); the pool equals the live leases; berthd never leaves a
+// container it cannot account for. `make test` runs it small; `make crash` runs it large
 // (BERTH_CRASH_ROUNDS) and adds the dockerd restart (BERTH_CRASH_DOCKERD=1).
 
 import (
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,16 +55,25 @@ type crashWorkload struct {
 	sent     map[string]bool // provision requested (maybe admitted)
 	admitted map[string]bool // 202 seen, or berthd listed it later
 	closing  map[string]bool // deprovision requested: must end closed
+	maint    map[string]bool // maintenance ID → 202 seen (false: sent, maybe admitted)
 	rng      *rand.Rand
 }
 
 // newCrashWorkload starts a child berthd (fast reconciliation, a short provision
 // deadline, debug logs kept for a failure report) and a callback receiver.
-func newCrashWorkload(t *testing.T) *crashWorkload {
+func newCrashWorkload(t *testing.T, extra ...string) *crashWorkload {
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug").startChild(true)
+	var cfg []string
+	for _, def := range []string{"reconcile_interval: 2s", "provision_timeout: 30s", "log_level: debug"} {
+		key, _, _ := strings.Cut(def, ":")
+		if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, key+":") }) {
+			cfg = append(cfg, def)
+		}
+	}
+	cfg = append(cfg, extra...)
+	d := newDaemonDir(t, cfg...).startChild(true)
 	return &crashWorkload{t: t, d: d, cb: cb, dc: dockerClient(t), sent: map[string]bool{}, admitted: map[string]bool{},
-		closing: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
+		closing: map[string]bool{}, maint: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
 }
 
 // quietCall is a signed request that tolerates a daemon going away mid-call.
@@ -85,7 +96,11 @@ func (w *crashWorkload) quietCall(method, uri string, body []byte) (int, error) 
 
 // round sends 10 provisions and 5 deprovisions at once (one in five workloads
 // exits at start, so failures are part of the mix).
-func (w *crashWorkload) round() {
+func (w *crashWorkload) round() { w.roundOf(10, 5, 0) }
+
+// roundOf sends provisions, deprovisions and maintenances (restarts and updates,
+// alternating, of leases not being closed) at once.
+func (w *crashWorkload) roundOf(provisions, closes, maintenances int) {
 	var wg sync.WaitGroup
 	w.mu.Lock()
 	var closable []string
@@ -95,7 +110,7 @@ func (w *crashWorkload) round() {
 		}
 	}
 	w.mu.Unlock()
-	for i := 0; i < 10; i++ {
+	for i := 0; i < provisions; i++ {
 		l := uuid.NewString()
 		args := []string{"serve"}
 		if i%5 == 4 {
@@ -119,7 +134,32 @@ func (w *crashWorkload) round() {
 		}()
 	}
 	w.rng.Shuffle(len(closable), func(i, j int) { closable[i], closable[j] = closable[j], closable[i] })
-	for _, l := range closable[:min(5, len(closable))] {
+	for i, l := range closable[min(closes, len(closable)):] {
+		if i >= maintenances {
+			break
+		}
+		id := uuid.NewString()
+		req := messages.MaintenanceRequest{LeaseUUID: l, MaintenanceID: id}
+		uri := "/restart"
+		if i%2 == 1 {
+			raw, _ := json.Marshal(flatManifest(map[string]any{"env": map[string]string{"ROUND": id}}))
+			req.Payload, uri = encodeB64(raw), "/update"
+		}
+		body, _ := json.Marshal(req)
+		w.mu.Lock()
+		w.maint[id] = false
+		w.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _ := w.quietCall("POST", uri, body); code == 202 {
+				w.mu.Lock()
+				w.maint[id] = true
+				w.mu.Unlock()
+			}
+		}()
+	}
+	for _, l := range closable[:min(closes, len(closable))] {
 		w.mu.Lock()
 		w.closing[l] = true
 		w.mu.Unlock()
@@ -269,6 +309,29 @@ func (w *crashWorkload) verify() {
 			t.Errorf("lease %s: callbacks %v, journal says %v", l, got, want)
 		}
 	}
+	// One completion per accepted maintenance (exactly one when its 202 was seen;
+	// at most one when a crash cut the answer and the intent may or may not have
+	// been journaled).
+	completions := map[string]int{}
+	for l := range w.sent {
+		for _, c := range w.cb.forLease(l) {
+			if c.Body.MaintenanceID != "" {
+				completions[c.Body.MaintenanceID]++
+			}
+		}
+	}
+	accepted := 0
+	for _, ok := range w.maint {
+		if ok {
+			accepted++
+		}
+	}
+	t.Logf("%d leases admitted, %d closed, %d of %d maintenances accepted", len(w.admitted), len(w.closing), accepted, len(w.maint))
+	for id, accepted := range w.maint {
+		if n := completions[id]; n > 1 || (accepted && n != 1) {
+			t.Errorf("maintenance %s (accepted %t): %d completions, want exactly one", id, accepted, n)
+		}
+	}
 	// Nothing of a closed lease; one container per instance; nothing unaccounted.
 	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", "fred.installation_id="+id))})
@@ -364,6 +427,29 @@ func TestCrashSuite_Kill9DuringWork_Converges(t *testing.T) {
 		d.kill9()
 		d.startChild(true)
 		w.converge(4 * time.Minute)
+	}
+	w.finish()
+}
+
+// TestCrashSuite_Kill9DuringProvisionsAndMaintenance_EverySettlesWithin30s: six
+// provisions, then restarts and updates of ready leases, each round cut by
+// kill -9 at a random moment; with the production provision_timeout (10 min, the
+// moment providerd itself gives up), every interrupted operation must still settle
+// with its one callback within 30 s of the restart, and one cohort runs per lease.
+func TestCrashSuite_Kill9DuringProvisionsAndMaintenance_EverySettlesWithin30s(t *testing.T) {
+	w := newCrashWorkload(t, "provision_timeout: 10m")
+	d := w.d
+	w.roundOf(6, 0, 0)
+	time.Sleep(time.Duration(w.rng.IntN(2500)) * time.Millisecond)
+	d.kill9()
+	d.startChild(true)
+	w.converge(30 * time.Second)
+	for i := 0; i < envInt("BERTH_CRASH_ROUNDS", 2); i++ {
+		w.roundOf(2, 1, 4)
+		time.Sleep(time.Duration(200+w.rng.IntN(3000)) * time.Millisecond)
+		d.kill9()
+		d.startChild(true)
+		w.converge(30 * time.Second)
 	}
 	w.finish()
 }
