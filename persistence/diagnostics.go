@@ -276,6 +276,27 @@ const pruneBatch = 10000
 // errPruneBudget ends one Prune transaction's walk when its batch is full.
 var errPruneBudget = errors.New("prune batch full")
 
+// Count is how many blobs are stored for lease.
+func (d *Diagnostics) Count(lease string) (int, error) {
+	if err := validName("lease", lease); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := d.db.View(func(tx *bolt.Tx) error {
+		n = 0
+		if root := tx.Bucket(bucketDiagLeases); root != nil {
+			if lb := root.Bucket([]byte(lease)); lb != nil {
+				n = lb.Stats().KeyN
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count diagnostics for %q in %s: %w", lease, d.path, err)
+	}
+	return n, nil
+}
+
 // Prune deletes every blob stored before olderThan, drops leases left empty, and
 // returns how many blobs it deleted. Each lease's keys are in time order, so a
 // lease costs one cursor seek plus one per deleted blob: the walk stops at its first

@@ -1,0 +1,149 @@
+package reconciler
+
+// Unit tests of the reconciler's automatic cleanup (gentle, bounded, never
+// capping the inventory) and of its diagnostics housekeeping, on the in-memory
+// fake engine and a real diagnostics.db. Whole passes against real Docker run in
+// cmd/berthd (late containers of closed leases, the crash suite).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/persistence"
+)
+
+const installation = "6f7a3c1e-2b4d-4e8f-9a0b-1c2d3e4f5a6b"
+
+// launch runs n single-container leases in the fake and returns their container IDs.
+func launch(t *testing.T, e *fake.Engine, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	img := e.AddImage("127.0.0.1:5000/app:1", dockerio.ImageInfo{})
+	var ids []string
+	for i := 0; i < n; i++ {
+		l := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		net, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: l, Tenant: "t", BackendName: "docker", InstallationID: installation})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := dockerio.Plan{Lease: l, Tenant: "t", BackendName: "docker", InstallationID: installation, OperationID: "op",
+			Generation: 1, NetworkID: net, HostBindIP: "127.0.0.1", Services: []dockerio.ServicePlan{{Name: "app", SKU: "s",
+				Quantity: 1, CPUCores: 0.1, MemoryMB: 16, Image: "127.0.0.1:5000/app:1", ImageID: img.ID}}}
+		if err := e.Up(ctx, plan); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := e.Cohort(ctx, l)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("cohort of %s: %v %v", l, cs, err)
+		}
+		ids = append(ids, cs[0].ID)
+	}
+	return ids
+}
+
+func newTestActor(e dockerio.Engine, diag *persistence.Diagnostics, now func() time.Time) *Actor {
+	return &Actor{deps: &Deps{Engine: e, Diag: diag, Now: now, Metrics: NewMetrics(nil), Log: zerolog.Nop()},
+		set: &Settings{StopTimeout: time.Second, MaxRemovals: 100, RemoveTimeout: 30 * time.Second,
+			DiagnosticsMaxAge: time.Hour, PruneEvery: time.Hour}, log: zerolog.Nop()}
+}
+
+// TestRemoveBounded_AtMost100PerPass_GentleAndTheRestLeftForTheNext: 150
+// candidates; one pass stops and removes exactly 100 of them through StopRemove
+// (exact ID, never forced), reports 50 as backlog, and the next pass the rest.
+func TestRemoveBounded_AtMost100PerPass_GentleAndTheRestLeftForTheNext(t *testing.T) {
+	e := fake.New(fake.Options{InstallationID: installation})
+	ids := launch(t, e, 150)
+	a := newTestActor(e, nil, time.Now)
+	removed, backlog := a.removeBounded(context.Background(), ids)
+	if removed != 100 || backlog != 50 {
+		t.Fatalf("first pass removed %d, left %d; want 100 and 50", removed, backlog)
+	}
+	if n := e.Calls(fake.OpStopRemove); n != 100 {
+		t.Fatalf("%d gentle removals, want 100", n)
+	}
+	if n := e.Calls(fake.OpRemoveContainers); n != 0 {
+		t.Fatalf("%d forced removals: automatic cleanup must never force", n)
+	}
+	left, err := e.ListManaged(context.Background())
+	if err != nil || len(left) != 50 {
+		t.Fatalf("after the first pass %d containers listed (%v), want 50: the inventory itself is never capped", len(left), err)
+	}
+	removed, backlog = a.removeBounded(context.Background(), ids[100:])
+	if removed != 50 || backlog != 0 {
+		t.Fatalf("second pass removed %d, left %d; want 50 and 0", removed, backlog)
+	}
+}
+
+// TestRemoveBounded_AnotherInstallationsContainer_RefusedAndKept: a candidate the
+// engine refuses (another installation's, or any failure) is backlog, not removed.
+func TestRemoveBounded_AnotherInstallationsContainer_RefusedAndKept(t *testing.T) {
+	e := fake.New(fake.Options{InstallationID: installation})
+	ours := launch(t, e, 1)
+	foreign := e.AddForeignContainer("00000000-0000-4000-8000-999999999999", "app", 0, "11111111-2222-4333-8444-555555555555")
+	a := newTestActor(e, nil, time.Now)
+	removed, backlog := a.removeBounded(context.Background(), []string{foreign, ours[0]})
+	if removed != 1 || backlog != 1 {
+		t.Fatalf("removed %d, left %d; want the foreign one refused and kept", removed, backlog)
+	}
+	if _, err := e.Inspect(context.Background(), foreign); err != nil {
+		t.Fatalf("the foreign container is gone: %v", err)
+	}
+}
+
+// TestPruneDiagnostics_OldEntriesGoOnTheHourlyTick: entries older than
+// diagnostics_max_age are deleted by the first pass; a pass within the hour does
+// not prune again; a pass after it does.
+func TestPruneDiagnostics_OldEntriesGoOnTheHourlyTick(t *testing.T) {
+	diag, err := persistence.OpenDiagnostics(persistence.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer diag.Close()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := now
+	blob := json.RawMessage(`{"reason":"ContainerExited"}`)
+	lease := "00000000-0000-4000-8000-000000000001"
+	put := func(at time.Time) {
+		t.Helper()
+		if err := diag.Put(lease, at, blob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(now.Add(-3 * time.Hour)) // old
+	put(now.Add(-10 * time.Minute))
+	a := newTestActor(fake.New(fake.Options{InstallationID: installation}), diag, func() time.Time { return clock })
+
+	a.pruneDiagnostics()
+	if got := countEntries(t, diag, lease); got != 1 {
+		t.Fatalf("%d entries after the first prune, want the young one only", got)
+	}
+	put(now.Add(-2 * time.Hour)) // old again, but the next prune is an hour away
+	clock = now.Add(30 * time.Minute)
+	a.pruneDiagnostics()
+	if got := countEntries(t, diag, lease); got != 2 {
+		t.Fatalf("%d entries: a pass within the hour pruned again", got)
+	}
+	clock = now.Add(61 * time.Minute)
+	put(clock.Add(-time.Minute)) // young at that time; everything else is over an hour old by then
+	a.pruneDiagnostics()
+	if got := countEntries(t, diag, lease); got != 1 {
+		t.Fatalf("%d entries after the hourly prune, want 1", got)
+	}
+}
+
+// countEntries is how many diagnostics entries the lease has.
+func countEntries(t *testing.T, diag *persistence.Diagnostics, lease string) int {
+	t.Helper()
+	n, err := diag.Count(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
