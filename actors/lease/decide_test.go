@@ -848,3 +848,295 @@ func TestDecide_Timer(t *testing.T) {
 		{name: "resume while restarting: nothing", j: jRestarting(), in: lease.Timer{What: string(lease.WorkResume)}},
 	})
 }
+
+// --- maintenance ------------------------------------------------------------------------
+
+func restartCmd(id string) lease.Maintain {
+	return lease.Maintain{Kind: lease.KindRestart, ID: id, AdmittedAt: admittedAt}
+}
+
+func updateCmd(id string, services ...lease.ServiceSpec) lease.Maintain {
+	return lease.Maintain{Kind: lease.KindUpdate, ID: id, AdmittedAt: admittedAt, Target: updateTarget(services...)}
+}
+
+// TestDecide_Maintain_Refused: a restart or update the lease cannot take is
+// answered at once and journals nothing.
+func TestDecide_Maintain_Refused(t *testing.T) {
+	var rows []decideRow
+	for _, tc := range []struct {
+		status lease.Status
+		j      *journal
+	}{
+		{lease.Reserved, jReserved()}, {lease.Provisioning, jProvisioning()}, {lease.Restarting, jRestarting()},
+		{lease.Updating, jUpdating()}, {lease.Deprovisioning, jDeprovisioning()}, {lease.Closed, jClosed()},
+	} {
+		rows = append(rows,
+			decideRow{name: "restart from " + string(tc.status), j: tc.j, in: restartCmd(mID2), reply: messages.ErrInvalidState,
+				replyHas: "needs a ready or failed lease"},
+			decideRow{name: "update from " + string(tc.status), j: tc.j, in: updateCmd(mID2, service("app", imgApp2, 1)),
+				reply: messages.ErrInvalidState, replyHas: "needs a ready or failed lease"})
+	}
+	rows = append(rows,
+		decideRow{name: "an ID that names a completed maintenance's release", j: jRestarting().completes(), in: restartCmd(mID1),
+			reply: messages.ErrInvalidState, replyHas: "send a new key"},
+		decideRow{name: "an ID that names a rolled-back maintenance's release", j: jRestarting().rollsBack(),
+			in: updateCmd(mID1, service("app", imgApp2, 1)), reply: messages.ErrInvalidState, replyHas: "send a new key"},
+		decideRow{name: "an ID that names the release of a maintenance that failed the lease", j: jRestarting().maintenanceFails(),
+			in: restartCmd(mID1), reply: messages.ErrInvalidState, replyHas: "send a new key"},
+		decideRow{name: "the maintenance fence: an earlier completion is still queued", j: jRestarting().completes(), in: restartCmd(mID2),
+			env: []func(*lease.Env){fenced}, reply: messages.ErrInvalidState, replyHas: "still being delivered"},
+		decideRow{name: "the fence holds a failed lease too", j: jRestarting().maintenanceFails(), in: restartCmd(mID2),
+			env: []func(*lease.Env){fenced}, reply: messages.ErrInvalidState, replyHas: "retry"},
+	)
+	runDecide(t, rows)
+}
+
+// TestDecide_Maintain_Accepted: the intent, with its target release, is journaled
+// before the 202; generations target = next, compensation = next + 1; an accepted
+// restart or update resets the budget streak.
+func TestDecide_Maintain_Accepted(t *testing.T) {
+	spec := dspec(1)
+	two := twoServices(1)
+	rows := []decideRow{}
+
+	// restart of a ready lease: a copy of the source with its pins.
+	j := jReady()
+	now := j.now.Add(time.Minute)
+	rows = append(rows, decideRow{name: "restart from ready", j: j, in: restartCmd(mID1),
+		events: []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) {
+			eq(t, "id", p.ID, mID1)
+			eq(t, "kind", p.Kind, lease.KindRestart)
+			eq(t, "admitted_at", p.AdmittedAt, admittedAt)
+			eq(t, "at", p.At, now)
+			eq(t, "deadline", p.Deadline, now.Add(provisionTimeout))
+			eq(t, "source version", p.SourceVersion, 1)
+			eq(t, "source status", p.SourceStatus, lease.Ready)
+			eq(t, "source generation", p.SourceGen, uint64(1))
+			eq(t, "source cohort", p.Source, cohortOf(spec.Services, 1))
+			eq(t, "target generation", p.Generation, uint64(2))
+			eq(t, "compensation generation", p.CompensateGen, uint64(3))
+			r := p.Release
+			eq(t, "target kind", r.Kind, lease.KindRestart)
+			eq(t, "target maintenance_id", r.MaintenanceID, mID1)
+			eq(t, "target operation_id", r.OperationID, "")
+			eq(t, "target created_at", r.CreatedAt, now)
+			eq(t, "target manifest", string(r.Manifest), string(spec.Manifest))
+			eq(t, "target services", r.Services, spec.Services)
+			eq(t, "target items", r.Items, spec.Items)
+			eq(t, "target pins", r.Images, pinsOf(spec.Services))
+		})},
+		effects: fx(workReplace), status: lease.Restarting,
+		check: func(t *testing.T, st *lease.State) {
+			wantReleases(t, st, "v1:active", "v2:deploying")
+			eq(t, "maintenance target version", st.Maintenance.Version, 2)
+			eq(t, "last generation", st.LastGeneration, uint64(3))
+		}})
+
+	// update of a ready stack: new services; a pin only for an unchanged reference.
+	j = newJournal(two).provision(two).pin().ready()
+	rows = append(rows, decideRow{name: "update from ready keeps pins of unchanged references only", j: j,
+		in: updateCmd(mID1, service("app", imgApp, 2), service("db", imgDB2, 1)),
+		events: []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) {
+			eq(t, "kind", p.Kind, lease.KindUpdate)
+			eq(t, "target generation", p.Generation, uint64(2))
+			eq(t, "compensation generation", p.CompensateGen, uint64(3))
+			eq(t, "source cohort", p.Source, cohortOf(two.Services, 1))
+			eq(t, "target kind", p.Release.Kind, lease.KindUpdate)
+			eq(t, "target services", p.Release.Services, sortedServices([]lease.ServiceSpec{service("app", imgApp, 2), service("db", imgDB2, 1)}))
+			eq(t, "target manifest", string(p.Release.Manifest), string(updateTarget(service("app", imgApp, 2), service("db", imgDB2, 1)).Manifest))
+			eq(t, "target pins", p.Release.Images, pinsOf([]lease.ServiceSpec{service("app", imgApp, 2)}))
+		})},
+		effects: fx(workReplace), status: lease.Updating,
+		check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v1:active", "v2:deploying") }})
+
+	// from failing: the capture worker is canceled; the replacement starts when it drained.
+	rows = append(rows, decideRow{name: "restart from failing cancels the capture", j: jFailing(), in: restartCmd(mID1),
+		env: []func(*lease.Env){withWorker(lease.WorkCapture)},
+		events: []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) {
+			eq(t, "source status", p.SourceStatus, lease.Failed)
+			eq(t, "source cohort", p.Source, []lease.Instance(nil))
+			eq(t, "source version", p.SourceVersion, 1)
+			eq(t, "target generation", p.Generation, uint64(2))
+		})},
+		effects: fx(lease.Cancel{}), status: lease.Restarting,
+		check: func(t *testing.T, st *lease.State) {
+			if st.PendingFailure != nil {
+				t.Errorf("pending failure %+v kept", st.PendingFailure)
+			}
+			eq(t, "budget", st.Budget, lease.Budget{})
+		}})
+
+	// from failed: a lease that never became ready has no source to return to.
+	rows = append(rows, decideRow{name: "restart from failed, never ready: no source release", j: jFailed(), in: restartCmd(mID1),
+		events: []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) {
+			eq(t, "source status", p.SourceStatus, lease.Failed)
+			eq(t, "source version", p.SourceVersion, 0)
+			eq(t, "target services", p.Release.Services, spec.Services)
+		})},
+		effects: fx(workReplace), status: lease.Restarting,
+		check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v1:failed", "v2:deploying") }})
+
+	// from failed after a death: the source is the active release; the streak resets.
+	j = jReady().wait(15 * time.Minute).dies(true).fails()
+	if j.st.Budget.Streak != 1 {
+		t.Fatalf("fixture streak %d", j.st.Budget.Streak)
+	}
+	rows = append(rows, decideRow{name: "update from failed resets the streak", j: j, in: updateCmd(mID1, service("app", imgApp2, 1)),
+		events: []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) {
+			eq(t, "source status", p.SourceStatus, lease.Failed)
+			eq(t, "source version", p.SourceVersion, 1)
+			eq(t, "target pins", p.Release.Images, []lease.ServiceImage(nil))
+		})},
+		effects: fx(workReplace), status: lease.Updating,
+		check: func(t *testing.T, st *lease.State) { eq(t, "budget", st.Budget, lease.Budget{}) }})
+
+	// admitted_at is kept as UTC.
+	j = jReady()
+	rows = append(rows, decideRow{name: "admitted_at in another zone is journaled as UTC", j: j,
+		in:      lease.Maintain{Kind: lease.KindRestart, ID: mID1, AdmittedAt: admittedAt.In(time.FixedZone("CEST", 2*3600))},
+		events:  []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) { eq(t, "admitted_at", p.AdmittedAt, admittedAt) })},
+		effects: fx(workReplace), status: lease.Restarting})
+
+	// a new key after a settled maintenance.
+	rows = append(rows, decideRow{name: "a new key after a completed restart", j: jRestarting().completes(), in: restartCmd(mID2),
+		events: []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) {
+			eq(t, "source version", p.SourceVersion, 2)
+			eq(t, "source generation", p.SourceGen, uint64(2))
+			eq(t, "target generation", p.Generation, uint64(4))
+			eq(t, "compensation generation", p.CompensateGen, uint64(5))
+		})},
+		effects: fx(workReplace), status: lease.Restarting})
+	runDecide(t, rows)
+}
+
+// TestDecide_Maintain_RestartOfAReprovisionedFailedLease: a failed lease whose
+// re-provision (a new admission with a new manifest and items) failed is restarted.
+// The restart must run the lease as admitted now — the re-provision's release —
+// not the release of the admission it replaced: the pool holds the new admission's
+// allocations and an update is already built from the new spec's services.
+// spec.go: "A re-provision of a failed lease is a new admission with a new Spec";
+// CONTRACT.md, POST /provision: "unless the existing lease is failed: then it is
+// replaced"; seed, POST /restart: "same image, same configuration".
+func TestDecide_Maintain_RestartOfAReprovisionedFailedLease(t *testing.T) {
+	second := dspec(2, service("app", imgApp2, 2))
+	j := jReady().dies(true).fails().provision(second).provisionFails()
+	runDecide(t, []decideRow{{name: "restart after a failed re-provision", j: j, in: restartCmd(mID1),
+		events: []wantEvent{evOf(lease.EvMaintenanceStarted, func(t *testing.T, p lease.MaintenanceStarted) {
+			eq(t, "target services", p.Release.Services, second.Services)
+			eq(t, "target items", p.Release.Items, second.Items)
+			eq(t, "target manifest", string(p.Release.Manifest), string(second.Manifest))
+		})},
+		effects: fx(workReplace), status: lease.Restarting}})
+}
+
+// TestDecide_Replaced: a maintenance worker's verdict.
+func TestDecide_Replaced(t *testing.T) {
+	spec := dspec(1)
+	target := cohortOf(spec.Services, 2)
+	recreated := cohortOf(spec.Services, 3)
+	rows := []decideRow{
+		{name: "completed: target active, source superseded, success with maintenance_id", j: jRestarting(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceCompleted, Generation: 2, Containers: target}},
+			events: []wantEvent{evOf(lease.EvMaintenanceDone, func(t *testing.T, p lease.MaintenanceDone) {
+				eq(t, "id", p.ID, mID1)
+				eq(t, "generation", p.Generation, uint64(2))
+				eq(t, "containers", p.Containers, target)
+			})},
+			cbs: []wantCB{maintCB(messages.CallbackSuccess, "", mID1)}, status: lease.Ready,
+			check: func(t *testing.T, st *lease.State) {
+				wantReleases(t, st, "v1:superseded", "v2:active")
+				eq(t, "generation", st.Generation, uint64(2))
+				eq(t, "containers", st.Containers, target)
+				eq(t, "reason", st.Reason, "")
+			}},
+		{name: "completed update", j: jUpdating(),
+			in:     lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceCompleted, Generation: 2, Containers: target}},
+			events: []wantEvent{evType(lease.EvMaintenanceDone)}, cbs: []wantCB{maintCB(messages.CallbackSuccess, "", mID1)}, status: lease.Ready},
+		{name: "recovered: the source recreated under the compensation generation, failed callback saying so", j: jRestarting(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceRecovered, Generation: 3, Containers: recreated,
+				Reason: messages.ReasonHealthCheckFailed, Message: "the restart failed: health check did not pass"}},
+			events: []wantEvent{evOf(lease.EvMaintenanceRestored, func(t *testing.T, p lease.MaintenanceRestored) {
+				eq(t, "generation", p.Generation, uint64(3))
+				eq(t, "compensated", p.Compensated, true)
+				eq(t, "containers", p.Containers, recreated)
+				eq(t, "reason", p.Reason, messages.ReasonRestartFailed)
+			})},
+			cbs:    []wantCB{{status: messages.CallbackFailed, errPrefix: "RestartFailed: ", errHas: "restored", lifecycle: true, maintenanceID: mID1, admittedAt: admittedAt}},
+			status: lease.Ready,
+			check: func(t *testing.T, st *lease.State) {
+				wantReleases(t, st, "v1:active", "v2:failed")
+				eq(t, "generation", st.Generation, uint64(3))
+				eq(t, "reason kept on the ready lease", st.Reason, messages.ReasonRestartFailed)
+				eq(t, "fail_count", st.FailCount, 0)
+			}},
+		{name: "recovered update keeps UpdateFailed", j: jUpdating(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceRecovered, Generation: 3, Containers: recreated}},
+			events: []wantEvent{evOf(lease.EvMaintenanceRestored, func(t *testing.T, p lease.MaintenanceRestored) {
+				eq(t, "reason", p.Reason, messages.ReasonUpdateFailed)
+			})},
+			cbs:    []wantCB{{status: messages.CallbackFailed, errPrefix: "UpdateFailed: ", errHas: "restored", lifecycle: true, maintenanceID: mID1, admittedAt: admittedAt}},
+			status: lease.Ready,
+			check:  func(t *testing.T, st *lease.State) { eq(t, "reason", st.Reason, messages.ReasonUpdateFailed) }},
+		{name: "intact, ready source: the source generation and its very containers, the cause kept", j: jUpdating(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceIntact, Reason: messages.ReasonImagePullFailed,
+				Message: "image could not be pulled"}},
+			events: []wantEvent{evOf(lease.EvMaintenanceRestored, func(t *testing.T, p lease.MaintenanceRestored) {
+				eq(t, "generation", p.Generation, uint64(1))
+				eq(t, "compensated", p.Compensated, false)
+				eq(t, "containers", p.Containers, cohortOf(spec.Services, 1))
+				eq(t, "reason", p.Reason, messages.ReasonImagePullFailed)
+			})},
+			cbs:    []wantCB{{status: messages.CallbackFailed, errPrefix: "UpdateFailed: ImagePullFailed", lifecycle: true, maintenanceID: mID1, admittedAt: admittedAt}},
+			status: lease.Ready,
+			check: func(t *testing.T, st *lease.State) {
+				wantReleases(t, st, "v1:active", "v2:failed")
+				eq(t, "generation", st.Generation, uint64(1))
+				eq(t, "containers", st.Containers, cohortOf(spec.Services, 1))
+			}},
+		{name: "intact without a cause: unchanged", j: jRestarting(),
+			in:     lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceIntact}},
+			events: []wantEvent{evType(lease.EvMaintenanceRestored)},
+			cbs:    []wantCB{{status: messages.CallbackFailed, errPrefix: "RestartFailed: ", errHas: "unchanged", lifecycle: true, maintenanceID: mID1, admittedAt: admittedAt}},
+			status: lease.Ready},
+		{name: "intact, failed source: maintenance.failed, the lease stays failed", j: jFailed().restart(mID1),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceIntact, Reason: messages.ReasonImagePullFailed}},
+			events: []wantEvent{evOf(lease.EvMaintenanceFailed, func(t *testing.T, p lease.MaintenanceFailed) {
+				eq(t, "generation", p.Generation, uint64(1))
+				eq(t, "reason", p.Reason, messages.ReasonRestartFailed)
+			})},
+			cbs:    []wantCB{maintCB(messages.CallbackFailed, "RestartFailed: ", mID1)},
+			status: lease.Failed,
+			check:  func(t *testing.T, st *lease.State) { eq(t, "fail_count", st.FailCount, 2) }},
+		{name: "failed: maintenance.failed under the compensation generation, fail_count + 1", j: jRestarting(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceFailed, Generation: 3,
+				Message: "the restart failed; the previous deployment could not be restored"}},
+			events: []wantEvent{evOf(lease.EvMaintenanceFailed, func(t *testing.T, p lease.MaintenanceFailed) {
+				eq(t, "generation", p.Generation, uint64(3))
+				eq(t, "reason", p.Reason, messages.ReasonRestartFailed)
+			})},
+			cbs:    []wantCB{maintCB(messages.CallbackFailed, "RestartFailed: ", mID1)},
+			status: lease.Failed,
+			check: func(t *testing.T, st *lease.State) {
+				eq(t, "fail_count", st.FailCount, 1)
+				eq(t, "containers", len(st.Containers), 0)
+				wantReleases(t, st, "v1:active", "v2:failed")
+			}},
+		{name: "failed before compensation ran: the target generation", j: jUpdating(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceFailed, Generation: 2}},
+			events: []wantEvent{evOf(lease.EvMaintenanceFailed, func(t *testing.T, p lease.MaintenanceFailed) {
+				eq(t, "generation", p.Generation, uint64(2))
+			})},
+			cbs: []wantCB{maintCB(messages.CallbackFailed, "UpdateFailed: ", mID1)}, status: lease.Failed},
+		{name: "pending: look again", j: jRestarting(), in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplacePending}},
+			effects: fx(waitReplaceResume)},
+		{name: "canceled by a drain: look again", j: jUpdating(), in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceCanceled}},
+			effects: fx(waitReplaceResume)},
+		{name: "another maintenance ID: nothing", j: jRestarting(),
+			in: lease.Replaced{ID: mID2, Result: lease.ReplaceResult{Kind: lease.ReplaceCompleted, Generation: 2, Containers: target}}},
+		{name: "after the maintenance settled (a late duplicate): nothing", j: jRestarting().completes(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceCompleted, Generation: 2, Containers: target}}},
+		{name: "while deprovisioning: the canceled worker drained, tear down", j: jRestarting().close(),
+			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceCanceled}}, effects: fx(workTeardown)},
+	}
+	runDecide(t, rows)
+}
