@@ -1140,3 +1140,297 @@ func TestDecide_Replaced(t *testing.T) {
 	}
 	runDecide(t, rows)
 }
+
+// --- reconciliation ------------------------------------------------------------------
+
+// TestDecide_Listed: reconciliation's inventory of the lease.
+func TestDecide_Listed(t *testing.T) {
+	two := twoServices(1)
+	ready := func() *journal { return newJournal(two).provision(two).pin().ready() }
+	cohort := cohortOf(two.Services, 1)
+	without := func(cs []dockerio.Container, id string) []dockerio.Container {
+		return slices.DeleteFunc(slices.Clone(cs), func(c dockerio.Container) bool { return c.ID == id })
+	}
+	with := func(cs []dockerio.Container, more ...dockerio.Container) []dockerio.Container {
+		return append(slices.Clone(cs), more...)
+	}
+	running := listed(cohort, 1)
+	exited := slices.Clone(running)
+	exited[2].State, exited[2].ExitCode = "exited", 1 // db/0
+	otherImage := slices.Clone(running)
+	otherImage[1].ImageID = imageID(imgApp2) // app/1
+	diverged := func(has string) wantEvent {
+		return evOf(lease.EvCohortDiverged, func(t *testing.T, p lease.CohortDiverged) {
+			eq(t, "generation", p.Generation, uint64(1))
+			if !strings.Contains(p.Message, has) {
+				t.Errorf("message %q does not say %q", p.Message, has)
+			}
+		})
+	}
+	divergedState := func(t *testing.T, st *lease.State) {
+		eq(t, "reason", st.Reason, messages.ReasonInternal)
+		eq(t, "fail_count", st.FailCount, 1)
+		eq(t, "budget", st.Budget, lease.Budget{})
+		eq(t, "containers", len(st.Containers), 0)
+	}
+	// A retried provision: generation 1 left containers, generation 2 runs.
+	retried := func() *journal { return newJournal(two).provision(two).retry().pin() }
+	gen1 := listed(cohort, 1)
+	gen2 := listed(cohortOf(two.Services, 2), 2)
+	ids := func(cs []dockerio.Container) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	deadGen2 := slices.Clone(gen2)
+	for i := range deadGen2 {
+		deadGen2[i].State = "exited"
+	}
+	runDecide(t, []decideRow{
+		{name: "ready with its cohort running: nothing", j: ready(), in: lease.Listed{Containers: running}},
+		{name: "ready, a recorded container missing: confirm it, uncounted", j: ready(),
+			in:      lease.Listed{Containers: without(running, ctrID("app", 1, 1))},
+			effects: fx(lease.Confirm{Death: lease.Died{ContainerID: ctrID("app", 1, 1), Generation: 1}})},
+		{name: "ready, a recorded container not running: confirm it, uncounted", j: ready(), in: lease.Listed{Containers: exited},
+			effects: fx(lease.Confirm{Death: lease.Died{ContainerID: ctrID("db", 0, 1), Generation: 1}})},
+		{name: "ready, nothing listed: confirm every recorded container", j: ready(), in: lease.Listed{},
+			effects: fx(lease.Confirm{Death: lease.Died{ContainerID: ctrID("app", 0, 1), Generation: 1}},
+				lease.Confirm{Death: lease.Died{ContainerID: ctrID("app", 1, 1), Generation: 1}},
+				lease.Confirm{Death: lease.Died{ContainerID: ctrID("db", 0, 1), Generation: 1}})},
+		{name: "ready, a running instance the release does not have: diverged", j: ready(),
+			in:     lease.Listed{Containers: with(running, container("app", 2, 1, "intruder", imgApp, "running"))},
+			events: []wantEvent{diverged("unexpected instance app/2")}, cbs: []wantCB{lifeCB(messages.CallbackFailed, "Internal: ")},
+			status: lease.Failed, check: divergedState},
+		{name: "ready, a service the release does not have: diverged", j: ready(),
+			in:     lease.Listed{Containers: with(running, container("cache", 0, 1, "intruder", imgApp, "running"))},
+			events: []wantEvent{diverged("unexpected instance cache/0")}, cbs: []wantCB{lifeCB(messages.CallbackFailed, "Internal: ")},
+			status: lease.Failed, check: divergedState},
+		{name: "ready, an instance running twice: diverged", j: ready(),
+			in:     lease.Listed{Containers: with(running, container("app", 0, 1, "twin", imgApp, "running"))},
+			events: []wantEvent{diverged("app/0 runs twice")}, cbs: []wantCB{lifeCB(messages.CallbackFailed, "Internal: ")},
+			status: lease.Failed, check: divergedState},
+		{name: "ready, another image ID than the release's pin: diverged", j: ready(), in: lease.Listed{Containers: otherImage},
+			events: []wantEvent{diverged("app/1 runs another image")}, cbs: []wantCB{lifeCB(messages.CallbackFailed, "Internal: ")},
+			status: lease.Failed, check: divergedState},
+		{name: "ready, containers of settled generations: sweep them", j: retried().ready(),
+			in: lease.Listed{Containers: with(gen2, gen1...)}, effects: fx(lease.Sweep{IDs: ids(gen1)})},
+		{name: "ready, a missing container and leftovers: confirm, then sweep", j: retried().ready(),
+			in:      lease.Listed{Containers: with(without(gen2, ctrID("db", 0, 2)), gen1[0])},
+			effects: fx(lease.Confirm{Death: lease.Died{ContainerID: ctrID("db", 0, 2), Generation: 2}}, lease.Sweep{IDs: []string{gen1[0].ID}})},
+		{name: "ready after a rollback: the failed target and the retired source are swept", j: jRestarting().rollsBack(),
+			in: lease.Listed{Containers: with(listed(cohortOf(dspec(1).Services, 3), 3),
+				container("app", 0, 2, ctrID("app", 0, 2), imgApp, "exited"), container("app", 0, 1, ctrID("app", 0, 1), imgApp, "exited"))},
+			effects: fx(lease.Sweep{IDs: []string{ctrID("app", 0, 2), ctrID("app", 0, 1)}})},
+		{name: "failed: other generations swept, the dead cohort kept for the operator", j: retried().ready().dies(true).fails(),
+			in: lease.Listed{Containers: with(deadGen2, gen1...)}, effects: fx(lease.Sweep{IDs: ids(gen1)})},
+		{name: "failed with only its own dead cohort: nothing", j: ready().dies(false).fails(), in: lease.Listed{Containers: exited}},
+		{name: "provisioning: older generations swept, the attempt's own kept", j: retried(),
+			in: lease.Listed{Containers: with(gen2[:1], gen1...)}, effects: fx(lease.Sweep{IDs: ids(gen1)})},
+		{name: "restarting: the maintenance owns every container, nothing swept", j: jRestarting(),
+			in: lease.Listed{Containers: with(listed(cohortOf(dspec(1).Services, 1), 1), container("app", 0, 2, ctrID("app", 0, 2), imgApp, "running"),
+				container("app", 0, 0, "older", imgApp, "exited"))}},
+		{name: "updating: nothing swept, no divergence judged", j: jUpdating(),
+			in: lease.Listed{Containers: []dockerio.Container{container("app", 5, 2, "x", imgDB, "running")}}},
+		{name: "failing: the capture owns the cohort", j: jFailing(), in: lease.Listed{Containers: []dockerio.Container{container("app", 0, 0, "older", imgApp, "exited")}}},
+		{name: "deprovisioning: the teardown owns everything", j: jDeprovisioning(), in: lease.Listed{Containers: running}},
+		{name: "closed: nothing", j: jClosed(), in: lease.Listed{Containers: running}},
+	})
+}
+
+// --- deaths and the terminal budget -----------------------------------------------------
+
+// TestDecide_DiedConfirmedCaptured: a death the live stream saw is confirmed by an
+// inspect off the actor; a confirmed exit moves a ready lease to failing and starts
+// the capture, whose end fails the lease with one lifecycle callback.
+func TestDecide_DiedConfirmedCaptured(t *testing.T) {
+	ctr := ctrID("app", 0, 1)
+	death := lease.Died{ContainerID: ctr, Generation: 1, Counted: true}
+	exited := container("app", 0, 1, ctr, imgApp, "exited")
+	exited.ExitCode, exited.OOMKilled = 137, true
+	j := jReady()
+	now := j.now.Add(time.Minute)
+	runDecide(t, []decideRow{
+		{name: "died, counted: confirm it", j: jReady(), in: death, effects: fx(lease.Confirm{Death: death})},
+		{name: "died, a container the cohort does not have: nothing", j: jReady(), in: lease.Died{ContainerID: "stranger", Generation: 1, Counted: true}},
+		{name: "died, a generation the lease left: nothing", j: jRestarting().completes(), in: death},
+		{name: "died while failing: nothing", j: jFailing(), in: lease.Died{ContainerID: ctr, Generation: 1}},
+		{name: "died while restarting: the maintenance owns the cohort", j: jRestarting(), in: death},
+		{name: "confirmed exit, counted: runtime.failing, capture, streak 1", j: j,
+			in: lease.Confirmed{Generation: 1, Death: death, Exited: &exited},
+			events: []wantEvent{evOf(lease.EvRuntimeFailing, func(t *testing.T, p lease.RuntimeFailing) {
+				eq(t, "generation", p.Generation, uint64(1))
+				eq(t, "container", p.ContainerID, ctr)
+				eq(t, "service/index", fmt.Sprintf("%s/%d", p.Service, p.Index), "app/0")
+				eq(t, "exit code", p.ExitCode, 137)
+				eq(t, "oom killed", p.OOMKilled, true)
+				eq(t, "counted", p.Counted, true)
+			})},
+			effects: fx(workCapture), status: lease.Failing,
+			check: func(t *testing.T, st *lease.State) {
+				eq(t, "streak", st.Budget.Streak, 1)
+				eq(t, "streak start", st.Budget.StreakStart, now)
+			}},
+		{name: "confirmed exit, uncounted (reconciliation): the streak does not move", j: jReady(),
+			in:      lease.Confirmed{Generation: 1, Death: lease.Died{ContainerID: ctr, Generation: 1}, Exited: &exited},
+			events:  []wantEvent{evOf(lease.EvRuntimeFailing, func(t *testing.T, p lease.RuntimeFailing) { eq(t, "counted", p.Counted, false) })},
+			effects: fx(workCapture), status: lease.Failing,
+			check: func(t *testing.T, st *lease.State) { eq(t, "streak", st.Budget.Streak, 0) }},
+		{name: "confirmed: it runs after all: nothing", j: jReady(), in: lease.Confirmed{Generation: 1, Death: death}},
+		{name: "confirmed for a generation the lease left: nothing", j: jRestarting().completes(),
+			in: lease.Confirmed{Generation: 1, Death: death, Exited: &exited}},
+		{name: "confirmed after a close: nothing", j: jDeprovisioning(), in: lease.Confirmed{Generation: 1, Death: death, Exited: &exited}},
+		{name: "captured: runtime.failed and one failed lifecycle callback", j: jFailing(), in: lease.Captured{Generation: 1},
+			events: []wantEvent{evOf(lease.EvRuntimeFailed, func(t *testing.T, p lease.RuntimeFailed) {
+				eq(t, "reason", p.Reason, messages.ReasonContainerExited)
+			})},
+			cbs: []wantCB{lifeCB(messages.CallbackFailed, "ContainerExited: ")}, status: lease.Failed,
+			check: func(t *testing.T, st *lease.State) { eq(t, "fail_count", st.FailCount, 1) }},
+		{name: "captured of another generation: nothing", j: jFailing(), in: lease.Captured{Generation: 7}},
+		{name: "captured after a restart was accepted while failing: start the replacement", j: jFailing().restart(mID1),
+			in: lease.Captured{Generation: 1}, effects: fx(workReplace)},
+		{name: "captured after a close: tear down", j: jFailing().close(), in: lease.Captured{Generation: 1}, effects: fx(workTeardown)},
+		{name: "captured while ready: nothing", j: jReady(), in: lease.Captured{Generation: 1}},
+	})
+}
+
+// driver runs one lease through Decide and Apply alone — the lifecycle as the actor
+// runs it, without the actor.
+type driver struct {
+	t    *testing.T
+	st   *lease.State
+	spec *lease.Spec
+}
+
+func (d *driver) step(in lease.Input, at time.Time, worker lease.WorkKind) lease.Decision {
+	d.t.Helper()
+	dec := lease.Decide(d.st, in, lease.Env{Now: at, Spec: d.spec, Worker: worker, Limits: testLimits})
+	if dec.Reply != nil {
+		d.t.Fatalf("%T refused: %v", in, dec.Reply)
+	}
+	for _, ev := range dec.Events {
+		if err := d.st.Apply(ev); err != nil {
+			d.t.Fatalf("%T: %s does not apply: %v", in, ev.Type, err)
+		}
+	}
+	return dec
+}
+
+func (d *driver) want(status lease.Status) {
+	d.t.Helper()
+	if d.st.Status != status {
+		d.t.Fatalf("status %s, want %s", d.st.Status, status)
+	}
+}
+
+// dlife is one Ready period ended by a death: reached by a provision (the first,
+// or a re-provision of the failed lease) or by an accepted restart of the failed
+// lease; the death seen by the live stream (counted or not) or by reconciliation.
+type dlife struct {
+	via                string // "provision" | "restart"
+	start, ready, died time.Duration
+	death              string // "counted" | "uncounted" | "listed"
+	wantStreak         int
+	wantExhausted      bool
+}
+
+// TestDecide_TerminalBudget drives the budget rules through Decide: three counted
+// failures in a row spanning at least 30 minutes exhaust; ten minutes of Ready
+// reset the streak; a death found by reconciliation never counts; an accepted
+// restart resets the streak.
+func TestDecide_TerminalBudget(t *testing.T) {
+	m := time.Minute
+	for _, tc := range []struct {
+		name  string
+		lives []dlife
+	}{
+		{"three counted deaths spanning 30 minutes exhaust", []dlife{
+			{"provision", 0, 0, 1 * m, "counted", 1, false},
+			{"provision", 15 * m, 15 * m, 16 * m, "counted", 2, false},
+			{"provision", 30 * m, 30 * m, 31 * m, "counted", 3, true},
+		}},
+		{"three counted deaths inside 30 minutes do not", []dlife{
+			{"provision", 0, 0, 1 * m, "counted", 1, false},
+			{"provision", 10 * m, 10 * m, 11 * m, "counted", 2, false},
+			{"provision", 20 * m, 20 * m, 21 * m, "counted", 3, false},
+		}},
+		{"ten minutes of Ready reset the streak", []dlife{
+			{"provision", 0, 0, 1 * m, "counted", 1, false},
+			{"provision", 4 * m, 4 * m, 5 * m, "counted", 2, false},
+			{"provision", 21 * m, 21 * m, 31 * m, "counted", 1, false},
+		}},
+		{"deaths found by reconciliation never count", []dlife{
+			{"provision", 0, 0, 1 * m, "counted", 1, false},
+			{"provision", 15 * m, 15 * m, 16 * m, "listed", 1, false},
+			{"provision", 30 * m, 30 * m, 31 * m, "uncounted", 1, false},
+			{"provision", 32 * m, 32 * m, 33 * m, "counted", 2, false},
+		}},
+		{"an accepted restart resets the streak", []dlife{
+			{"provision", 0, 0, 1 * m, "counted", 1, false},
+			{"provision", 15 * m, 15 * m, 16 * m, "counted", 2, false},
+			{"restart", 24 * m, 25 * m, 31 * m, "counted", 1, false}, // without the reset: 3 spanning 30 minutes
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &driver{t: t, st: lease.NewState(), spec: dspec(1)}
+			for i, l := range tc.lives {
+				switch {
+				case i == 0:
+					d.step(lease.Recover{}, at(l.start), "")
+				case l.via == "provision":
+					d.spec = dspec(uint64(i + 1))
+					d.step(lease.Reprovision{}, at(l.start), "")
+				default:
+					id := fmt.Sprintf("3b241101-e2bb-4255-8caf-%012d", i)
+					d.step(lease.Maintain{Kind: lease.KindRestart, ID: id, AdmittedAt: at(l.start)}, at(l.start), "")
+					if d.st.Budget != (lease.Budget{}) {
+						t.Fatalf("life %d: an accepted restart left the budget %+v", i+1, d.st.Budget)
+					}
+				}
+				gen := d.st.Generation
+				if d.st.Maintenance != nil {
+					gen = d.st.Maintenance.Generation
+				}
+				cohort := cohortOf(d.spec.Services, gen)
+				if l.via == "restart" {
+					d.step(lease.Replaced{ID: d.st.Maintenance.ID, Result: lease.ReplaceResult{Kind: lease.ReplaceCompleted,
+						Generation: gen, Containers: cohort}}, at(l.ready), lease.WorkReplace)
+				} else {
+					d.step(lease.Attempted{Generation: gen, Outcome: lease.Outcome{Kind: lease.OutcomeReady, Containers: cohort}},
+						at(l.ready), lease.WorkProvision)
+				}
+				d.want(lease.Ready)
+				died := lease.Died{ContainerID: cohort[0].ContainerID, Generation: gen, Counted: l.death == "counted"}
+				var dec lease.Decision
+				if l.death == "listed" {
+					dec = d.step(lease.Listed{}, at(l.died), "")
+				} else {
+					dec = d.step(died, at(l.died), "")
+				}
+				if !reflect.DeepEqual(dec.Effects, fx(lease.Confirm{Death: died})) {
+					t.Fatalf("life %d: the death chose %#v, want a confirmation of %+v", i+1, dec.Effects, died)
+				}
+				gone := container("app", 0, gen, died.ContainerID, imgApp, "exited")
+				d.step(lease.Confirmed{Generation: gen, Death: died, Exited: &gone}, at(l.died), "")
+				d.want(lease.Failing)
+				if d.st.Budget.Streak != l.wantStreak || d.st.Budget.Exhausted != l.wantExhausted {
+					t.Fatalf("life %d: streak %d exhausted %v, want %d %v", i+1, d.st.Budget.Streak, d.st.Budget.Exhausted,
+						l.wantStreak, l.wantExhausted)
+				}
+				d.step(lease.Captured{Generation: gen}, at(l.died+time.Second), lease.WorkCapture)
+				d.want(lease.Failed)
+				verdict := "retry"
+				if l.wantExhausted {
+					verdict = "exhausted"
+				}
+				if v := d.st.Verdict(); v.Verdict != verdict || v.ConsecutiveFailures != l.wantStreak {
+					t.Fatalf("life %d: verdict %+v, want %s/%d", i+1, *v, verdict, l.wantStreak)
+				}
+			}
+			if d.st.FailCount != len(tc.lives) {
+				t.Fatalf("fail_count %d after %d deaths", d.st.FailCount, len(tc.lives))
+			}
+		})
+	}
+}
