@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1432,5 +1433,181 @@ func TestDecide_TerminalBudget(t *testing.T) {
 				t.Fatalf("fail_count %d after %d deaths", d.st.FailCount, len(tc.lives))
 			}
 		})
+	}
+}
+
+// --- releases ---------------------------------------------------------------------------
+
+// historyOf: v1 superseded, v2 failed, v3 active — the lease was ready, a restart
+// rolled back, a second restart completed.
+func historyOf() *journal {
+	return jReady().restart(mID1).rollsBack().restart(mID2).completes()
+}
+
+func pruned(versions ...int) wantEvent {
+	return evOf(lease.EvReleasesPruned, func(t *testing.T, p lease.ReleasesPruned) { eq(t, "versions", p.Versions, versions) })
+}
+
+// TestDecide_Releases: release history is compacted in the transaction that
+// appends a release: superseded and failed releases older than releases_max_age
+// go, never the latest or the active one; the per-lease cap compacts the oldest
+// disposable releases first, and a maintenance whose protected releases alone
+// would not fit is refused before any effect.
+func TestDecide_Releases(t *testing.T) {
+	h := historyOf()
+	if got := releaseStatuses(h.st); !slices.Equal(got, []string{"v1:superseded", "v2:failed", "v3:active"}) {
+		t.Fatalf("fixture history %v", got)
+	}
+	old := func(j *journal) func(*lease.Env) { return nowAt(j.now.Add(releasesMaxAge + day)) }
+	sizes := func(j *journal) (active, all int) {
+		return historySize([]lease.Release{*j.st.Active()}), historySize(j.st.Releases)
+	}
+	// The target of a restart is a copy of the active release: about its size.
+	aSize, _ := sizes(historyOf())
+	h2 := historyOf()
+	s2 := historySize(h2.st.Releases[1:2])
+
+	j := historyOf()
+	rows := []decideRow{
+		{name: "maintain: superseded and failed releases past releases_max_age are pruned, the active one kept", j: j,
+			in: restartCmd(mID3), env: []func(*lease.Env){old(j)},
+			events:  []wantEvent{pruned(1, 2), evType(lease.EvMaintenanceStarted)},
+			effects: fx(workReplace), status: lease.Restarting,
+			check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v3:active", "v4:deploying") }},
+		{name: "maintain: nothing older than releases_max_age, nothing pruned", j: historyOf(), in: restartCmd(mID3),
+			env:    []func(*lease.Env){nowAt(historyOf().now.Add(releasesMaxAge - day))},
+			events: []wantEvent{evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting},
+	}
+	j = jReady().restart(mID1).completes().dies(true).fails() // v1 superseded, v2 active
+	rows = append(rows, decideRow{name: "re-provision: the expired superseded release is pruned before the new one is appended",
+		j: j, in: lease.Reprovision{}, env: []func(*lease.Env){withSpec(dspec(2)), old(j)},
+		events: []wantEvent{pruned(1), evType(lease.EvProvisionStarted)}, effects: fx(workProvision), status: lease.Provisioning,
+		check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v2:active", "v3:deploying") }})
+	rows = append(rows,
+		decideRow{name: "cap: the oldest disposable release goes first", j: historyOf(), in: restartCmd(mID3),
+			env:    []func(*lease.Env){withHistoryBytes(s2 + 2*aSize + 200)},
+			events: []wantEvent{pruned(1), evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting,
+			check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v2:failed", "v3:active", "v4:deploying") }},
+		decideRow{name: "cap: as many as needed, oldest first", j: historyOf(), in: restartCmd(mID3),
+			env:    []func(*lease.Env){withHistoryBytes(2*aSize + 200)},
+			events: []wantEvent{pruned(1, 2), evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting,
+			check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v3:active", "v4:deploying") }},
+		decideRow{name: "cap: protected releases alone would not fit: refused before any effect", j: historyOf(), in: restartCmd(mID3),
+			env:   []func(*lease.Env){withHistoryBytes(2*aSize - 200)},
+			reply: messages.ErrInvalidState, replyHas: "release history"},
+		decideRow{name: "cap: an update whose target alone exceeds the cap is refused", j: jReady(),
+			in:    updateCmd(mID1, service("app", imgApp2, 1)),
+			env:   []func(*lease.Env){withHistoryBytes(aSize / 2)},
+			reply: messages.ErrInvalidState, replyHas: "release history"},
+	)
+	runDecide(t, rows)
+}
+
+// TestDecide_Releases_CompactionIsDeterministic: the same state, input and limits
+// choose byte-identical events.
+func TestDecide_Releases_CompactionIsDeterministic(t *testing.T) {
+	h := historyOf()
+	a := historySize([]lease.Release{*h.st.Active()})
+	env := lease.Env{Now: h.now.Add(time.Minute), Spec: h.spec, Limits: testLimits}
+	env.Limits.HistoryBytes = 2*a + 200
+	var first []persistence.Event
+	for i := range 5 {
+		d := lease.Decide(replay(t, h.evs...), restartCmd(mID3), env)
+		if len(d.Events) != 2 || d.Events[0].Type != lease.EvReleasesPruned {
+			t.Fatalf("run %d: events %v", i, d.Events)
+		}
+		if i == 0 {
+			first = d.Events
+			continue
+		}
+		if !reflect.DeepEqual(d.Events, first) {
+			t.Fatalf("run %d chose %s, the first %s", i, d.Events[0].Data, first[0].Data)
+		}
+	}
+}
+
+// TestDecide_Releases_CompactionCountsTheReleaseTheAppendRetires: compaction runs
+// for the history as it will be after the append. A failed latest release (a
+// rolled-back restart) stops being the latest once the next target is appended:
+// it is then disposable audit history, and the cap and releases_max_age apply to
+// it like to any other. Seed, Releases: "Compaction always preserves the
+// index-latest row and most recent active row. It removes expired disposable audit
+// entries first, then the oldest fresh disposable entries … If protected authority
+// alone exceeds the cap, admission fails before mutation." Decide instead keeps
+// the current latest out of both the protected size and the candidates, so the
+// maintenance is admitted and the history it leaves exceeds the cap (or keeps an
+// expired row).
+func TestDecide_Releases_CompactionCountsTheReleaseTheAppendRetires(t *testing.T) {
+	fl := jReady().restart(mID1).rollsBack() // v1 active, v2 failed (latest)
+	active := historySize([]lease.Release{*fl.st.Active()})
+	failed := historySize(fl.st.Releases[1:])
+	limit := 2*active + failed/2 // the active release and the target fit; the rolled-back one does not
+	t.Run("cap", func(t *testing.T) {
+		st := replay(t, fl.evs...)
+		env := lease.Env{Now: fl.now.Add(time.Minute), Spec: fl.spec, Limits: testLimits}
+		env.Limits.HistoryBytes = limit
+		d := lease.Decide(st, restartCmd(mID2), env)
+		if d.Reply != nil {
+			return // refusing is within the seed too: nothing was mutated
+		}
+		for _, ev := range d.Events {
+			if err := st.Apply(ev); err != nil {
+				t.Fatalf("%s does not apply: %v", ev.Type, err)
+			}
+		}
+		if n := historySize(st.Releases); n > limit {
+			t.Errorf("admitted with a history of %d bytes over the cap of %d: releases %v", n, limit, releaseStatuses(st))
+		}
+	})
+	runDecide(t, []decideRow{{name: "releases_max_age", j: jReady().restart(mID1).rollsBack(), in: restartCmd(mID2),
+		env:    []func(*lease.Env){nowAt(fl.now.Add(releasesMaxAge + day))},
+		events: []wantEvent{pruned(2), evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting,
+		check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v1:active", "v3:deploying") }}})
+}
+
+// TestDecide_Releases_ExpireOnAnIdleLease: a lease that deploys nothing new still
+// loses its expired audit history. Seed, GET /releases: "Entries are retained for
+// up to releases_max_age (default 90 days)"; Releases: "Maximum age of persisted
+// release entries before cleanup". Decide prunes only in the decision that appends
+// a release, so an idle lease keeps a superseded row forever; reconciliation's
+// periodic inventory (Listed) is the input every live lease gets.
+func TestDecide_Releases_ExpireOnAnIdleLease(t *testing.T) {
+	j := jRestarting().completes() // v1 superseded, v2 active
+	runDecide(t, []decideRow{{name: "ready, healthy, a superseded release past releases_max_age", j: j,
+		in: lease.Listed{Containers: listed(j.st.Containers, j.st.Generation)}, env: []func(*lease.Env){nowAt(j.now.Add(releasesMaxAge + day))},
+		events: []wantEvent{pruned(1)},
+		check:  func(t *testing.T, st *lease.State) { wantReleases(t, st, "v2:active") }}})
+}
+
+// TestRelease_Wire: GET /releases/{lease} entries: image "stack", the manifest as
+// base64 of the raw tenant manifest, status, reason and message as journaled.
+func TestRelease_Wire(t *testing.T) {
+	j := jReady().update(mID1, service("app", imgApp2, 1)).rollsBack()
+	st := replay(t, j.evs...)
+	want := []messages.Release{
+		{Version: 1, Image: "stack", Status: messages.ReleaseActive, CreatedAt: st.Releases[0].CreatedAt,
+			Manifest: base64.StdEncoding.EncodeToString(dspec(1).Manifest)},
+		{Version: 2, Image: "stack", Status: messages.ReleaseFailed, CreatedAt: st.Releases[1].CreatedAt,
+			Reason: messages.ReasonUpdateFailed, Message: "the update failed: the target did not become ready",
+			Manifest: base64.StdEncoding.EncodeToString(updateTarget(service("app", imgApp2, 1)).Manifest)},
+	}
+	for i := range st.Releases {
+		got := st.Releases[i].Wire()
+		eq(t, fmt.Sprintf("release %d", i+1), got, want[i])
+		raw, err := base64.StdEncoding.DecodeString(got.Manifest)
+		if err != nil || string(raw) != string(st.Releases[i].Manifest) {
+			t.Errorf("release %d manifest does not decode to the raw manifest: %v", i+1, err)
+		}
+		b, _ := json.Marshal(got)
+		var keys map[string]any
+		_ = json.Unmarshal(b, &keys)
+		for _, k := range []string{"version", "image", "status", "created_at", "manifest"} {
+			if _, ok := keys[k]; !ok {
+				t.Errorf("release %d JSON %s lacks %q", i+1, b, k)
+			}
+		}
+	}
+	if got := (&lease.Release{Version: 1, Status: messages.ReleaseDeploying}).Wire(); got.Manifest != "" || got.Image != "stack" {
+		t.Errorf("a release without a manifest: %+v", got)
 	}
 }
