@@ -3,6 +3,7 @@ package lease_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,91 +89,208 @@ func stateJSON(t *testing.T, st *lease.State) string {
 	return string(b)
 }
 
-// statusJournals reach each status with admission 1, generation 1.
+// statusJournals reach each status with admission 1, generation 1 (a maintenance
+// in flight: target generation 2, compensation 3).
 func statusJournals() map[lease.Status][]persistence.Event {
+	ready := []persistence.Event{evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute))}
 	return map[lease.Status][]persistence.Event{
 		lease.Reserved:       nil,
 		lease.Provisioning:   {evStarted(1, 1, at(0))},
-		lease.Ready:          {evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute))},
-		lease.Failing:        {evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute)), evFailing(1, at(2*time.Minute), true)},
+		lease.Ready:          ready,
+		lease.Failing:        append(slices.Clone(ready), evFailing(1, at(2*time.Minute), true)),
 		lease.Failed:         {evStarted(1, 1, at(0)), evProvisionFailed(1, at(time.Minute))},
+		lease.Restarting:     append(slices.Clone(ready), evMaintenanceRequested(lease.KindRestart, mID1, 1, 2, at(2*time.Minute))),
+		lease.Updating:       append(slices.Clone(ready), evMaintenanceRequested(lease.KindUpdate, mID1, 1, 2, at(2*time.Minute))),
 		lease.Deprovisioning: {evStarted(1, 1, at(0)), evCloseRequested(1, at(time.Minute))},
 		lease.Closed:         {evStarted(1, 1, at(0)), evCloseRequested(1, at(time.Minute)), evClosed(1, at(2*time.Minute))},
 	}
 }
 
+// evMaintenanceRequested admits a maintenance of the ready release v1 (source
+// generation sourceGen) under target generation gen, compensation gen+1.
+func evMaintenanceRequested(kind, id string, sourceGen, gen uint64, when time.Time) persistence.Event {
+	return mkEvent(lease.EvMaintenanceStarted, when, lease.MaintenanceStarted{
+		Maintenance: lease.Maintenance{ID: id, Kind: kind, AdmittedAt: when, At: when, Deadline: when.Add(10 * time.Minute),
+			SourceVersion: 1, SourceStatus: lease.Ready, SourceGen: sourceGen, Generation: gen, CompensateGen: gen + 1},
+		Release: lease.Release{Kind: kind, MaintenanceID: id, CreatedAt: when}})
+}
+
 var allStatuses = []lease.Status{lease.Reserved, lease.Provisioning, lease.Ready, lease.Failing, lease.Failed,
-	lease.Deprovisioning, lease.Closed}
+	lease.Restarting, lease.Updating, lease.Deprovisioning, lease.Closed}
 
-// candidate is the natural event of each type from a status reached by
-// statusJournals: the current generation and admission, and for provision.started
-// the next admission and generation (a reserved lease's first is 1/1).
-func candidate(from lease.Status, typ string) persistence.Event {
-	when := at(time.Hour)
-	switch typ {
-	case lease.EvProvisionStarted:
-		if from == lease.Reserved {
-			return evStarted(1, 1, when)
-		}
-		return evStarted(2, 2, when)
-	case lease.EvProvisionSucceeded:
-		return evSucceeded(1, when)
-	case lease.EvProvisionFailed:
-		return evProvisionFailed(1, when)
-	case lease.EvRuntimeFailing:
-		return evFailing(1, when, true)
-	case lease.EvRuntimeFailed:
-		return evRuntimeFailed(1, when)
-	case lease.EvCloseRequested:
-		return evCloseRequested(1, when)
-	case lease.EvClosed:
-		return evClosed(1, when)
+// allEventTypes is every event type of the lease stream.
+var allEventTypes = []string{lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded,
+	lease.EvProvisionFailed, lease.EvRuntimeFailing, lease.EvRuntimeFailed, lease.EvCohortDiverged,
+	lease.EvMaintenanceStarted, lease.EvMaintenanceDone, lease.EvMaintenanceRestored, lease.EvMaintenanceFailed,
+	lease.EvReleasesPruned, lease.EvCloseRequested, lease.EvClosed}
+
+// diagramJournals reach each status with a history that holds a disposable
+// release wherever the status can hold one: admission 1 failed (v1 failed), and
+// admission 2 (v2, generation 2) is the lease now; restarting and updating have a
+// maintenance target v3 (generation 3, compensation 4) deploying.
+func diagramJournals() map[lease.Status]*journal {
+	base := func() *journal {
+		return newJournal(dspec(1)).provision(dspec(1)).provisionFails().provision(dspec(2)).pin()
 	}
-	panic("unknown event type " + typ)
+	return map[lease.Status]*journal{
+		lease.Reserved:       newJournal(dspec(1)),
+		lease.Provisioning:   base(),
+		lease.Ready:          base().ready(),
+		lease.Failing:        base().ready().dies(true),
+		lease.Failed:         base().provisionFails(),
+		lease.Restarting:     base().ready().restart(mID1),
+		lease.Updating:       base().ready().update(mID1, service("app", imgApp2, 1)),
+		lease.Deprovisioning: base().close(),
+		lease.Closed:         base().close().closed(),
+	}
 }
 
-var allEventTypes = []string{lease.EvProvisionStarted, lease.EvProvisionSucceeded, lease.EvProvisionFailed,
-	lease.EvRuntimeFailing, lease.EvRuntimeFailed, lease.EvCloseRequested, lease.EvClosed}
+// Candidate kinds beyond the plain event types: provision.started as a new
+// admission (with its release) and as a retry (the journal's admission, the next
+// generation, no release); maintenance.requested as a restart and as an update.
+const (
+	kStarted = "provision.started (new admission)"
+	kRetry   = "provision.started (retry)"
+	kRestart = "maintenance.requested (restart)"
+	kUpdate  = "maintenance.requested (update)"
+)
 
-// diagram is the transition table drawn at the top of machine.go: from → event → to.
-// Deprovisioning accepts a repeated close intent (it stays deprovisioning: "a
-// repeated intent changes nothing"). Nothing else is permitted.
+var diagramKinds = []string{kStarted, kRetry, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvProvisionFailed,
+	lease.EvRuntimeFailing, lease.EvRuntimeFailed, lease.EvCohortDiverged, kRestart, kUpdate, lease.EvMaintenanceDone,
+	lease.EvMaintenanceRestored, lease.EvMaintenanceFailed, lease.EvReleasesPruned, lease.EvCloseRequested, lease.EvClosed}
+
+// candidate is the natural event of a kind for st: its generation, admission and
+// maintenance (or, without one, those a maintenance admitted now would have); the
+// next admission and generation for a start; the oldest release for a prune.
+func candidate(st *lease.State, kind string) persistence.Event {
+	when := at(24 * time.Hour) // after every fixture
+	gen := max(st.LastGeneration, st.Generation) + 1
+	m := st.Maintenance
+	if m == nil {
+		m = &lease.Maintenance{ID: mID1, Kind: lease.KindRestart, SourceGen: st.Generation, Generation: gen, CompensateGen: gen + 1}
+	}
+	services := dspec(1).Services
+	switch kind {
+	case kStarted:
+		spec := dspec(st.Admission + 1)
+		rel := releaseOf(spec, when)
+		return mkEvent(lease.EvProvisionStarted, when, lease.ProvisionStarted{Admission: spec.Admission, Generation: gen,
+			OperationID: spec.OperationID, At: when, Deadline: when.Add(10 * time.Minute), Release: &rel})
+	case kRetry:
+		// From reserved (no admission yet) this is a first start in the older
+		// journal form, without a release payload.
+		return mkEvent(lease.EvProvisionStarted, when, lease.ProvisionStarted{Admission: max(st.Admission, 1), Generation: gen,
+			OperationID: st.OperationID, At: when, Deadline: when.Add(10 * time.Minute)})
+	case lease.EvReleasePinned:
+		v := 1
+		if l := st.Latest(); l != nil {
+			v = l.Version
+		}
+		return mkEvent(kind, when, lease.ReleasePinned{Version: v, Images: pinsOf(services)})
+	case lease.EvProvisionSucceeded:
+		return mkEvent(kind, when, lease.ProvisionSucceeded{Generation: st.Generation, At: when, Containers: cohortOf(services, st.Generation)})
+	case lease.EvProvisionFailed:
+		return mkEvent(kind, when, lease.ProvisionFailed{Generation: st.Generation, At: when, Reason: messages.ReasonImagePullFailed})
+	case lease.EvRuntimeFailing:
+		return mkEvent(kind, when, lease.RuntimeFailing{Generation: st.Generation, At: when, ContainerID: ctrID("app", 0, st.Generation),
+			Service: "app", ExitCode: 1, Counted: true})
+	case lease.EvRuntimeFailed:
+		return mkEvent(kind, when, lease.RuntimeFailed{Generation: st.Generation, At: when, Reason: messages.ReasonContainerExited})
+	case lease.EvCohortDiverged:
+		return mkEvent(kind, when, lease.CohortDiverged{Generation: st.Generation, At: when, Message: "unexpected instance app/1"})
+	case kRestart, kUpdate:
+		k := lease.KindRestart
+		if kind == kUpdate {
+			k = lease.KindUpdate
+		}
+		target := lease.Release{Kind: k, MaintenanceID: mID3, CreatedAt: when, Services: services}
+		if r := st.Running(); r != nil {
+			target.Manifest, target.Items, target.Services = r.Manifest, r.Items, r.Services
+		}
+		return mkEvent(lease.EvMaintenanceStarted, when, lease.MaintenanceStarted{Maintenance: lease.Maintenance{ID: mID3, Kind: k,
+			AdmittedAt: when, At: when, Deadline: when.Add(10 * time.Minute), SourceStatus: lease.Ready, SourceGen: st.Generation,
+			Source: st.Containers, Generation: gen, CompensateGen: gen + 1}, Release: target})
+	case lease.EvMaintenanceDone:
+		return mkEvent(kind, when, lease.MaintenanceDone{ID: m.ID, Generation: m.Generation, At: when, Containers: cohortOf(services, m.Generation)})
+	case lease.EvMaintenanceRestored:
+		return mkEvent(kind, when, lease.MaintenanceRestored{ID: m.ID, Generation: m.CompensateGen, At: when,
+			Containers: cohortOf(services, m.CompensateGen), Compensated: true, Reason: messages.ReasonRestartFailed})
+	case lease.EvMaintenanceFailed:
+		return mkEvent(kind, when, lease.MaintenanceFailed{ID: m.ID, Generation: m.Generation, At: when, Reason: messages.ReasonRestartFailed})
+	case lease.EvReleasesPruned:
+		return mkEvent(kind, when, lease.ReleasesPruned{Versions: []int{1}})
+	case lease.EvCloseRequested:
+		return mkEvent(kind, when, lease.CloseRequested{Admission: max(st.Admission, 1), At: when})
+	case lease.EvClosed:
+		return mkEvent(kind, when, lease.ClosedEv{Admission: st.Admission, At: when})
+	}
+	panic("unknown candidate kind " + kind)
+}
+
+// diagram is the transition table of Apply: from → candidate → to. Beyond the
+// diagram drawn at the top of machine.go it shows the self-loops: a retry of the
+// provision in flight, the pins of a deploying release, a prune of disposable
+// history (from any status that holds some), and a repeated close intent ("a
+// repeated intent changes nothing"). Nothing else is permitted: in particular a
+// re-provision of a failed lease is a new admission — a provision.started of the
+// failed lease's own admission is refused, as it is for a closed one.
 var diagram = map[lease.Status]map[string]lease.Status{
-	lease.Reserved:       {lease.EvProvisionStarted: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
-	lease.Provisioning:   {lease.EvProvisionSucceeded: lease.Ready, lease.EvProvisionFailed: lease.Failed, lease.EvCloseRequested: lease.Deprovisioning},
-	lease.Ready:          {lease.EvRuntimeFailing: lease.Failing, lease.EvCloseRequested: lease.Deprovisioning},
-	lease.Failing:        {lease.EvRuntimeFailed: lease.Failed, lease.EvCloseRequested: lease.Deprovisioning},
-	lease.Failed:         {lease.EvProvisionStarted: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
-	lease.Deprovisioning: {lease.EvClosed: lease.Closed, lease.EvCloseRequested: lease.Deprovisioning},
-	lease.Closed:         {lease.EvProvisionStarted: lease.Provisioning},
+	lease.Reserved: {kStarted: lease.Provisioning, kRetry: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Provisioning: {kRetry: lease.Provisioning, lease.EvReleasePinned: lease.Provisioning,
+		lease.EvProvisionSucceeded: lease.Ready, lease.EvProvisionFailed: lease.Failed,
+		lease.EvReleasesPruned: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Ready: {lease.EvRuntimeFailing: lease.Failing, lease.EvCohortDiverged: lease.Failed, kRestart: lease.Restarting,
+		kUpdate: lease.Updating, lease.EvReleasesPruned: lease.Ready, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Failing: {lease.EvRuntimeFailed: lease.Failed, kRestart: lease.Restarting, kUpdate: lease.Updating,
+		lease.EvReleasesPruned: lease.Failing, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Failed: {kStarted: lease.Provisioning, kRestart: lease.Restarting, kUpdate: lease.Updating,
+		lease.EvReleasesPruned: lease.Failed, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Restarting: {lease.EvReleasePinned: lease.Restarting, lease.EvMaintenanceDone: lease.Ready,
+		lease.EvMaintenanceRestored: lease.Ready, lease.EvMaintenanceFailed: lease.Failed,
+		lease.EvReleasesPruned: lease.Restarting, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Updating: {lease.EvReleasePinned: lease.Updating, lease.EvMaintenanceDone: lease.Ready,
+		lease.EvMaintenanceRestored: lease.Ready, lease.EvMaintenanceFailed: lease.Failed,
+		lease.EvReleasesPruned: lease.Updating, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Deprovisioning: {lease.EvClosed: lease.Closed, lease.EvCloseRequested: lease.Deprovisioning,
+		lease.EvReleasesPruned: lease.Deprovisioning},
+	lease.Closed: {kStarted: lease.Provisioning},
 }
 
-// TestApply_TransitionTable_PermitsExactlyTheDiagram applies every event type from
-// every status: the diagram's transitions land on their target; every other event
-// is refused with an error and leaves the state exactly as it was.
+// TestApply_TransitionTable_PermitsExactlyTheDiagram applies every candidate from
+// every status: the diagram's transitions land on their target; every other
+// (status, event) pair is refused with an error and leaves the state exactly as it
+// was. The candidates cover every event type.
 func TestApply_TransitionTable_PermitsExactlyTheDiagram(t *testing.T) {
-	journals := statusJournals()
+	covered := map[string]bool{}
+	journals := diagramJournals()
 	for _, from := range allStatuses {
-		for _, typ := range allEventTypes {
-			t.Run(fmt.Sprintf("%s/%s", from, typ), func(t *testing.T) {
-				st := replay(t, journals[from]...)
+		for _, kind := range diagramKinds {
+			t.Run(fmt.Sprintf("%s/%s", from, kind), func(t *testing.T) {
+				st := replay(t, journals[from].evs...)
 				if st.Status != from {
 					t.Fatalf("fixture reached %s, want %s", st.Status, from)
 				}
+				ev := candidate(st, kind)
+				covered[ev.Type] = true
 				before := stateJSON(t, st)
-				err := st.Apply(candidate(from, typ))
-				to, permitted := diagram[from][typ]
+				err := st.Apply(ev)
+				to, permitted := diagram[from][kind]
 				switch {
 				case permitted && err != nil:
-					t.Fatalf("%s → %s is in the diagram but was refused: %v", from, typ, err)
+					t.Fatalf("%s → %s is in the diagram but was refused: %v", from, kind, err)
 				case permitted && st.Status != to:
-					t.Fatalf("%s → %s landed on %s, want %s", from, typ, st.Status, to)
+					t.Fatalf("%s → %s landed on %s, want %s", from, kind, st.Status, to)
 				case !permitted && err == nil:
-					t.Fatalf("%s → %s is not in the diagram but was applied (now %s)", from, typ, st.Status)
+					t.Fatalf("%s → %s is not in the diagram but was applied (now %s)", from, kind, st.Status)
 				case !permitted && stateJSON(t, st) != before:
-					t.Fatalf("refused %s → %s changed the state:\nbefore %s\nafter  %s", from, typ, before, stateJSON(t, st))
+					t.Fatalf("refused %s → %s changed the state:\nbefore %s\nafter  %s", from, kind, before, stateJSON(t, st))
 				}
 			})
+		}
+	}
+	for _, typ := range allEventTypes {
+		if !covered[typ] {
+			t.Errorf("no candidate of event type %s", typ)
 		}
 	}
 }
@@ -207,9 +325,26 @@ func TestApply_ClosedLease_AdmissionRules(t *testing.T) {
 }
 
 // TestApply_WrongGeneration_Refused: completions and failures name the generation
-// they belong to; one of another attempt is refused.
+// (and a maintenance outcome its maintenance) they belong to; one of another
+// attempt is refused, and so is a start that would reuse a generation, a pin of a
+// release that is not deploying and a prune of history that is not disposable.
 func TestApply_WrongGeneration_Refused(t *testing.T) {
 	j := statusJournals()
+	when := at(time.Hour)
+	done := func(id string, gen uint64) persistence.Event {
+		return mkEvent(lease.EvMaintenanceDone, when, lease.MaintenanceDone{ID: id, Generation: gen, At: when})
+	}
+	restored := func(id string, gen uint64) persistence.Event {
+		return mkEvent(lease.EvMaintenanceRestored, when, lease.MaintenanceRestored{ID: id, Generation: gen, At: when, Compensated: true})
+	}
+	mfailed := func(id string, gen uint64) persistence.Event {
+		return mkEvent(lease.EvMaintenanceFailed, when, lease.MaintenanceFailed{ID: id, Generation: gen, At: when})
+	}
+	retry := func(admission, gen uint64) persistence.Event {
+		return mkEvent(lease.EvProvisionStarted, when, lease.ProvisionStarted{Admission: admission, Generation: gen, At: when, Deadline: when})
+	}
+	badComp := mkEvent(lease.EvMaintenanceStarted, when, lease.MaintenanceStarted{
+		Maintenance: lease.Maintenance{ID: mID2, Kind: lease.KindRestart, SourceGen: 1, Generation: 2, CompensateGen: 2}})
 	for _, tc := range []struct {
 		name string
 		from lease.Status
@@ -220,6 +355,24 @@ func TestApply_WrongGeneration_Refused(t *testing.T) {
 		{"provision.failed of another attempt", lease.Provisioning, evProvisionFailed(2, at(time.Hour))},
 		{"runtime.failing of another attempt", lease.Ready, evFailing(2, at(time.Hour), true)},
 		{"runtime.failed of another attempt", lease.Failing, evRuntimeFailed(2, at(time.Hour))},
+		{"cohort.diverged of another attempt", lease.Ready,
+			mkEvent(lease.EvCohortDiverged, when, lease.CohortDiverged{Generation: 2, At: when})},
+		{"a retry that reuses the generation in flight", lease.Provisioning, retry(1, 1)},
+		{"a retry of another admission", lease.Provisioning, retry(2, 2)},
+		{"release.pinned of a version that does not exist", lease.Provisioning,
+			mkEvent(lease.EvReleasePinned, when, lease.ReleasePinned{Version: 2})},
+		{"release.pinned of the active release", lease.Ready, mkEvent(lease.EvReleasePinned, when, lease.ReleasePinned{Version: 1})},
+		{"maintenance.requested reusing the running generation", lease.Ready, evMaintenanceRequested(lease.KindRestart, mID2, 1, 1, when)},
+		{"maintenance.requested whose compensation is not above its target", lease.Ready, badComp},
+		{"maintenance.completed of the source generation", lease.Restarting, done(mID1, 1)},
+		{"maintenance.completed of another maintenance", lease.Restarting, done(mID2, 2)},
+		{"maintenance.recovered under the target generation", lease.Updating, restored(mID1, 2)},
+		{"maintenance.recovered of another maintenance", lease.Restarting, restored(mID2, 3)},
+		{"maintenance.failed of another maintenance", lease.Updating, mfailed(mID2, 2)},
+		{"maintenance.failed of a generation the maintenance never had", lease.Restarting, mfailed(mID1, 7)},
+		{"releases.pruned of the active, latest release", lease.Ready, mkEvent(lease.EvReleasesPruned, when, lease.ReleasesPruned{Versions: []int{1}})},
+		{"releases.pruned of the deploying target", lease.Restarting, mkEvent(lease.EvReleasesPruned, when, lease.ReleasesPruned{Versions: []int{2}})},
+		{"releases.pruned of a version that does not exist", lease.Failed, mkEvent(lease.EvReleasesPruned, when, lease.ReleasesPruned{Versions: []int{9}})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := replay(t, j[tc.from]...)
@@ -500,18 +653,22 @@ func TestApply_TerminalBudget_VerdictRecordedAtFailureAndClearedByReprovision(t 
 	}
 }
 
-// loadJournal is a long, realistic lease journal touching every event type and both
-// resets (the budget's and the new admission's).
+// loadJournal is a long, realistic lease journal touching every event type and
+// every reset (the budget's, a maintenance's and the new admission's): a failed
+// provision, a re-provision retried under a new generation, a completed restart, an
+// update rolled back, history pruned, a death, a restart of the failed lease that
+// failed, a third admission whose cohort diverged, a close (repeated), and a new
+// lease under the UUID that is failing.
 func loadJournal() []persistence.Event {
-	m := time.Minute
-	return []persistence.Event{
-		evStarted(1, 1, at(0)), evProvisionFailed(1, at(1*m)),
-		evStarted(2, 2, at(2*m)), evSucceeded(2, at(3*m)), evFailing(2, at(4*m), true), evRuntimeFailed(2, at(5*m)),
-		evStarted(3, 3, at(6*m)), evSucceeded(3, at(7*m)), evFailing(3, at(30*m), false), evRuntimeFailed(3, at(31*m)),
-		evStarted(4, 4, at(32*m)), evSucceeded(4, at(33*m)), evFailing(4, at(34*m), true),
-		evCloseRequested(4, at(35*m)), evCloseRequested(4, at(36*m)), evClosed(4, at(37*m)),
-		evStarted(5, 5, at(40*m)), evSucceeded(5, at(41*m)), evFailing(5, at(42*m), true),
-	}
+	return newJournal(dspec(1)).provision(dspec(1)).provisionFails().
+		provision(dspec(2)).retry().pin().ready().
+		restart(mID1).pin().completes().
+		update(mID2, service("app", imgApp2, 1)).rollsBack().prune(2).
+		dies(true).fails().
+		restart(mID3).maintenanceFails().
+		provision(dspec(3)).pin().ready().diverges().
+		close().close().closed().
+		provision(dspec(4)).pin().ready().dies(true).evs
 }
 
 // TestLoad_SnapshotPlusLaterEvents_EqualsFullReplay: for every cut of a journal,
@@ -524,6 +681,15 @@ func TestLoad_SnapshotPlusLaterEvents_EqualsFullReplay(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	events := loadJournal()
+	seen := map[string]bool{}
+	for _, ev := range events {
+		seen[ev.Type] = true
+	}
+	for _, typ := range allEventTypes {
+		if !seen[typ] {
+			t.Fatalf("the journal has no %s event", typ)
+		}
+	}
 	want := stateJSON(t, replay(t, events...))
 	for cut := 0; cut <= len(events); cut++ {
 		t.Run(fmt.Sprintf("snapshot at seq %d", cut), func(t *testing.T) {
