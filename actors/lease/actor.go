@@ -159,7 +159,11 @@ func (a *Actor) Receive(c actor.Context) {
 	case Reprovision:
 		a.step(Reprovision{})
 	case *MaintainCommand:
-		m.Reply <- a.step(m.Maintain).Reply
+		d := a.step(m.Maintain)
+		if len(d.Events) == 0 {
+			a.report() // the registry waits for a report after every maintenance decision
+		}
+		m.Reply <- d.Reply
 	case *messages.GetInfo:
 		a.getInfo(m)
 	case *messages.GetProvision:

@@ -1471,7 +1471,7 @@ func TestDecide_Releases(t *testing.T) {
 	rows := []decideRow{
 		{name: "maintain: superseded and failed releases past releases_max_age are pruned, the active one kept", j: j,
 			in: restartCmd(mID3), env: []func(*lease.Env){old(j)},
-			events:  []wantEvent{pruned(1, 2), evType(lease.EvMaintenanceStarted)},
+			events:  []wantEvent{evType(lease.EvMaintenanceStarted), pruned(1, 2)},
 			effects: fx(workReplace), status: lease.Restarting,
 			check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v3:active", "v4:deploying") }},
 		{name: "maintain: nothing older than releases_max_age, nothing pruned", j: historyOf(), in: restartCmd(mID3),
@@ -1479,18 +1479,18 @@ func TestDecide_Releases(t *testing.T) {
 			events: []wantEvent{evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting},
 	}
 	j = jReady().restart(mID1).completes().dies(true).fails() // v1 superseded, v2 active
-	rows = append(rows, decideRow{name: "re-provision: the expired superseded release is pruned before the new one is appended",
+	rows = append(rows, decideRow{name: "re-provision: the expired superseded release is pruned in the transaction that appends the new one",
 		j: j, in: lease.Reprovision{}, env: []func(*lease.Env){withSpec(dspec(2)), old(j)},
-		events: []wantEvent{pruned(1), evType(lease.EvProvisionStarted)}, effects: fx(workProvision), status: lease.Provisioning,
+		events: []wantEvent{evType(lease.EvProvisionStarted), pruned(1)}, effects: fx(workProvision), status: lease.Provisioning,
 		check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v2:active", "v3:deploying") }})
 	rows = append(rows,
 		decideRow{name: "cap: the oldest disposable release goes first", j: historyOf(), in: restartCmd(mID3),
 			env:    []func(*lease.Env){withHistoryBytes(s2 + 2*aSize + 200)},
-			events: []wantEvent{pruned(1), evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting,
+			events: []wantEvent{evType(lease.EvMaintenanceStarted), pruned(1)}, effects: fx(workReplace), status: lease.Restarting,
 			check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v2:failed", "v3:active", "v4:deploying") }},
 		decideRow{name: "cap: as many as needed, oldest first", j: historyOf(), in: restartCmd(mID3),
 			env:    []func(*lease.Env){withHistoryBytes(2*aSize + 200)},
-			events: []wantEvent{pruned(1, 2), evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting,
+			events: []wantEvent{evType(lease.EvMaintenanceStarted), pruned(1, 2)}, effects: fx(workReplace), status: lease.Restarting,
 			check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v3:active", "v4:deploying") }},
 		decideRow{name: "cap: protected releases alone would not fit: refused before any effect", j: historyOf(), in: restartCmd(mID3),
 			env:   []func(*lease.Env){withHistoryBytes(2*aSize - 200)},
@@ -1513,7 +1513,7 @@ func TestDecide_Releases_CompactionIsDeterministic(t *testing.T) {
 	var first []persistence.Event
 	for i := range 5 {
 		d := lease.Decide(replay(t, h.evs...), restartCmd(mID3), env)
-		if len(d.Events) != 2 || d.Events[0].Type != lease.EvReleasesPruned {
+		if len(d.Events) != 2 || d.Events[1].Type != lease.EvReleasesPruned {
 			t.Fatalf("run %d: events %v", i, d.Events)
 		}
 		if i == 0 {
@@ -1533,10 +1533,8 @@ func TestDecide_Releases_CompactionIsDeterministic(t *testing.T) {
 // it like to any other. Seed, Releases: "Compaction always preserves the
 // index-latest row and most recent active row. It removes expired disposable audit
 // entries first, then the oldest fresh disposable entries … If protected authority
-// alone exceeds the cap, admission fails before mutation." Decide instead keeps
-// the current latest out of both the protected size and the candidates, so the
-// maintenance is admitted and the history it leaves exceeds the cap (or keeps an
-// expired row).
+// alone exceeds the cap, admission fails before mutation." The prune is journaled
+// after the append, so it can take the retired latest.
 func TestDecide_Releases_CompactionCountsTheReleaseTheAppendRetires(t *testing.T) {
 	fl := jReady().restart(mID1).rollsBack() // v1 active, v2 failed (latest)
 	active := historySize([]lease.Release{*fl.st.Active()})
@@ -1561,16 +1559,15 @@ func TestDecide_Releases_CompactionCountsTheReleaseTheAppendRetires(t *testing.T
 	})
 	runDecide(t, []decideRow{{name: "releases_max_age", j: jReady().restart(mID1).rollsBack(), in: restartCmd(mID2),
 		env:    []func(*lease.Env){nowAt(fl.now.Add(releasesMaxAge + day))},
-		events: []wantEvent{pruned(2), evType(lease.EvMaintenanceStarted)}, effects: fx(workReplace), status: lease.Restarting,
+		events: []wantEvent{evType(lease.EvMaintenanceStarted), pruned(2)}, effects: fx(workReplace), status: lease.Restarting,
 		check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v1:active", "v3:deploying") }}})
 }
 
 // TestDecide_Releases_ExpireOnAnIdleLease: a lease that deploys nothing new still
 // loses its expired audit history. Seed, GET /releases: "Entries are retained for
 // up to releases_max_age (default 90 days)"; Releases: "Maximum age of persisted
-// release entries before cleanup". Decide prunes only in the decision that appends
-// a release, so an idle lease keeps a superseded row forever; reconciliation's
-// periodic inventory (Listed) is the input every live lease gets.
+// release entries before cleanup". Reconciliation's periodic inventory (Listed)
+// is the input every live lease gets, so expiry rides on it.
 func TestDecide_Releases_ExpireOnAnIdleLease(t *testing.T) {
 	j := jRestarting().completes() // v1 superseded, v2 active
 	runDecide(t, []decideRow{{name: "ready, healthy, a superseded release past releases_max_age", j: j,

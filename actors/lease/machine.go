@@ -332,14 +332,18 @@ func (s *State) Active() *Release {
 }
 
 // Running is the release a lease's containers are built from now: the deploying
-// one while provisioning, the target during maintenance, else the active one (or
-// the newest when none ever became active).
+// one while provisioning, the target during maintenance, else the newest release
+// that is active or belongs to a provision — a failed re-provision is the current
+// admission's release, newer than the active one it replaced; a failed maintenance
+// target never is.
 func (s *State) Running() *Release {
-	switch {
-	case s.Status == Provisioning, s.Status.maintaining():
+	if s.Status == Provisioning || s.Status.maintaining() {
 		return s.Latest()
-	case s.Active() != nil:
-		return s.Active()
+	}
+	for i := len(s.Releases) - 1; i >= 0; i-- {
+		if r := &s.Releases[i]; r.Status == messages.ReleaseActive || r.Kind == KindProvision {
+			return r
+		}
 	}
 	return s.Latest()
 }
@@ -360,7 +364,11 @@ func (s *State) Apply(ev persistence.Event) error {
 		retry := s.Status == Provisioning && e.Admission == s.Admission && e.Generation > s.Generation && e.Release == nil
 		switch {
 		case retry:
-		case s.Status == Reserved, s.Status == Failed:
+		case s.Status == Reserved:
+		case s.Status == Failed:
+			if e.Admission <= s.Admission || e.Release == nil && e.Admission == s.Admission {
+				return s.refuse(ev) // a re-provision is a new admission
+			}
 		case s.Status == Closed:
 			if e.Admission <= s.ClosedAdmission {
 				return s.refuse(ev)
@@ -528,6 +536,9 @@ func (s *State) Apply(ev persistence.Event) error {
 		var e ReleasesPruned
 		if err := decode(ev, &e); err != nil {
 			return err
+		}
+		if len(e.Versions) == 0 || s.Status == Closed {
+			return s.refuse(ev)
 		}
 		for _, v := range e.Versions {
 			r := s.Release(v)
@@ -929,6 +940,12 @@ func Decide(st *State, in Input, env Env) Decision {
 
 func effects(e ...Effect) Decision { return Decision{Effects: e} }
 
+// pendingAdmission reports a newer admission (a re-provision the registry already
+// answered 202) that has no provision.started yet.
+func pendingAdmission(st *State, env Env) bool {
+	return env.Spec.Admission > st.Admission && (st.Status == Failed || st.Status == Reserved)
+}
+
 // decideRecover settles the journal's unfinished intent when the actor starts.
 func decideRecover(st *State, env Env) Decision {
 	switch {
@@ -953,12 +970,16 @@ func startProvision(st *State, env Env) Decision {
 	spec := env.Spec
 	r := spec.release(env.Now)
 	// A provision's protected releases (the active one and this) always fit: raw
-	// manifests are capped at 1 MiB, the history at 32 MiB.
-	prune, _ := pruneReleases(st, r, env)
+	// manifests are capped at 1 MiB, the history at 32 MiB. A closed lease's history
+	// went with it.
+	var prune []persistence.Event
+	if st.Status != Closed {
+		prune, _ = pruneReleases(st, &r, env)
+	}
 	ev := event(EvProvisionStarted, env.Now, ProvisionStarted{Admission: spec.Admission,
 		Generation: st.nextGeneration(), OperationID: spec.OperationID, At: env.Now,
 		Deadline: env.Now.Add(env.Limits.ProvisionTimeout), Release: &r})
-	return Decision{Events: append(prune, ev), Effects: []Effect{Work{WorkProvision}}}
+	return Decision{Events: append([]persistence.Event{ev}, prune...), Effects: []Effect{Work{WorkProvision}}}
 }
 
 func decideAttempted(st *State, in Attempted, env Env) Decision {
@@ -1005,7 +1026,7 @@ func decideClose(st *State, env Env) Decision {
 	d := Decision{Hold: true}
 	d.Events = []persistence.Event{event(EvCloseRequested, env.Now, CloseRequested{Admission: max(st.Admission, env.Spec.Admission), At: env.Now})}
 	switch {
-	case st.Status == Reserved || st.Status == Provisioning:
+	case st.Status == Reserved || st.Status == Provisioning || pendingAdmission(st, env):
 		d.Callbacks = []Callback{{Status: messages.CallbackFailed, Error: errCanceled}}
 	case st.Status.maintaining():
 		m := st.Maintenance
@@ -1045,6 +1066,8 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	switch {
 	case st.Status != Ready && st.Status != Failing && st.Status != Failed:
 		return refuse("lease is %s; %s needs a ready or failed lease", st.Status.Wire(), in.Kind)
+	case pendingAdmission(st, env):
+		return refuse("lease is being re-provisioned; %s needs a ready or failed lease", in.Kind)
 	case st.hasMaintenance(in.ID):
 		return refuse("maintenance_id %s already names a release of this lease; send a new key", in.ID)
 	case env.Fenced:
@@ -1066,7 +1089,7 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	}
 	target.Kind, target.MaintenanceID, target.OperationID, target.CreatedAt = in.Kind, in.ID, "", env.Now
 	target.Reason, target.Message = "", ""
-	prune, ok := pruneReleases(st, target, env)
+	prune, ok := pruneReleases(st, &target, env)
 	if !ok {
 		return refuse("release history of this lease is full")
 	}
@@ -1081,7 +1104,7 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	if source.Status != messages.ReleaseActive {
 		m.SourceVersion = 0 // a lease that never became ready has no source to return to
 	}
-	d := Decision{Events: append(prune, event(EvMaintenanceStarted, env.Now, MaintenanceStarted{Maintenance: m, Release: target}))}
+	d := Decision{Events: append([]persistence.Event{event(EvMaintenanceStarted, env.Now, MaintenanceStarted{Maintenance: m, Release: target})}, prune...)}
 	if env.Worker != "" {
 		d.Effects = []Effect{Cancel{}} // a failure capture: the replacement starts when it drained
 	} else {
@@ -1155,7 +1178,7 @@ func decideListed(st *State, in Listed, env Env) Decision {
 	case Ready:
 		if msg := diverged(st, in.Containers); msg != "" {
 			d.Events = []persistence.Event{event(EvCohortDiverged, env.Now, CohortDiverged{Generation: st.Generation, At: env.Now, Message: msg})}
-			d.Callbacks = []Callback{{Status: messages.CallbackFailed, Error: callbackError(messages.ReasonInternal), Lifecycle: true}}
+			d.Callbacks = []Callback{{Status: messages.CallbackFailed, Error: errDiverged, Lifecycle: true}}
 			return d
 		}
 		for _, inst := range st.Containers {
@@ -1167,8 +1190,10 @@ func decideListed(st *State, in Listed, env Env) Decision {
 			d.Effects = append(d.Effects, Confirm{Death: Died{ContainerID: inst.ContainerID, Generation: st.Generation}})
 		}
 		stale(func(c dockerio.Container) bool { return c.Generation == st.Generation })
+		d.Events, _ = pruneReleases(st, nil, env) // the history expires on idle leases too
 	case Failed:
 		stale(func(c dockerio.Container) bool { return c.Generation == st.Generation })
+		d.Events, _ = pruneReleases(st, nil, env)
 	case Provisioning:
 		stale(func(c dockerio.Container) bool { return c.Generation >= st.Generation })
 	}
@@ -1218,32 +1243,39 @@ func disposable(st *State, r *Release) bool {
 	return true
 }
 
-// pruneReleases decides which disposable releases go, in the transaction that
-// appends next: those older than releases_max_age, then — oldest first — as many
-// more as the per-lease history cap needs. ok is false when the protected releases
-// (the active one and next, the new latest) alone would not fit: then nothing is
-// admitted, before any Docker effect.
-func pruneReleases(st *State, next Release, env Env) (evs []persistence.Event, ok bool) {
+// pruneReleases decides which releases the history drops, in the transaction that
+// appends next (nil: nothing is appended; the periodic expiry). The event is
+// journaled after the append, so it sees the history as the append leaves it:
+// superseded and failed releases that are neither the latest nor the active one
+// go when older than releases_max_age, then — oldest first — as many more as the
+// per-lease history cap needs. ok is false when the protected releases (the
+// active one and the new latest) alone would not fit: then nothing is admitted,
+// before any Docker effect.
+func pruneReleases(st *State, next *Release, env Env) (evs []persistence.Event, ok bool) {
 	limit := env.Limits.HistoryBytes
-	nextSize := encodedSize(next)
-	if limit > 0 {
-		protected := nextSize
+	total := 0
+	if next != nil {
+		total = encodedSize(*next)
+		protected := total
 		if a := st.Active(); a != nil {
 			protected += encodedSize(*a)
 		}
-		if protected > limit {
+		if limit > 0 && protected > limit {
 			return nil, false
 		}
 	}
-	var drop []int
-	total := nextSize
 	for i := range st.Releases {
 		total += encodedSize(st.Releases[i])
 	}
+	latest := st.Latest()
+	var drop []int
 	for i := range st.Releases {
 		r := &st.Releases[i]
-		if !disposable(st, r) {
+		if r.Status != messages.ReleaseSuperseded && r.Status != messages.ReleaseFailed {
 			continue
+		}
+		if next == nil && latest != nil && r.Version == latest.Version {
+			continue // the latest stays the latest
 		}
 		expired := env.Limits.ReleasesMaxAge > 0 && env.Now.Sub(r.CreatedAt) > env.Limits.ReleasesMaxAge
 		if expired || (limit > 0 && total > limit) {
@@ -1330,7 +1362,10 @@ func maintenanceReason(kind string) string {
 }
 
 // Curated, on-chain-safe callback error texts (never logs or runtime data).
-const errCanceled = "Canceled: the lease was closed before provisioning completed"
+const (
+	errCanceled = "Canceled: the lease was closed before provisioning completed"
+	errDiverged = "Internal: the running containers no longer match the lease's deployment"
+)
 
 // callbackError is the curated error text of a provision or runtime failure reason.
 func callbackError(reason string) string {

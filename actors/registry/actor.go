@@ -61,6 +61,7 @@ type entry struct {
 	closed   bool // the closed receipt is journaled; waiting for the actor to stop
 	stopped  bool // the actor stopped without closing (restart limit): shown unknown
 	respawn  bool // a new admission arrived while the old actor was still stopping
+	deciding bool // a maintenance was forwarded: no replacement until the lease reports
 }
 
 // Actor is the registry actor.
@@ -119,7 +120,7 @@ func (a *Actor) Receive(c actor.Context) {
 		m.Reply <- a.health()
 	case messages.LeaseReport:
 		if e, ok := a.leases[m.Lease]; ok && m.Admission >= e.report.Admission {
-			e.report, e.reported = m, true
+			e.report, e.reported, e.deciding = m, true, false
 		}
 	case messages.LeaseClosed:
 		a.leaseClosed(c, m)
@@ -212,7 +213,7 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 	e := a.leases[spec.Lease]
 	replacing := false
 	if e != nil && !e.closed {
-		if !e.reported || e.closing || e.stopped || e.report.Status != string(lease.Failed) {
+		if !e.reported || e.deciding || e.closing || e.stopped || e.report.Status != string(lease.Failed) {
 			return messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned")
 		}
 		replacing = true // a failed lease is replaced; its fail_count carries over
@@ -284,7 +285,13 @@ func (a *Actor) maintain(c actor.Context, m *messages.Maintain) {
 		}
 		in.Target = target
 	}
-	a.forward(c, m.Req.LeaseUUID, &lease.MaintainCommand{Maintain: in, Reply: m.Reply}, func(err error) { m.Reply <- err })
+	// Until the lease reports after deciding, its last report (maybe "failed")
+	// must not admit a replacement provision behind the maintenance's back.
+	e.deciding = true
+	a.forward(c, m.Req.LeaseUUID, &lease.MaintainCommand{Maintain: in, Reply: m.Reply}, func(err error) {
+		e.deciding = false
+		m.Reply <- err
+	})
 }
 
 // health is whether accounting is whole (startup recovery done) and the store
