@@ -122,7 +122,6 @@ type Actor struct {
 	timer   uint64         // token of the pending Wait, 0 when none
 	side    *goroutines    // named short goroutines (death checks, log reads), lazily made
 	waiters []chan<- error // deprovision requests waiting for the closed receipt
-	sweep   []string       // containers an Inventory disowned, for its answer
 	self    *actor.PID
 	parent  *actor.PID
 	sys     *actor.ActorSystem
@@ -301,8 +300,8 @@ func (a *Actor) run(e Effect) {
 			return Confirmed{Generation: gen, Death: death, Exited: j.confirmExited(ctx, death.ContainerID)}
 		})
 	case Sweep:
+		// Handed back in the Inventory's answer (see inventory).
 		a.log().Warn().Strs("containers", e.IDs).Msg("containers of settled attempts handed to cleanup")
-		a.sweep = append(a.sweep, e.IDs...)
 	case Answer:
 		for _, w := range a.waiters {
 			w <- e.Err
@@ -331,12 +330,17 @@ func (a *Actor) deprovision(m *messages.Deprovision) {
 // inventory hands reconciliation's listing to Decide and answers with the
 // containers the lease disowned.
 func (a *Actor) inventory(m *messages.Inventory) {
-	a.sweep = nil
-	a.step(Listed{Containers: m.Containers})
-	if m.Reply != nil {
-		m.Reply <- messages.InventoryAck{Stale: a.sweep}
+	d := a.step(Listed{Containers: m.Containers})
+	if m.Reply == nil {
+		return
 	}
-	a.sweep = nil
+	var ack messages.InventoryAck
+	for _, e := range d.Effects {
+		if s, ok := e.(Sweep); ok {
+			ack.Stale = append(ack.Stale, s.IDs...)
+		}
+	}
+	m.Reply <- ack
 }
 
 // --- reads -----------------------------------------------------------------------
@@ -405,10 +409,8 @@ func (a *Actor) commit(d Decision) error {
 			a.log().Error().Err(err).Msg("journaled event does not apply")
 		}
 		a.deps.Metrics.transition(from, a.st.Status, ev.Type)
-		if ev.Type == EvProvisionStarted {
-			a.st.ShareAdmission(a.spec.Load())
-		}
 	}
+	a.st.ShareAdmission(a.spec.Load())
 	if due {
 		if err := a.journal.Snapshot(a.deps.Store, eventVersion, a.deps.Now(), a.st); err != nil {
 			a.log().Warn().Err(err).Msg("snapshot")

@@ -160,7 +160,7 @@ func TestLease_Provision_ReadyWithOneSuccessCallbackCommittedWithTheEvent(t *tes
 	if c := ctrs[0]; c.Generation != 1 || c.OperationID != spec.OperationID || c.State != "running" {
 		t.Fatalf("container generation %d operation %q state %s", c.Generation, c.OperationID, c.State)
 	}
-	if b, ok := done.Containers[0].Ports["8080/tcp"]; !ok || b.HostPort == "" {
+	if b, ok := done.Containers[0].Ports.Get("8080/tcp"); !ok || b.HostPort == "" {
 		t.Fatalf("provision.succeeded records no port binding: %+v", done.Containers[0])
 	}
 	cbs := wantRows(t, l, opRow(messages.CallbackSuccess))

@@ -141,7 +141,7 @@ func cohortOf(services []lease.ServiceSpec, gen uint64) []lease.Instance {
 	for _, s := range services {
 		for i := 0; i < s.Quantity; i++ {
 			out = append(out, lease.Instance{Service: s.Name, Index: i, ContainerID: ctrID(s.Name, i, gen), Image: s.Manifest.Image,
-				Ports: map[string]messages.PortBinding{"8080/tcp": {HostIP: "127.0.0.1", HostPort: fmt.Sprint(32768 + i)}}})
+				Ports: lease.Ports{{Key: "8080/tcp", PortBinding: messages.PortBinding{HostIP: "127.0.0.1", HostPort: fmt.Sprint(32768 + i)}}}})
 		}
 	}
 	return out

@@ -30,8 +30,8 @@ func leaseInfo(spec *Spec, st *State, host string) messages.LeaseInfo {
 		for _, inst := range insts {
 			w := messages.Instance{InstanceIndex: inst.Index, ContainerID: shortID(inst.ContainerID),
 				Image: inst.Image, Status: "running", Ports: map[string]messages.PortBinding{}}
-			for k, b := range inst.Ports {
-				w.Ports[k] = b
+			for _, p := range inst.Ports {
+				w.Ports[p.Key] = p.PortBinding
 			}
 			si.Instances = append(si.Instances, w)
 			info.Instances = append(info.Instances, w)

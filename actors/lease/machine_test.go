@@ -41,7 +41,7 @@ func evStarted(admission, gen uint64, when time.Time) persistence.Event {
 func evSucceeded(gen uint64, when time.Time) persistence.Event {
 	return mkEvent(lease.EvProvisionSucceeded, when, lease.ProvisionSucceeded{Generation: gen, At: when,
 		Containers: []lease.Instance{{Service: "app", Index: 0, ContainerID: fmt.Sprintf("%064d", gen), Image: unitImage,
-			Ports: map[string]messages.PortBinding{"8080/tcp": {HostIP: "127.0.0.1", HostPort: "32768"}}}}})
+			Ports: lease.Ports{{Key: "8080/tcp", PortBinding: messages.PortBinding{HostIP: "127.0.0.1", HostPort: "32768"}}}}}})
 }
 
 func evProvisionFailed(gen uint64, when time.Time) persistence.Event {
@@ -483,7 +483,7 @@ func TestApply_ClosedThenNewAdmission_StartsAFreshLease(t *testing.T) {
 		t.Fatalf("status/admission/generation %s/%d/%d, want provisioning/3/3", st.Status, st.Admission, st.Generation)
 	}
 	if st.FailCount != 0 || st.Budget != (lease.Budget{}) || st.Reason != "" || st.Message != "" ||
-		st.Containers != nil || st.PendingFailure != nil || !st.ReadyAt.IsZero() || !st.ClosedAt.IsZero() {
+		st.Containers != nil || st.PendingFailure != nil || !st.ReadyAt.IsZero() {
 		t.Fatalf("the new lease carried the closed one's history: %s", stateJSON(t, st))
 	}
 	if st.ClosedAdmission != 2 {

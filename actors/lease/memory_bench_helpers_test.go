@@ -101,7 +101,12 @@ func memBenchSpec(id, operationID string, admission uint64, admittedAt time.Time
 		CallbackURL:  "https://providerd.example:8443/v1/callbacks?operation_id=" + operationID,
 		LifecycleURL: "https://providerd.example:8443/v1/callbacks?lifecycle_id=" + operationID,
 		OperationID:  operationID,
+		Manifest:     []byte(memBenchManifest),
 		Admission:    admission,
 		AdmittedAt:   admittedAt,
 	}
 }
+
+// memBenchManifest is the raw tenant manifest memBenchSpec parsed.
+const memBenchManifest = `{"image":"` + memBenchImage + `","ports":{"8080/tcp":{"ingress":true}},` +
+	`"env":{"PORT":"8080","GREETING":"hello from berth","LOG_LEVEL":"info"}}`

@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -173,8 +174,10 @@ func (f *idleFixture) close(tb testing.TB) {
 	})
 }
 
-// journalReadyLeases writes, for every lease, the journal of a provision that
-// succeeded with one container, so each actor comes up idle in Ready.
+// journalReadyLeases writes, for every lease, the journal a real provision that
+// succeeded with one container leaves — provision.started with its release,
+// release.pinned with the image's content, provision.succeeded — so each actor
+// comes up idle in Ready holding what a real one holds.
 func (f *idleFixture) journalReadyLeases(tb testing.TB) {
 	tb.Helper()
 	const perCommit = 500
@@ -185,16 +188,21 @@ func (f *idleFixture) journalReadyLeases(tb testing.TB) {
 	for lo := 0; lo < f.n; lo += perCommit {
 		var w persistence.Write
 		for i := lo; i < min(lo+perCommit, f.n); i++ {
+			rel := memBenchSpec(f.ids[i], f.ops[i], uint64(i+1), f.at).ReleaseForTest(f.at)
 			started := lease.ProvisionStarted{Admission: uint64(i + 1), Generation: 1, OperationID: f.ops[i],
-				At: f.at, Deadline: f.at.Add(10 * time.Minute)}
+				At: f.at, Deadline: f.at.Add(10 * time.Minute), Release: &rel}
+			pinned := lease.ReleasePinned{Version: 1, Images: []lease.ServiceImage{{Service: "app", ImagePin: dockerio.ImagePin{
+				Ref: memBenchImage, ID: "sha256:" + strings.Repeat("ab", 32),
+				Digest: "127.0.0.1:5000/berth/workload@sha256:" + strings.Repeat("cd", 32)}}}}
 			succeeded := lease.ProvisionSucceeded{Generation: 1, At: f.at.Add(20 * time.Second), Containers: []lease.Instance{{
 				Service:     "app",
 				ContainerID: strings.ReplaceAll(uuid.NewString()+uuid.NewString(), "-", ""),
 				Image:       memBenchImage,
-				Ports:       map[string]messages.PortBinding{"8080/tcp": {HostIP: "0.0.0.0", HostPort: fmt.Sprint(32768 + i)}},
+				Ports:       lease.Ports{{Key: "8080/tcp", PortBinding: messages.PortBinding{HostIP: "0.0.0.0", HostPort: fmt.Sprint(32768 + i)}}},
 			}}}
 			w.Appends = append(w.Appends, persistence.Append{Stream: lease.Stream(f.ids[i]), Events: []persistence.Event{
 				memEvent(tb, lease.EvProvisionStarted, started.At, started),
+				memEvent(tb, lease.EvReleasePinned, started.At, pinned),
 				memEvent(tb, lease.EvProvisionSucceeded, succeeded.At, succeeded),
 			}})
 		}

@@ -452,10 +452,11 @@ func instances(r *Release, cohort []dockerio.Container) []Instance {
 	for _, c := range cohort {
 		inst := Instance{Service: c.Service, Index: c.Index, ContainerID: c.ID, Image: images[c.Service]}
 		if len(c.Ports) > 0 {
-			inst.Ports = make(map[string]messages.PortBinding, len(c.Ports))
+			m := make(map[string]messages.PortBinding, len(c.Ports))
 			for k, b := range c.Ports {
-				inst.Ports[k] = messages.PortBinding{HostIP: b.HostIP, HostPort: b.HostPort}
+				m[k] = messages.PortBinding{HostIP: b.HostIP, HostPort: b.HostPort}
 			}
+			inst.Ports = portsOf(m)
 		}
 		out = append(out, inst)
 	}

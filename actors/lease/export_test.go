@@ -1,0 +1,6 @@
+package lease
+
+import "time"
+
+// ReleaseForTest is the release a provision of s journals.
+func (s *Spec) ReleaseForTest(now time.Time) Release { return s.release(now) }
