@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,12 @@ import (
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/persistence"
 )
+
+// port is the port of a host:port address.
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
 
 // provisionBody is a valid provision request as a map, so rows can break it.
 func provisionBody(cb string, manifest any) map[string]any {
@@ -62,6 +70,30 @@ func TestBadInput_ExactStatusNoJournalEventNoDockerObject(t *testing.T) {
 		}), 400, `"error":`},
 		{"missing callback_url", "POST", "/provision", with(func(m map[string]any) { delete(m, "callback_url") }), 400, "callback_url"},
 		{"link-local callback", "POST", "/provision", with(func(m map[string]any) { m["callback_url"] = "http://169.254.1.1/x" }), 400, "link-local"},
+		// Hostile callback targets: berthd's own listeners in every spelling, and
+		// link-local addresses written as octal or a bare decimal.
+		{"callback to own debug chaos", "POST", "/provision", with(func(m map[string]any) {
+			m["callback_url"] = "http://" + d.debug + "/debug/chaos/crash?actor=root/registry"
+		}), 400, "callback_url"},
+		{"callback to own API via localhost", "POST", "/provision", with(func(m map[string]any) {
+			m["callback_url"] = "http://localhost:" + port(d.api) + "/deprovision"
+		}), 400, "callback_url"},
+		{"callback to own API via 0.0.0.0", "POST", "/provision", with(func(m map[string]any) {
+			m["callback_url"] = "http://0.0.0.0:" + port(d.api) + "/deprovision"
+		}), 400, "callback_url"},
+		{"callback to own debug via [::1]", "POST", "/provision", with(func(m map[string]any) {
+			m["callback_url"] = "http://[::1]:" + port(d.debug) + "/debug/actors"
+		}), 400, "callback_url"},
+		{"callback octal link-local", "POST", "/provision", with(func(m map[string]any) {
+			m["callback_url"] = "http://0251.0376.0251.0376/latest/meta-data"
+		}), 400, "callback_url"},
+		{"callback decimal link-local", "POST", "/provision", with(func(m map[string]any) {
+			m["callback_url"] = "http://2852039166/latest/meta-data"
+		}), 400, "callback_url"},
+		{"restore malformed JSON", "POST", "/restore", []byte(`{"lease_uuid":`), 400, `"error":`},
+		{"restore bad uuid", "POST", "/restore", []byte(`{"lease_uuid":"x","from_lease_uuid":"y"}`), 400, "lease_uuid"},
+		{"restart unknown lease", "POST", "/restart", []byte(`{"lease_uuid":"` + uuid.NewString() + `"}`), 404, `"error":`},
+		{"releases of unknown lease", "GET", "/releases/" + uuid.NewString(), nil, 404, `"error":`},
 		{"missing payload", "POST", "/provision", with(func(m map[string]any) { delete(m, "payload") }), 400, "payload"},
 		{"payload not base64", "POST", "/provision", with(func(m map[string]any) { m["payload"] = "!!!" }), 400, `"validation_code":"invalid_manifest"`},
 		{"unknown sku", "POST", "/provision", with(func(m map[string]any) {
@@ -96,6 +128,14 @@ func TestBadInput_ExactStatusNoJournalEventNoDockerObject(t *testing.T) {
 		{"unknown route", "GET", "/nope", nil, 404, `{"error":"not found"}`},
 		{"wrong method", "GET", "/provision", nil, 405, `{"error":"method not allowed"}`},
 		{"info of unknown lease", "GET", "/info/" + uuid.NewString(), nil, 404, `"error":`},
+	}
+	// Nothing is retained, so a well-formed restore is answered what is true: a
+	// bare 422 (no body, no code) — never a 501, which providerd counts as a
+	// backend failure.
+	restore := fmt.Sprintf(`{"lease_uuid":%q,"from_lease_uuid":%q,"tenant":"t","provider_uuid":"p","items":[{"sku":"docker-small","quantity":1}],"callback_url":%q}`,
+		uuid.NewString(), uuid.NewString(), cb)
+	if resp := d.call("POST", "/restore", []byte(restore)); resp.Status != 422 || len(bytes.TrimSpace(resp.Body)) != 0 {
+		t.Fatalf("restore of nothing retained: %d %q, want a bare 422", resp.Status, resp.Body)
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
