@@ -823,3 +823,22 @@ func TestLease_TeardownFailsOnce_RetriedThenClosed(t *testing.T) {
 		t.Fatalf("%d containers remain after the close", len(left))
 	}
 }
+
+// TestLease_TransientDockerErrorDuringVerification_RetriedNotFailed: Docker stops
+// answering for a moment while the cohort is verified; the inspect is retried and
+// the provision reaches Ready — a transient engine error is never turned into a
+// tenant-visible failure.
+func TestLease_TransientDockerErrorDuringVerification_RetriedNotFailed(t *testing.T) {
+	h := newHarness(t, nil)
+	verify := h.eng.Hold(fake.OpInspect)
+	l := h.start(newSpec(1))
+	awaitGate(t, "verification to inspect", verify.entered)
+	h.eng.SetUnavailable(true)
+	verify.Release() // this inspect fails: Docker is unavailable
+	h.waitFor("a failed inspect to be retried", func() bool { return h.eng.Calls(fake.OpInspect) >= 3 })
+	h.eng.SetUnavailable(false)
+	h.awaitReport("ready", isReady)
+	l.barrier()
+	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
+	wantRows(t, l, opRow(messages.CallbackSuccess))
+}
