@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,16 +89,20 @@ type Plan struct {
 
 // ServicePlan is one tenant service, fanned out to Quantity instances.
 type ServicePlan struct {
-	Name            string
-	SKU             string
-	Quantity        int
-	CPUCores        float64
-	MemoryMB        int64
-	DiskMB          int64  // 0 = diskless: image VOLUMEs become tmpfs
-	Image           string // manifest reference
-	ImageID         string // resolved sha256 ID after pull/inspect
-	ImageVolumes    []string
-	MaskLabels      []string // image label keys in reserved namespaces, set empty on the container
+	Name         string
+	SKU          string
+	Quantity     int
+	CPUCores     float64
+	MemoryMB     int64
+	DiskMB       int64  // 0 = diskless: image VOLUMEs become tmpfs
+	Image        string // manifest reference
+	ImageID      string // resolved sha256 ID after pull/inspect
+	ImageVolumes []string
+	MaskLabels   []string // image label keys in reserved namespaces, set empty on the container
+	// VolumeDirs are, for a stateful service (DiskMB > 0), the host directory of each
+	// instance's managed volume (index i → VolumeDirs[i]); each image VOLUME target
+	// is bind-mounted from its subdirectory VolumeSubdir(target).
+	VolumeDirs      []string
 	Env             map[string]string
 	Command         []string // replaces the image ENTRYPOINT when set
 	Args            []string // replaces the image CMD when set
@@ -202,6 +207,10 @@ type ImageInfo struct {
 	// com.docker.compose. namespaces: containers set them empty, so an image can
 	// never claim berth's labels.
 	MaskLabels []string
+	// UID and GID are the numeric owner the image's user runs as (resolved from a
+	// name through the image's own /etc/passwd and /etc/group); a volume's mount
+	// points are given to them. 0/0 for root or no user.
+	UID, GID int
 }
 
 // Pin records exactly what a reference resolved to, so every later launch of the
@@ -248,6 +257,59 @@ type Event struct {
 type DownOptions struct {
 	StopTimeout   time.Duration
 	RemoveVolumes bool // remove the lease's managed named volumes too
+}
+
+// ErrVolumeBusy: a managed volume cannot be destroyed right now (a process holds a
+// file or the subvolume open, a mount is still attached); retry later — a held
+// deletion, never a forgotten one.
+var ErrVolumeBusy = errors.New("managed volume busy")
+
+// VolumeName is the managed volume of one instance of a stateful service.
+func VolumeName(lease, service string, index int) string {
+	return "fred-" + lease + "-" + service + "-" + strconv.Itoa(index)
+}
+
+// RetainedVolumeName is that volume's name while retained after its lease closed.
+func RetainedVolumeName(lease, service string, index int) string {
+	return "fred-retained-" + lease + "-" + service + "-" + strconv.Itoa(index)
+}
+
+// VolumeSubdir is the subdirectory of an instance volume that image VOLUME target
+// is bind-mounted from ("/data" → "data"; escaping keeps distinct targets distinct).
+func VolumeSubdir(target string) string {
+	return url.QueryEscape(strings.TrimPrefix(target, "/"))
+}
+
+// Volumes is the host side of tenant data: one directory per instance of a
+// stateful service under volume_data_path, bounded by a kernel quota where the
+// filesystem enforces one (btrfs: a subvolume with a qgroup limit; dir: plain
+// directories, no enforcement — development only). Names are the managed
+// grammar above; a name never establishes ownership (the journal does), so
+// nothing here is ever destroyed because of what it is called. Every method
+// honours ctx's deadline.
+type Volumes interface {
+	Kind() string   // "btrfs" | "dir"
+	Enforced() bool // the kernel enforces the quota
+	Root() string   // volume_data_path
+	// Ensure makes the volume exist (reusing one that does, its quota updated) with
+	// a quota of quotaMB and the given subdirectories, whose mount points — only
+	// they, never existing content — are owned by uid:gid. It returns the
+	// volume's host path.
+	Ensure(ctx context.Context, name string, quotaMB int64, subdirs []string, uid, gid int) (string, error)
+	// SetQuota changes the volume's quota (restore promote/demote).
+	SetQuota(ctx context.Context, name string, quotaMB int64) error
+	// Usage is the bytes the volume holds (what a demote must fit).
+	Usage(ctx context.Context, name string) (int64, error)
+	// Rename moves a volume to a new name (retention, restore, re-quarantine);
+	// ErrNotFound when from does not exist, an error when to already does.
+	Rename(ctx context.Context, from, to string) error
+	// Destroy removes the volume and its data; an absent volume is success;
+	// ErrVolumeBusy when it cannot be removed now.
+	Destroy(ctx context.Context, name string) error
+	// Exists reports whether the volume exists.
+	Exists(ctx context.Context, name string) (bool, error)
+	// List names every entry under the root that has the managed prefix "fred-".
+	List(ctx context.Context) ([]string, error)
 }
 
 // Engine is everything berth asks of Docker, on behalf of one installation: an
