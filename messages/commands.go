@@ -16,7 +16,11 @@ type Admit struct {
 // gone (or never existed). ErrLifecyclePending means teardown is still running.
 type Deprovision struct {
 	Lease string
-	Reply chan<- error
+	// Retain is the registry's decision for this close (retain_on_close and the
+	// retained-disk cap): keep the lease's durable volumes as a retention record
+	// instead of destroying them.
+	Retain bool
+	Reply  chan<- error
 }
 
 // InfoReply answers GetInfo.
@@ -147,4 +151,25 @@ type OutboxWake struct {
 // reclaimable soon.
 type LeaseGone struct {
 	Lease string
+}
+
+// Restore asks the registry to restore a retained lease's data into a new lease.
+// A nil error means 202.
+type Restore struct {
+	Req   RestoreRequest
+	Reply chan<- error
+}
+
+// RetentionsReply answers ListRetentions.
+type RetentionsReply struct {
+	Retentions []Retention
+	Continue   string
+}
+
+// ListRetentions lists retention records sorted by lease UUID, strictly after
+// Continue, at most Limit (0 = all).
+type ListRetentions struct {
+	Limit    int
+	Continue string
+	Reply    chan<- RetentionsReply
 }

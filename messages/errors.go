@@ -32,6 +32,11 @@ var (
 	ErrBusy = errors.New("busy")
 	// ErrUnavailable: a dependency (store, Docker) is unhealthy. 503.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrNotRetained: a restore names no retained data this tenant may claim. Bare 422.
+	ErrNotRetained = errors.New("nothing retained")
+	// ErrDemoteExceedsTier: the retained data does not fit the requested smaller
+	// disk tier. 422 code demote_exceeds_tier.
+	ErrDemoteExceedsTier = errors.New("retained data exceeds the requested tier")
 )
 
 // Refusal is a wire-visible error: a sentinel Kind plus a tenant-safe message that
@@ -58,7 +63,7 @@ func SafeMessage(err error) string {
 	}
 	for _, s := range []error{ErrBadRequest, ErrInvalidManifest, ErrUnknownSKU, ErrImageNotAllowed,
 		ErrAlreadyProvisioned, ErrInvalidState, ErrNotFound, ErrInsufficientResources,
-		ErrLifecyclePending, ErrBusy, ErrUnavailable} {
+		ErrLifecyclePending, ErrBusy, ErrUnavailable, ErrNotRetained, ErrDemoteExceedsTier} {
 		if errors.Is(err, s) {
 			return s.Error()
 		}

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"regexp"
+	"time"
 
 	"github.com/berth-dev/berth/dockerio"
 )
@@ -28,10 +29,14 @@ type LeaseReport struct {
 }
 
 // LeaseClosed tells the registry a lease's closed receipt is journaled: release
-// its pool reservation and stop its actor.
+// its pool reservation and stop its actor. Retention is the record of its
+// retained data (nil: destroyed); Requarantined names the retention source whose
+// data a pre-commit restore handed back.
 type LeaseClosed struct {
-	Lease     string
-	Admission uint64
+	Lease         string
+	Admission     uint64
+	Retention     *RetentionRecord
+	Requarantined string
 }
 
 // Inventory hands a lease the managed containers Docker lists for it (startup and
@@ -85,3 +90,91 @@ type Recovered struct{}
 // RetryStopped asks the registry to respawn lease actors stopped past their
 // restart limit.
 type RetryStopped struct{}
+
+// RetainedVolume is one volume of a retention record.
+type RetainedVolume struct {
+	Name      string `json:"name"` // fred-retained-<lease>-<service>-<index>
+	Service   string `json:"service"`
+	Index     int    `json:"index"`
+	QuotaMB   int64  `json:"quota_mb"`   // the quota it had; what the pool counts while retained
+	UsedBytes int64  `json:"used_bytes"` // measured at close: what a demote must fit
+}
+
+// ServicePin is the recorded image of one service.
+type ServicePin struct {
+	Service string `json:"service"`
+	dockerio.ImagePin
+}
+
+// RetentionRecord is a closed lease's retained data: everything a restore needs to
+// redeploy it exactly (the manifest, items and images as they ran) and the volumes
+// it owns. A close writes it in the transaction of its closed receipt.
+type RetentionRecord struct {
+	Lease         string           `json:"lease_uuid"`
+	Tenant        string           `json:"tenant"`
+	ProviderUUID  string           `json:"provider_uuid"`
+	Items         []LeaseItem      `json:"items"`
+	Manifest      []byte           `json:"manifest"`
+	Images        []ServicePin     `json:"images,omitempty"`
+	Volumes       []RetainedVolume `json:"volumes"`
+	RetainedAt    time.Time        `json:"retained_at"`
+	RetainedUntil time.Time        `json:"retained_until"` // zero: until evicted
+}
+
+// DiskMB is the footprint the pool counts for the record.
+func (r *RetentionRecord) DiskMB() int64 {
+	var n int64
+	for _, v := range r.Volumes {
+		n += v.QuotaMB
+	}
+	return n
+}
+
+// UsedBytes is what the record's volumes hold.
+func (r *RetentionRecord) UsedBytes() int64 {
+	var n int64
+	for _, v := range r.Volumes {
+		n += v.UsedBytes
+	}
+	return n
+}
+
+// HoldVolume hands a volume whose destruction failed (busy) to the volumehold
+// actor, which retries it with backoff until it is gone and then tells Owner.
+type HoldVolume struct {
+	Name  string
+	Owner string // "lease:<uuid>" (a close waits on it) or "retention:<uuid>" (a reap)
+}
+
+// HoldDone tells the registry a held volume is gone; it routes it to its owner.
+type HoldDone struct {
+	Name  string
+	Owner string
+}
+
+// VolumeHoldDone tells a lease (a close waiting on it) one of its held volumes is gone.
+type VolumeHoldDone struct{ Name string }
+
+// RetentionSweep asks the registry for what the reaper's pass needs; the registry
+// first marks every expired record reaping (journaled: its bytes stay counted).
+type RetentionSweep struct {
+	Now   time.Time
+	Reply chan<- RetentionSweepReply
+}
+
+// RetentionSweepReply is the registry's answer to RetentionSweep.
+type RetentionSweepReply struct {
+	Reaping []RetentionRecord // records whose volumes are to be destroyed now
+	Active  []RetentionRecord // records that must keep their volumes (orphan check)
+	Live    []string          // volume names live leases own (nothing of them is touched)
+}
+
+// RetentionReaped tells the registry every volume of a reaping record is gone.
+type RetentionReaped struct{ Lease string }
+
+// RetentionOrphaned tells the registry an active record's volumes were all missing
+// for the configured number of consecutive sweeps: prune the record.
+type RetentionOrphaned struct{ Lease string }
+
+// ReapNow asks the reaper for a pass now (a record was evicted or a hold finished).
+type ReapNow struct{}

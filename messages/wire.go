@@ -53,6 +53,19 @@ type RestoreRequest struct {
 	LifecycleCallbackURL string      `json:"lifecycle_callback_url,omitempty"`
 }
 
+// Retention is one entry of GET /retentions: a closed lease whose durable data is
+// retained. Only lease_uuid is in CONTRACT.md; the rest is additive.
+type Retention struct {
+	LeaseUUID     string    `json:"lease_uuid"`
+	Tenant        string    `json:"tenant,omitempty"`
+	ProviderUUID  string    `json:"provider_uuid,omitempty"`
+	Status        string    `json:"status"` // active | restoring | reaping
+	RetainedAt    time.Time `json:"retained_at"`
+	RetainedUntil time.Time `json:"retained_until"` // zero: kept until evicted
+	DiskMB        int64     `json:"disk_mb"`        // the footprint the pool counts
+	UsedBytes     int64     `json:"used_bytes"`
+}
+
 // Release is one entry of GET /releases/{lease}.
 type Release struct {
 	Version   int       `json:"version"`
@@ -182,6 +195,11 @@ type Stats struct {
 	AvailableMemoryMB int64   `json:"available_memory_mb"`
 	AvailableDiskMB   int64   `json:"available_disk_mb"`
 	ActiveContainers  int     `json:"active_containers"`
+	// RetainedDiskMB is the disk retained data holds (counted in allocated_disk_mb).
+	RetainedDiskMB int64 `json:"retained_disk_mb"`
+	// DiskQuotaEnforced is false when tenant volumes live on the dir driver: quotas
+	// are accounting only, the kernel does not enforce them.
+	DiskQuotaEnforced bool `json:"disk_quota_enforced"`
 }
 
 // ErrorBody is every error response: {"error": ..., "validation_code"?, "code"?}.

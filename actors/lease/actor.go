@@ -42,10 +42,12 @@ type Settings struct {
 	PidsLimit        int64
 	TmpfsSizeMB      int
 	OutboxPath       string        // where OutboxWake goes
+	VolumeHoldPath   string        // where a busy volume is handed (HoldVolume)
 	SnapshotEvery    int           // journal events between snapshots
 	WorkerDrain      time.Duration // how long a stopping actor waits for its goroutines
 	ReleasesMaxAge   time.Duration // releases_max_age
 	HistoryBytes     int           // per-lease release history cap (32 MiB)
+	RetentionMaxAge  time.Duration // retention_max_age: a retention record's grace
 }
 
 // Deps are a lease actor's collaborators.
@@ -57,6 +59,9 @@ type Deps struct {
 	Log      zerolog.Logger
 	Now      func() time.Time
 	Metrics  *Metrics // nil: not recorded
+	// Volumes are the managed host volumes of stateful services (nil: no volume
+	// root; a stateful lease then fails to provision).
+	Volumes dockerio.Volumes
 }
 
 // Metrics of lease state machines.
@@ -174,6 +179,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.getReleases(m)
 	case *messages.Inventory:
 		a.inventory(m)
+	case *messages.VolumeHoldDone:
+		a.step(HoldDone{Name: m.Name})
 	case *messages.ContainerDied:
 		a.step(Died{ContainerID: m.ContainerID, Generation: m.Generation, Counted: m.Counted})
 	case workerDone:
@@ -265,7 +272,7 @@ func (a *Actor) step(in Input) Decision {
 func (a *Actor) env(in Input) (Env, error) {
 	e := Env{Now: a.deps.Now(), Spec: a.spec.Load(), Limits: Limits{
 		ProvisionTimeout: a.set.ProvisionTimeout, ResumePoll: a.set.ResumePoll, TeardownRetry: a.set.TeardownRetry,
-		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes}}
+		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge}}
 	if a.worker != nil {
 		e.Worker = a.worker.kind
 	}
@@ -309,14 +316,18 @@ func (a *Actor) run(e Effect) {
 		a.waiters = nil
 	case TellClosed:
 		a.log().Info().Msg("lease closed")
-		a.sys.Root.Send(a.parent, messages.LeaseClosed{Lease: a.id, Admission: a.st.ClosedAdmission})
+		closed := messages.LeaseClosed{Lease: a.id, Admission: a.st.ClosedAdmission}
+		if c := a.st.Closed; c != nil {
+			closed.Retention, closed.Requarantined = c.Retention, c.Requarantined
+		}
+		a.sys.Root.Send(a.parent, closed)
 	}
 }
 
 // --- commands -------------------------------------------------------------------
 
 func (a *Actor) deprovision(m *messages.Deprovision) {
-	d := a.step(Close{})
+	d := a.step(Close{Retain: m.Retain})
 	switch {
 	case d.Reply != nil:
 		m.Reply <- d.Reply
@@ -435,6 +446,7 @@ func (a *Actor) callback(cb Callback) persistence.OutboxRow {
 		Backend:          a.set.BackendName,
 		BackendStorageID: a.set.StorageID,
 		MaintenanceID:    cb.MaintenanceID,
+		Retained:         cb.Retained,
 	}
 	if !cb.AdmittedAt.IsZero() {
 		body.MaintenanceAdmittedAt = cb.AdmittedAt.UTC().Format(time.RFC3339Nano)
@@ -462,6 +474,14 @@ func (a *Actor) report() {
 	a.sys.Root.Send(a.parent, r)
 }
 
+// holdVolume hands a volume whose destruction is busy to the volumehold actor.
+func (a *Actor) holdVolume(name string) {
+	if a.set.VolumeHoldPath == "" {
+		return
+	}
+	a.sys.Root.Send(a.sys.NewLocalPID(a.set.VolumeHoldPath), &messages.HoldVolume{Name: name, Owner: "lease:" + a.id})
+}
+
 // reportInput sends an intermediate input from a worker to the actor.
 func (a *Actor) reportInput(in Input) {
 	a.sys.Root.Send(a.self, sideDone{in: in})
@@ -484,7 +504,7 @@ func (a *Actor) startWorker(kind WorkKind) {
 	case WorkResume:
 		fn = func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.resume(ctx)} }
 	case WorkTeardown:
-		fn = func(ctx context.Context) Input { return TornDown{Err: j.teardown(ctx)} }
+		fn = func(ctx context.Context) Input { return j.teardown(ctx) }
 	case WorkCapture:
 		fn = func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
 	case WorkReplace, WorkReplaceResume:

@@ -319,10 +319,20 @@ type (
 	CloseRequested struct {
 		Admission uint64    `json:"admission"`
 		At        time.Time `json:"at"`
+		// Retain: keep the durable volumes as a retention record (the registry's
+		// decision: retain_on_close and the retained-disk cap).
+		Retain bool `json:"retain,omitempty"`
+		// Requarantine: the close pre-empted a restore that never committed; the
+		// adopted volumes go back to the retention record they came from.
+		Requarantine bool `json:"requarantine,omitempty"`
 	}
 	ClosedEv struct {
 		Admission uint64    `json:"admission"`
 		At        time.Time `json:"at"`
+		// Retention is the record of the retained volumes (nil: destroyed).
+		Retention *messages.RetentionRecord `json:"retention,omitempty"`
+		// Requarantined is the retention source a pre-commit restore handed back.
+		Requarantined string `json:"requarantined,omitempty"`
 	}
 )
 
@@ -346,6 +356,10 @@ type State struct {
 	Releases        []Release       `json:"releases,omitempty"` // oldest first
 	Maintenance     *Maintenance    `json:"maintenance,omitempty"`
 	ClosedAdmission uint64          `json:"closed_admission"`
+	// Close is the close in progress (deprovisioning): what becomes of the volumes.
+	Close *CloseRequested `json:"close,omitempty"`
+	// Closed is the closed receipt (status closed): the retention record, if any.
+	Closed *ClosedEv `json:"closed,omitempty"`
 }
 
 // NewState is a lease with nothing journaled yet.
@@ -610,13 +624,14 @@ func (s *State) Apply(ev persistence.Event) error {
 			if e.Admission <= s.ClosedAdmission {
 				return s.refuse(ev)
 			}
+			s.Closed = nil
 		case Provisioning:
 			s.failRelease(s.Latest(), reasonCanceled, "closed before the provision completed")
 		case Restarting, Updating:
 			s.failRelease(s.Release(s.Maintenance.Version), reasonCanceled, "closed before the "+s.Maintenance.Kind+" completed")
 			s.Maintenance = nil
 		}
-		s.Status = Deprovisioning
+		s.Status, s.Close = Deprovisioning, &e
 		if e.Admission > s.Admission {
 			s.Admission = e.Admission
 		}
@@ -629,8 +644,11 @@ func (s *State) Apply(ev persistence.Event) error {
 			return s.refuse(ev)
 		}
 		s.Status, s.ClosedAdmission = Closed, e.Admission
-		s.Containers, s.PendingFailure, s.Maintenance = nil, nil, nil
+		s.Containers, s.PendingFailure, s.Maintenance, s.Close = nil, nil, nil, nil
 		s.Releases = nil // a closed lease has no history to serve
+		if e.Retention != nil || e.Requarantined != "" {
+			s.Closed = &e
+		}
 	default:
 		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
 	}
@@ -725,8 +743,9 @@ type (
 	Recover struct{}
 	// Reprovision: the registry admitted a newer spec (Env.Spec) for this lease.
 	Reprovision struct{}
-	// Close: a deprovision request.
-	Close struct{}
+	// Close: a deprovision request; Retain is the registry's decision to keep the
+	// lease's durable volumes as a retention record.
+	Close struct{ Retain bool }
 	// Maintain: a restart (Target nil) or an update (Target: the validated new
 	// manifest, items and services, with the lease's frozen profiles).
 	Maintain struct {
@@ -745,8 +764,16 @@ type (
 		Generation uint64
 		Outcome    Outcome
 	}
-	// TornDown: the teardown worker finished.
-	TornDown struct{ Err error }
+	// TornDown: the teardown worker finished. Retained are the volumes it moved into
+	// the retention namespace; Held those whose destruction is busy and handed to the
+	// volumehold actor (the close waits for them).
+	TornDown struct {
+		Err      error
+		Retained []messages.RetainedVolume
+		Held     []string
+	}
+	// HoldDone: a held volume of this lease is gone.
+	HoldDone struct{ Name string }
 	// Captured: a runtime failure's diagnostics are written.
 	Captured struct{ Generation uint64 }
 	// Replaced: a maintenance worker finished.
@@ -779,6 +806,7 @@ func (Maintain) isInput()    {}
 func (Pinned) isInput()      {}
 func (Attempted) isInput()   {}
 func (TornDown) isInput()    {}
+func (HoldDone) isInput()    {}
 func (Captured) isInput()    {}
 func (Replaced) isInput()    {}
 func (Listed) isInput()      {}
@@ -875,6 +903,7 @@ func (TellClosed) isEffect() {}
 type Callback struct {
 	Status        string // success | failed | deprovisioned
 	Error         string // curated, on-chain safe
+	Retained      bool   // a deprovisioned callback whose volumes were retained
 	Lifecycle     bool   // to the lifecycle URL (else the exact completion URL)
 	MaintenanceID string
 	AdmittedAt    time.Time
@@ -914,6 +943,7 @@ type Limits struct {
 	TeardownRetry    time.Duration
 	ReleasesMaxAge   time.Duration // superseded/failed releases older than this are pruned
 	HistoryBytes     int           // per-lease cap on the encoded release history
+	RetentionMaxAge  time.Duration // a retention record's grace (0: kept until evicted)
 }
 
 // Env is what Decide may know beyond the state.
@@ -936,7 +966,7 @@ func Decide(st *State, in Input, env Env) Decision {
 			return startProvision(st, env)
 		}
 	case Close:
-		return decideClose(st, env)
+		return decideClose(st, in, env)
 	case Maintain:
 		return decideMaintain(st, in, env)
 	case Pinned:
@@ -947,6 +977,10 @@ func Decide(st *State, in Input, env Env) Decision {
 		return decideAttempted(st, in, env)
 	case TornDown:
 		return decideTornDown(st, in, env)
+	case HoldDone:
+		if st.Status == Deprovisioning && env.Worker == "" {
+			return effects(Work{WorkTeardown}) // a held volume is gone: finish the close
+		}
 	case Captured:
 		switch {
 		case st.Status == Deprovisioning:
@@ -1067,7 +1101,7 @@ func provisionFailed(st *State, env Env, reason, message string) Decision {
 
 // decideClose journals the close intent first (write-ahead), with the failed
 // completion of whatever operation it pre-empts, then tears down once no worker runs.
-func decideClose(st *State, env Env) Decision {
+func decideClose(st *State, in Close, env Env) Decision {
 	switch st.Status {
 	case Closed:
 		return Decision{}
@@ -1075,7 +1109,11 @@ func decideClose(st *State, env Env) Decision {
 		return Decision{Hold: true}
 	}
 	d := Decision{Hold: true}
-	d.Events = []persistence.Event{event(EvCloseRequested, env.Now, CloseRequested{Admission: max(st.Admission, env.Spec.Admission), At: env.Now})}
+	// A restore that never committed hands its adopted volumes back; only a lease
+	// whose data is its own can be retained.
+	requarantine := env.Spec.Restore != nil && (st.Status == Reserved || st.Status == Provisioning || pendingAdmission(st, env))
+	d.Events = []persistence.Event{event(EvCloseRequested, env.Now, CloseRequested{Admission: max(st.Admission, env.Spec.Admission),
+		At: env.Now, Retain: in.Retain && !requarantine, Requarantine: requarantine})}
 	switch {
 	case st.Status == Reserved || st.Status == Provisioning || pendingAdmission(st, env):
 		d.Callbacks = []Callback{{Status: messages.CallbackFailed, Error: errCanceled}}
@@ -1101,11 +1139,46 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 	if in.Err != nil {
 		return effects(Wait{D: env.Limits.TeardownRetry, What: string(WorkTeardown)})
 	}
+	if len(in.Held) > 0 {
+		// A volume could not be destroyed yet: the volumehold actor retries it and
+		// tells us when it is gone; the close stays pending (503 lifecycle_pending)
+		// and looks again now and then.
+		return effects(Wait{D: 6 * env.Limits.TeardownRetry, What: string(WorkTeardown)})
+	}
+	closed := ClosedEv{Admission: st.Admission, At: env.Now}
+	if c := st.Close; c != nil && c.Requarantine && env.Spec.Restore != nil {
+		closed.Requarantined = env.Spec.Restore.From
+	}
+	if len(in.Retained) > 0 {
+		closed.Retention = retentionRecord(st, env, in.Retained)
+	}
 	return Decision{
-		Events:    []persistence.Event{event(EvClosed, env.Now, ClosedEv{Admission: st.Admission, At: env.Now})},
-		Callbacks: []Callback{{Status: messages.CallbackDeprovisioned, Lifecycle: true}},
+		Events:    []persistence.Event{event(EvClosed, env.Now, closed)},
+		Callbacks: []Callback{{Status: messages.CallbackDeprovisioned, Lifecycle: true, Retained: closed.Retention != nil}},
 		Effects:   []Effect{Answer{}, TellClosed{}},
 	}
+}
+
+// retentionRecord is what a retaining close keeps: the lease's identity, its
+// running release (manifest, items, images as they ran) and the retained volumes.
+func retentionRecord(st *State, env Env, vols []messages.RetainedVolume) *messages.RetentionRecord {
+	rec := &messages.RetentionRecord{Lease: env.Spec.Lease, Tenant: env.Spec.Tenant, ProviderUUID: env.Spec.ProviderUUID,
+		Items: env.Spec.Items, Manifest: env.Spec.Manifest, Volumes: vols, RetainedAt: env.Now}
+	if r := st.Running(); r != nil {
+		if len(r.Items) > 0 {
+			rec.Items = r.Items
+		}
+		if len(r.Manifest) > 0 {
+			rec.Manifest = r.Manifest
+		}
+		for _, si := range r.Images {
+			rec.Images = append(rec.Images, messages.ServicePin{Service: si.Service, ImagePin: si.ImagePin})
+		}
+	}
+	if env.Limits.RetentionMaxAge > 0 {
+		rec.RetainedUntil = env.Now.Add(env.Limits.RetentionMaxAge)
+	}
+	return rec
 }
 
 // decideMaintain admits a restart or an update: guards, then the intent with its
@@ -1431,6 +1504,8 @@ func callbackError(reason string) string {
 		return "ContainerStartFailed: a container could not be started"
 	case messages.ReasonCleanupFailed:
 		return "CleanupFailed: cleanup did not complete"
+	case messages.ReasonRestoreFailed:
+		return "RestoreFailed: the retained data could not be restored; it is retained again"
 	}
 	return "Internal: provisioning failed on the provider"
 }

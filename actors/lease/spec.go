@@ -49,6 +49,26 @@ type Spec struct {
 	OperationID  string               `json:"operation_id"`
 	Admission    uint64               `json:"admission"` // registry-wide admission number
 	AdmittedAt   time.Time            `json:"admitted_at"`
+	// Images are the recorded contents this admission starts from (a restore keeps
+	// the retained lease's exact images; never its tags resolved again).
+	Images []ServiceImage `json:"images,omitempty"`
+	// Restore is set when this admission restores a retained lease's data.
+	Restore *RestoreFrom `json:"restore,omitempty"`
+}
+
+// RestoreFrom is a restore's source: the retained lease whose volumes this lease
+// adopts (renamed into its own names, given its own quota) before its first launch.
+type RestoreFrom struct {
+	From    string          `json:"from_lease_uuid"`
+	Volumes []RestoreVolume `json:"volumes"`
+}
+
+// RestoreVolume is one adopted volume.
+type RestoreVolume struct {
+	Service       string `json:"service"`
+	Index         int    `json:"index"`
+	Retained      string `json:"retained"`        // its name in the retention namespace
+	SourceQuotaMB int64  `json:"source_quota_mb"` // restored on a hand-back
 }
 
 // Allocation is one instance's reservation in the resource pool.
@@ -83,7 +103,7 @@ func (s *Spec) ServiceImages() map[string]string { return serviceImages(s.Servic
 // release is the admission's release, before the journal numbers it.
 func (s *Spec) release(now time.Time) Release {
 	return Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
-		Manifest: s.Manifest, Items: s.Items, Services: s.Services}
+		Manifest: s.Manifest, Items: s.Items, Services: s.Services, Images: s.Images}
 }
 
 func serviceImages(services []ServiceSpec) map[string]string {
@@ -113,8 +133,9 @@ type launch struct {
 	FailCount     int
 }
 
-// plan builds the Compose launch of release r under l, with its admitted images.
-func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]dockerio.ImageInfo, networkID string) dockerio.Plan {
+// plan builds the Compose launch of release r under l, with its admitted images
+// and (stateful services) the host directories of its instances' volumes.
+func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]dockerio.ImageInfo, networkID string, dirs map[string][]string) dockerio.Plan {
 	p := dockerio.Plan{
 		Lease:          spec.Lease,
 		Tenant:         spec.Tenant,
@@ -147,6 +168,7 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]doc
 			ImageID:         img.ID,
 			ImageVolumes:    img.Volumes,
 			MaskLabels:      img.MaskLabels,
+			VolumeDirs:      dirs[svc.Name],
 			Env:             m.Env,
 			Command:         m.Command,
 			Args:            m.Args,

@@ -26,6 +26,9 @@ type job struct {
 	now      func() time.Time
 	metrics  *Metrics
 	report   func(Input) // sends an intermediate input (Pinned) to the actor
+	hold     func(name string) // hands a busy volume to the volumehold actor
+	vols     dockerio.Volumes  // nil: no volume root configured
+	close    *CloseRequested   // the close in progress (teardown)
 	rel      Release     // the release this work deploys or runs
 	source   *Release    // a maintenance's source release (nil: none)
 	pins     map[string]dockerio.ImagePin
@@ -39,7 +42,7 @@ type job struct {
 func (a *Actor) job() *job {
 	st := a.st
 	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
-		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput,
+		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput, vols: a.deps.Volumes, hold: a.holdVolume,
 		pins: knownPins(st), deadline: st.Deadline, cohort: cloneInstances(st.Containers),
 		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}}
 	if r := st.Running(); r != nil {
@@ -48,6 +51,10 @@ func (a *Actor) job() *job {
 	if st.PendingFailure != nil {
 		pf := *st.PendingFailure
 		j.pending = &pf
+	}
+	if st.Close != nil {
+		c := *st.Close
+		j.close = &c
 	}
 	if m := st.Maintenance; m != nil {
 		mc := *m
@@ -122,14 +129,24 @@ func (j *job) attempt(ctx context.Context) Outcome {
 			return j.internal(ctx, "remove previous containers", err)
 		}
 	}
-	images, networkID, out, ok := j.prepare(ctx, j.rel)
+	if j.spec.Restore != nil {
+		// A restore adopts the retained volumes before its first launch (idempotent:
+		// a retry finds them adopted already).
+		if out := j.adoptRetained(ctx); out.Kind != "" {
+			if out.Kind == OutcomeFailed {
+				return j.failAndClean(out, nil)
+			}
+			return out
+		}
+	}
+	in, out, ok := j.prepare(ctx, j.rel)
 	if !ok {
 		if out.Kind == OutcomeFailed {
 			return j.failAndClean(out, nil)
 		}
 		return out
 	}
-	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, j.launch, j.set, images, networkID))
+	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, j.launch, j.set, in.images, in.networkID, in.dirs))
 	if ctx.Err() != nil {
 		return canceled
 	}
@@ -148,10 +165,62 @@ func (j *job) attempt(ctx context.Context) Outcome {
 	return j.failAndClean(out, nil)
 }
 
+// launchInputs is what a launch needs beside the release: the admitted images, the
+// verified lease network and the stateful instances' volume directories.
+type launchInputs struct {
+	images    map[string]dockerio.ImageInfo
+	networkID string
+	dirs      map[string][]string
+}
+
 // prepare admits the release's images and ensures the lease network, at once (they
-// are independent). A failure is returned as an Outcome with ok false: Failed for a
-// definite one (not yet cleaned up), Canceled when ctx ended.
-func (j *job) prepare(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, string, Outcome, bool) {
+// are independent), then the stateful instances' volumes (their mount points owned
+// by the image's user). A failure is returned as an Outcome with ok false: Failed
+// for a definite one (not yet cleaned up), Canceled when ctx ended.
+func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bool) {
+	images, networkID, out, ok := j.prepareImagesAndNetwork(ctx, r)
+	if !ok {
+		return launchInputs{}, out, false
+	}
+	dirs, err := j.ensureVolumes(ctx, r, images)
+	if err != nil {
+		if ctx.Err() != nil {
+			return launchInputs{}, canceled, false
+		}
+		j.log.Error().Err(err).Msg("managed volumes")
+		return launchInputs{}, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
+	}
+	return launchInputs{images: images, networkID: networkID, dirs: dirs}, Outcome{}, true
+}
+
+// ensureVolumes creates (or reuses, its quota updated) every stateful instance's
+// volume, with a subdirectory per image VOLUME target.
+func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]dockerio.ImageInfo) (map[string][]string, error) {
+	dirs := map[string][]string{}
+	for _, svc := range r.Services {
+		if svc.Profile.DiskMB <= 0 {
+			continue
+		}
+		if j.vols == nil {
+			return nil, fmt.Errorf("service %s is stateful but no volume root (volume_data_path) is configured", svc.Name)
+		}
+		img := images[svc.Name]
+		subdirs := make([]string, 0, len(img.Volumes))
+		for _, target := range img.Volumes {
+			subdirs = append(subdirs, dockerio.VolumeSubdir(target))
+		}
+		for i := 0; i < svc.Quantity; i++ {
+			path, err := j.vols.Ensure(ctx, dockerio.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, img.UID, img.GID)
+			if err != nil {
+				return nil, fmt.Errorf("volume of %s/%d: %w", svc.Name, i, err)
+			}
+			dirs[svc.Name] = append(dirs[svc.Name], path)
+		}
+	}
+	return dirs, nil
+}
+
+func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, string, Outcome, bool) {
 	type netResult struct {
 		id  string
 		err error
@@ -275,7 +344,67 @@ func (j *job) failAndClean(out Outcome, cohort []dockerio.Container) Outcome {
 	if err := j.eng.Down(cctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
 		j.log.Warn().Err(err).Msg("remove failed attempt's containers")
 	}
+	if j.spec.Restore != nil {
+		// A restore that fails before it commits hands the data back to its record.
+		if err := j.requarantine(cctx); err != nil {
+			j.log.Error().Err(err).Msg("restore failed and its volumes could not be handed back yet; retried by the close or the next attempt")
+		}
+		out.Reason, out.Message = messages.ReasonRestoreFailed, "restore failed: "+cmpOr(out.Message, "the restored lease did not become ready")
+	}
 	return out
+}
+
+// adoptRetained renames the restore's retained volumes into this lease's names. A
+// volume already adopted (a retry after a crash) is accepted; one that exists in
+// neither namespace fails the restore: its data is gone.
+func (j *job) adoptRetained(ctx context.Context) Outcome {
+	if j.vols == nil {
+		return fail(messages.ReasonInternal, "no volume root is configured")
+	}
+	for _, v := range j.spec.Restore.Volumes {
+		name := dockerio.VolumeName(j.lease, v.Service, v.Index)
+		err := j.vols.Rename(ctx, v.Retained, name)
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return canceled
+		}
+		if errors.Is(err, dockerio.ErrNotFound) {
+			if ok, xerr := j.vols.Exists(ctx, name); xerr == nil && ok {
+				continue // adopted by an earlier attempt
+			}
+			return fail(messages.ReasonRestoreFailed, "retained data of "+v.Service+" is missing")
+		}
+		j.log.Error().Err(err).Str("volume", v.Retained).Msg("adopt retained volume")
+		return fail(messages.ReasonInternal, "provisioning failed: adopting retained data")
+	}
+	return Outcome{}
+}
+
+// requarantine hands adopted volumes back to the retention namespace with their
+// source quota (idempotent: one already back is accepted).
+func (j *job) requarantine(ctx context.Context) error {
+	if j.vols == nil || j.spec.Restore == nil {
+		return nil
+	}
+	var errs []error
+	for _, v := range j.spec.Restore.Volumes {
+		name := dockerio.VolumeName(j.lease, v.Service, v.Index)
+		err := j.vols.Rename(ctx, name, v.Retained)
+		switch {
+		case err == nil, errors.Is(err, dockerio.ErrNotFound):
+		default:
+			errs = append(errs, fmt.Errorf("hand back %s: %w", name, err))
+			continue
+		}
+		if ok, xerr := j.vols.Exists(ctx, v.Retained); xerr == nil && ok {
+			if err := j.vols.SetQuota(ctx, v.Retained, v.SourceQuotaMB); err != nil {
+				errs = append(errs, fmt.Errorf("restore the quota of %s: %w", v.Retained, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // resume decides a provision whose worker never reported (a restart of the actor
@@ -346,33 +475,104 @@ func ofGeneration(cs []dockerio.Container, gen uint64) []dockerio.Container {
 
 // --- teardown ----------------------------------------------------------------------
 
-// teardown removes every container of the lease (Compose down, then exact-ID
-// removal of stragglers) and its volumes, then checks twice that none is left, so
-// a create that was in flight when the close won is caught too.
-func (j *job) teardown(ctx context.Context) error {
+// teardown removes every container of the lease (our own, by exact ID, then the
+// stragglers) and checks twice that none is left, so a create that was in flight
+// when the close won is caught too. Only then are the volumes dealt with, as the
+// journaled close decided: handed back to a restore's record, retained, or
+// destroyed (a busy one handed to the volumehold actor; the close waits for it).
+func (j *job) teardown(ctx context.Context) TornDown {
 	ctx, cancel := context.WithTimeout(ctx, j.set.StopTimeout+2*time.Minute)
 	defer cancel()
-	if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout, RemoveVolumes: true}); err != nil {
-		return fmt.Errorf("compose down: %w", err)
+	if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
+		return TornDown{Err: fmt.Errorf("compose down: %w", err)}
 	}
 	for clean := 0; clean < 2; {
 		left, err := j.leftovers(ctx)
 		if err != nil {
-			return err
+			return TornDown{Err: err}
 		}
 		if len(left) == 0 {
 			clean++
 		} else {
 			clean = 0
 			if err := j.eng.RemoveContainers(ctx, left); err != nil {
-				return fmt.Errorf("remove stragglers: %w", err)
+				return TornDown{Err: fmt.Errorf("remove stragglers: %w", err)}
 			}
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
-			return err
+			return TornDown{Err: err}
 		}
 	}
-	return nil
+	return j.closeVolumes(ctx)
+}
+
+// leaseVolumes are the managed volumes the lease's stateful services own.
+func (j *job) leaseVolumes() []messages.RetainedVolume {
+	var out []messages.RetainedVolume
+	for _, svc := range j.rel.Services {
+		if svc.Profile.DiskMB <= 0 {
+			continue
+		}
+		for i := 0; i < svc.Quantity; i++ {
+			out = append(out, messages.RetainedVolume{Name: dockerio.VolumeName(j.lease, svc.Name, i),
+				Service: svc.Name, Index: i, QuotaMB: svc.Profile.DiskMB})
+		}
+	}
+	return out
+}
+
+func (j *job) closeVolumes(ctx context.Context) TornDown {
+	vols := j.leaseVolumes()
+	if len(vols) == 0 || j.vols == nil {
+		return TornDown{}
+	}
+	c := j.close
+	if c != nil && c.Requarantine {
+		if err := j.requarantine(ctx); err != nil {
+			return TornDown{Err: err}
+		}
+		return TornDown{}
+	}
+	var out TornDown
+	for _, v := range vols {
+		retained := dockerio.RetainedVolumeName(j.lease, v.Service, v.Index)
+		if c != nil && c.Retain {
+			err := j.vols.Rename(ctx, v.Name, retained)
+			if errors.Is(err, dockerio.ErrNotFound) {
+				ok, xerr := j.vols.Exists(ctx, retained)
+				if xerr != nil {
+					return TornDown{Err: xerr}
+				}
+				if !ok {
+					continue // never created (the lease never launched): nothing to keep
+				}
+				err = nil // renamed by an earlier attempt of this close
+			}
+			if err != nil {
+				return TornDown{Err: fmt.Errorf("retain %s: %w", v.Name, err)}
+			}
+			used, err := j.vols.Usage(ctx, retained)
+			if err != nil {
+				return TornDown{Err: fmt.Errorf("measure %s: %w", retained, err)}
+			}
+			v.Name, v.UsedBytes = retained, used
+			out.Retained = append(out.Retained, v)
+			continue
+		}
+		err := j.vols.Destroy(ctx, v.Name)
+		if errors.Is(err, dockerio.ErrVolumeBusy) {
+			j.log.Warn().Str("volume", v.Name).Msg("volume busy: its deletion is held and retried")
+			if j.hold != nil {
+				j.hold(v.Name)
+			}
+			out.Held = append(out.Held, v.Name)
+			continue
+		}
+		if err != nil {
+			return TornDown{Err: fmt.Errorf("destroy %s: %w", v.Name, err)}
+		}
+	}
+	return out
 }
 
 func (j *job) leftovers(ctx context.Context) ([]string, error) {
