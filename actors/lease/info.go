@@ -54,7 +54,7 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 	if r := st.Running(); r != nil && len(r.Services) > 0 {
 		images = serviceImages(r.Services)
 	}
-	return messages.ProvisionInfo{
+	info := messages.ProvisionInfo{
 		LeaseUUID:      spec.Lease,
 		ProviderUUID:   spec.ProviderUUID,
 		Status:         st.Status.Wire(),
@@ -68,6 +68,10 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 		ServiceImages:  images,
 		TerminalBudget: st.Verdict(),
 	}
+	if st.Status == Provisioning && spec.Restore != nil {
+		info.Status = messages.StatusRestarting // a restore: the seed's Reserved → Restarting
+	}
+	return info
 }
 
 // Capture is one failure's diagnostics, kept in diagnostics.db (never on-chain,

@@ -35,6 +35,13 @@ type Settings struct {
 	// Callbacks is the callback URL policy: no link-local target in any spelling,
 	// never one of berthd's own listeners.
 	Callbacks callback.Policy
+	// Retention (retain_on_close, max_retained_disk_mb, max_retained_leases_per_tenant).
+	RetainOnClose        bool
+	MaxRetainedDiskMB    int64
+	MaxRetainedPerTenant int
+	ReaperPath           string // asked for a pass when a record is evicted or a hold finished
+	// QuotaEnforced is whether tenant volumes are kernel-quota-bounded (/stats says so).
+	QuotaEnforced bool
 }
 
 // Deps are the registry's collaborators.
@@ -77,6 +84,7 @@ type Actor struct {
 	ready     bool // startup recovery finished: accounting is whole
 	stopping  bool // restarting or stopping: children stop because we do
 	startedAt time.Time
+	retaining map[string]int64 // closes that decided to retain, by lease: their footprint (MB)
 }
 
 // New returns the producer of the registry actor.
@@ -99,6 +107,18 @@ func (a *Actor) Receive(c actor.Context) {
 		a.deprovision(c, m)
 	case *messages.Maintain:
 		a.maintain(c, m)
+	case *messages.Restore:
+		m.Reply <- a.restore(c, m.Req)
+	case *messages.ListRetentions:
+		m.Reply <- a.listRetentions(m)
+	case *messages.RetentionSweep:
+		m.Reply <- a.sweep(m)
+	case *messages.RetentionReaped:
+		a.reaped(m)
+	case *messages.RetentionOrphaned:
+		a.orphaned(m)
+	case *messages.HoldDone:
+		a.holdDone(c, m)
 	case *messages.GetReleases:
 		a.forward(c, m.Lease, m, func(err error) { m.Reply <- messages.ReleasesReply{Err: err} })
 	case *messages.GetInfo:
@@ -115,12 +135,20 @@ func (a *Actor) Receive(c actor.Context) {
 			m.Reply <- messages.StatsReply{Err: messages.Refuse(messages.ErrUnavailable, "accounting is being recovered")}
 			return
 		}
-		m.Reply <- messages.StatsReply{Stats: a.pool.Stats(a.running())}
+		stats := a.pool.Stats(a.running())
+		for _, r := range a.st.Retentions {
+			if r.Status != RetentionRestoring {
+				stats.RetainedDiskMB += r.Record.DiskMB()
+			}
+		}
+		stats.DiskQuotaEnforced = a.set.QuotaEnforced
+		m.Reply <- messages.StatsReply{Stats: stats}
 	case *messages.GetHealth:
 		m.Reply <- a.health()
 	case messages.LeaseReport:
 		if e, ok := a.leases[m.Lease]; ok && m.Admission >= e.report.Admission {
 			e.report, e.reported, e.deciding = m, true, false
+			a.restoreReport(m)
 		}
 	case messages.LeaseClosed:
 		a.leaseClosed(c, m)
@@ -165,6 +193,10 @@ func (a *Actor) started(c actor.Context) {
 	a.st = st
 	a.journal = persistence.Cursor{Stream: Stream, Seq: seq, Every: a.set.SnapshotEvery}
 	a.pool = NewPool(a.set.Totals, a.set.TenantQuota)
+	a.retaining = map[string]int64{}
+	for id, r := range st.Retentions {
+		a.countRetained(id, r)
+	}
 	for _, id := range st.Sorted() {
 		spec := st.Leases[id]
 		a.pool.Set(id, spec.Tenant, Need(spec))
@@ -257,6 +289,12 @@ func (a *Actor) deprovision(c actor.Context, m *messages.Deprovision) {
 	}
 	if e.stopped {
 		a.spawn(c, e.spec.Load()) // give the lease actor another chance to own its close
+	}
+	if !e.closing {
+		// The retention decision is made once, when the close is first asked for.
+		if m.Retain = a.retainDecision(e.spec.Load()); m.Retain {
+			a.retaining[m.Lease] = durableFootprint(e.spec.Load())
+		}
 	}
 	e.closing = true
 	a.forward(c, m.Lease, m, func(err error) { m.Reply <- err })
@@ -366,6 +404,10 @@ func (a *Actor) getProvision(id string) messages.ProvisionReply {
 		info := a.view(e)
 		return messages.ProvisionReply{Info: &info}
 	}
+	if r := a.st.Retentions[id]; r != nil {
+		info := retainedView(r)
+		return messages.ProvisionReply{Info: &info}
+	}
 	capt, err := lease.LatestCapture(a.deps.Diag, id)
 	if err != nil || capt == nil {
 		return messages.ProvisionReply{Err: messages.Refuse(messages.ErrNotFound, "lease not found")}
@@ -443,10 +485,29 @@ func (a *Actor) leaseClosed(c actor.Context, m messages.LeaseClosed) {
 		return
 	}
 	if cur := a.st.Leases[m.Lease]; cur != nil && cur.Admission == m.Admission {
-		if err := a.commit([]persistence.Event{closedEvent(m.Lease, m.Admission, a.deps.Now())}); err != nil {
+		evs, evicted := a.closedEvents(m, a.deps.Now())
+		if err := a.commit(evs); err != nil {
 			return
 		}
 		a.pool.Release(m.Lease)
+		delete(a.retaining, m.Lease)
+		touched := []string{m.Lease}
+		if m.Requarantined != "" {
+			touched = append(touched, m.Requarantined)
+		}
+		for id, r := range a.st.Retentions {
+			if r.Status == RetentionReaping {
+				touched = append(touched, id)
+			}
+		}
+		a.afterCommitRetentions(touched...)
+		if m.Retention != nil {
+			a.log.Info().Str("lease_uuid", m.Lease).Time("retained_until", m.Retention.RetainedUntil).
+				Int64("disk_mb", m.Retention.DiskMB()).Msg("lease closed; its data is retained")
+		}
+		if evicted {
+			a.deps.Tree.Send(a.set.ReaperPath, messages.ReapNow{})
+		}
 	} else if cur != nil {
 		return // a newer admission superseded the closed one
 	}

@@ -81,6 +81,23 @@ func (p *Pool) Check(leaseID, tenant string, need Resources) error {
 	return nil
 }
 
+// CheckFreeing is Check with the reservations of freed counted as released too (a
+// restore takes over its source record's footprint).
+func (p *Pool) CheckFreeing(leaseID, tenant string, need Resources, freed ...string) error {
+	saved := make(map[string]leaseUse, len(freed))
+	for _, f := range freed {
+		if u, ok := p.byLease[f]; ok {
+			saved[f] = u
+			p.Release(f)
+		}
+	}
+	err := p.Check(leaseID, tenant, need)
+	for f, u := range saved {
+		p.Set(f, u.tenant, u.use)
+	}
+	return err
+}
+
 // Set records lease's reservation, replacing any previous one.
 func (p *Pool) Set(leaseID, tenant string, need Resources) {
 	p.Release(leaseID)

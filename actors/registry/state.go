@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -15,9 +16,36 @@ const Stream = "registry"
 
 // Registry events, version 1.
 const (
-	EvLeaseAdmitted = "lease.admitted" // a lease (or a re-provision of a failed one) with its frozen spec
+	EvLeaseAdmitted = "lease.admitted" // a lease (or a re-provision of a failed one, or a restore) with its frozen spec
 	EvLeaseClosed   = "lease.closed"   // the lease's closed receipt is journaled; its reservation is released
+	// Retention records: a retaining close creates one (in lease.closed); a restore
+	// claims it (in lease.admitted); these move it on.
+	EvRetentionConsumed = "retention.consumed" // the restore committed: the data is the destination's
+	EvRetentionReleased = "retention.released" // the restore failed before committing: active again
+	EvRetentionReaping  = "retention.reaping"  // expired or evicted: its volumes are being destroyed (bytes still counted)
+	EvRetentionDeleted  = "retention.deleted"  // every volume is gone
+	EvRetentionPruned   = "retention.pruned"   // its volumes vanished out of band (orphan), confirmed over several sweeps
 )
+
+// Retention statuses.
+const (
+	RetentionActive    = "active"
+	RetentionRestoring = "restoring"
+	RetentionReaping   = "reaping"
+)
+
+// Retention is a retention record and where it is in its life.
+type Retention struct {
+	Record messages.RetentionRecord `json:"record"`
+	Status string                   `json:"status"`
+	Dest   string                   `json:"dest,omitempty"`   // restoring: the destination lease
+	Reason string                   `json:"reason,omitempty"` // reaping: expired | evicted
+}
+
+type retentionEvent struct {
+	Lease  string `json:"lease_uuid"`
+	Reason string `json:"reason,omitempty"`
+}
 
 const eventVersion = 1
 
@@ -26,8 +54,10 @@ type leaseAdmitted struct {
 }
 
 type leaseClosed struct {
-	Lease     string `json:"lease_uuid"`
-	Admission uint64 `json:"admission"`
+	Lease         string                    `json:"lease_uuid"`
+	Admission     uint64                    `json:"admission"`
+	Retention     *messages.RetentionRecord `json:"retention,omitempty"`
+	Requarantined string                    `json:"requarantined,omitempty"`
 }
 
 // State is the registry's durable knowledge: every live lease's latest admitted
@@ -35,9 +65,12 @@ type leaseClosed struct {
 type State struct {
 	Leases     map[string]*lease.Spec `json:"leases"`
 	Admissions uint64                 `json:"admissions"` // last admission number handed out
+	Retentions map[string]*Retention  `json:"retentions,omitempty"`
 }
 
-func newState() *State { return &State{Leases: map[string]*lease.Spec{}} }
+func newState() *State {
+	return &State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*Retention{}}
+}
 
 // Apply folds one registry event into the state.
 func (s *State) Apply(ev persistence.Event) error {
@@ -53,6 +86,14 @@ func (s *State) Apply(ev persistence.Event) error {
 		if e.Spec.Admission <= s.Admissions {
 			return fmt.Errorf("event %s: admission %d not after %d", ev.Type, e.Spec.Admission, s.Admissions)
 		}
+		if r := e.Spec.Restore; r != nil {
+			// The claim of the source record is the same event as the admission.
+			rec := s.Retentions[r.From]
+			if rec == nil || rec.Status != RetentionActive {
+				return fmt.Errorf("event %s: restore of %s, which is not an active retention", ev.Type, r.From)
+			}
+			rec.Status, rec.Dest = RetentionRestoring, e.Spec.Lease
+		}
 		s.Leases[e.Spec.Lease] = e.Spec
 		s.Admissions = e.Spec.Admission
 	case EvLeaseClosed:
@@ -62,6 +103,48 @@ func (s *State) Apply(ev persistence.Event) error {
 		}
 		if cur, ok := s.Leases[e.Lease]; ok && cur.Admission == e.Admission {
 			delete(s.Leases, e.Lease)
+		}
+		if e.Retention != nil {
+			s.Retentions[e.Lease] = &Retention{Record: *e.Retention, Status: RetentionActive}
+		}
+		if rec := s.Retentions[e.Requarantined]; rec != nil && rec.Status == RetentionRestoring && rec.Dest == e.Lease {
+			rec.Status, rec.Dest = RetentionActive, ""
+		}
+	case EvRetentionConsumed, EvRetentionReleased, EvRetentionReaping, EvRetentionDeleted, EvRetentionPruned:
+		var e retentionEvent
+		if err := json.Unmarshal(ev.Data, &e); err != nil {
+			return fmt.Errorf("event %s: %w", ev.Type, err)
+		}
+		rec := s.Retentions[e.Lease]
+		if rec == nil {
+			return fmt.Errorf("event %s: no retention record of %s", ev.Type, e.Lease)
+		}
+		switch ev.Type {
+		case EvRetentionConsumed:
+			if rec.Status != RetentionRestoring {
+				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
+			}
+			delete(s.Retentions, e.Lease)
+		case EvRetentionReleased:
+			if rec.Status != RetentionRestoring {
+				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
+			}
+			rec.Status, rec.Dest = RetentionActive, ""
+		case EvRetentionReaping:
+			if rec.Status != RetentionActive {
+				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
+			}
+			rec.Status, rec.Reason = RetentionReaping, e.Reason
+		case EvRetentionDeleted:
+			if rec.Status != RetentionReaping {
+				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
+			}
+			delete(s.Retentions, e.Lease)
+		case EvRetentionPruned:
+			if rec.Status != RetentionActive {
+				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
+			}
+			delete(s.Retentions, e.Lease)
 		}
 	default:
 		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
@@ -96,6 +179,9 @@ func LoadState(store *persistence.Store) (*State, uint64, error) {
 		}
 		if st.Leases == nil {
 			st.Leases = map[string]*lease.Spec{}
+		}
+		if st.Retentions == nil {
+			st.Retentions = map[string]*Retention{}
 		}
 	}
 	for _, r := range l.Events {
@@ -135,7 +221,12 @@ func admittedEvent(spec *lease.Spec, at time.Time) persistence.Event {
 	return persistence.Event{Type: EvLeaseAdmitted, V: eventVersion, At: at, Data: data}
 }
 
-func closedEvent(leaseID string, admission uint64, at time.Time) persistence.Event {
-	data, _ := json.Marshal(leaseClosed{Lease: leaseID, Admission: admission})
+func closedEvent(m messages.LeaseClosed, at time.Time) persistence.Event {
+	data, _ := json.Marshal(leaseClosed{Lease: m.Lease, Admission: m.Admission, Retention: m.Retention, Requarantined: m.Requarantined})
 	return persistence.Event{Type: EvLeaseClosed, V: eventVersion, At: at, Data: data}
+}
+
+func retentionEv(typ, leaseID, reason string, at time.Time) persistence.Event {
+	data, _ := json.Marshal(retentionEvent{Lease: leaseID, Reason: reason})
+	return persistence.Event{Type: typ, V: eventVersion, At: at, Data: data}
 }

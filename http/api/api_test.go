@@ -84,18 +84,43 @@ func TestHealth_503WithTheReason(t *testing.T) {
 
 // ---- POST /restore ----
 
-func TestRestore_WellFormed_Bare422AndNoAsk(t *testing.T) {
-	e := newEnv(t)
-	r := e.post("/restore", messages.RestoreRequest{LeaseUUID: lease, FromLeaseUUID: otherLease, Tenant: "t",
-		Items: []messages.LeaseItem{{SKU: "s", Quantity: 1}}, CallbackURL: "http://fred.example/cb"})
-	if r.status != http.StatusUnprocessableEntity || len(r.body) != 0 {
-		t.Fatalf("%d %q, want a bare 422", r.status, r.body)
-	}
-	if ct := r.header.Get("Content-Type"); ct != "" {
-		t.Errorf("Content-Type %q on a bare 422", ct)
-	}
-	if n := len(e.s.log()); n != 0 {
-		t.Errorf("restore asked actors %d times; nothing is retained, there is nothing to ask", n)
+// TestRestore_RegistryAnswers_MappedExactly: the registry decides a restore; its
+// answer maps to CONTRACT.md — 202 {"status":"restoring"}, a bare 422 (nothing
+// retained: no body, no code), 422 {"code":"demote_exceeds_tier"}, a bare 409 (the
+// source is being restored), 409 already_provisioned, 400, 503.
+func TestRestore_RegistryAnswers_MappedExactly(t *testing.T) {
+	req := messages.RestoreRequest{LeaseUUID: lease, FromLeaseUUID: otherLease, Tenant: "t",
+		Items: []messages.LeaseItem{{SKU: "s", Quantity: 1}}, CallbackURL: "http://fred.example/cb"}
+	for _, c := range []struct {
+		name   string
+		answer error
+		status int
+		body   string // "" = bare
+	}{
+		{"accepted", nil, http.StatusAccepted, `{"status":"restoring"}`},
+		{"nothing retained", messages.Refuse(messages.ErrNotRetained, "nothing retained"), http.StatusUnprocessableEntity, ""},
+		{"demote", messages.Refuse(messages.ErrDemoteExceedsTier, "too big"), http.StatusUnprocessableEntity, `"code":"demote_exceeds_tier"`},
+		{"being restored", messages.Refuse(messages.ErrInvalidState, "busy"), http.StatusConflict, ""},
+		{"destination exists", messages.Refuse(messages.ErrAlreadyProvisioned, "exists"), http.StatusConflict, `"code":"already_provisioned"`},
+		{"shape", messages.Refuse(messages.ErrInvalidManifest, "shape"), http.StatusBadRequest, `"validation_code":"invalid_manifest"`},
+		{"capacity", messages.Refuse(messages.ErrInsufficientResources, "full"), http.StatusServiceUnavailable, `"code":"insufficient_resources"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.s.set(func(s *script) { s.restore = c.answer })
+			r := e.post("/restore", req)
+			switch {
+			case r.status != c.status:
+				t.Fatalf("%d %q, want %d", r.status, r.body, c.status)
+			case c.body == "" && len(r.body) != 0:
+				t.Fatalf("%d %q, want a bare answer", r.status, r.body)
+			case c.body != "" && !strings.Contains(string(r.body), c.body):
+				t.Fatalf("%d %q, want %s", r.status, r.body, c.body)
+			}
+			if got := e.s.log(); len(got) != 1 || got[0].(messages.Restore).Req.FromLeaseUUID != otherLease {
+				t.Fatalf("asked %v, want one Restore of %s", got, otherLease)
+			}
+		})
 	}
 }
 

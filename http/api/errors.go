@@ -39,6 +39,11 @@ func statusOf(err error) (int, messages.ErrorBody) {
 		return http.StatusConflict, body
 	case errors.Is(err, messages.ErrNotFound):
 		return http.StatusNotFound, body
+	case errors.Is(err, messages.ErrDemoteExceedsTier):
+		body.Code = "demote_exceeds_tier"
+		return http.StatusUnprocessableEntity, body
+	case errors.Is(err, messages.ErrNotRetained):
+		return http.StatusUnprocessableEntity, body
 	case errors.Is(err, messages.ErrInsufficientResources):
 		body.Code = "insufficient_resources"
 		return http.StatusServiceUnavailable, body

@@ -236,11 +236,26 @@ func (s *server) provisionOne(w http.ResponseWriter, r *http.Request) {
 // (retain_on_close is not supported), so the list is truthfully empty; the paging
 // parameters are still validated as the contract requires.
 func (s *server) retentions(w http.ResponseWriter, r *http.Request) {
-	if _, _, err := paging(r); err != nil {
+	limit, cont, err := paging(r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]any{"retentions": {}})
+	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.RetentionsReply) any {
+		return &messages.ListRetentions{Limit: limit, Continue: cont, Reply: c}
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	type page struct {
+		Retentions []messages.Retention `json:"retentions"` // never null
+		Continue   string               `json:"continue,omitempty"`
+	}
+	if rep.Retentions == nil {
+		rep.Retentions = []messages.Retention{}
+	}
+	writeJSON(w, http.StatusOK, page{Retentions: rep.Retentions, Continue: rep.Continue})
 }
 
 // reconcileCustomDomain: ingress is not enabled in this berthd, so there is never
@@ -323,7 +338,20 @@ func (s *server) restore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, messages.Refuse(messages.ErrBadRequest, "from_lease_uuid must be a canonical UUID"))
 		return
 	}
-	w.WriteHeader(http.StatusUnprocessableEntity)
+	err, askErr := ask(s, r, s.d.AskTimeout, func(c chan<- error) any { return &messages.Restore{Req: req, Reply: c} })
+	if askErr == nil {
+		askErr = err
+	}
+	switch {
+	case askErr == nil:
+		writeJSON(w, http.StatusAccepted, map[string]string{"status": "restoring"})
+	case errors.Is(askErr, messages.ErrNotRetained):
+		w.WriteHeader(http.StatusUnprocessableEntity) // bare: nothing retained
+	case errors.Is(askErr, messages.ErrInvalidState):
+		w.WriteHeader(http.StatusConflict) // bare: the source is being restored
+	default:
+		writeError(w, askErr)
+	}
 }
 
 // maintain is POST /restart and POST /update: validate, settle the maintenance

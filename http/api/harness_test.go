@@ -44,6 +44,7 @@ const (
 type script struct {
 	mu       sync.Mutex
 	maintain error
+	restore  error
 	releases messages.ReleasesReply
 	health   messages.HealthReply
 	docker   messages.DockerHealthReply
@@ -94,6 +95,12 @@ func (a *standIn) Receive(c actor.Context) {
 		rec.Reply = nil
 		a.s.asked = append(a.s.asked, rec)
 		m.Reply <- a.s.maintain
+	case *messages.Restore:
+		if a.name != "registry" {
+			return
+		}
+		a.s.asked = append(a.s.asked, messages.Restore{Req: m.Req})
+		m.Reply <- a.s.restore
 	case *messages.GetReleases:
 		if a.name != "registry" {
 			return
