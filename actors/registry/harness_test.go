@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -81,6 +82,7 @@ type harness struct {
 	store      *persistence.Store
 	diag       *persistence.Diagnostics
 	eng        *fake.Engine
+	vols       *fake.Volumes
 	set        *Settings
 	reconciler *probe
 	reclaimer  *probe
@@ -110,7 +112,8 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 		reconciler: &probe{}, reclaimer: &probe{}}
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()
-	leaseDeps := &lease.Deps{Store: store, Diag: diag, Engine: h.eng, Log: zerolog.Nop(), Now: time.Now,
+	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
+	leaseDeps := &lease.Deps{Store: store, Diag: diag, Engine: h.eng, Volumes: h.vols, Log: zerolog.Nop(), Now: time.Now,
 		Settings: &lease.Settings{
 			BackendName:      "berth-test",
 			HostAddress:      "127.0.0.1",

@@ -303,9 +303,10 @@ func (a *Actor) sweep(m *messages.RetentionSweep) messages.RetentionSweepReply {
 		switch r.Status {
 		case RetentionReaping:
 			rep.Reaping = append(rep.Reaping, r.Record)
-		default:
+		case RetentionActive:
 			rep.Active = append(rep.Active, r.Record)
 		}
+		// A restoring record's volumes wear the destination's names (in Live).
 	}
 	for _, spec := range a.st.Leases {
 		for _, svc := range spec.Services {

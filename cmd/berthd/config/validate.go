@@ -309,12 +309,10 @@ func dataDirClash(dataDir, path string) string {
 	return ""
 }
 
-// validateRetention checks the Soft-delete & Retention keys. Retention itself is
-// not supported yet, so retain_on_close: true is refused; the other keys are
-// checked so a Fred configuration that sets them loads with the same rules.
+// validateRetention checks the Soft-delete & Retention keys as Fred does.
 func validateRetention(c *Config, ps *problemSet) {
-	if c.RetainOnClose {
-		ps.add("retain_on_close", "retention on close (soft-delete and restore) is not supported by this berthd yet")
+	if c.RetainOnClose && c.VolumeDataPath == "" {
+		ps.add("retain_on_close", "requires volume_data_path: only managed volumes can be retained")
 	}
 	if c.RetentionMaxAge < 0 {
 		ps.add("retention_max_age", "must not be negative, got %s (0 keeps retained volumes until a cap evicts them)", c.RetentionMaxAge)
@@ -418,16 +416,34 @@ const maxRuntimeRefreshConcurrency = 64
 // volumeFilesystems are the accepted volume_filesystem values besides "" (auto-detect).
 var volumeFilesystems = map[string]bool{"btrfs": true, "xfs": true, "zfs": true, "dir": true}
 
-// validateVolumes checks the Volume Management keys. Managed volumes are not
-// supported yet, so a volume_data_path is refused; the rest is checked as Fred does.
+// validateVolumes checks the Volume Management keys. Tenant data lives in managed
+// volumes under volume_data_path: a stateful SKU (disk_mb > 0) needs one. The
+// quota drivers are btrfs (subvolumes + qgroups) and dir (no enforcement:
+// development only, refused in production_mode); xfs and zfs are refused by name,
+// because no driver for them has been tested on a kernel that supports them.
 func validateVolumes(c *Config, ps *problemSet) {
-	if c.VolumeDataPath != "" {
-		ps.add("volume_data_path", "managed volumes with kernel quotas are not supported by this berthd yet")
-	} else if c.VolumeMountPath != "" {
-		ps.add("volume_mount_path", "requires volume_data_path (it names the mount that contains volume_data_path)")
+	stateful := ""
+	for _, name := range sortedKeys(c.SKUProfiles) {
+		if c.SKUProfiles[name].DiskMB > 0 {
+			stateful = name
+			break
+		}
 	}
-	if c.VolumeFilesystem != "" && !volumeFilesystems[c.VolumeFilesystem] {
+	switch {
+	case c.VolumeDataPath == "" && stateful != "":
+		ps.add("volume_data_path", "is required: sku_profiles.%s is stateful (disk_mb > 0) and its data lives in managed volumes", stateful)
+	case c.VolumeDataPath == "" && c.VolumeMountPath != "":
+		ps.add("volume_mount_path", "requires volume_data_path (it names the mount that contains volume_data_path)")
+	case c.VolumeDataPath != "" && c.ProductionMode && c.VolumeMountPath == "":
+		ps.add("volume_mount_path", "is required in production_mode: the active mount that contains volume_data_path")
+	}
+	switch {
+	case c.VolumeFilesystem != "" && !volumeFilesystems[c.VolumeFilesystem]:
 		ps.add("volume_filesystem", "%q is not one of btrfs, xfs, zfs, dir (or empty to auto-detect)", c.VolumeFilesystem)
+	case c.VolumeFilesystem == "xfs" || c.VolumeFilesystem == "zfs":
+		ps.add("volume_filesystem", "%s quotas are not supported by this berthd: its quota driver is btrfs (dir for development)", c.VolumeFilesystem)
+	case c.VolumeFilesystem == "dir" && c.ProductionMode:
+		ps.add("volume_filesystem", "dir enforces no quota and is refused in production_mode: use btrfs")
 	}
 	if c.MinAvgFileBytes <= 0 {
 		ps.add("min_avg_file_bytes", "must be positive, got %d", c.MinAvgFileBytes)
