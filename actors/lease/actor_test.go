@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/google/uuid"
 )
 
 // Unit tests of the lease actor (actor.go, worker.go, verify.go) in a real
@@ -841,4 +842,165 @@ func TestLease_TransientDockerErrorDuringVerification_RetriedNotFailed(t *testin
 	l.barrier()
 	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
 	wantRows(t, l, opRow(messages.CallbackSuccess))
+}
+
+// statefulReady provisions a one-instance stateful lease to Ready and returns it
+// with its volume's name.
+func statefulReady(t *testing.T, h *harness) (*leaseUnderTest, string) {
+	t.Helper()
+	l := h.start(newSpec(1, statefulService("app", 1)))
+	h.awaitReport("ready", isReady)
+	name := dockerio.VolumeName(l.id, "app", 0)
+	if q, ok := h.vols.Quota(name); !ok || q != 512 {
+		t.Fatalf("volume %s quota %d (exists %t), want 512", name, q, ok)
+	}
+	return l, name
+}
+
+// TestLease_CloseRetaining_VolumeRenamedRecordInTheClosedReceipt: a close the
+// registry decided to retain renames the volume into the retention namespace,
+// measures it, and journals the record in the closed receipt together with the
+// deprovisioned callback saying retained: true.
+func TestLease_CloseRetaining_VolumeRenamedRecordInTheClosedReceipt(t *testing.T) {
+	h := newHarness(t, func(s *lease.Settings) { s.RetentionMaxAge = time.Hour })
+	l, name := statefulReady(t, h)
+	h.vols.Fill(name, 3<<20)
+	if err := awaitReply(t, "deprovision", l.deprovisionRetaining(), unitWait); err != nil {
+		t.Fatal(err)
+	}
+	retained := dockerio.RetainedVolumeName(l.id, "app", 0)
+	if got := h.vols.Names(); len(got) != 1 || got[0] != retained {
+		t.Fatalf("volumes %v, want only %s", got, retained)
+	}
+	closed := payload[lease.ClosedEv](t, l.waitEvent(lease.EvClosed))
+	rec := closed.Retention
+	if rec == nil || len(rec.Volumes) != 1 || rec.Volumes[0].Name != retained || rec.Volumes[0].UsedBytes != 3<<20 ||
+		rec.Volumes[0].QuotaMB != 512 || rec.Tenant == "" || len(rec.Manifest) == 0 || rec.RetainedUntil.Sub(rec.RetainedAt) != time.Hour {
+		t.Fatalf("retention record %+v", rec)
+	}
+	if len(rec.Images) != 1 || rec.Images[0].ID == "" {
+		t.Fatalf("retention record keeps no exact image: %+v", rec.Images)
+	}
+	rows := wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackDeprovisioned))
+	if !rows[1].Retained {
+		t.Fatalf("deprovisioned callback %+v, want retained: true", rows[1])
+	}
+	if got := <-h.closed; got.Retention == nil || got.Retention.Volumes[0].Name != retained {
+		t.Fatalf("LeaseClosed %+v carries no retention record", got)
+	}
+}
+
+// TestLease_CloseDestroying_BusyVolumeHeld_CloseWaitsUntilGone: a close that does
+// not retain destroys the volume; a busy one is handed to the volumehold actor and
+// the close stays pending (no closed receipt) until the hold reports it gone.
+func TestLease_CloseDestroying_BusyVolumeHeld_CloseWaitsUntilGone(t *testing.T) {
+	h := newHarness(t, nil)
+	l, name := statefulReady(t, h)
+	h.vols.SetBusy(name, -1)
+	reply := l.deprovision()
+	h.waitFor("the destroy to be refused busy", func() bool { return h.vols.Calls("destroy") >= 1 })
+	h.stayQuiet("a close with a held volume closed", 300*time.Millisecond, func() bool {
+		return slices.Contains(l.eventTypes(), lease.EvClosed)
+	})
+	select {
+	case err := <-reply:
+		t.Fatalf("deprovision answered %v while its volume is held", err)
+	default:
+	}
+	h.vols.SetBusy(name, 0)
+	l.send(&messages.VolumeHoldDone{Name: name})
+	if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.vols.Names(); len(got) != 0 {
+		t.Fatalf("volumes %v remain after the close", got)
+	}
+	if rows := wantRows(t, l, opRow(messages.CallbackSuccess), lcRow(messages.CallbackDeprovisioned)); rows[1].Retained {
+		t.Fatalf("a destroying close said retained")
+	}
+}
+
+// restoreSpec is a restore admission of source's retained app/0 volume.
+func restoreSpec(source string) *lease.Spec {
+	spec := newSpec(1, statefulService("app", 1))
+	spec.Restore = &lease.RestoreFrom{From: source, Volumes: []lease.RestoreVolume{{Service: "app", Index: 0,
+		Retained: dockerio.RetainedVolumeName(source, "app", 0), SourceQuotaMB: 256}}}
+	return spec
+}
+
+// TestLease_Restore_AdoptsRetainedVolumeWithItsQuota: a restore renames the
+// retained volume into its own name, gives it the destination's quota, and
+// deploys on it; its provision status reads restarting until Ready.
+func TestLease_Restore_AdoptsRetainedVolumeWithItsQuota(t *testing.T) {
+	h := newHarness(t, nil)
+	source := uuid.NewString()
+	retained := dockerio.RetainedVolumeName(source, "app", 0)
+	if _, err := h.vols.Ensure(context.Background(), retained, 256, []string{"data"}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	spec := restoreSpec(source)
+	l := h.start(spec)
+	h.awaitReport("ready", isReady)
+	name := dockerio.VolumeName(l.id, "app", 0)
+	if got := h.vols.Names(); len(got) != 1 || got[0] != name {
+		t.Fatalf("volumes %v, want the adopted %s only", got, name)
+	}
+	if q, _ := h.vols.Quota(name); q != 512 {
+		t.Fatalf("adopted quota %d, want the destination tier's 512", q)
+	}
+	wantRows(t, l, opRow(messages.CallbackSuccess))
+}
+
+// TestLease_Restore_FailsBeforeCommit_VolumeHandedBackWithSourceQuota: a restore
+// whose launch fails hands the adopted volume back to its retained name and the
+// source's quota, and fails RestoreFailed.
+func TestLease_Restore_FailsBeforeCommit_VolumeHandedBackWithSourceQuota(t *testing.T) {
+	h := newHarness(t, nil)
+	source := uuid.NewString()
+	retained := dockerio.RetainedVolumeName(source, "app", 0)
+	if _, err := h.vols.Ensure(context.Background(), retained, 256, []string{"data"}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.eng.FailNextUp(errors.New("compose refused the launch"))
+	l := h.start(restoreSpec(source))
+	failed := payload[lease.ProvisionFailed](t, l.waitEvent(lease.EvProvisionFailed))
+	if failed.Reason != messages.ReasonRestoreFailed {
+		t.Fatalf("provision.failed %+v, want RestoreFailed", failed)
+	}
+	if got := h.vols.Names(); len(got) != 1 || got[0] != retained {
+		t.Fatalf("volumes %v, want the data back under %s", got, retained)
+	}
+	if q, _ := h.vols.Quota(retained); q != 256 {
+		t.Fatalf("handed-back quota %d, want the source's 256", q)
+	}
+	if rows := wantRows(t, l, opRow(messages.CallbackFailed)); !strings.HasPrefix(rows[0].Error, "RestoreFailed") {
+		t.Fatalf("callback error %q", rows[0].Error)
+	}
+}
+
+// TestLease_Restore_ClosedBeforeCommit_VolumeHandedBack: a close that pre-empts a
+// restore hands the adopted volume back (never destroys or re-retains it) and the
+// closed receipt names the source it went back to.
+func TestLease_Restore_ClosedBeforeCommit_VolumeHandedBack(t *testing.T) {
+	h := newHarness(t, nil)
+	source := uuid.NewString()
+	retained := dockerio.RetainedVolumeName(source, "app", 0)
+	if _, err := h.vols.Ensure(context.Background(), retained, 256, []string{"data"}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	up := h.eng.Hold(fake.OpUp)
+	l := h.start(restoreSpec(source))
+	awaitGate(t, "the restore's launch", up.entered)
+	reply := l.deprovisionRetaining() // the registry never retains a restore; the lease refuses to anyway
+	up.Release()
+	if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.vols.Names(); len(got) != 1 || got[0] != retained {
+		t.Fatalf("volumes %v, want the data back under %s", got, retained)
+	}
+	closed := payload[lease.ClosedEv](t, l.waitEvent(lease.EvClosed))
+	if closed.Requarantined != source || closed.Retention != nil {
+		t.Fatalf("closed %+v, want requarantined %s and no new record", closed, source)
+	}
 }

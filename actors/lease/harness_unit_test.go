@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type harness struct {
 	store *persistence.Store
 	diag  *persistence.Diagnostics
 	eng   *gatedEngine
+	vols  *fake.Volumes
 	set   *lease.Settings
 	deps  *lease.Deps
 	tree  *supervisors.Tree
@@ -117,13 +119,14 @@ func newHarness(t *testing.T, tune func(*lease.Settings)) *harness {
 		closed:  make(chan messages.LeaseClosed, 64),
 		wakes:   make(chan wakeSeen, 256),
 	}
-	h.eng.AddImage(unitImage, dockerio.ImageInfo{})
+	h.eng.AddImage(unitImage, dockerio.ImageInfo{Volumes: []string{"/data"}})
 	h.set = unitSettings(store.Identity())
 	if tune != nil {
 		tune(h.set)
 	}
 	log := zerolog.New(h.logs).With().Timestamp().Logger()
-	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: h.eng, Settings: h.set, Log: log, Now: time.Now}
+	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
+	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: h.eng, Volumes: h.vols, Settings: h.set, Log: log, Now: time.Now}
 
 	// Cleanups run last-registered first: stop the tree, then close the files.
 	t.Cleanup(func() {
@@ -274,6 +277,13 @@ func (l *leaseUnderTest) send(msg any) { l.h.tree.Send(l.path, msg) }
 func (l *leaseUnderTest) deprovision() <-chan error {
 	reply := make(chan error, 1)
 	l.send(&messages.Deprovision{Lease: l.id, Reply: reply})
+	return reply
+}
+
+// deprovisionRetaining is a Deprovision with the registry's decision to retain.
+func (l *leaseUnderTest) deprovisionRetaining() <-chan error {
+	reply := make(chan error, 1)
+	l.send(&messages.Deprovision{Lease: l.id, Retain: true, Reply: reply})
 	return reply
 }
 
@@ -606,6 +616,14 @@ func plainService(name string, quantity int) lease.ServiceSpec {
 	}
 }
 
+// statefulService is a plain service of a stateful SKU (disk_mb 512) whose image
+// declares VOLUME /data.
+func statefulService(name string, quantity int) lease.ServiceSpec {
+	s := plainService(name, quantity)
+	s.SKU, s.Profile = "docker-stateful", lease.Profile{CPUCores: 0.5, MemoryMB: 256, DiskMB: 512}
+	return s
+}
+
 // checkedService is a service with an active manifest health check.
 func checkedService(name string, quantity int) lease.ServiceSpec {
 	s := plainService(name, quantity)
@@ -645,6 +663,12 @@ func newSpec(admission uint64, services ...lease.ServiceSpec) *lease.Spec {
 		spec.Items = append(spec.Items, item)
 		spec.Services = append(spec.Services, s)
 	}
+	// The raw manifest as a tenant would have sent it (stack form).
+	raw := map[string]any{}
+	for _, s := range spec.Services {
+		raw[s.Name] = s.Manifest
+	}
+	spec.Manifest, _ = json.Marshal(map[string]any{"services": raw})
 	return spec
 }
 
