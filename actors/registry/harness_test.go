@@ -121,6 +121,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 			StorageID:        id.StorageID,
 			InstallationID:   id.InstallationID,
 			ProvisionTimeout: time.Minute,
+			RetentionMaxAge:  time.Hour,
 			PullTimeout:      10 * time.Second,
 			VerifyDuration:   10 * time.Millisecond,
 			StopTimeout:      time.Second,
@@ -283,6 +284,11 @@ func (h *harness) assertPoolInvariant() {
 	var sum Resources
 	for _, spec := range st.Leases {
 		sum = sum.add(Need(spec))
+	}
+	for _, r := range st.Retentions {
+		if r.Status != RetentionRestoring {
+			sum.DiskMB += r.Record.DiskMB() // retained data holds disk until it is gone
+		}
 	}
 	s := h.stats()
 	if s.AllocatedCPUCores != float64(sum.CPUMilli)/1000 || s.AllocatedMemoryMB != sum.MemoryMB || s.AllocatedDiskMB != sum.DiskMB {
