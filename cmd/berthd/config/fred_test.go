@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -141,6 +142,20 @@ func TestLoad_SeedReferenceFile_EveryKeyAtItsDocumentedDefault_Loads(t *testing.
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("decoded values differ from the seed's defaults:\n got %+v\nwant %+v", c, want)
 	}
+
+	// The file loads with volume_data_path at its documented default "" only
+	// because docker-app is diskless: made stateful, it needs a data path.
+	stateful := []string{"BERTH_SKU_PROFILES__DOCKER-APP__CPU_CORES=1", "BERTH_SKU_PROFILES__DOCKER-APP__MEMORY_MB=1024",
+		"BERTH_SKU_PROFILES__DOCKER-APP__DISK_MB=1024"}
+	_, err = Load(path, stateful)
+	var p *Problems
+	if !errors.As(err, &p) || len(p.List) != 1 ||
+		findProblem(p.List, "volume_data_path: is required: sku_profiles.docker-app is stateful") == "" {
+		t.Fatalf("a stateful docker-app without volume_data_path: err = %v, want only the volume_data_path problem", err)
+	}
+	if c, err := Load(path, append(stateful, "BERTH_VOLUME_DATA_PATH=/srv/berth/volumes")); err != nil || c.VolumeDataPath != "/srv/berth/volumes" {
+		t.Fatalf("a stateful docker-app with volume_data_path: %v", err)
+	}
 }
 
 func TestLoad_SeedStarterProfiles_CopiedIntoAProductionFile_Loads(t *testing.T) {
@@ -159,6 +174,16 @@ func TestLoad_SeedStarterProfiles_CopiedIntoAProductionFile_Loads(t *testing.T) 
 	}
 	if !c.ProductionMode || c.HostAddress != "node1.provider.example.com" {
 		t.Fatalf("production_mode=%v host_address=%q", c.ProductionMode, c.HostAddress)
+	}
+	// Stateful profiles in production_mode: the file names the managed-volume
+	// data path and its mount, and loads only with both.
+	if c.VolumeDataPath != "/var/lib/berth/volumes" || c.VolumeMountPath != "/var/lib/berth" {
+		t.Fatalf("volume_data_path=%q volume_mount_path=%q", c.VolumeDataPath, c.VolumeMountPath)
+	}
+	_, err = Load(testdataPath("seed-starter-profiles.yaml"), []string{"BERTH_VOLUME_MOUNT_PATH="})
+	var p *Problems
+	if !errors.As(err, &p) || len(p.List) != 1 || findProblem(p.List, "volume_mount_path: is required in production_mode") == "" {
+		t.Fatalf("without volume_mount_path: err = %v, want only the volume_mount_path problem", err)
 	}
 }
 
@@ -186,7 +211,26 @@ func TestLoad_FredExampleDockerBackendYAML_LoadsWithWarningsForUnusedStorePaths(
 	if c.CallbackMaxAge != 48*time.Hour || c.ReleasesMaxAge != 4320*time.Hour || c.DiagnosticsMaxAge != 336*time.Hour {
 		t.Fatalf("ages: callback %s releases %s diagnostics %s", c.CallbackMaxAge, c.ReleasesMaxAge, c.DiagnosticsMaxAge)
 	}
-	if c.VolumeDataPath != "" || c.RetentionDBPath != "retention.db" {
-		t.Fatalf("volume_data_path=%q retention_db_path=%q", c.VolumeDataPath, c.RetentionDBPath)
+	// The file clears volume_data_path (the embedded default sets one), which its
+	// diskless profiles allow: without managed volumes production_mode needs no
+	// volume_mount_path either.
+	if c.VolumeDataPath != "" || c.VolumeMountPath != "" || c.RetentionDBPath != "retention.db" {
+		t.Fatalf("volume_data_path=%q volume_mount_path=%q retention_db_path=%q", c.VolumeDataPath, c.VolumeMountPath, c.RetentionDBPath)
+	}
+
+	// Turning managed volumes on for this production node takes the mount as well.
+	path := testdataPath("fred-docker-backend.yaml")
+	_, err = Load(path, []string{"BERTH_VOLUME_DATA_PATH=/var/lib/fred/volumes"})
+	var p *Problems
+	if !errors.As(err, &p) || len(p.List) != 1 || findProblem(p.List, "volume_mount_path: is required in production_mode") == "" {
+		t.Fatalf("volume_data_path without volume_mount_path: err = %v, want only the volume_mount_path problem", err)
+	}
+	c, err = Load(path, []string{"BERTH_VOLUME_DATA_PATH=/var/lib/fred/volumes", "BERTH_VOLUME_MOUNT_PATH=/var/lib/fred",
+		"BERTH_RETAIN_ON_CLOSE=true"})
+	if err != nil {
+		t.Fatalf("with managed volumes and retention: %v", err)
+	}
+	if c.VolumeDataPath != "/var/lib/fred/volumes" || c.VolumeMountPath != "/var/lib/fred" || !c.RetainOnClose {
+		t.Fatalf("volume_data_path=%q volume_mount_path=%q retain_on_close=%v", c.VolumeDataPath, c.VolumeMountPath, c.RetainOnClose)
 	}
 }

@@ -15,10 +15,20 @@ const (
 	testDebugToken = "debug-token-0123456789"
 )
 
-// prodBase is the smallest production_mode file that loads: every key that
-// production requires from an operator, set by the file.
-const prodBase = "production_mode: true\ncallback_secret: " + testSecret + "\nhost_address: 203.0.113.7\n" +
+// prodOperator is every key that production_mode requires from an operator, set
+// by the file, and no volume key: its profile is stateful, so the embedded
+// volume_data_path applies and production_mode refuses it without a
+// volume_mount_path. Volume tests add the volume keys they are about to it.
+const prodOperator = "production_mode: true\ncallback_secret: " + testSecret + "\nhost_address: 203.0.113.7\n" +
 	"sku_profiles:\n  app: {cpu_cores: 1, memory_mb: 512, disk_mb: 1024}\n"
+
+// prodVolumes are the managed-volume paths of a production host: the data path
+// and the mount that contains it (production_mode requires both for a stateful SKU).
+const prodVolumes = "volume_data_path: /var/lib/berth/volumes\nvolume_mount_path: /var/lib/berth\n"
+
+// prodBase is a minimal production_mode file that loads: prodOperator with its
+// tenant data on an explicit mount (prodVolumes).
+const prodBase = prodOperator + prodVolumes
 
 // writeConfig writes yaml to a fresh file and returns its path.
 func writeConfig(t *testing.T, yaml string) string {

@@ -60,7 +60,9 @@ func TestLoad_EmbeddedDefaults_NoFileNoEnv_ValuesAsDocumented(t *testing.T) {
 		ContainerPidsLimit:           256,
 		ContainerTmpfsSizeMB:         64,
 		RuntimeRefreshMaxConcurrency: 4,
-		MinAvgFileBytes:              1024,
+		// The starter profiles are stateful: their data lives in managed volumes here.
+		VolumeDataPath:  "./var/berth/volumes",
+		MinAvgFileBytes: 1024,
 		Ingress: Ingress{
 			CustomDomainCertResolver: "http01",
 			CustomDomainMiddlewares:  []string{"security-headers@file"},

@@ -253,16 +253,10 @@ func TestValidate_UnknownFileKeys(t *testing.T) {
 
 // A key for a feature berthd does not have yet is refused by naming the feature,
 // from the file or the environment, and is never reported as an unknown key.
+// Ingress is the one such feature left: retain_on_close and volume_data_path are
+// supported now (TestValidate_RetainOnClose, TestValidate_ManagedVolumePaths).
 func TestValidate_UnsupportedFeatureKeys_RefusedNamingTheFeature(t *testing.T) {
 	cases := []ruleCase{
-		{"retain_on_close file", "retain_on_close: true", nil,
-			"retain_on_close: retention on close (soft-delete and restore) is not supported by this berthd yet"},
-		{"retain_on_close env", "", []string{"BERTH_RETAIN_ON_CLOSE=true"}, "retain_on_close: retention on close"},
-		{"volume_data_path file", `volume_data_path: "/var/lib/fred/volumes"`, nil,
-			"volume_data_path: managed volumes with kernel quotas are not supported by this berthd yet"},
-		{"volume_data_path with mount", "volume_data_path: /v\nvolume_mount_path: /v\nvolume_filesystem: xfs", nil,
-			"volume_data_path: managed volumes"},
-		{"volume_data_path env", "", []string{"BERTH_VOLUME_DATA_PATH=/srv/volumes"}, "volume_data_path: managed volumes"},
 		{"ingress.enabled file", "ingress:\n  enabled: true\n  wildcard_domain: apps.example.com\n  entrypoint: websecure", nil,
 			"ingress.enabled: ingress (Traefik routing) is not supported by this berthd yet"},
 		{"ingress.enabled env", "", []string{"BERTH_INGRESS__ENABLED=true"}, "ingress.enabled: ingress (Traefik routing)"},
@@ -275,8 +269,6 @@ func TestValidate_UnsupportedFeatureKeys_RefusedNamingTheFeature(t *testing.T) {
 	}
 	// Off, the same keys load.
 	runRuleCases(t, []ruleCase{
-		{"retain_on_close false", "retain_on_close: false", nil, ""},
-		{"volume_data_path empty", `volume_data_path: ""`, nil, ""},
 		{"ingress off with settings", "ingress:\n  enabled: false\n  wildcard_domain: apps.example.com\n  entrypoint: websecure\n" +
 			"  custom_domain_dns_quorum: 2\n  custom_domain_dns_check_disabled: true", nil, ""},
 	})
@@ -367,6 +359,36 @@ func TestValidate_Retention(t *testing.T) {
 	})
 }
 
+// retain_on_close keeps a closed lease's managed volumes, so it needs volume_data_path.
+func TestValidate_RetainOnClose(t *testing.T) {
+	const needsData = "retain_on_close: requires volume_data_path: only managed volumes can be retained"
+	runRuleCases(t, []ruleCase{
+		{"true with the default data path accepted", "retain_on_close: true", nil, ""},
+		{"true from env accepted", "", []string{"BERTH_RETAIN_ON_CLOSE=true"}, ""},
+		{"true with data path accepted", "retain_on_close: true\nvolume_data_path: /srv/berth/volumes", nil, ""},
+		{"true with data path from env accepted", "retain_on_close: true\n" + noVolumes + diskless,
+			[]string{"BERTH_VOLUME_DATA_PATH=/srv/berth/volumes"}, ""},
+		{"true in production accepted", prodBase + "retain_on_close: true", nil, ""},
+		{"true without data path refused", "retain_on_close: true\n" + noVolumes + diskless, nil, needsData},
+		{"true from env without data path refused", noVolumes + diskless, []string{"BERTH_RETAIN_ON_CLOSE=true"}, needsData},
+		{"true with data path cleared by env refused", "retain_on_close: true\n" + diskless, []string{"BERTH_VOLUME_DATA_PATH="}, needsData},
+		{"false without data path accepted", "retain_on_close: false\n" + noVolumes + diskless, nil, ""},
+	})
+
+	// Every volume problem at once, one message each.
+	list := problemsOf(t, "retain_on_close: true\n"+noVolumes+"volume_filesystem: zfs\n")
+	want := []string{"volume_data_path: is required: sku_profiles.docker-large is stateful", needsData,
+		"volume_filesystem: zfs quotas are not supported"}
+	for _, w := range want {
+		if findProblem(list, w) == "" {
+			t.Errorf("missing problem %q", w)
+		}
+	}
+	if len(list) != len(want) {
+		t.Errorf("got %d problems, want %d:\n%s", len(list), len(want), strings.Join(list, "\n"))
+	}
+}
+
 func TestLoad_RetentionReapIntervalZero_FallsBackToMaxAgeThenOneHour(t *testing.T) {
 	if c := mustLoad(t, "retention_reap_interval: 0s\nretention_max_age: 336h\n"); c.RetentionReapInterval != 336*time.Hour {
 		t.Fatalf("0 with max age 336h: %s, want 336h", c.RetentionReapInterval)
@@ -379,15 +401,105 @@ func TestLoad_RetentionReapIntervalZero_FallsBackToMaxAgeThenOneHour(t *testing.
 	}
 }
 
+// diskless is a file whose only SKU profile keeps no data (disk_mb 0), so it may
+// run without managed volumes: volume_data_path "" is valid with it.
+const diskless = "sku_profiles:\n  p: {cpu_cores: 1, memory_mb: 64, disk_mb: 0}\n"
+
+// noVolumes turns managed volumes off (the embedded default sets a data path).
+const noVolumes = "volume_data_path: \"\"\n"
+
+// Tenant data of a stateful SKU (disk_mb > 0) lives in managed volumes under
+// volume_data_path; volume_mount_path names the mount that contains it and is
+// required with a data path in production_mode.
+func TestValidate_ManagedVolumePaths(t *testing.T) {
+	const (
+		stateful = "volume_data_path: is required: sku_profiles.docker-large is stateful (disk_mb > 0)"
+		mountReq = "volume_mount_path: requires volume_data_path"
+		prodReq  = "volume_mount_path: is required in production_mode: the active mount that contains volume_data_path"
+	)
+	envStateful := []string{"BERTH_SKU_PROFILES__DB__CPU_CORES=1", "BERTH_SKU_PROFILES__DB__MEMORY_MB=512",
+		"BERTH_SKU_PROFILES__DB__DISK_MB=1024"}
+	runRuleCases(t, []ruleCase{
+		// A stateful SKU needs a data path.
+		{"stateful starter profiles at the default data path accepted", "", nil, ""},
+		{"stateful profile at the default data path accepted", "sku_profiles:\n  db: {cpu_cores: 1, memory_mb: 512, disk_mb: 1}", nil, ""},
+		{"stateful with data path from file accepted", "volume_data_path: /srv/berth/volumes", nil, ""},
+		{"stateful with data path from env accepted", noVolumes, []string{"BERTH_VOLUME_DATA_PATH=/srv/berth/volumes"}, ""},
+		{"stateful without data path from file refused", noVolumes, nil, stateful},
+		{"stateful without data path from env refused", "", []string{"BERTH_VOLUME_DATA_PATH="}, stateful},
+		{"stateful profile from env without data path refused", noVolumes + diskless, envStateful,
+			"volume_data_path: is required: sku_profiles.db is stateful"},
+		{"stateful profile from env with data path accepted", diskless, envStateful, ""},
+		{"diskless without data path accepted", noVolumes + diskless, nil, ""},
+		{"diskless implicit disk_mb without data path accepted", noVolumes + "sku_profiles: {p: {cpu_cores: 1, memory_mb: 64}}", nil, ""},
+		{"diskless without data path from env accepted", diskless, []string{"BERTH_VOLUME_DATA_PATH="}, ""},
+
+		// A mount path names the mount of a data path.
+		{"mount without data path from file refused", noVolumes + diskless + "volume_mount_path: /var/lib/fred", nil, mountReq},
+		{"mount without data path from env refused", diskless, []string{"BERTH_VOLUME_DATA_PATH=", "BERTH_VOLUME_MOUNT_PATH=/srv"}, mountReq},
+		{"mount with data path accepted", "volume_data_path: /srv/berth/volumes\nvolume_mount_path: /srv", nil, ""},
+		{"mount from env with the default data path accepted", "", []string{"BERTH_VOLUME_MOUNT_PATH=/srv"}, ""},
+		{"dev data path without mount accepted", "volume_data_path: /srv/berth/volumes\nvolume_mount_path: \"\"", nil, ""},
+
+		// production_mode: a data path (the default one too) needs its mount.
+		{"prod with data path and mount accepted", prodBase, nil, ""},
+		{"prod default data path without mount refused", prodOperator, nil, prodReq},
+		{"prod data path from file without mount refused", prodOperator + "volume_data_path: /var/lib/berth/volumes", nil, prodReq},
+		{"prod data path from env without mount refused", prodOperator, []string{"BERTH_VOLUME_DATA_PATH=/srv/v"}, prodReq},
+		{"prod mount from env accepted", prodOperator, []string{"BERTH_VOLUME_MOUNT_PATH=/var/lib/berth"}, ""},
+		{"prod mount cleared by env refused", prodBase, []string{"BERTH_VOLUME_MOUNT_PATH="}, prodReq},
+		{"prod mode from env without mount refused", "callback_secret: " + testSecret + "\nhost_address: 203.0.113.7\n" + diskless,
+			[]string{"BERTH_PRODUCTION_MODE=true"}, prodReq},
+		{"prod stateful without data path refused", prodOperator + noVolumes, nil,
+			"volume_data_path: is required: sku_profiles.app is stateful"},
+		// Fred's shape: no managed volumes at all, which only diskless profiles allow.
+		{"prod diskless without volumes accepted", "production_mode: true\ncallback_secret: " + testSecret +
+			"\nhost_address: 203.0.113.7\n" + diskless + noVolumes, nil, ""},
+	})
+
+	// One missing data path is one mistake: a stateful SKU with only a mount path
+	// is told the data path it needs, not also that the mount lacks one.
+	list := problemsOf(t, noVolumes+"volume_mount_path: /srv")
+	if len(list) != 1 || findProblem(list, stateful) == "" {
+		t.Fatalf("problems = %q, want exactly the volume_data_path one", list)
+	}
+}
+
+// volume_filesystem: "" auto-detects; btrfs and dir (development only) are the
+// drivers; xfs and zfs are refused naming the reason; anything else is unknown.
+func TestValidate_VolumeFilesystem(t *testing.T) {
+	const (
+		notSupported = " quotas are not supported by this berthd: its quota driver is btrfs"
+		dirProd      = "volume_filesystem: dir enforces no quota and is refused in production_mode"
+	)
+	runRuleCases(t, []ruleCase{
+		{"auto-detect accepted", `volume_filesystem: ""`, nil, ""},
+		{"btrfs accepted", "volume_filesystem: btrfs", nil, ""},
+		{"btrfs from env accepted", "", []string{"BERTH_VOLUME_FILESYSTEM=btrfs"}, ""},
+		{"dir accepted", "volume_filesystem: dir", nil, ""},
+		{"dir from env accepted", "", []string{"BERTH_VOLUME_FILESYSTEM=dir"}, ""},
+		{"xfs refused", "volume_filesystem: xfs", nil, "volume_filesystem: xfs" + notSupported},
+		{"zfs refused", "volume_filesystem: zfs", nil, "volume_filesystem: zfs" + notSupported},
+		{"xfs from env refused", "", []string{"BERTH_VOLUME_FILESYSTEM=xfs"}, "volume_filesystem: xfs" + notSupported},
+		{"zfs from env refused", "", []string{"BERTH_VOLUME_FILESYSTEM=zfs"}, "volume_filesystem: zfs" + notSupported},
+		{"zfs refused without volumes too", noVolumes + diskless + "volume_filesystem: zfs", nil, "volume_filesystem: zfs" + notSupported},
+		{"ext4 refused", "volume_filesystem: ext4", nil, `volume_filesystem: "ext4" is not one of`},
+		{"ext4 from env refused", "", []string{"BERTH_VOLUME_FILESYSTEM=ext4"}, `volume_filesystem: "ext4" is not one of`},
+		{"case refused", "volume_filesystem: BTRFS", nil, `volume_filesystem: "BTRFS" is not one of`},
+		{"XFS case refused as unknown", "volume_filesystem: XFS", nil, "volume_filesystem:|not one of"},
+
+		{"prod auto-detect accepted", prodBase + `volume_filesystem: ""`, nil, ""},
+		{"prod btrfs accepted", prodBase + "volume_filesystem: btrfs", nil, ""},
+		{"prod btrfs from env accepted", prodBase, []string{"BERTH_VOLUME_FILESYSTEM=btrfs"}, ""},
+		{"prod dir refused", prodBase + "volume_filesystem: dir", nil, dirProd},
+		{"prod dir from env refused", prodBase, []string{"BERTH_VOLUME_FILESYSTEM=dir"}, dirProd},
+		{"prod mode from env with dir refused", "volume_filesystem: dir", []string{"BERTH_PRODUCTION_MODE=true"}, dirProd},
+		{"prod xfs refused", prodBase + "volume_filesystem: xfs", nil, "volume_filesystem: xfs" + notSupported},
+	})
+}
+
 func TestValidate_VolumesAttestationAndRuntimeRefresh(t *testing.T) {
 	runRuleCases(t, []ruleCase{
-		{"mount without data path refused", "volume_mount_path: /var/lib/fred/volumes", nil, "volume_mount_path: requires volume_data_path"},
-		{"filesystem btrfs accepted", "volume_filesystem: btrfs", nil, ""},
-		{"filesystem xfs accepted", "volume_filesystem: xfs", nil, ""},
-		{"filesystem zfs accepted", "volume_filesystem: zfs", nil, ""},
-		{"filesystem dir accepted", "volume_filesystem: dir", nil, ""},
-		{"filesystem ext4 refused", "volume_filesystem: ext4", nil, `volume_filesystem: "ext4" is not one of btrfs, xfs, zfs, dir`},
-		{"filesystem case refused", "volume_filesystem: XFS", nil, "volume_filesystem:|not one of"},
 		{"min avg file bytes zero refused", "min_avg_file_bytes: 0", nil, "min_avg_file_bytes: must be positive"},
 		{"min avg file bytes negative refused", "min_avg_file_bytes: -1024", nil, "min_avg_file_bytes: must be positive"},
 		{"min avg file bytes one accepted", "min_avg_file_bytes: 1", nil, ""},
@@ -473,7 +585,10 @@ func TestValidate_DebugListenNotLoopback_WarningAdvisesToken(t *testing.T) {
 // production_mode takes host_address and sku_profiles only from an operator: the
 // embedded defaults (127.0.0.1, the starter profiles) are for a laptop.
 func TestValidate_ProductionMode_HostAddressAndSKUProfilesFromOperatorOnly(t *testing.T) {
-	prod := "production_mode: true\ncallback_secret: " + testSecret + "\n"
+	// prodVolumes: the embedded volume_data_path applies in production_mode too and
+	// needs its volume_mount_path there; with it, host_address and sku_profiles
+	// are the only keys these cases are about.
+	prod := "production_mode: true\ncallback_secret: " + testSecret + "\n" + prodVolumes
 	profiles := "sku_profiles:\n  app: {cpu_cores: 1, memory_mb: 512}\n"
 	runRuleCases(t, []ruleCase{
 		{"host_address missing refused", prod + profiles, nil, "host_address: is required in production_mode"},
@@ -495,7 +610,8 @@ func TestValidate_ProductionMode_HostAddressAndSKUProfilesFromOperatorOnly(t *te
 		{"sku_profiles from env accepted", prod + "host_address: 203.0.113.7", []string{
 			"BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512"}, ""},
 		{"everything from env accepted", "", []string{"BERTH_PRODUCTION_MODE=true", "BERTH_CALLBACK_SECRET=" + testSecret,
-			"BERTH_HOST_ADDRESS=203.0.113.7", "BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512"}, ""},
+			"BERTH_HOST_ADDRESS=203.0.113.7", "BERTH_SKU_PROFILES__APP__CPU_CORES=1", "BERTH_SKU_PROFILES__APP__MEMORY_MB=512",
+			"BERTH_VOLUME_DATA_PATH=/var/lib/berth/volumes", "BERTH_VOLUME_MOUNT_PATH=/var/lib/berth"}, ""},
 		{"dev mode keeps the defaults", "", nil, ""},
 		{"dev mode loopback accepted", "host_address: localhost", nil, ""},
 	})
