@@ -413,7 +413,8 @@ func validateHardening(c *Config, ps *problemSet) {
 // maxRuntimeRefreshConcurrency is the seed's upper bound for runtime_refresh_max_concurrency.
 const maxRuntimeRefreshConcurrency = 64
 
-// volumeFilesystems are the accepted volume_filesystem values besides "" (auto-detect).
+// volumeFilesystems are the volume_filesystem values Fred configs use besides
+// "" (auto-detect); xfs and zfs are recognised only to refuse them clearly.
 var volumeFilesystems = map[string]bool{"btrfs": true, "xfs": true, "zfs": true, "dir": true}
 
 // validateVolumes checks the Volume Management keys. Tenant data lives in managed
@@ -439,7 +440,7 @@ func validateVolumes(c *Config, ps *problemSet) {
 	}
 	switch {
 	case c.VolumeFilesystem != "" && !volumeFilesystems[c.VolumeFilesystem]:
-		ps.add("volume_filesystem", "%q is not one of btrfs, xfs, zfs, dir (or empty to auto-detect)", c.VolumeFilesystem)
+		ps.add("volume_filesystem", "%q is not one of btrfs, dir (or empty to auto-detect)", c.VolumeFilesystem)
 	case c.VolumeFilesystem == "xfs" || c.VolumeFilesystem == "zfs":
 		ps.add("volume_filesystem", "%s quotas are not supported by this berthd: its quota driver is btrfs (dir for development)", c.VolumeFilesystem)
 	case c.VolumeFilesystem == "dir" && c.ProductionMode:
