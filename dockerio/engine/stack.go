@@ -291,4 +291,3 @@ func (e *Engine) removeWave(ctx context.Context, ids []string, stopTimeout time.
 	}
 	return out
 }
-

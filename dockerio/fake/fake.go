@@ -68,13 +68,13 @@ type Options struct {
 type Engine struct {
 	mu          sync.Mutex
 	opts        Options
-	local       map[string]*fakeImage        // images present "locally", by ID
-	tags        map[string]string            // the registry's tags: reference as added → repo@sha256 digest
-	blobs       map[string]*fakeImage        // the registry's content, by repo@sha256 digest
-	down        map[string]bool              // repositories whose registry cannot be reached
-	networks    map[string]*fakeNetwork      // by ID
-	containers  map[string]*fakeContainer    // by ID
-	pinned      map[string]string            // lease/service → health for future containers
+	local       map[string]*fakeImage     // images present "locally", by ID
+	tags        map[string]string         // the registry's tags: reference as added → repo@sha256 digest
+	blobs       map[string]*fakeImage     // the registry's content, by repo@sha256 digest
+	down        map[string]bool           // repositories whose registry cannot be reached
+	networks    map[string]*fakeNetwork   // by ID
+	containers  map[string]*fakeContainer // by ID
+	pinned      map[string]string         // lease/service → health for future containers
 	delays      map[Op]time.Duration
 	calls       map[Op]int
 	failNextUp  error
