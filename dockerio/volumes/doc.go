@@ -8,8 +8,9 @@
 //   - btrfs (Enforced): a volume is a subvolume <root>/<name>; its quota is a
 //     limit on the referenced bytes of the subvolume's level-0 qgroup 0/<id>,
 //     enforced by the kernel: a write past it fails with EDQUOT ("Disk quota
-//     exceeded"), inside a container too (measured: under a 16 MiB limit the
-//     write that crosses 16 MiB fails; see the engine's tests).
+//     exceeded"), inside a container too (measured through the engine's bind
+//     mount: under a 16 MiB limit, fifteen 1 MiB files were written and the
+//     sixteenth failed with EDQUOT, the volume then holding 16,760,832 bytes).
 //   - dir (not Enforced): plain directories, for development and the embedded
 //     default config. Quotas are accepted and not enforced; Usage walks the tree
 //     (bounded); Destroy is os.RemoveAll and is never busy — nothing here can
@@ -48,8 +49,10 @@
 // the subvolume, while a process had its working directory there, while a
 // subdirectory was bind-mounted elsewhere, and while a running container
 // bind-mounted its data/ subdirectory at /data (the container kept running on
-// the deleted subvolume). The kernel's only EBUSY is for a mount *on* the
-// subvolume's directory. So the btrfs driver checks by itself before deleting:
+// the deleted subvolume). The kernel refuses only a subvolume something is
+// mounted *on* (then the path no longer even reaches it), one holding other
+// subvolumes (ENOTEMPTY), an active swapfile or a running send. So the btrfs
+// driver checks by itself before deleting:
 // a volume is busy (dockerio.ErrVolumeBusy) while any mount, in any process's
 // mount namespace, is a mount of the volume's subvolume or of a path inside it
 // (/proc/<pid>/mountinfo: same filesystem, subvolid= or root inside it), or
