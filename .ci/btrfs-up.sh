@@ -70,6 +70,9 @@ clear_stale() {
 		[ "${back% (deleted)}" != "$back" ]; } && [ "$(btrfs filesystem label "$MNT" 2>/dev/null || true)" = "$LABEL" ]; then
 		say "unmounting the stale $MNT (btrfs '$LABEL' on ${src:-?}, backing file '${back:-detached}')"
 		umount -l "$MNT"
+		# Its loop device is ours too; while the lazy unmount still holds it,
+		# detaching only marks it to clear itself once free.
+		case "$src" in /dev/loop*) losetup -d "$src" 2>/dev/null || true ;; esac
 		return 0
 	fi
 	die "$MNT is a mount point of $fstype from $src (backing file '${back:-none}'), not our btrfs image $IMG; not touching it"
@@ -142,6 +145,9 @@ main() {
 		make_image
 		mount_image
 	fi
+	# A second loop device of the same image (an earlier run's, now idle) would
+	# show btrfs the same filesystem twice.
+	detach_idle_loops
 	healthy || die "$MNT is not a healthy btrfs mount of $IMG after mounting it"
 	# Private: mounts under it (none expected) never propagate to or from the
 	# host, and a container's bind mount of a volume stays the container's.
