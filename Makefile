@@ -16,6 +16,9 @@ export BERTH_TEST_REGISTRY ?= 127.0.0.1:5000
 export BERTH_TEST_IMAGE ?= $(BERTH_TEST_REGISTRY)/berth/workload:test
 export BERTH_TEST_IMAGE_NOVOLUME ?= $(BERTH_TEST_REGISTRY)/berth/workload:novolume
 export BERTH_REGISTRY_ADDR := $(BERTH_TEST_REGISTRY)
+# The loop-mounted btrfs (quotas enabled) the volume tests run on: .ci/btrfs-up.sh.
+export BERTH_CI_STATE ?= /var/lib/berth-ci
+export BERTH_TEST_BTRFS ?= $(BERTH_CI_STATE)/btrfs
 
 ARGS ?=
 TESTFLAGS ?=
@@ -23,16 +26,16 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up
+.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
 	go run ./cmd/berthd $(ARGS)
 
-## test: Docker + local registry + test workload image, then every test with -race (extra flags: TESTFLAGS=...),
+## test: Docker + local registry + test workload image + the btrfs test mount, then every test with -race (extra flags: TESTFLAGS=...),
 ## then the crash suite's dockerd restart on its own (it stops every container on the host). BERTH_REQUIRE_DOCKER=1:
 ## a Docker-gated test that cannot run fails instead of skipping, so green means every one of them ran.
-test: docker-up registry-up workload-image
+test: docker-up registry-up workload-image btrfs-up
 	BERTH_REQUIRE_DOCKER=1 go test -race -timeout 30m -skip 'TestCrashSuite_DockerdRestart' $(TESTFLAGS) ./...
 	BERTH_REQUIRE_DOCKER=1 BERTH_CRASH_DOCKERD=1 go test -race -timeout 15m -count=1 -run 'TestCrashSuite_DockerdRestart' ./cmd/berthd
 
@@ -64,6 +67,10 @@ workload-image: docker-up registry-up
 ## docker-up: install docker.io when missing, start dockerd (with a large address pool) when not running
 docker-up:
 	bash .ci/docker-up.sh
+
+## btrfs-up: install btrfs-progs when missing, loop-mount a btrfs image with quotas at $(BERTH_TEST_BTRFS) (reused when healthy)
+btrfs-up:
+	bash .ci/btrfs-up.sh
 
 ## registry-up: install docker-registry when missing, serve an open registry on $(BERTH_TEST_REGISTRY)
 registry-up:

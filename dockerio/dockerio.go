@@ -255,8 +255,13 @@ type Event struct {
 
 // DownOptions tune teardown.
 type DownOptions struct {
-	StopTimeout   time.Duration
-	RemoveVolumes bool // remove the lease's managed named volumes too
+	StopTimeout time.Duration
+	// RemoveVolumes is a no-op, kept so callers compile: a stateful instance's
+	// data is a host volume (Volumes), destroyed through Volumes.Destroy once its
+	// containers are gone, never by Down.
+	//
+	// Deprecated: Down never removes data; use Volumes.Destroy.
+	RemoveVolumes bool
 }
 
 // ErrVolumeBusy: a managed volume cannot be destroyed right now (a process holds a

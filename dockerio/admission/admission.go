@@ -9,6 +9,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -182,4 +183,74 @@ func TmpfsOverlap(tmpfs, volumes []string) error {
 
 func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", dockerio.ErrImageNotAdmissible, fmt.Sprintf(format, args...))
+}
+
+// VolumeDirs checks a service's managed volume directories against its plan: a
+// stateful service (DiskMB > 0) with image VOLUMEs needs one absolute, clean
+// directory per instance (VolumeDirs[i] for instance i); a diskless one has
+// none (its VOLUMEs are tmpfs, never durable data). The engine and the fake
+// refuse the same plans with it. The error is a plain plan error, not
+// ErrImageNotAdmissible: the image is fine, the plan is incomplete.
+func VolumeDirs(svc dockerio.ServicePlan) error {
+	if svc.DiskMB <= 0 {
+		if len(svc.VolumeDirs) > 0 {
+			return fmt.Errorf("diskless (disk_mb 0) but given %d volume directories: its image VOLUMEs are tmpfs", len(svc.VolumeDirs))
+		}
+		return nil
+	}
+	if len(svc.ImageVolumes) == 0 && len(svc.VolumeDirs) == 0 {
+		return nil // nothing to mount
+	}
+	if len(svc.VolumeDirs) != svc.Quantity {
+		return fmt.Errorf("stateful (disk_mb %d) with %d instances but %d volume directories: every instance needs its managed volume (dockerio.Volumes.Ensure) before launch",
+			svc.DiskMB, svc.Quantity, len(svc.VolumeDirs))
+	}
+	for i, d := range svc.VolumeDirs {
+		if d == "" || !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
+			return fmt.Errorf("instance %d: volume directory %q is not a clean absolute path", i, d)
+		}
+	}
+	return nil
+}
+
+// User is an image or manifest user ("name", "uid", "name:group", "uid:gid",
+// …) split into its parts; UID and GID are -1 where that part is a name or, for
+// the group, absent.
+type User struct {
+	Name, Group string // as written ("" for a numeric part or an absent group)
+	UID, GID    int
+}
+
+// ParseUser splits user. An empty user is root (0:0). A part that is all
+// digits is numeric; anything else is a name, to be looked up in the image's
+// own /etc/passwd or /etc/group.
+func ParseUser(user string) (User, error) {
+	u := User{UID: -1, GID: -1}
+	if user == "" {
+		return User{UID: 0, GID: 0}, nil
+	}
+	name, group, hasGroup := strings.Cut(user, ":")
+	if name == "" || (hasGroup && group == "") || strings.ContainsAny(user, " \t\n/") {
+		return User{}, fmt.Errorf("user %q is not name[:group] or uid[:gid]", user)
+	}
+	num := func(s string) (int, bool) {
+		if s == "" || len(s) > 10 || strings.Trim(s, "0123456789") != "" {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(s, 10, 32)
+		return int(n), err == nil
+	}
+	if n, ok := num(name); ok {
+		u.UID = n
+	} else {
+		u.Name = name
+	}
+	if hasGroup {
+		if n, ok := num(group); ok {
+			u.GID = n
+		} else {
+			u.Group = group
+		}
+	}
+	return u, nil
 }

@@ -27,17 +27,17 @@ func TestConformance_FakeBehavesLikeTheRealEngine(t *testing.T) {
 	f := fake.New(fake.Options{InstallationID: installation})
 	fakeInfo := f.AddImage(fx.image, dockerio.ImageInfo{Volumes: realInfo.Volumes, User: realInfo.User})
 
-	realT := conformanceScenario(t, real, realInfo, installation, foreigner{
+	// Both launch the stateful db on real directories of one dir-driver root;
+	// the fake only checks the plan carries them.
+	vols := dirVolumes(t)
+	realT := conformanceScenario(t, real, realInfo, installation, vols, foreigner{
 		network: func(name string) string { return createForeignNetwork(t, name) },
 		container: func(lease, service string, index int, inst string) string {
 			return createForeignContainer(t, lease, service, index, inst)
 		},
-		volume: func(lease, service string, index, k int, inst string) string {
-			return createForeignVolume(t, lease, service, index, k, inst)
-		},
 	})
-	fakeT := conformanceScenario(t, f, fakeInfo, installation, foreigner{
-		network: f.AddForeignNetwork, container: f.AddForeignContainer, volume: f.AddForeignVolume,
+	fakeT := conformanceScenario(t, f, fakeInfo, installation, vols, foreigner{
+		network: f.AddForeignNetwork, container: f.AddForeignContainer,
 	})
 	if !slices.Equal(realT, fakeT) {
 		for i := range max(len(realT), len(fakeT)) {
@@ -62,12 +62,11 @@ func at(s []string, i int) string {
 
 // foreigner places objects the engine under test must treat as not its own.
 type foreigner struct {
-	network   func(name string) string                                              // unlabelled network
-	container func(lease, service string, index int, installation string) string    // running, in the lease's project
-	volume    func(lease, service string, index, k int, installation string) string // a stateful instance's volume
+	network   func(name string) string                                           // unlabelled network
+	container func(lease, service string, index int, installation string) string // running, in the lease's project
 }
 
-func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInfo, installation string, foreign foreigner) []string {
+func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInfo, installation string, vols dockerio.Volumes, foreign foreigner) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -123,8 +122,7 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 		return dockerio.ServicePlan{Name: name, SKU: "s", Quantity: q, CPUCores: 0.5, MemoryMB: 64, Image: fx.image,
 			ImageID: info.ID, ImageVolumes: info.Volumes, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}
 	}
-	db := svc("db", 1)
-	db.DiskMB = 10
+	db := stateful(t, vols, lease, svc("db", 1), 10, info.UID, info.GID)
 	web := svc("web", 2)
 	web.DependsOn = map[string]string{"db": "service_started"}
 	plan := dockerio.Plan{Lease: lease, Tenant: "t", ProviderUUID: "p", BackendName: "docker", InstallationID: installation,
@@ -212,13 +210,15 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 	fc, err := e.Inspect(ctx, theirs)
 	note("foreign container afterwards: %s %s", kind(err), fc.State)
 
-	// Another installation's volume of a stateful instance: refused, untouched.
+	// A stateful plan without its volume directories: refused, nothing created.
 	net3, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: lease3, Tenant: "t", BackendName: "docker", InstallationID: installation})
 	note("ensure network 3: %s", kind(err))
-	vol := foreign.volume(lease3, "db", 0, 0, "inst-conf-other")
+	noDirs := db
+	noDirs.VolumeDirs = nil
 	plan3 := plan
-	plan3.Lease, plan3.NetworkID, plan3.Services = lease3, net3, []dockerio.ServicePlan{db}
-	note("up over a foreign volume %s: %s", strings.TrimPrefix(vol, "fred-"+lease3), kind(e.Up(ctx, plan3)))
+	plan3.Lease, plan3.NetworkID, plan3.Services = lease3, net3, []dockerio.ServicePlan{noDirs}
+	err = e.Up(ctx, plan3)
+	note("up stateful without volume dirs: %s mentions-dirs=%v", kind(err), err != nil && strings.Contains(err.Error(), "volume directories"))
 	c3, _ := e.Cohort(ctx, lease3)
 	note("cohort after refused up: %d", len(c3))
 	note("down 3 with volumes: %s", kind(e.Down(ctx, lease3, dockerio.DownOptions{RemoveVolumes: true})))

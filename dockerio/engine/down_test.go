@@ -2,6 +2,9 @@ package engine
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,44 +55,79 @@ func createStraggler(t *testing.T, e *Engine, lease string, start bool, extra ..
 	return resp.ID
 }
 
-func TestDown_RemovesContainersStragglersAndVolumes_KeepsNetwork_Idempotent(t *testing.T) {
+func TestDown_RemovesContainersAndStragglers_KeepsNetworkAndVolumeData_Idempotent(t *testing.T) {
 	e := newTestEngine(t)
 	info := ensurePulled(t, e)
 	l := newTestLease(t, e)
 	ctx := testCtx(t, 3*time.Minute)
 
-	db := workloadService("db", 1, info)
-	db.DiskMB = 64
+	db := stateful(t, dirVolumes(t), l.Lease, workloadService("db", 1, info), 64, 0, 0)
 	if err := e.Up(ctx, l.plan(db, workloadService("web", 2, info))); err != nil {
 		t.Fatalf("Up: %v", err)
+	}
+	dbC, _ := e.Cohort(ctx, l.Lease)
+	if code, out := execIn(t, dbC[0].ID, "/workload", "write", "/data/kept"); code != 0 {
+		t.Fatalf("write into the volume: %s", out)
 	}
 	straggler := createStraggler(t, e, l.Lease, true)
 	if n := len(leaseContainers(t, l.Lease)); n != 4 {
 		t.Fatalf("setup: %d lease containers, want 3 + straggler", n)
 	}
 
-	// Without RemoveVolumes the data survives.
-	if err := e.Down(ctx, l.Lease, dockerio.DownOptions{StopTimeout: 2 * time.Second}); err != nil {
+	// RemoveVolumes is a no-op: tenant data lives in host volumes, which only
+	// Volumes.Destroy removes.
+	if err := e.Down(ctx, l.Lease, dockerio.DownOptions{StopTimeout: 2 * time.Second, RemoveVolumes: true}); err != nil {
 		t.Fatalf("Down: %v", err)
 	}
 	if left := leaseContainers(t, l.Lease); len(left) != 0 {
 		t.Errorf("after Down: %d containers left (straggler %s)", len(left), straggler[:12])
 	}
-	if vols := leaseVolumes(t, l.Lease); len(vols) != 1 {
-		t.Errorf("Down without RemoveVolumes left volumes %v, want the db volume kept", vols)
+	if _, err := os.Stat(filepath.Join(db.VolumeDirs[0], "data", "kept")); err != nil {
+		t.Errorf("Down touched the volume's data: %v", err)
+	}
+	if vols := leaseVolumes(t, l.Lease); len(vols) != 0 {
+		t.Errorf("Docker volumes of the lease = %v, want none ever created", vols)
 	}
 	if _, err := e.InspectNetwork(ctx, l.NetworkID); err != nil {
 		t.Errorf("lease network after Down: %v (Down must never remove it)", err)
 	}
-
-	if err := e.Down(ctx, l.Lease, dockerio.DownOptions{StopTimeout: time.Second, RemoveVolumes: true}); err != nil {
+	if err := e.Down(ctx, l.Lease, dockerio.DownOptions{StopTimeout: time.Second}); err != nil {
 		t.Fatalf("second Down: %v", err)
-	}
-	if vols := leaseVolumes(t, l.Lease); len(vols) != 0 {
-		t.Errorf("Down with RemoveVolumes left volumes %v", vols)
 	}
 	if err := e.Down(ctx, uuid.NewString(), dockerio.DownOptions{}); err != nil {
 		t.Errorf("Down of a lease with nothing = %v, want nil", err)
+	}
+}
+
+// A stateful plan is refused before anything is created when a volume
+// directory is missing from the plan or from the host, or is not a directory.
+func TestUp_StatefulVolumeDirMissingOrNotADirectory_RefusedWithoutContainers(t *testing.T) {
+	e := newTestEngine(t)
+	info := ensurePulled(t, e)
+	l := newTestLease(t, e)
+	ctx := testCtx(t, 2*time.Minute)
+	v := dirVolumes(t)
+
+	noDirs := workloadService("db", 1, info)
+	noDirs.DiskMB = 64
+	if err := e.Up(ctx, l.plan(noDirs)); err == nil || !strings.Contains(err.Error(), "volume directories") {
+		t.Errorf("Up without VolumeDirs = %v, want the plan refused", err)
+	}
+	gone := stateful(t, v, l.Lease, workloadService("db", 1, info), 64, 0, 0)
+	if err := os.RemoveAll(filepath.Join(gone.VolumeDirs[0], "data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Up(ctx, l.plan(gone)); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Up with a missing volume subdirectory = %v", err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(gone.VolumeDirs[0], "data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Up(ctx, l.plan(gone)); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("Up with a symlinked volume subdirectory = %v", err)
+	}
+	if n := len(leaseContainers(t, l.Lease)); n != 0 {
+		t.Errorf("refused Ups created %d containers", n)
 	}
 }
 

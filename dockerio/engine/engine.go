@@ -51,6 +51,7 @@ type Engine struct {
 	log      zerolog.Logger
 
 	netLocks leaseLocks // serialises EnsureNetwork per lease (Docker allows duplicate names)
+	users    userCache  // image ID + user → numeric uid/gid (imageuser.go)
 
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value

@@ -74,7 +74,7 @@ func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageIn
 	if err != nil {
 		return dockerio.ImageInfo{}, err
 	}
-	return admit(resp, pinned.String())
+	return e.admitWithUser(pctx, resp, pinned.String())
 }
 
 // PinnedImage admits exactly the recorded content: the local image whose ID is
@@ -87,7 +87,7 @@ func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (docker
 	resp, err := e.docker.ImageInspect(ctx, pin.ID)
 	switch {
 	case err == nil && resp.ID == pin.ID:
-		return admit(resp, pin.Digest)
+		return e.admitWithUser(ctx, resp, pin.Digest)
 	case err != nil && !isNotFound(err):
 		return dockerio.ImageInfo{}, dockerErr("inspect pinned image "+trimID(pin.ID), err)
 	}
@@ -110,7 +110,17 @@ func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (docker
 		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: %s is image %s, not the recorded one",
 			trimID(pin.ID), dockerio.ErrImagePull, pin.Digest, trimID(resp.ID))
 	}
-	return admit(resp, pin.Digest)
+	return e.admitWithUser(pctx, resp, pin.Digest)
+}
+
+// admitWithUser admits the image and resolves its user to the numeric uid/gid
+// its volumes' mount points are given to (imageuser.go).
+func (e *Engine) admitWithUser(ctx context.Context, resp image.InspectResponse, pinned string) (dockerio.ImageInfo, error) {
+	info, err := admit(resp, pinned)
+	if err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	return e.withUser(ctx, info, info.Volumes)
 }
 
 // presentByDigest returns the local image carrying repo@digest, pulling exactly

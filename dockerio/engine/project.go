@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"time"
 
@@ -17,29 +18,22 @@ import (
 // leaseNetworkKey is the Compose key of the one network every container joins.
 const leaseNetworkKey = "lease"
 
-// namedVolume is a managed Docker volume a stateful instance mounts; Up creates
-// it (if absent) before Compose runs, and the project declares it external.
-type namedVolume struct {
-	Name   string
-	Labels map[string]string
-}
-
 // buildProject turns a plan into the in-memory Compose project of the lease: one
 // Compose service per instance key of dockerio.ComposeKeys, each carrying every
 // hardening setting, the SKU limits and the seed's fred.* labels. It is a pure
 // function of its inputs, so a repeated Up of the same plan yields the same
 // Compose config hashes and Compose leaves running containers alone.
-func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, []namedVolume, error) {
+func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, error) {
 	if plan.Lease == "" || plan.NetworkID == "" {
-		return nil, nil, fmt.Errorf("plan: lease and network ID are required")
+		return nil, fmt.Errorf("plan: lease and network ID are required")
 	}
 	if len(plan.Services) == 0 {
-		return nil, nil, fmt.Errorf("plan: no services")
+		return nil, fmt.Errorf("plan: no services")
 	}
 	byName := make(map[string]dockerio.ServicePlan, len(plan.Services))
 	for _, s := range plan.Services {
 		if _, dup := byName[s.Name]; dup {
-			return nil, nil, fmt.Errorf("plan: service %q listed twice", s.Name)
+			return nil, fmt.Errorf("plan: service %q listed twice", s.Name)
 		}
 		byName[s.Name] = s
 	}
@@ -62,34 +56,35 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, []na
 			// removes it, and Docker resolves an exact ID before any name.
 			leaseNetworkKey: {Name: plan.NetworkID, External: true},
 		},
-		Volumes: types.Volumes{},
 	}
-	var volumes []namedVolume
 
 	for key, inst := range keys {
 		svc := byName[inst.Service]
 		if svc.ImageID == "" {
-			return nil, nil, fmt.Errorf("plan: service %q: no resolved image ID", svc.Name)
+			return nil, fmt.Errorf("plan: service %q: no resolved image ID", svc.Name)
 		}
 		// The image was admitted when it was resolved; a plan is checked again
 		// here because it may come from a journal written by an older release.
 		if _, err := admission.Volumes(svc.ImageVolumes); err != nil {
-			return nil, nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
+			return nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
 		}
 		if err := admission.TmpfsOverlap(svc.Tmpfs, svc.ImageVolumes); err != nil {
-			return nil, nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
+			return nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
 		}
-		sc, vols, err := buildService(plan, svc, key, inst.Index, createdAt)
+		if err := admission.VolumeDirs(svc); err != nil {
+			return nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
+		}
+		sc, err := buildService(plan, svc, key, inst.Index, createdAt)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for target, condition := range svc.DependsOn {
 			targetKeys, ok := keysOf[target]
 			if _, known := byName[target]; !known {
-				return nil, nil, fmt.Errorf("plan: service %q depends on unknown service %q", svc.Name, target)
+				return nil, fmt.Errorf("plan: service %q depends on unknown service %q", svc.Name, target)
 			}
 			if condition != types.ServiceConditionStarted && condition != types.ServiceConditionHealthy {
-				return nil, nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", svc.Name, condition)
+				return nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", svc.Name, condition)
 			}
 			if !ok {
 				continue // a quantity-0 target has no instances to wait for
@@ -102,25 +97,12 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, []na
 			}
 		}
 		project.Services[key] = sc
-		for _, v := range vols {
-			project.Volumes[v.Name] = types.VolumeConfig{Name: v.Name, External: true}
-		}
-		volumes = append(volumes, vols...)
 	}
-	slices.SortFunc(volumes, func(a, b namedVolume) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
-	return project, volumes, nil
+	return project, nil
 }
 
 // buildService is the Compose service of one instance.
-func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, createdAt time.Time) (types.ServiceConfig, []namedVolume, error) {
+func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, createdAt time.Time) (types.ServiceConfig, error) {
 	project := dockerio.ProjectName(plan.Lease)
 	fred := labels.Container(plan, svc, index, createdAt)
 	// created_at changes on every Up; keeping it out of the hashed labels keeps
@@ -213,17 +195,18 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 		sc.Expose = types.StringOrNumberList(slices.Clone(svc.Expose))
 	}
 
-	mounts, vols := buildMounts(plan, svc, index)
-	sc.Volumes = mounts
-	return sc, vols, nil
+	sc.Volumes = buildMounts(plan, svc, index)
+	return sc, nil
 }
 
 // buildMounts lays out every filesystem mount of one instance: the read-only
-// rootfs' /tmp and /run, the image VOLUMEs (named volume when stateful, tmpfs
-// when diskless, so no anonymous volume is ever created), the tenant's tmpfs
-// mounts (buildProject refused any that overlaps an image VOLUME). A later layer
-// wins on the same target. Sorted by target, for a stable hash.
-func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) ([]types.ServiceVolumeConfig, []namedVolume) {
+// rootfs' /tmp and /run, the image VOLUMEs (when stateful, a read-write bind
+// mount of <VolumeDirs[index]>/<VolumeSubdir(target)>, the managed host volume
+// whose quota the kernel enforces; when diskless, tmpfs; so no anonymous volume
+// is ever created), the tenant's tmpfs mounts (buildProject refused any that
+// overlaps an image VOLUME). A later layer wins on the same target. Sorted by
+// target, for a stable hash. buildProject checked VolumeDirs first.
+func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) []types.ServiceVolumeConfig {
 	tmpfsSize := types.UnitBytes(int64(plan.TmpfsSizeMB) * 1024 * 1024)
 	tmpfs := func(target string) types.ServiceVolumeConfig {
 		m := types.ServiceVolumeConfig{Type: types.VolumeTypeTmpfs, Target: target}
@@ -237,17 +220,24 @@ func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) ([]typ
 		byTarget["/tmp"] = tmpfs("/tmp")
 		byTarget["/run"] = tmpfs("/run")
 	}
-	var vols []namedVolume
-	imageVolumes := slices.Clone(svc.ImageVolumes)
-	slices.Sort(imageVolumes)
-	for k, target := range imageVolumes {
+	for _, target := range svc.ImageVolumes {
 		if svc.DiskMB == 0 {
 			byTarget[target] = tmpfs(target)
 			continue
 		}
-		name := labels.VolumeName(plan.Lease, svc.Name, index, k)
-		vols = append(vols, namedVolume{Name: name, Labels: labels.Volume(plan, svc.Name, index)})
-		byTarget[target] = types.ServiceVolumeConfig{Type: types.VolumeTypeVolume, Source: name, Target: target}
+		byTarget[target] = types.ServiceVolumeConfig{
+			Type:   types.VolumeTypeBind,
+			Source: path.Join(svc.VolumeDirs[index], dockerio.VolumeSubdir(target)),
+			Target: target,
+			Bind: &types.ServiceVolumeBind{
+				// Private: a mount made later inside the volume (none should be)
+				// never propagates between the host and the container.
+				Propagation: types.PropagationRPrivate,
+				// Never created by Docker (it would be root-owned, outside the
+				// quota's subvolume when the volume is missing): Up checked it.
+				CreateHostPath: false,
+			},
+		}
 	}
 	for _, target := range svc.Tmpfs {
 		byTarget[target] = tmpfs(target)
@@ -257,7 +247,24 @@ func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) ([]typ
 	for _, t := range targets {
 		mounts = append(mounts, byTarget[t])
 	}
-	return mounts, vols
+	return mounts
+}
+
+// bindSources are the host directories the plan bind-mounts, in order.
+func bindSources(plan dockerio.Plan) []string {
+	var out []string
+	for _, svc := range plan.Services {
+		if svc.DiskMB == 0 {
+			continue
+		}
+		for i := 0; i < svc.Quantity && i < len(svc.VolumeDirs); i++ {
+			for _, target := range svc.ImageVolumes {
+				out = append(out, path.Join(svc.VolumeDirs[i], dockerio.VolumeSubdir(target)))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // healthCheck maps the manifest check; nil keeps the image's own HEALTHCHECK,

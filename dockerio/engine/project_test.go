@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func unitService(name string, quantity int) dockerio.ServicePlan {
 }
 
 func TestBuildProject_FanOut_OneComposeServicePerInstanceKey_WithItsLabels(t *testing.T) {
-	p, _, err := buildProject(unitPlan(unitService("db", 1), unitService("web", 3)), time.Unix(1700000000, 0))
+	p, err := buildProject(unitPlan(unitService("db", 1), unitService("web", 3)), time.Unix(1700000000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestBuildProject_Hardening_OnEveryService(t *testing.T) {
 	svc.Command = []string{"/bin/app"}
 	svc.Args = []string{"--flag"}
 	svc.Expose = []string{"9000"}
-	p, _, err := buildProject(unitPlan(svc), time.Now())
+	p, err := buildProject(unitPlan(svc), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +109,15 @@ func TestBuildProject_Hardening_OnEveryService(t *testing.T) {
 	}
 }
 
-func TestBuildProject_Mounts_DisklessTmpfsStatefulNamedVolumeTenantTmpfs(t *testing.T) {
+func TestBuildProject_Mounts_DisklessTmpfsStatefulBindFromVolumeDirTenantTmpfs(t *testing.T) {
 	diskless := unitService("cache", 1)
 	diskless.ImageVolumes = []string{"/var/lib/b", "/data"}
 	diskless.Tmpfs = []string{"/scratch"}
 	stateful := unitService("db", 2)
 	stateful.DiskMB = 1024
 	stateful.ImageVolumes = []string{"/var/lib/db", "/data"}
-	p, vols, err := buildProject(unitPlan(diskless, stateful), time.Now())
+	stateful.VolumeDirs = []string{"/vols/fred-L-db-0", "/vols/fred-L-db-1"}
+	p, err := buildProject(unitPlan(diskless, stateful), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +127,9 @@ func TestBuildProject_Mounts_DisklessTmpfsStatefulNamedVolumeTenantTmpfs(t *test
 			d := m.Type + ":" + m.Target
 			if m.Source != "" {
 				d += "<-" + m.Source
+			}
+			if m.Bind != nil {
+				d += fmt.Sprintf("(%s,create=%v,ro=%v)", m.Bind.Propagation, m.Bind.CreateHostPath, m.ReadOnly)
 			}
 			if m.Tmpfs != nil {
 				d += "@" + itoa(int(m.Tmpfs.Size>>20)/16) // size in 16 MiB units keeps it short
@@ -138,24 +143,22 @@ func TestBuildProject_Mounts_DisklessTmpfsStatefulNamedVolumeTenantTmpfs(t *test
 	}; !slices.Equal(got, want) {
 		t.Errorf("diskless mounts = %v, want %v", got, want)
 	}
-	lease := unitPlan().Lease
 	if got, want := describe(p.Services["db-1"]), []string{
-		"volume:/data<-fred-" + lease + "-db-1-0", "tmpfs:/run@4", "tmpfs:/tmp@4", "volume:/var/lib/db<-fred-" + lease + "-db-1-1",
+		"bind:/data<-/vols/fred-L-db-1/data(rprivate,create=false,ro=false)", "tmpfs:/run@4", "tmpfs:/tmp@4",
+		"bind:/var/lib/db<-/vols/fred-L-db-1/var%2Flib%2Fdb(rprivate,create=false,ro=false)",
 	}; !slices.Equal(got, want) {
 		t.Errorf("stateful mounts = %v, want %v", got, want)
 	}
-	var names []string
-	for _, v := range vols {
-		names = append(names, v.Name)
-		if v.Labels[dockerio.LabelLease] != lease || v.Labels[dockerio.LabelService] != "db" || v.Labels[dockerio.LabelManaged] != "true" || v.Labels[dockerio.LabelInstallation] != "inst-1" {
-			t.Errorf("volume %s labels %v", v.Name, v.Labels)
-		}
-		if pv := p.Volumes[v.Name]; !bool(pv.External) || pv.Name != v.Name {
-			t.Errorf("project volume %s = %+v, want external", v.Name, pv)
-		}
+	if got := describe(p.Services["db-0"]); got[0] != "bind:/data<-/vols/fred-L-db-0/data(rprivate,create=false,ro=false)" {
+		t.Errorf("instance 0 mounts its own volume: %v", got)
 	}
-	if len(names) != 4 || names[0] != "fred-"+lease+"-db-0-0" || names[3] != "fred-"+lease+"-db-1-1" {
-		t.Errorf("named volumes = %v", names)
+	if len(p.Volumes) != 0 {
+		t.Errorf("project declares Docker volumes %v: none are used", p.Volumes)
+	}
+	if got, want := bindSources(unitPlan(diskless, stateful)), []string{
+		"/vols/fred-L-db-0/data", "/vols/fred-L-db-0/var%2Flib%2Fdb", "/vols/fred-L-db-1/data", "/vols/fred-L-db-1/var%2Flib%2Fdb",
+	}; !slices.Equal(got, want) {
+		t.Errorf("bindSources = %v, want %v", got, want)
 	}
 }
 
@@ -163,7 +166,7 @@ func TestBuildProject_WritableRootfs_NoTmpTmpfsButImageVolumesStillTmpfs(t *test
 	plan := unitPlan(unitService("app", 1))
 	plan.ReadonlyRootfs = false
 	plan.Services[0].ImageVolumes = []string{"/data"}
-	p, _, err := buildProject(plan, time.Now())
+	p, err := buildProject(plan, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +179,7 @@ func TestBuildProject_WritableRootfs_NoTmpTmpfsButImageVolumesStillTmpfs(t *test
 func TestBuildProject_DependsOn_EveryInstanceOnEveryTargetInstance(t *testing.T) {
 	web := unitService("web", 2)
 	web.DependsOn = map[string]string{"db": "service_healthy", "cache": "service_started"}
-	p, _, err := buildProject(unitPlan(unitService("cache", 1), unitService("db", 3), web), time.Now())
+	p, err := buildProject(unitPlan(unitService("cache", 1), unitService("db", 3), web), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +205,7 @@ func TestBuildProject_HealthCheck_MappedAndNoneDisables(t *testing.T) {
 	active.HealthCheck = &dockerio.HealthCheck{Test: []string{"CMD", "probe"}, Interval: 2 * time.Second, Timeout: time.Second, StartPeriod: 5 * time.Second, Retries: 4}
 	none := unitService("n", 1)
 	none.HealthCheck = &dockerio.HealthCheck{Test: []string{"NONE"}}
-	p, _, err := buildProject(unitPlan(active, none, unitService("z", 1)), time.Now())
+	p, err := buildProject(unitPlan(active, none, unitService("z", 1)), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,11 +229,11 @@ func TestBuildProject_SamePlanLater_SameComposeConfigHash(t *testing.T) {
 	svc.Env = map[string]string{"A": "1", "B": "2", "C": "3"}
 	svc.ImageVolumes = []string{"/z", "/a", "/m"}
 	svc.Tmpfs = []string{"/t2", "/t1"}
-	a, _, err := buildProject(unitPlan(svc), time.Unix(1, 0))
+	a, err := buildProject(unitPlan(svc), time.Unix(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := buildProject(unitPlan(svc), time.Unix(999999, 0))
+	b, err := buildProject(unitPlan(svc), time.Unix(999999, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +246,7 @@ func TestBuildProject_SamePlanLater_SameComposeConfigHash(t *testing.T) {
 	}
 	changed := unitPlan(svc)
 	changed.Generation++
-	c, _, _ := buildProject(changed, time.Unix(1, 0))
+	c, _ := buildProject(changed, time.Unix(1, 0))
 	ha, _ := compose.ServiceHash(a.Services["web-0"])
 	hc, _ := compose.ServiceHash(c.Services["web-0"])
 	if ha == hc {
@@ -267,19 +270,33 @@ func TestBuildProject_InvalidPlans_Refused(t *testing.T) {
 		s.ImageVolumes = vols
 		return unitPlan(s)
 	}
+	stateful := func(dirs ...string) dockerio.Plan {
+		s := unitService("db", 2)
+		s.DiskMB = 64
+		s.ImageVolumes = []string{"/data"}
+		s.VolumeDirs = dirs
+		return unitPlan(s)
+	}
+	disklessWithDirs := unitService("app", 1)
+	disklessWithDirs.VolumeDirs = []string{"/vols/x"}
 	for name, plan := range map[string]dockerio.Plan{
-		"17 volumes":        unitPlan(tooMany),
-		"volume masks /tmp": withVolumes("/tmp"),
-		"volume in /proc":   withVolumes("/proc/x"),
-		"nested volumes":    withVolumes("/data", "/data/db"),
-		"relative volume":   withVolumes("data"),
-		"unknown target":    unitPlan(unknownDep),
-		"bad condition":     unitPlan(badCond, unitService("web2", 1)),
-		"no network":        noNetwork,
-		"no services":       unitPlan(),
-		"duplicate service": unitPlan(unitService("a", 1), unitService("a", 1)),
+		"stateful without volume dirs":   stateful(),
+		"stateful, a dir for one of two": stateful("/vols/a"),
+		"stateful, relative dir":         stateful("/vols/a", "vols/b"),
+		"stateful, unclean dir":          stateful("/vols/a", "/vols/../b"),
+		"diskless with volume dirs":      unitPlan(disklessWithDirs),
+		"17 volumes":                     unitPlan(tooMany),
+		"volume masks /tmp":              withVolumes("/tmp"),
+		"volume in /proc":                withVolumes("/proc/x"),
+		"nested volumes":                 withVolumes("/data", "/data/db"),
+		"relative volume":                withVolumes("data"),
+		"unknown target":                 unitPlan(unknownDep),
+		"bad condition":                  unitPlan(badCond, unitService("web2", 1)),
+		"no network":                     noNetwork,
+		"no services":                    unitPlan(),
+		"duplicate service":              unitPlan(unitService("a", 1), unitService("a", 1)),
 	} {
-		if _, _, err := buildProject(plan, time.Now()); err == nil {
+		if _, err := buildProject(plan, time.Now()); err == nil {
 			t.Errorf("%s: buildProject accepted it", name)
 		}
 	}
@@ -293,7 +310,7 @@ func TestBuildProject_MaskLabels_SetEmptyWithoutClobberingBerthOrCompose(t *test
 		"com.docker.compose.oneoff", "com.docker.compose.replace", "fred.something_else"}
 	svc.Labels = map[string]string{"tenant.example/tier": "front"}
 	plan := unitPlan(svc)
-	p, _, err := buildProject(plan, time.Unix(1700000000, 0))
+	p, err := buildProject(plan, time.Unix(1700000000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +337,7 @@ func TestBuildProject_MaskLabels_SetEmptyWithoutClobberingBerthOrCompose(t *test
 		}
 	}
 	// Masks are part of a stable configuration: the same plan hashes the same.
-	again, _, _ := buildProject(plan, time.Unix(1800000000, 0))
+	again, _ := buildProject(plan, time.Unix(1800000000, 0))
 	h1, _ := compose.ServiceHash(p.Services["web-0"])
 	h2, _ := compose.ServiceHash(again.Services["web-0"])
 	if h1 != h2 {
@@ -340,12 +357,15 @@ func TestBuildProject_TenantTmpfsOverlappingImageVolume_Refused(t *testing.T) {
 		{[]string{"/var/lib/db"}, true}, // the second volume
 		{[]string{"/var/libx"}, false},  // a sibling with a shared prefix
 	} {
-		for _, disk := range []int64{0, 512} { // diskless (tmpfs) and stateful (named) alike
+		for _, disk := range []int64{0, 512} { // diskless (tmpfs) and stateful (bind) alike
 			svc := unitService("app", 1)
 			svc.DiskMB = disk
+			if disk > 0 {
+				svc.VolumeDirs = []string{"/vols/fred-L-app-0"}
+			}
 			svc.ImageVolumes = []string{"/data", "/var/lib/db"}
 			svc.Tmpfs = c.tmpfs
-			_, _, err := buildProject(unitPlan(svc), time.Now())
+			_, err := buildProject(unitPlan(svc), time.Now())
 			if refused := err != nil; refused != c.refused || (refused && !errors.Is(err, dockerio.ErrImageNotAdmissible)) {
 				t.Errorf("tmpfs %v over volumes %v (disk %d): err %v, want refused=%v", c.tmpfs, svc.ImageVolumes, disk, err, c.refused)
 			}
@@ -357,7 +377,7 @@ func TestBuildProject_TenantTmpfsOverlappingImageVolume_Refused(t *testing.T) {
 func TestBuildProject_MaintenanceID_Labelled(t *testing.T) {
 	plan := unitPlan(unitService("app", 1))
 	plan.MaintenanceID = "6f1c7e0e-0000-4000-8000-000000000001"
-	p, _, err := buildProject(plan, time.Now())
+	p, err := buildProject(plan, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +15,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
@@ -22,8 +23,9 @@ import (
 
 // Up launches (or converges) the lease's Compose project from plan: verify the
 // lease network by ID, refuse a project holding any container that is not this
-// installation's, create (or reuse only our own) stateful named volumes, then
-// compose up (create + start, no build, no pull, no wait, orphans left alone).
+// installation's, check that every managed volume directory a stateful instance
+// bind-mounts exists, then compose up (create + start, no build, no pull, no
+// wait, orphans left alone).
 //
 // The foreign-container check matters because compose up converges by project
 // label alone: another installation's running containers of the same lease UUID
@@ -46,7 +48,7 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	if plan.Services, err = e.admitPlanImages(ctx, plan.Services); err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	project, volumes, err := buildProject(plan, time.Now())
+	project, err := buildProject(plan, time.Now())
 	if err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
@@ -56,10 +58,8 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	if err := e.refuseForeignProjectContainers(ctx, name); err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	for _, v := range volumes {
-		if err := e.ensureVolume(ctx, v); err != nil {
-			return fmt.Errorf("compose up %s: %w", name, err)
-		}
+	if err := checkBindSources(bindSources(plan)); err != nil {
+		return fmt.Errorf("compose up %s: %w", name, err)
 	}
 	err = e.compose.Up(ctx, project, api.UpOptions{
 		Create: api.CreateOptions{
@@ -161,35 +161,33 @@ func (e *Engine) refuseForeignProjectContainers(ctx context.Context, project str
 	return nil
 }
 
-// ensureVolume creates a stateful instance's named volume, or accepts an existing
-// one only when it carries exactly our labels, installation included (a retried
-// launch reuses its data). Any other volume of that name is
-// dockerio.ErrForeignObject and is never mounted.
-func (e *Engine) ensureVolume(ctx context.Context, v namedVolume) error {
-	got, err := e.docker.VolumeInspect(ctx, v.Name)
-	if err == nil {
-		if !labels.HasAll(got.Labels, v.Labels) {
-			return fmt.Errorf("volume %s (installation %q, lease %q): %w", v.Name,
-				got.Labels[dockerio.LabelInstallation], got.Labels[dockerio.LabelLease], dockerio.ErrForeignObject)
+// checkBindSources requires every volume subdirectory a plan bind-mounts to be
+// a directory (not a symlink) right before launch: Docker would otherwise fail
+// with a less telling error, or, through a link, mount something else.
+// dockerio.Volumes.Ensure made them; berthd and dockerd share the host's mount
+// namespace (.ci/btrfs-up.sh checks it on test machines).
+func checkBindSources(sources []string) error {
+	for _, src := range sources {
+		fi, err := os.Lstat(src)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("managed volume directory %s does not exist: ensure the volume before launch", src)
+		case err != nil:
+			return fmt.Errorf("managed volume directory: %w", err)
+		case !fi.IsDir():
+			return fmt.Errorf("managed volume directory %s is not a directory (%s); refusing to mount it", src, fi.Mode().Type())
 		}
-		return nil
-	}
-	if !isNotFound(err) {
-		return dockerErr("inspect volume "+v.Name, err)
-	}
-	if _, err := e.docker.VolumeCreate(ctx, volume.CreateOptions{Name: v.Name, Driver: "local", Labels: v.Labels}); err != nil {
-		return dockerErr("create volume "+v.Name, err)
 	}
 	return nil
 }
 
 // Down tears down this installation's containers of the lease, by exact ID: each
 // is stopped within opts.StopTimeout and removed (forced: a close must not leave a
-// container behind), dependents before their dependencies. Then, with
-// opts.RemoveVolumes, the lease's named volumes that carry our labels. Compose is
-// not used: its down works on the project name, which another installation's
-// containers of the same lease UUID share. The lease network is never removed.
-// Idempotent; works after the network is gone.
+// container behind), dependents before their dependencies. Tenant data is never
+// touched: it lives in host volumes (dockerio.Volumes), so opts.RemoveVolumes is
+// a no-op. Compose is not used: its down works on the project name, which
+// another installation's containers of the same lease UUID share. The lease
+// network is never removed. Idempotent; works after the network is gone.
 func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptions) error {
 	if lease == "" {
 		return fmt.Errorf("down: empty lease")
@@ -204,11 +202,6 @@ func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptio
 	var errs []error
 	for _, wave := range teardownWaves(list) {
 		errs = append(errs, e.removeWave(ctx, wave, opts.StopTimeout)...)
-	}
-	if opts.RemoveVolumes && len(errs) == 0 {
-		if err := e.removeLeaseVolumes(ctx, lease); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("down %s: %w", name, errors.Join(errs...))
@@ -282,7 +275,7 @@ func (e *Engine) removeWave(ctx context.Context, ids []string, stopTimeout time.
 				e.log.Warn().Err(err).Str("container_id", id).Msg("stop before removal failed; removing with force")
 			}
 			// RemoveVolumes only drops anonymous volumes, which berth never mounts
-			// (image VOLUMEs are tmpfs or named); named volumes are never touched here.
+			// (image VOLUMEs are tmpfs or bind mounts of host volumes).
 			err := e.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 			if !removedOrGoing(err) {
 				errs[i] = dockerErr("remove container "+trimID(id), err)
@@ -297,25 +290,4 @@ func (e *Engine) removeWave(ctx context.Context, ids []string, stopTimeout time.
 		}
 	}
 	return out
-}
-
-// removeLeaseVolumes removes the lease's managed named volumes of this
-// installation (Docker refuses one still mounted by any container).
-func (e *Engine) removeLeaseVolumes(ctx context.Context, lease string) error {
-	list, err := e.docker.VolumeList(ctx, volume.ListOptions{Filters: e.ownFilters(
-		filters.Arg("label", dockerio.LabelLease+"="+lease),
-	)})
-	if err != nil {
-		return dockerErr("list volumes of lease "+lease, err)
-	}
-	var errs []error
-	for _, v := range list.Volumes {
-		if !e.ours(v.Labels) || v.Labels[dockerio.LabelLease] != lease {
-			continue // the filter already said so; labels are the proof, so check them here too
-		}
-		if err := e.docker.VolumeRemove(ctx, v.Name, false); err != nil && !isNotFound(err) {
-			errs = append(errs, dockerErr("remove volume "+v.Name, err))
-		}
-	}
-	return errors.Join(errs...)
 }

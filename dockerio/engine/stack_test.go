@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +33,10 @@ func TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated(t 
 	web.Init = &withInit
 	web.StopGracePeriod = 3 * time.Second
 	db := workloadService("db", 1, info)
-	db.DiskMB = 128 // stateful: the image VOLUME becomes a named volume
 	db.User = "1000:1000"
+	// Stateful: the image VOLUME is a bind mount of the instance's host volume,
+	// whose mount point belongs to the user the service runs as.
+	db = stateful(t, dirVolumes(t), l.Lease, db, 128, 1000, 1000)
 	db.HealthCheck = &dockerio.HealthCheck{
 		Test:     []string{"CMD", "/workload", "get", "http://127.0.0.1:8080/"},
 		Interval: time.Second, Timeout: 2 * time.Second, Retries: 5,
@@ -77,16 +81,22 @@ func TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated(t 
 		assertHardened(t, c, plan)
 	}
 	dbC, web0 := cohort[0], cohort[1]
-	assertMount(t, dbC.ID, "/data", mount.TypeVolume, "fred-"+l.Lease+"-db-0-0")
+	assertMount(t, dbC.ID, "/data", mount.TypeBind, filepath.Join(db.VolumeDirs[0], "data"))
 	assertMount(t, web0.ID, "/data", mount.TypeTmpfs, "")
+	if code, out := execIn(t, dbC.ID, "/workload", "write", "/data/probe"); code != 0 {
+		t.Errorf("stateful /data (bind mount owned by 1000:1000) not writable by its user 1000: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(db.VolumeDirs[0], "data", "probe")); err != nil {
+		t.Errorf("the write did not land in the host volume: %v", err)
+	}
 	if code, out := execIn(t, web0.ID, "/workload", "write", "/data/probe"); code != 0 {
 		t.Errorf("diskless /data (tmpfs) not writable: %s", out)
 	}
 	if code, _ := execIn(t, web0.ID, "/workload", "write", "/probe"); code == 0 {
 		t.Errorf("root filesystem is writable; want read-only")
 	}
-	if vols := leaseVolumes(t, l.Lease); !slices.Equal(vols, []string{"fred-" + l.Lease + "-db-0-0"}) {
-		t.Errorf("lease volumes = %v", vols)
+	if vols := leaseVolumes(t, l.Lease); len(vols) != 0 {
+		t.Errorf("Docker volumes of the lease = %v, want none (data is in host volumes)", vols)
 	}
 
 	// In-lease DNS: web reaches db by its bare service name, and "web" answers.
@@ -212,8 +222,8 @@ func keysOf[V any](m map[string]V) []string {
 }
 
 // assertMount checks the container has exactly one mount at target, of type typ
-// (and, for volumes, that named volume).
-func assertMount(t *testing.T, id, target string, typ mount.Type, volumeName string) {
+// (and, when source is set, from that named volume or host path).
+func assertMount(t *testing.T, id, target string, typ mount.Type, source string) {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
 	r, err := fx.docker.ContainerInspect(ctx, id)
@@ -225,9 +235,16 @@ func assertMount(t *testing.T, id, target string, typ mount.Type, volumeName str
 		if m.Destination != target {
 			continue
 		}
-		found = append(found, string(m.Type)+":"+m.Name)
-		if m.Type != typ || (volumeName != "" && m.Name != volumeName) {
-			t.Errorf("mount %s is %s %q, want %s %q", target, m.Type, m.Name, typ, volumeName)
+		got := m.Name
+		if m.Type == mount.TypeBind {
+			got = m.Source
+			if !m.RW || m.Propagation != mount.PropagationRPrivate {
+				t.Errorf("bind mount %s: rw=%v propagation=%q, want read-write rprivate", target, m.RW, m.Propagation)
+			}
+		}
+		found = append(found, string(m.Type)+":"+got)
+		if m.Type != typ || (source != "" && got != source) {
+			t.Errorf("mount %s is %s %q, want %s %q", target, m.Type, got, typ, source)
 		}
 	}
 	if len(found) != 1 {

@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/volumes"
 )
 
 // The engine's tests run against the real Docker engine and the local registry.
@@ -354,8 +355,8 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// testLease is a fresh lease with its network, torn down (containers, volumes,
-// network) when the test ends.
+// testLease is a fresh lease with its network, torn down (containers, network)
+// when the test ends.
 type testLease struct {
 	Lease        string
 	Installation string
@@ -500,7 +501,8 @@ func createForeignNetwork(t *testing.T, name string) string {
 	return resp.ID
 }
 
-// leaseVolumes lists the named volumes labelled with the lease.
+// leaseVolumes lists the Docker volumes labelled with the lease (berth creates
+// none: stateful data is in host volumes).
 func leaseVolumes(t *testing.T, lease string) []string {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
@@ -513,4 +515,36 @@ func leaseVolumes(t *testing.T, lease string) []string {
 		names = append(names, v.Name)
 	}
 	return names
+}
+
+// dirVolumes is a dir-driver volume root of the test's own (quotas not
+// enforced): for tests that need a stateful service but prove nothing about
+// the quota. The btrfs tests use btrfsVolumes.
+func dirVolumes(t *testing.T) dockerio.Volumes {
+	t.Helper()
+	v, err := volumes.NewDir(filepath.Join(t.TempDir(), "volumes"))
+	if err != nil {
+		t.Fatalf("dir volumes: %v", err)
+	}
+	return v
+}
+
+// stateful makes svc stateful (diskMB) with a managed volume per instance in v,
+// each image VOLUME's subdirectory given to uid:gid, and sets its VolumeDirs.
+func stateful(t *testing.T, v dockerio.Volumes, lease string, svc dockerio.ServicePlan, diskMB int64, uid, gid int) dockerio.ServicePlan {
+	t.Helper()
+	svc.DiskMB = diskMB
+	svc.VolumeDirs = nil
+	var subdirs []string
+	for _, target := range svc.ImageVolumes {
+		subdirs = append(subdirs, dockerio.VolumeSubdir(target))
+	}
+	for i := range svc.Quantity {
+		dir, err := v.Ensure(testCtx(t, time.Minute), dockerio.VolumeName(lease, svc.Name, i), diskMB, subdirs, uid, gid)
+		if err != nil {
+			t.Fatalf("ensure volume of %s/%d: %v", svc.Name, i, err)
+		}
+		svc.VolumeDirs = append(svc.VolumeDirs, dir)
+	}
+	return svc
 }

@@ -80,26 +80,13 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	if !labels.HasAll(n.labels, owner) {
 		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrForeignNetwork)
 	}
-	// Like the real engine: a project holding any container that is not ours, or
-	// a needed volume name held by anyone else, fails the launch before anything
-	// is created, and the foreign object is left alone.
+	// Like the real engine: a project holding any container that is not ours
+	// fails the launch before anything is created, and the foreign object is
+	// left alone.
 	for _, c := range e.containers {
 		if c.c.Labels[composeProjectLabel] == name && !e.ours(c.c.Labels) {
 			return fmt.Errorf("compose up %s: container %s (%s, installation %q): %w", name, c.c.Name, c.c.ID,
 				c.c.Labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
-		}
-	}
-	for _, svc := range plan.Services {
-		if svc.DiskMB == 0 {
-			continue
-		}
-		for i := 0; i < svc.Quantity; i++ {
-			for k := range svc.ImageVolumes {
-				vn := labels.VolumeName(plan.Lease, svc.Name, i, k)
-				if l, exists := e.volumes[vn]; exists && !labels.HasAll(l, labels.Volume(plan, svc.Name, i)) {
-					return fmt.Errorf("compose up %s: volume %s (installation %q): %w", name, vn, l[dockerio.LabelInstallation], dockerio.ErrForeignObject)
-				}
-			}
 		}
 	}
 
@@ -108,11 +95,6 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	for _, svc := range plan.Services {
 		for i := 0; i < svc.Quantity; i++ {
 			key := composeKeyOf(svc, i)
-			if svc.DiskMB > 0 {
-				for k := range svc.ImageVolumes {
-					e.volumes[labels.VolumeName(plan.Lease, svc.Name, i, k)] = labels.Volume(plan, svc.Name, i)
-				}
-			}
 			old := e.instanceLocked(plan.Lease, key)
 			if old != nil && sameIdentity(old, plan, svc) {
 				byKey[key] = old
@@ -160,6 +142,11 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
 		}
 		if err := admission.TmpfsOverlap(s.Tmpfs, s.ImageVolumes); err != nil {
+			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
+		}
+		// The real engine also requires each directory to exist on the host; the
+		// fake touches no filesystem.
+		if err := admission.VolumeDirs(s); err != nil {
 			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
 		}
 	}
@@ -380,8 +367,9 @@ func (e *Engine) Inspect(ctx context.Context, id string) (dockerio.Container, er
 }
 
 // Down removes this installation's containers of the lease (stopping running
-// ones: kill + die with exit 143), and its named volumes when asked. Another
-// installation's objects of the same lease UUID are left alone. Networks stay.
+// ones: kill + die with exit 143). Another installation's objects of the same
+// lease UUID are left alone. Networks stay; data (host volumes) is never
+// touched, so opts.RemoveVolumes is a no-op as in the real engine.
 func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptions) error {
 	if err := e.enter(ctx, OpDown); err != nil {
 		return err
@@ -394,13 +382,6 @@ func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptio
 	for _, c := range e.containers {
 		if e.ours(c.c.Labels) && c.c.Labels[dockerio.LabelLease] == lease {
 			e.stopAndRemoveLocked(c, exitStopped)
-		}
-	}
-	if opts.RemoveVolumes {
-		for name, l := range e.volumes {
-			if e.ours(l) && l[dockerio.LabelLease] == lease {
-				delete(e.volumes, name)
-			}
 		}
 	}
 	return nil
@@ -610,14 +591,4 @@ func (e *Engine) AddForeignContainer(lease, service string, index int, installat
 	e.containers[id] = c
 	e.startLocked(c)
 	return id
-}
-
-// AddForeignVolume places another installation's named volume of the lease's
-// stateful instance (the k-th image VOLUME of service/index) and returns its name.
-func (e *Engine) AddForeignVolume(lease, service string, index, k int, installation string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	name := labels.VolumeName(lease, service, index, k)
-	e.volumes[name] = labels.Volume(dockerio.Plan{Lease: lease, InstallationID: installation}, service, index)
-	return name
 }

@@ -68,14 +68,13 @@ type Options struct {
 type Engine struct {
 	mu          sync.Mutex
 	opts        Options
-	local       map[string]*fakeImage        // images present "locally", by ID
-	tags        map[string]string            // the registry's tags: reference as added → repo@sha256 digest
-	blobs       map[string]*fakeImage        // the registry's content, by repo@sha256 digest
-	down        map[string]bool              // repositories whose registry cannot be reached
-	networks    map[string]*fakeNetwork      // by ID
-	containers  map[string]*fakeContainer    // by ID
-	volumes     map[string]map[string]string // name → labels
-	pinned      map[string]string            // lease/service → health for future containers
+	local       map[string]*fakeImage     // images present "locally", by ID
+	tags        map[string]string         // the registry's tags: reference as added → repo@sha256 digest
+	blobs       map[string]*fakeImage     // the registry's content, by repo@sha256 digest
+	down        map[string]bool           // repositories whose registry cannot be reached
+	networks    map[string]*fakeNetwork   // by ID
+	containers  map[string]*fakeContainer // by ID
+	pinned      map[string]string         // lease/service → health for future containers
 	delays      map[Op]time.Duration
 	calls       map[Op]int
 	failNextUp  error
@@ -103,7 +102,6 @@ func New(opts Options) *Engine {
 		down:       map[string]bool{},
 		networks:   map[string]*fakeNetwork{},
 		containers: map[string]*fakeContainer{},
-		volumes:    map[string]map[string]string{},
 		pinned:     map[string]string{},
 		delays:     map[Op]time.Duration{},
 		calls:      map[Op]int{},
@@ -121,6 +119,11 @@ func New(opts Options) *Engine {
 // re-push does: the old content stays fetchable by its digest (and present once
 // fetched), so a PinnedImage of it still works. Returns the stored info, with
 // MaskLabels empty (AddLabelledImage gives an image labels).
+//
+// info.UID and info.GID are what the image's user runs as, as the real engine
+// reads them from the image's /etc/passwd and /etc/group: set them for a named
+// User. A numeric User ("1000" or "1000:1000") fills those parts itself when
+// they are left 0; an empty User is root, 0/0.
 func (e *Engine) AddImage(ref string, info dockerio.ImageInfo) dockerio.ImageInfo {
 	return e.AddLabelledImage(ref, info, nil)
 }
@@ -136,6 +139,14 @@ func (e *Engine) AddLabelledImage(ref string, info dockerio.ImageInfo, imageLabe
 	}
 	info.Volumes = append([]string(nil), info.Volumes...)
 	info.MaskLabels = admission.MaskLabels(imageLabels)
+	if u, err := admission.ParseUser(info.User); err == nil {
+		if u.UID >= 0 && info.UID == 0 {
+			info.UID = u.UID
+		}
+		if u.GID >= 0 && info.GID == 0 {
+			info.GID = u.GID
+		}
+	}
 	img := &fakeImage{info: info, labels: copyMap(imageLabels)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -226,17 +237,6 @@ func (e *Engine) Calls(op Op) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.calls[op]
-}
-
-// Volumes lists the managed named volumes (stateful instances) by name.
-func (e *Engine) Volumes() map[string]map[string]string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[string]map[string]string, len(e.volumes))
-	for name, l := range e.volumes {
-		out[name] = copyMap(l)
-	}
-	return out
 }
 
 // enter accounts a call of op, applies its delay and the unavailable switch.

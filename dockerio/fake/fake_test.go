@@ -40,6 +40,7 @@ func stack(t *testing.T, e *Engine) dockerio.Plan {
 	}
 	db := svc("db", 1)
 	db.DiskMB = 10
+	db.VolumeDirs = []string{"/var/lib/berth/volumes/" + dockerio.VolumeName(lease, "db", 0)}
 	db.HealthCheck = &dockerio.HealthCheck{Test: []string{"CMD", "probe"}}
 	web := svc("web", 2)
 	web.DependsOn = map[string]string{"db": "service_healthy"}
@@ -214,9 +215,6 @@ func TestUp_CohortAttributedLabelledStartingThenHealthy_StartEvents(t *testing.T
 			t.Errorf("event %d = %+v, want start", i, ev)
 		}
 	}
-	if len(e.Volumes()) != 1 {
-		t.Errorf("stateful db should own one named volume: %v", e.Volumes())
-	}
 	// Same plan again: nothing replaced.
 	if err := e.Up(ctx, plan); err != nil {
 		t.Fatal(err)
@@ -310,9 +308,6 @@ func TestKillAndDown_EmitDieEvents_DownKeepsNetwork(t *testing.T) {
 	}
 	if cs, _ := e.Cohort(ctx, lease); len(cs) != 0 {
 		t.Errorf("after Down: %d containers", len(cs))
-	}
-	if len(e.Volumes()) != 0 {
-		t.Errorf("RemoveVolumes left %v", e.Volumes())
 	}
 	if _, err := e.InspectNetwork(ctx, plan.NetworkID); err != nil {
 		t.Errorf("Down removed the network: %v", err)
@@ -502,17 +497,6 @@ func TestForeignObjects_SameLease_RefusedAndLeftAlone(t *testing.T) {
 	delete(e.containers, theirs) // its installation removed it
 	e.mu.Unlock()
 
-	vol := e.AddForeignVolume(lease, "db", 0, 0, "inst-other")
-	if err := e.Up(ctx, plan); !errors.Is(err, dockerio.ErrForeignObject) || !strings.Contains(err.Error(), vol) {
-		t.Fatalf("Up over a foreign volume = %v, want ErrForeignObject naming it", err)
-	}
-	if err := e.Down(ctx, lease, dockerio.DownOptions{RemoveVolumes: true}); err != nil {
-		t.Fatal(err)
-	}
-	if l, ok := e.Volumes()[vol]; !ok || l[dockerio.LabelInstallation] != "inst-other" {
-		t.Errorf("Down with volumes removed the foreign volume")
-	}
-
 	other := "99999999-2222-3333-4444-555555555555"
 	net := e.AddForeignLeaseNetwork(other, "inst-other")
 	if _, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: other, BackendName: "docker"}); !errors.Is(err, dockerio.ErrForeignNetwork) || !errors.Is(err, dockerio.ErrForeignObject) {
@@ -563,9 +547,6 @@ func TestStopRemove_GracefulExitZeroDieEvent_AbsentIsSuccess(t *testing.T) {
 	if _, err := e.Inspect(ctx, cs[0].ID); !errors.Is(err, dockerio.ErrNotFound) {
 		t.Errorf("after StopRemove: %v", err)
 	}
-	if len(e.Volumes()) != 1 {
-		t.Errorf("StopRemove removed volumes: %v", e.Volumes())
-	}
 	if err := e.StopRemove(ctx, cs[0].ID, time.Second); err != nil || e.Calls(OpStopRemove) != 2 {
 		t.Errorf("StopRemove(absent) = %v, calls %d", err, e.Calls(OpStopRemove))
 	}
@@ -577,5 +558,55 @@ func TestUp_TenantTmpfsOverImageVolume_RefusedLikeTheRealEngine(t *testing.T) {
 	plan.Services[1].Tmpfs = []string{"/data/cache"}
 	if err := e.Up(ctxT(t), plan); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
 		t.Errorf("Up with tmpfs inside an image VOLUME = %v, want ErrImageNotAdmissible", err)
+	}
+}
+
+// Like the real engine: a stateful service with image VOLUMEs needs one volume
+// directory per instance; a diskless one takes none.
+func TestUp_StatefulWithoutVolumeDirs_RefusedLikeTheRealEngine(t *testing.T) {
+	e := New(Options{InstallationID: installation})
+	plan := stack(t, e)
+	ctx := ctxT(t)
+	for name, mutate := range map[string]func(*dockerio.ServicePlan){
+		"none":       func(s *dockerio.ServicePlan) { s.VolumeDirs = nil },
+		"too few":    func(s *dockerio.ServicePlan) { s.Quantity = 2 },
+		"relative":   func(s *dockerio.ServicePlan) { s.VolumeDirs = []string{"volumes/x"} },
+		"diskless+1": func(s *dockerio.ServicePlan) { s.DiskMB = 0 },
+	} {
+		p := plan
+		p.Services = slices.Clone(plan.Services)
+		mutate(&p.Services[0])
+		if err := e.Up(ctx, p); err == nil || !strings.Contains(err.Error(), "volume director") {
+			t.Errorf("%s: Up = %v, want a volume directory refusal", name, err)
+		}
+		if cs, _ := e.Cohort(ctx, lease); len(cs) != 0 {
+			t.Fatalf("%s: the refused Up created %d containers", name, len(cs))
+		}
+	}
+	if err := e.Up(ctx, plan); err != nil {
+		t.Fatalf("Up with a volume directory per instance: %v", err)
+	}
+}
+
+func TestAddImage_NumericUserFillsUIDGID_NamedUserTakesThemAsGiven(t *testing.T) {
+	e := New(Options{InstallationID: installation})
+	ctx := ctxT(t)
+	for ref, c := range map[string]struct {
+		info     dockerio.ImageInfo
+		uid, gid int
+	}{
+		"127.0.0.1:5000/u/root:1":    {dockerio.ImageInfo{}, 0, 0},
+		"127.0.0.1:5000/u/numeric:1": {dockerio.ImageInfo{User: "1000:1001"}, 1000, 1001},
+		"127.0.0.1:5000/u/uidonly:1": {dockerio.ImageInfo{User: "1000"}, 1000, 0},
+		"127.0.0.1:5000/u/named:1":   {dockerio.ImageInfo{User: "app", UID: 1000, GID: 1000}, 1000, 1000},
+	} {
+		e.AddImage(ref, c.info)
+		got, err := e.ResolveImage(ctx, ref)
+		if err != nil || got.UID != c.uid || got.GID != c.gid {
+			t.Errorf("%s: ResolveImage = %d:%d, %v; want %d:%d", ref, got.UID, got.GID, err, c.uid, c.gid)
+		}
+		if pinned, err := e.PinnedImage(ctx, got.Pin(ref)); err != nil || pinned.UID != c.uid || pinned.GID != c.gid {
+			t.Errorf("%s: PinnedImage = %d:%d, %v", ref, pinned.UID, pinned.GID, err)
+		}
 	}
 }

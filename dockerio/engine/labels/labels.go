@@ -74,23 +74,6 @@ func HasAll(have, want map[string]string) bool {
 	return true
 }
 
-// VolumeName is the named Docker volume of the k-th image VOLUME (in sorted path
-// order) of one instance of a stateful service.
-func VolumeName(lease, service string, index, k int) string {
-	return dockerio.ProjectName(lease) + "-" + service + "-" + strconv.Itoa(index) + "-" + strconv.Itoa(k)
-}
-
-// Volume is the label set of a stateful instance's named volume.
-func Volume(plan dockerio.Plan, service string, index int) map[string]string {
-	return map[string]string{
-		dockerio.LabelManaged:      "true",
-		dockerio.LabelLease:        plan.Lease,
-		dockerio.LabelService:      service,
-		dockerio.LabelInstance:     strconv.Itoa(index),
-		dockerio.LabelInstallation: plan.InstallationID,
-	}
-}
-
 // Instance is the identity a managed container's labels claim.
 type Instance struct {
 	Lease       string

@@ -72,7 +72,7 @@ func TestHealthFromStatus(t *testing.T) {
 	}
 }
 
-func TestNetwork_OwnershipAndVolumeName(t *testing.T) {
+func TestNetwork_Ownership(t *testing.T) {
 	spec := dockerio.NetworkSpec{Lease: "L", Tenant: "T", BackendName: "docker", InstallationID: "I"}
 	n := Network(spec)
 	if !HasAll(n, NetworkOwnership(spec)) || n[dockerio.LabelTenant] != "T" || n[dockerio.LabelNetworkScope] != "lease" {
@@ -82,8 +82,5 @@ func TestNetwork_OwnershipAndVolumeName(t *testing.T) {
 	other.InstallationID = "J"
 	if HasAll(n, NetworkOwnership(other)) {
 		t.Error("another installation's ownership matched")
-	}
-	if got := VolumeName("L", "db", 1, 2); got != "fred-L-db-1-2" {
-		t.Errorf("VolumeName = %q", got)
 	}
 }

@@ -1,0 +1,345 @@
+package engine
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/admission"
+)
+
+// A volume's mount points are given to the numeric user a container runs as.
+// An image names its user as Docker does (name, uid, name:group, uid:gid…);
+// a name means whatever the image's own /etc/passwd and /etc/group say, so
+// berth reads those files from the exact image: a helper container created from
+// the image ID, never started (nothing of the image runs), without network,
+// labelled as ours, removed at once. The answer is cached per image ID and user.
+
+// Labels of the helper container: never fred.managed (it is no lease's), but
+// carrying the installation so a sweep removes only our leftovers.
+const (
+	labelHelper     = "fred.helper"
+	helperImageUser = "image-user"
+)
+
+// maxAccountFile bounds /etc/passwd and /etc/group as read from an image.
+const maxAccountFile = 1 << 20
+
+// helperRemoveTimeout bounds removing a helper after the caller's ctx ended.
+const helperRemoveTimeout = 30 * time.Second
+
+// maxUserCache bounds the cache; when full it starts over (images are few).
+const maxUserCache = 4096
+
+type userIDs struct{ uid, gid int }
+
+type userCache struct {
+	mu sync.Mutex
+	m  map[string]userIDs // imageID + "\x00" + user
+}
+
+func (c *userCache) get(key string) (userIDs, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids, ok := c.m[key]
+	return ids, ok
+}
+
+func (c *userCache) put(key string, ids userIDs) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxUserCache {
+		c.m = make(map[string]userIDs)
+	}
+	c.m[key] = ids
+}
+
+// withUser fills info.UID/GID from info.User of the image info.ID.
+func (e *Engine) withUser(ctx context.Context, info dockerio.ImageInfo, volumes []string) (dockerio.ImageInfo, error) {
+	uid, gid, err := e.imageUser(ctx, info.ID, volumes, info.User)
+	if err != nil {
+		return dockerio.ImageInfo{}, err
+	}
+	info.UID, info.GID = uid, gid
+	return info, nil
+}
+
+// ImageUser resolves user (an image's USER, or a manifest's user override) to
+// the numeric uid and gid a container of image imageID runs as, the way
+// Docker's runtime does: numeric uid:gid as is; a user name through the
+// image's /etc/passwd (its primary group unless a group is given), a group
+// name through /etc/group; a numeric uid alone takes its primary group from
+// /etc/passwd when listed there, else 0; "" is root. A name the image does not
+// list wraps dockerio.ErrImageNotAdmissible: Docker could not start it either.
+func (e *Engine) ImageUser(ctx context.Context, imageID, user string) (uid, gid int, err error) {
+	if !isImageID(imageID) {
+		return 0, 0, fmt.Errorf("image user: %q is not an image ID", imageID)
+	}
+	resp, err := e.docker.ImageInspect(ctx, imageID)
+	if err != nil {
+		return 0, 0, dockerErr("inspect image "+trimID(imageID), err)
+	}
+	var volumes []string
+	if resp.Config != nil {
+		for v := range resp.Config.Volumes {
+			volumes = append(volumes, v)
+		}
+	}
+	return e.imageUser(ctx, imageID, volumes, user)
+}
+
+func (e *Engine) imageUser(ctx context.Context, imageID string, volumes []string, user string) (int, int, error) {
+	u, err := admission.ParseUser(user)
+	if err != nil {
+		return 0, 0, fmt.Errorf("image %s: %w: %w", trimID(imageID), dockerio.ErrImageNotAdmissible, err)
+	}
+	if u.UID >= 0 && u.GID >= 0 {
+		return u.UID, u.GID, nil // numeric uid:gid (or root): nothing to look up
+	}
+	key := imageID + "\x00" + user
+	if ids, ok := e.users.get(key); ok {
+		return ids.uid, ids.gid, nil
+	}
+	files, err := e.readImageFiles(ctx, imageID, volumes, "/etc/passwd", "/etc/group")
+	if err != nil {
+		return 0, 0, fmt.Errorf("image %s: resolve user %q: %w", trimID(imageID), user, err)
+	}
+	ids, err := resolveUser(u, files["/etc/passwd"], files["/etc/group"])
+	if err != nil {
+		return 0, 0, fmt.Errorf("image %s: %w: user %q: %w", trimID(imageID), dockerio.ErrImageNotAdmissible, user, err)
+	}
+	e.users.put(key, ids)
+	return ids.uid, ids.gid, nil
+}
+
+// resolveUser looks u up in the image's passwd and group text (nil = the image
+// has no such file).
+func resolveUser(u admission.User, passwd, group []byte) (userIDs, error) {
+	ids := userIDs{uid: u.UID, gid: u.GID}
+	if u.Name != "" || ids.gid < 0 && u.Group == "" {
+		var entry *passwdEntry
+		for _, p := range parsePasswd(passwd) {
+			if (u.Name != "" && p.name == u.Name) || (u.Name == "" && p.uid == u.UID) {
+				entry = &p
+				break
+			}
+		}
+		switch {
+		case entry != nil:
+			ids.uid = entry.uid
+			if ids.gid < 0 && u.Group == "" {
+				ids.gid = entry.gid
+			}
+		case u.Name != "":
+			if passwd == nil {
+				return userIDs{}, errors.New("the image has no /etc/passwd to look the name up in")
+			}
+			return userIDs{}, fmt.Errorf("no user %q in the image's /etc/passwd", u.Name)
+		case u.Group == "" && ids.gid < 0:
+			ids.gid = 0 // a numeric uid the image does not list: Docker runs it with gid 0
+		}
+	}
+	if u.Group != "" {
+		found := false
+		for _, g := range parseGroup(group) {
+			if g.name == u.Group {
+				ids.gid, found = g.gid, true
+				break
+			}
+		}
+		if !found {
+			if group == nil {
+				return userIDs{}, errors.New("the image has no /etc/group to look the group up in")
+			}
+			return userIDs{}, fmt.Errorf("no group %q in the image's /etc/group", u.Group)
+		}
+	}
+	return ids, nil
+}
+
+type passwdEntry struct {
+	name     string
+	uid, gid int
+}
+
+// parsePasswd reads name:password:uid:gid:… lines; malformed ones are skipped
+// (as libc and runc skip them).
+func parsePasswd(b []byte) []passwdEntry {
+	var out []passwdEntry
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Buffer(make([]byte, 64<<10), maxAccountFile)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, ":")
+		if len(f) < 4 {
+			continue
+		}
+		uid, err1 := strconv.Atoi(f[2])
+		gid, err2 := strconv.Atoi(f[3])
+		if err1 != nil || err2 != nil || uid < 0 || gid < 0 {
+			continue
+		}
+		out = append(out, passwdEntry{name: f[0], uid: uid, gid: gid})
+	}
+	return out
+}
+
+type groupEntry struct {
+	name string
+	gid  int
+}
+
+// parseGroup reads name:password:gid:members lines.
+func parseGroup(b []byte) []groupEntry {
+	var out []groupEntry
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Buffer(make([]byte, 64<<10), maxAccountFile)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, ":")
+		if len(f) < 3 {
+			continue
+		}
+		gid, err := strconv.Atoi(f[2])
+		if err != nil || gid < 0 {
+			continue
+		}
+		out = append(out, groupEntry{name: f[0], gid: gid})
+	}
+	return out
+}
+
+// readImageFiles copies files out of a created-but-never-started helper
+// container of imageID; a file the image lacks maps to nil. The image's
+// VOLUMEs are tmpfs in the helper, so creating it makes no anonymous volume.
+func (e *Engine) readImageFiles(ctx context.Context, imageID string, volumes []string, paths ...string) (map[string][]byte, error) {
+	e.sweepHelpers(ctx)
+	var mounts []mount.Mount
+	for _, v := range volumes {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: v})
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	resp, err := e.docker.ContainerCreate(ctx, &container.Config{
+		Image: imageID,
+		// Never started; an entrypoint is set only because Docker refuses to
+		// create a container of an image that has none.
+		Entrypoint:      []string{"/berth-image-user-helper-never-started"},
+		Cmd:             []string{},
+		NetworkDisabled: true,
+		Labels:          map[string]string{labelHelper: helperImageUser, dockerio.LabelInstallation: e.opts.InstallationID},
+	}, &container.HostConfig{NetworkMode: "none", Mounts: mounts}, nil, nil, "berth-image-user-"+hex.EncodeToString(suffix))
+	if err != nil {
+		return nil, dockerErr("create image-user helper of "+trimID(imageID), err)
+	}
+	defer e.removeHelper(ctx, resp.ID)
+	out := map[string][]byte{}
+	for _, p := range paths {
+		b, err := e.copyFile(ctx, resp.ID, p)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = b
+	}
+	return out, nil
+}
+
+// copyFile reads one regular file from the helper, following at most a few
+// symlinks (resolved inside the image); nil when it does not exist.
+func (e *Engine) copyFile(ctx context.Context, id, p string) ([]byte, error) {
+	for hops := 0; hops < 8; hops++ {
+		rc, _, err := e.docker.CopyFromContainer(ctx, id, p)
+		if isNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, dockerErr("copy "+p+" from image-user helper", err)
+		}
+		hdr, body, err := firstTarEntry(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read %s from the image: %w", p, err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeReg:
+			return body, nil
+		case tar.TypeSymlink:
+			target := hdr.Linkname
+			if !path.IsAbs(target) {
+				target = path.Join(path.Dir(p), target)
+			}
+			p = path.Clean(target)
+		default:
+			return nil, fmt.Errorf("%s in the image is not a regular file (tar type %q)", p, hdr.Typeflag)
+		}
+	}
+	return nil, fmt.Errorf("%s in the image: too many symlinks", p)
+}
+
+func firstTarEntry(r io.Reader) (*tar.Header, []byte, error) {
+	tr := tar.NewReader(r)
+	hdr, err := tr.Next()
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(tr, maxAccountFile+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(body) > maxAccountFile {
+		return nil, nil, fmt.Errorf("larger than %d bytes", maxAccountFile)
+	}
+	return hdr, body, nil
+}
+
+// removeHelper removes a helper even when ctx has ended (bounded on its own).
+func (e *Engine) removeHelper(ctx context.Context, id string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), helperRemoveTimeout)
+	defer cancel()
+	if err := e.docker.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+		e.log.Warn().Err(err).Str("container_id", id).Msg("image-user helper not removed; the next lookup's sweep retries")
+	}
+}
+
+// helperStaleAfter is how old a helper must be before a sweep takes it for a
+// crash's leftover: younger ones may be another lookup's, still being read.
+const helperStaleAfter = 10 * time.Minute
+
+// sweepHelpers removes image-user helpers of this installation that a crash
+// left behind (best effort: a failure only leaves them for the next sweep).
+func (e *Engine) sweepHelpers(ctx context.Context) {
+	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", labelHelper+"="+helperImageUser),
+		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
+	)})
+	if err != nil {
+		return
+	}
+	for _, c := range list {
+		stale := time.Since(time.Unix(c.Created, 0)) > helperStaleAfter
+		if stale && c.Labels[labelHelper] == helperImageUser && c.Labels[dockerio.LabelInstallation] == e.opts.InstallationID {
+			e.removeHelper(ctx, c.ID)
+		}
+	}
+}
