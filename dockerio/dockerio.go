@@ -332,6 +332,10 @@ type Engine interface {
 	// PinnedImage admits the exact recorded content: the local image with pin.ID,
 	// else pin.Digest fetched and checked to be pin.ID. Never the tag.
 	PinnedImage(ctx context.Context, pin ImagePin) (ImageInfo, error)
+	// ImageUser resolves a manifest's user override to the uid:gid a container
+	// of image imageID runs as (names through the image's own /etc/passwd), so
+	// a stateful volume's mount points belong to whoever will write them.
+	ImageUser(ctx context.Context, imageID, user string) (uid, gid int, err error)
 	EnsureNetwork(ctx context.Context, spec NetworkSpec) (string, error)
 	InspectNetwork(ctx context.Context, id string) (Network, error)
 	LeaseNetworks(ctx context.Context) ([]Network, error)

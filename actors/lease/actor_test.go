@@ -857,6 +857,29 @@ func statefulReady(t *testing.T, h *harness) (*leaseUnderTest, string) {
 	return l, name
 }
 
+// TestLease_StatefulUserOverride_MountPointsBelongToTheManifestUser: the
+// volume's mount points are given to the manifest's user override (it is who
+// writes them), and a user the image does not know fails the provision as an
+// image problem without launching anything.
+func TestLease_StatefulUserOverride_MountPointsBelongToTheManifestUser(t *testing.T) {
+	h := newHarness(t, nil)
+	svc := statefulService("app", 1)
+	svc.Manifest.User = "1000:1001"
+	l := h.start(newSpec(1, svc))
+	h.awaitReport("ready", isReady)
+	if uid, gid, ok := h.vols.Owner(dockerio.VolumeName(l.id, "app", 0)); !ok || uid != 1000 || gid != 1001 {
+		t.Fatalf("volume owner %d:%d (exists %t), want 1000:1001", uid, gid, ok)
+	}
+
+	bad := statefulService("app", 1)
+	bad.Manifest.User = "nobody-here"
+	h.start(newSpec(2, bad))
+	r := h.awaitReport("failed", func(r messages.LeaseReport) bool { return r.Status == string(lease.Failed) })
+	if r.Info.Reason != messages.ReasonImagePullFailed || r.Running != 0 {
+		t.Fatalf("failed report %+v, want reason %q and nothing running", r, messages.ReasonImagePullFailed)
+	}
+}
+
 // TestLease_CloseRetaining_VolumeRenamedRecordInTheClosedReceipt: a close the
 // registry decided to retain renames the volume into the retention namespace,
 // measures it, and journals the record in the closed receipt together with the

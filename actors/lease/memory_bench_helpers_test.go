@@ -33,6 +33,9 @@ func (e *memRefusingEngine) Ping(context.Context) error { return e.refuse() }
 func (e *memRefusingEngine) ResolveImage(context.Context, string) (dockerio.ImageInfo, error) {
 	return dockerio.ImageInfo{}, e.refuse()
 }
+func (e *memRefusingEngine) ImageUser(context.Context, string, string) (int, int, error) {
+	return 0, 0, e.refuse()
+}
 func (e *memRefusingEngine) PinnedImage(context.Context, dockerio.ImagePin) (dockerio.ImageInfo, error) {
 	return dockerio.ImageInfo{}, e.refuse()
 }

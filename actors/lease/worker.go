@@ -188,6 +188,9 @@ func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bo
 			return launchInputs{}, canceled, false
 		}
 		j.log.Error().Err(err).Msg("managed volumes")
+		if errors.Is(err, dockerio.ErrImageNotAdmissible) {
+			return launchInputs{}, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
+		}
 		return launchInputs{}, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
 	}
 	return launchInputs{images: images, networkID: networkID, dirs: dirs}, Outcome{}, true
@@ -209,8 +212,17 @@ func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]do
 		for _, target := range img.Volumes {
 			subdirs = append(subdirs, dockerio.VolumeSubdir(target))
 		}
+		// The mount points belong to whoever the container runs as: the
+		// manifest's user override when it has one, else the image's USER.
+		uid, gid := img.UID, img.GID
+		if u := svc.Manifest.User; u != "" && len(subdirs) > 0 {
+			var err error
+			if uid, gid, err = j.eng.ImageUser(ctx, img.ID, u); err != nil {
+				return nil, fmt.Errorf("user %q of %s: %w", u, svc.Name, err)
+			}
+		}
 		for i := 0; i < svc.Quantity; i++ {
-			path, err := j.vols.Ensure(ctx, dockerio.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, img.UID, img.GID)
+			path, err := j.vols.Ensure(ctx, dockerio.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, uid, gid)
 			if err != nil {
 				return nil, fmt.Errorf("volume of %s/%d: %w", svc.Name, i, err)
 			}

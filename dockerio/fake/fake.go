@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ const (
 	OpPing         Op = "ping"
 	OpResolveImage Op = "resolve_image"
 	OpPinnedImage  Op = "pinned_image"
+	OpImageUser    Op = "image_user"
 	// OpPullImage is the old name of OpResolveImage, kept so tests counting
 	// image resolutions under it keep compiling.
 	//
@@ -441,4 +443,37 @@ func (e *Engine) ours(l map[string]string) bool {
 // Ping fails only while unavailable.
 func (e *Engine) Ping(ctx context.Context) error {
 	return e.enter(ctx, OpPing)
+}
+
+// ImageUser mirrors the real engine for what a fake image can answer: numeric
+// "uid[:gid]" as is ("" is root), the image's own USER name as the UID/GID it
+// was added with; any other name is not in the image's /etc/passwd.
+func (e *Engine) ImageUser(ctx context.Context, imageID, user string) (int, int, error) {
+	if err := e.enter(ctx, OpImageUser); err != nil {
+		return 0, 0, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	img, ok := e.local[imageID]
+	if !ok {
+		return 0, 0, fmt.Errorf("image user: image %s: %w", imageID, dockerio.ErrNotFound)
+	}
+	if user == "" {
+		return 0, 0, nil
+	}
+	if user == img.info.User {
+		return img.info.UID, img.info.GID, nil
+	}
+	name, group, _ := strings.Cut(user, ":")
+	uid, err := strconv.Atoi(name)
+	if err != nil || uid < 0 {
+		return 0, 0, fmt.Errorf("image user %q: %w: no such user in the image", user, dockerio.ErrImageNotAdmissible)
+	}
+	gid := 0
+	if group != "" {
+		if gid, err = strconv.Atoi(group); err != nil || gid < 0 {
+			return 0, 0, fmt.Errorf("image user %q: %w: no such group in the image", user, dockerio.ErrImageNotAdmissible)
+		}
+	}
+	return uid, gid, nil
 }

@@ -243,3 +243,14 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// Owner is the uid:gid name's mount points were last given, and whether it exists.
+func (v *Volumes) Owner(name string) (uid, gid int, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	fv := v.vols[name]
+	if fv == nil {
+		return 0, 0, false
+	}
+	return fv.uid, fv.gid, true
+}
