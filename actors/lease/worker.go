@@ -25,12 +25,12 @@ type job struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	metrics  *Metrics
-	report   func(Input) // sends an intermediate input (Pinned) to the actor
+	report   func(Input)       // sends an intermediate input (Pinned) to the actor
 	hold     func(name string) // hands a busy volume to the volumehold actor
 	vols     dockerio.Volumes  // nil: no volume root configured
 	close    *CloseRequested   // the close in progress (teardown)
-	rel      Release     // the release this work deploys or runs
-	source   *Release    // a maintenance's source release (nil: none)
+	rel      Release           // the release this work deploys or runs
+	source   *Release          // a maintenance's source release (nil: none)
 	pins     map[string]dockerio.ImagePin
 	launch   launch
 	deadline time.Time

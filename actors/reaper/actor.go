@@ -142,7 +142,9 @@ func (a *Actor) pass(c actor.Context) {
 func (a *Actor) run(ctx context.Context) (Result, error) {
 	var res Result
 	rep, err := supervisors.Ask(ctx, a.deps.Tree, a.set.RegistryPath, 30*time.Second,
-		func(r chan<- messages.RetentionSweepReply) any { return &messages.RetentionSweep{Now: a.deps.Now(), Reply: r} })
+		func(r chan<- messages.RetentionSweepReply) any {
+			return &messages.RetentionSweep{Now: a.deps.Now(), Reply: r}
+		})
 	if err != nil {
 		return res, fmt.Errorf("ask the registry: %w", err)
 	}
