@@ -219,6 +219,12 @@ func (a *Actor) retry(c actor.Context, name string) {
 	if a.running[name] {
 		return
 	}
+	if a.deps.Volumes == nil {
+		// Journaled holds outlive a config that dropped volume_data_path: keep
+		// them (and say so) until a daemon with the volume root can finish them.
+		a.log.Error().Str("volume", name).Msg("held volume deletion cannot be retried: no volume_data_path configured")
+		return
+	}
 	a.running[name] = true
 	self, sys, epoch, ctx := c.Self(), c.ActorSystem(), a.epoch, a.ctx
 	vols, base, limit, log := a.deps.Volumes, a.set.BackoffBase, a.set.BackoffCap, a.log

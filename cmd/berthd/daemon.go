@@ -16,9 +16,11 @@ import (
 	"github.com/berth-dev/berth/actors/facade"
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/outbox"
+	"github.com/berth-dev/berth/actors/reaper"
 	"github.com/berth-dev/berth/actors/reclaimer"
 	"github.com/berth-dev/berth/actors/reconciler"
 	"github.com/berth-dev/berth/actors/registry"
+	"github.com/berth-dev/berth/actors/volumehold"
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/cmd/berthd/config"
 	"github.com/berth-dev/berth/dockerio"
@@ -38,6 +40,8 @@ const (
 	watcherPath    = supervisors.RootPath + "/watcher"
 	reconcilerPath = supervisors.RootPath + "/reconciler"
 	reclaimerPath  = supervisors.RootPath + "/reclaimer"
+	reaperPath     = supervisors.RootPath + "/reaper"
+	volumeHoldPath = supervisors.RootPath + "/volumehold"
 )
 
 // daemon is a running berthd: what start opened, and how to stop it.
@@ -46,6 +50,7 @@ type daemon struct {
 	store  *persistence.Store
 	diag   *persistence.Diagnostics
 	engine *engine.Engine
+	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
 	tree   *supervisors.Tree
 	log    zerolog.Logger
 }
@@ -98,6 +103,9 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err := registry.Verify(store); err != nil {
 		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
+	if _, _, err := volumehold.Load(store); err != nil {
+		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
 	mark = phases.done("journal_verify", mark)
 	dopts := opts
 	if dopts.DiagnosticsFile, err = filepath.Abs(cfg.DiagnosticsDBPath); err != nil {
@@ -125,8 +133,12 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	phases.done("docker_connect", mark)
+	mark = phases.done("docker_connect", mark)
 	warnNetworkCapacity(d.engine, cfg, log)
+	if d.vols, err = openVolumes(cfg, log); err != nil {
+		return nil, err
+	}
+	phases.done("volumes_open", mark)
 
 	now := time.Now
 	if testHooks.now != nil {
@@ -157,7 +169,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
 	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger, phases *startupPhases) []supervisors.Spec {
 	var eng dockerio.Engine = d.engine
-	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
+	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
 		BackendName:      cfg.Name,
 		HostAddress:      cfg.HostAddress,
 		HostBindIP:       cfg.HostBindIP,
@@ -178,6 +190,8 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		WorkerDrain:      cfg.ContainerStopTimeout + time.Minute,
 		ReleasesMaxAge:   cfg.ReleasesMaxAge,
 		HistoryBytes:     32 << 20,
+		VolumeHoldPath:   volumeHoldPath,
+		RetentionMaxAge:  cfg.RetentionMaxAge,
 	}}
 	// Callbacks never reach berthd's own listeners (nor link-local addresses):
 	// refused at admission, and again on the address the outbox dials.
@@ -201,6 +215,12 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			ReconcilerPath:    reconcilerPath,
 			ReclaimerPath:     reclaimerPath,
 			Callbacks:         callbacks,
+			// Retention: a close keeps the volumes only when there are volumes to keep.
+			RetainOnClose:        cfg.RetainOnClose && d.vols != nil,
+			MaxRetainedDiskMB:    cfg.MaxRetainedDiskMB,
+			MaxRetainedPerTenant: cfg.MaxRetainedLeasesPerTenant,
+			ReaperPath:           reaperPath,
+			QuotaEnforced:        d.vols != nil && d.vols.Enforced(),
 		}}
 
 	outSet := outbox.DefaultSettings(secret, callbacks) // signs with the wall clock: receivers check it
@@ -235,6 +255,13 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			Metrics: reclaimer.NewMetrics(reg), Settings: &reclaimer.Settings{Interval: cfg.ReconcileInterval,
 				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
 				BackendName: cfg.Name, RegistryPath: registryPath}})},
+		{Name: "volumehold", Kind: "volumehold", Producer: volumehold.New(&volumehold.Deps{Store: d.store, Volumes: d.vols,
+			Tree: tree, Log: log, Now: now, Metrics: volumehold.NewMetrics(reg), Settings: &volumehold.Settings{
+				RegistryPath: registryPath, BackoffBase: time.Second, BackoffCap: time.Minute}})},
+		{Name: "reaper", Kind: "reaper", Producer: reaper.New(&reaper.Deps{Volumes: d.vols, Tree: tree, Log: log, Now: now,
+			Metrics: reaper.NewMetrics(reg), Settings: &reaper.Settings{Interval: cfg.RetentionReapInterval,
+				OrphanConfirmations: cfg.RetentionOrphanConfirmations, PassTimeout: 10 * time.Minute,
+				RegistryPath: registryPath, VolumeHoldPath: volumeHoldPath}})},
 		{Name: "facade", Kind: "facade", Producer: facade.New(&facade.Deps{Tree: tree, API: apiHandler,
 			Debug: debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: string(cfg.Debug.Token)}), Log: log, Settings: &facade.Settings{
 				ListenAddr: cfg.ListenAddr, DebugListenAddr: cfg.DebugListenAddr, TLSCertFile: cfg.TLSCertFile,

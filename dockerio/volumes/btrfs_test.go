@@ -492,3 +492,26 @@ func TestBtrfs_RefusesNonManagedNamesSymlinksFilesPlainDirs_NeverDeletesThem(t *
 		t.Error("a subdirectory escaping the volume was accepted")
 	}
 }
+
+// TestContaining_NotYetCreatedPath_FoundThroughItsExistingAncestor: a data path
+// that does not exist yet is attributed to the mount holding its deepest
+// existing ancestor: the btrfs mount for a path below it, and for a temp dir
+// the mount that holds that instead (never btrfs here).
+func TestContaining_NotYetCreatedPath_FoundThroughItsExistingAncestor(t *testing.T) {
+	mnt := btrfsMount(t)
+	point, fsType, err := Containing(filepath.Join(mnt, "not", "yet", randHex(4)))
+	if err != nil || fsType != FSBtrfs {
+		t.Fatalf("Containing under the btrfs mount = %q, %q, %v; want that mount, btrfs", point, fsType, err)
+	}
+	if want, _ := filepath.EvalSymlinks(mnt); point != want {
+		t.Fatalf("mount point %q, want %q", point, want)
+	}
+	tmp := t.TempDir()
+	point, fsType, err = Containing(filepath.Join(tmp, "volumes"))
+	if err != nil || fsType == FSBtrfs || point == "" {
+		t.Fatalf("Containing under a temp dir = %q, %q, %v", point, fsType, err)
+	}
+	if want, _ := filepath.EvalSymlinks(tmp); !within(want, point) {
+		t.Fatalf("mount point %q does not hold %q", point, want)
+	}
+}

@@ -394,3 +394,33 @@ func missingCaps(status string, want ...int) ([]string, error) {
 	}
 	return nil, fmt.Errorf("volumes: no CapEff line in /proc/self/status")
 }
+
+// Containing is the active mount that holds path (or, when path does not exist
+// yet, its deepest existing ancestor), and that mount's filesystem type as the
+// mount table names it: what a daemon with volume_mount_path unset verifies.
+func Containing(path string) (mountPoint, fsType string, err error) {
+	existing := filepath.Clean(path)
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			break
+		}
+		existing = parent
+	}
+	resolved, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", "", fmt.Errorf("volumes: resolve %s: %w", existing, err)
+	}
+	table, err := readMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		return "", "", err
+	}
+	m, ok := table.holding(resolved)
+	if !ok {
+		return "", "", fmt.Errorf("volumes: no mount holds %s", resolved)
+	}
+	return m.MountPoint, m.FSType, nil
+}

@@ -183,8 +183,8 @@ type Config struct {
 	// release-history entries expire (the maintenance capability compacts by it).
 	ReleasesMaxAge time.Duration
 
-	// RetainOnClose (retain_on_close) would soft-delete a closed lease's volumes for
-	// a later restore. Not supported yet: Load refuses true.
+	// RetainOnClose (retain_on_close) soft-deletes a closed lease's managed
+	// volumes for a later restore; it requires VolumeDataPath.
 	RetainOnClose bool
 	// RetentionDBPath (retention_db_path) is Fred's retention file. berth keeps
 	// retention records in the retention stream of <data_dir>/state.db and never
@@ -232,13 +232,15 @@ type Config struct {
 	RuntimeRefreshMaxConcurrency int
 
 	// VolumeDataPath (volume_data_path) is the host directory for managed volumes
-	// with kernel quotas. Not supported yet: Load refuses a non-empty value.
+	// (one per stateful instance, with a kernel quota on btrfs); a stateful SKU
+	// requires it.
 	VolumeDataPath string
 	// VolumeMountPath (volume_mount_path) is the active mount containing
 	// VolumeDataPath; it requires VolumeDataPath.
 	VolumeMountPath string
-	// VolumeFilesystem (volume_filesystem) is "" (auto-detect from VolumeDataPath)
-	// or one of btrfs, xfs, zfs, dir.
+	// VolumeFilesystem (volume_filesystem) is "" (auto-detect from VolumeDataPath),
+	// btrfs, or dir (development: no quota; refused in production). xfs and zfs
+	// are refused: this build has no driver for them.
 	VolumeFilesystem string
 	// MinAvgFileBytes (min_avg_file_bytes, positive) is the smallest average file
 	// size before a volume's inode ceiling binds; it also caps the entry count when
