@@ -135,7 +135,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	}
 	mark = phases.done("docker_connect", mark)
 	warnNetworkCapacity(d.engine, cfg, log)
-	if d.vols, err = openVolumes(cfg, log); err != nil {
+	if d.vols, err = openVolumes(cfg, store.Identity().InstallationID, log); err != nil {
 		return nil, err
 	}
 	phases.done("volumes_open", mark)

@@ -155,9 +155,12 @@ func TestRun_ForeignIdentityMarker_Refused(t *testing.T) {
 
 func TestProductionMode_RequiresInitializedIdentity(t *testing.T) {
 	dockerClient(t)
-	// Production takes host_address and sku_profiles only from the operator.
+	// Production takes host_address and sku_profiles only from the operator, and
+	// keeps stateful data on a verified btrfs mount with quotas.
+	mnt, root := btrfsRoot(t)
 	d := newDaemonDir(t, "production_mode: true", "host_address: 203.0.113.10",
-		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}")
+		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}",
+		"volume_data_path: "+root, "volume_mount_path: "+mnt, "volume_filesystem: btrfs")
 	code, out := runOnce(t, "-config", d.cfgPath)
 	if code != 1 || !strings.Contains(out, "initialize-storage-identity") {
 		t.Fatalf("uninitialised production start: exit %d\n%s", code, out)
@@ -360,4 +363,24 @@ func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouche
 			}
 		})
 	}
+}
+
+// TestVolumeRoot_SharedWithAnotherInstallation_Refused: volume names carry the
+// lease, not the installation, so a second installation pointed at a volume root
+// the first one claimed must refuse to start (one line naming both), while the
+// owner keeps starting on it.
+func TestVolumeRoot_SharedWithAnotherInstallation_Refused(t *testing.T) {
+	dockerClient(t)
+	shared := filepath.Join(t.TempDir(), "volumes")
+	owner := newDaemonDir(t, "volume_data_path: "+shared).startInProcess()
+	if code := owner.stop(); code != 0 {
+		t.Fatalf("owner stop exit %d", code)
+	}
+	other := newDaemonDir(t, "volume_data_path: "+shared)
+	code, out := runOnce(t, "-config", other.cfgPath)
+	ownerID := benchInstallationID(t, filepath.Join(owner.dir, "data"))
+	if code != 1 || !strings.Contains(out, "belongs to installation "+ownerID) || !strings.Contains(out, "must not share a volume root") {
+		t.Fatalf("second installation on the same volume root: exit %d\n%s", code, out)
+	}
+	owner.startInProcess() // the owner's own root still opens
 }

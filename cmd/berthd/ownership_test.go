@@ -3,24 +3,27 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
 )
 
-// installationObjects is what Docker holds of one installation's lease, read with
-// the raw client: container ID → state, network IDs, volume names.
+// installationObjects is what one installation holds of a lease, read with the
+// raw client and the file system: container ID → state, network IDs, and its
+// managed volumes (name@inode under the daemon's own volume root, so a volume
+// destroyed and recreated under the same name shows).
 type installationObjects struct {
 	containers map[string]string
 	networks   []string
@@ -31,7 +34,7 @@ func (o installationObjects) String() string {
 	return fmt.Sprintf("containers %v, networks %v, volumes %v", o.containers, o.networks, o.volumes)
 }
 
-func objectsOf(t *testing.T, dc *client.Client, lease, installation string) installationObjects {
+func objectsOf(t *testing.T, dc *client.Client, d *daemonProc, lease, installation string) installationObjects {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -51,12 +54,20 @@ func objectsOf(t *testing.T, dc *client.Client, lease, installation string) inst
 	for _, n := range ns {
 		o.networks = append(o.networks, n.ID)
 	}
-	vs, err := dc.VolumeList(ctx, volume.ListOptions{Filters: f})
-	if err != nil {
+	root := filepath.Join(d.dir, "volumes") // testConfig's volume_data_path
+	entries, err := os.ReadDir(root)
+	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	for _, v := range vs.Volumes {
-		o.volumes = append(o.volumes, v.Name)
+	for _, e := range entries {
+		if !strings.Contains(e.Name(), lease) {
+			continue
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(root, e.Name()), &st); err != nil {
+			t.Fatal(err)
+		}
+		o.volumes = append(o.volumes, fmt.Sprintf("%s@%d", e.Name(), st.Ino))
 	}
 	slices.Sort(o.networks)
 	slices.Sort(o.volumes)
@@ -102,7 +113,7 @@ func TestTwoInstallations_SameLease_NeitherTouchesTheOthersObjects(t *testing.T)
 	if got := cbA.waitFor(lease, 1, 2*time.Minute); got[0].Body.Status != messages.CallbackSuccess {
 		t.Fatalf("A provision callback = %+v", got[0].Body)
 	}
-	before := objectsOf(t, dc, lease, instA)
+	before := objectsOf(t, dc, a, lease, instA)
 	if len(before.containers) != 1 || len(before.networks) != 1 || len(before.volumes) != 1 {
 		t.Fatalf("A's lease: %s; want 1 container, 1 network, 1 volume", before)
 	}
@@ -111,9 +122,18 @@ func TestTwoInstallations_SameLease_NeitherTouchesTheOthersObjects(t *testing.T)
 			t.Fatalf("A's container %s is %s", id[:12], st)
 		}
 	}
+	var li0 messages.LeaseInfo
+	a.get("/info/"+lease).json(t, &li0)
+	if len(li0.Instances) != 1 {
+		t.Fatalf("A's instances %+v", li0.Instances)
+	}
+	aPort := li0.Instances[0].Ports["8080/tcp"].HostPort
+	if code, body := putFile(t, aPort, "/data/owned.txt", []byte("A's data")); code >= 300 {
+		t.Fatalf("write A's data: %d %s", code, body)
+	}
 	intact := func(step string) {
 		t.Helper()
-		if now := objectsOf(t, dc, lease, instA); !sameObjects(before, now) {
+		if now := objectsOf(t, dc, a, lease, instA); !sameObjects(before, now) {
 			t.Fatalf("after %s, A's lease changed:\nbefore %s\nnow    %s\nB's log:\n%s", step, before, now, b.log.String())
 		}
 	}
@@ -132,7 +152,9 @@ func TestTwoInstallations_SameLease_NeitherTouchesTheOthersObjects(t *testing.T)
 		}
 		b.waitStatus(lease, "failed", 30*time.Second)
 		intact("B's " + step)
-		if mine := objectsOf(t, dc, lease, instB); len(mine.containers) != 0 || len(mine.volumes) != 0 {
+		// B's own volume (in B's root) may stay with its failed lease, as Fred
+		// keeps a failed lease's data for a re-provision; its containers may not.
+		if mine := objectsOf(t, dc, b, lease, instB); len(mine.containers) != 0 {
 			t.Fatalf("B's failed %s left %s", step, mine)
 		}
 	}
@@ -150,7 +172,7 @@ func TestTwoInstallations_SameLease_NeitherTouchesTheOthersObjects(t *testing.T)
 	}
 	time.Sleep(4 * time.Second) // B's reclaimer and reconciler get their chance
 	intact("B's close")
-	if mine := objectsOf(t, dc, lease, instB); len(mine.containers)+len(mine.networks)+len(mine.volumes) != 0 {
+	if mine := objectsOf(t, dc, b, lease, instB); len(mine.containers)+len(mine.networks)+len(mine.volumes) != 0 {
 		t.Fatalf("B's closed lease left %s", mine)
 	}
 	assertPoolEmpty(t, b)
@@ -164,8 +186,8 @@ func TestTwoInstallations_SameLease_NeitherTouchesTheOthersObjects(t *testing.T)
 	if len(li.Instances) != 1 || !hasPrefixKey(before.containers, li.Instances[0].ContainerID) {
 		t.Fatalf("A's instances %+v, want its container %v", li.Instances, before.containers)
 	}
-	if code, _, err := httpGetHostPort("127.0.0.1:"+li.Instances[0].Ports["8080/tcp"].HostPort, "/"); err != nil || code != 200 {
-		t.Fatalf("A's published port: %d %v", code, err)
+	if code, body, err := httpGetHostPort("127.0.0.1:"+li.Instances[0].Ports["8080/tcp"].HostPort, "/file?path=/data/owned.txt"); err != nil || code != 200 || body != "A's data" {
+		t.Fatalf("A's data through its published port: %d %q %v", code, body, err)
 	}
 
 	// Closing A works normally: everything of the lease goes.

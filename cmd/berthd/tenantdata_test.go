@@ -51,6 +51,23 @@ func cleanBtrfsRoot(root string) {
 	_ = os.RemoveAll(root)
 }
 
+// managedVolumes lists the volumes in a root (the "fred-" entries: not the
+// installation marker).
+func managedVolumes(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "fred-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 // tenantDaemon is a daemon whose stateful SKUs live on a btrfs volume root.
 func tenantDaemon(t *testing.T, extra ...string) (*daemonProc, string) {
 	t.Helper()
@@ -120,7 +137,7 @@ func TestVolumes_BtrfsQuota_EnforcedInsideTheRunningContainer(t *testing.T) {
 		t.Fatalf("/stats on btrfs says the quota is not enforced: %+v", s)
 	}
 	d.closeAll(dc, lease)
-	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+	if entries := managedVolumes(t, root); len(entries) != 0 {
 		t.Fatalf("a destroying close left %d volumes", len(entries))
 	}
 }
@@ -246,7 +263,7 @@ func TestRetention_GraceExpired_ReapedAndBytesFreed(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+	if entries := managedVolumes(t, root); len(entries) != 0 {
 		t.Fatalf("%d volumes remain after the reap", len(entries))
 	}
 	d.get("/stats").json(t, &s)

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -17,7 +21,7 @@ import (
 // (development only: production requires it) the mount holding the data path
 // is found; with volume_filesystem unset a btrfs mount gets the quota driver
 // and anything else the dir driver, loudly, because it enforces nothing.
-func openVolumes(cfg *config.Config, log zerolog.Logger) (dockerio.Volumes, error) {
+func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) (dockerio.Volumes, error) {
 	if cfg.VolumeDataPath == "" {
 		return nil, nil
 	}
@@ -50,10 +54,52 @@ func openVolumes(cfg *config.Config, log zerolog.Logger) (dockerio.Volumes, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := claimVolumeRoot(v.Root(), installationID); err != nil {
+		return nil, err
+	}
 	ev := log.Info()
 	if !v.Enforced() {
 		ev = log.Warn()
 	}
 	ev.Str("volume_data_path", v.Root()).Str("driver", v.Kind()).Bool("quota_enforced", v.Enforced()).Msg("managed volumes opened")
 	return v, nil
+}
+
+// volumeRootMarker names the installation that owns a volume root. Volume names
+// carry the lease, not the installation, so two installations sharing a root
+// could adopt, retain or destroy each other's data: the second is refused.
+const volumeRootMarker = ".berth-installation"
+
+// claimVolumeRoot writes the marker into a root that has none and refuses a
+// root another installation claimed.
+func claimVolumeRoot(root, installationID string) error {
+	p := filepath.Join(root, volumeRootMarker)
+	raw, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		if owner := strings.TrimSpace(string(raw)); owner != installationID {
+			return fmt.Errorf("volume_data_path %s belongs to installation %s (%s), not to this berthd's %s: "+
+				"two installations must not share a volume root; give this one its own volume_data_path "+
+				"(or, if installation %s is gone for good, remove %s)", root, owner, p, installationID, owner, p)
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("volume root marker %s: %w", p, err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return claimVolumeRoot(root, installationID) // another process won the race: check its claim
+		}
+		return fmt.Errorf("volume root marker %s: %w", p, err)
+	}
+	if _, err := f.WriteString(installationID + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("volume root marker %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("volume root marker %s: %w", p, err)
+	}
+	return f.Close()
 }
