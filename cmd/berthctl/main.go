@@ -4,6 +4,7 @@
 //
 //	berthctl [global flags] provision -lease UUID -image REF [-sku S] [-quantity N] [-manifest FILE] [-callback URL]
 //	berthctl [global flags] deprovision -lease UUID
+//	berthctl [global flags] restore -from UUID [-lease UUID] [-sku S] [-quantity N]   retained data into a new lease
 //	berthctl [global flags] get PATH            signed GET, e.g. /provisions or /info/<lease>
 //	berthctl [global flags] post PATH [FILE]    signed POST of a JSON body (FILE or stdin)
 //	berthctl [global flags] sign METHOD URI [FILE]   print an X-Fred-Signature header value
@@ -60,7 +61,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|get|post|sign|actors|callbacks …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks …")
 	}
 	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
 	needSecret := rest[0] != "actors"
@@ -82,6 +83,8 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		}
 		body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: *lease})
 		return c.do(http.MethodPost, "/deprovision", body)
+	case "restore":
+		return c.restore(rest[1:])
 	case "get":
 		if len(rest) != 2 {
 			return errors.New("usage: berthctl get PATH")
@@ -214,6 +217,29 @@ func (c *client) provision(args []string) error {
 	body, _ := json.Marshal(req)
 	fmt.Fprintf(c.out, "lease %s\n", *lease)
 	return c.do(http.MethodPost, "/provision", body)
+}
+
+// restore asks for a closed lease's retained data in a new lease (GET
+// /retentions lists what is retained). The tenant and items must match what
+// the source had; a larger disk tier promotes, a smaller one must fit the data.
+func (c *client) restore(args []string) error {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	from := fs.String("from", "", "the retained (closed) lease UUID")
+	lease := fs.String("lease", uuid.NewString(), "the new lease UUID (default: a new one)")
+	sku := fs.String("sku", "docker-small", "SKU of the item")
+	quantity := fs.Int("quantity", 1, "instances (as the source had)")
+	tenant := fs.String("tenant", "tenant-demo", "tenant (the source's)")
+	callback := fs.String("callback", "http://127.0.0.1:9100/callbacks?operation_id="+uuid.NewString(), "callback_url")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" {
+		return errors.New("restore needs -from (a lease listed by: berthctl get /retentions)")
+	}
+	body, _ := json.Marshal(messages.RestoreRequest{LeaseUUID: *lease, FromLeaseUUID: *from, Tenant: *tenant,
+		ProviderUUID: "provider-demo", Items: []messages.LeaseItem{{SKU: *sku, Quantity: *quantity}}, CallbackURL: *callback})
+	fmt.Fprintf(c.out, "lease %s (from %s)\n", *lease, *from)
+	return c.do(http.MethodPost, "/restore", body)
 }
 
 // callbacks serves a receiver that verifies each callback's signature and prints it.

@@ -68,6 +68,30 @@ func TestProvision_SendsASignedContractRequest(t *testing.T) {
 	}
 }
 
+func TestRestore_SendsASignedContractRequest(t *testing.T) {
+	srv, reqs, bodies := server(t)
+	var out bytes.Buffer
+	err := run([]string{"-api", srv.URL, "-secret-file", secretFile(t), "restore",
+		"-from", "6f1c1c8e-8a52-4a4f-9f0c-2a9a3c1f7b10", "-lease", "0b6c7e55-1d2e-4f3a-8b9c-0d1e2f3a4b5c", "-sku", "docker-large"}, nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(*reqs) != 1 || (*reqs)[0].URL.Path != "/restore" || !strings.Contains(out.String(), "202 Accepted") {
+		t.Fatalf("output %q, %d requests", out.String(), len(*reqs))
+	}
+	var req messages.RestoreRequest
+	if err := json.Unmarshal((*bodies)[0], &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.FromLeaseUUID != "6f1c1c8e-8a52-4a4f-9f0c-2a9a3c1f7b10" || req.LeaseUUID != "0b6c7e55-1d2e-4f3a-8b9c-0d1e2f3a4b5c" ||
+		req.Items[0].SKU != "docker-large" || req.Tenant == "" || !strings.Contains(req.CallbackURL, "operation_id=") {
+		t.Fatalf("request = %+v", req)
+	}
+	if err := run([]string{"-api", srv.URL, "-secret-file", secretFile(t), "restore"}, nil, &out); err == nil || !strings.Contains(err.Error(), "-from") {
+		t.Fatalf("restore without -from: %v", err)
+	}
+}
+
 func TestGet_SignsTheQueryToo(t *testing.T) {
 	srv, reqs, _ := server(t)
 	var out bytes.Buffer

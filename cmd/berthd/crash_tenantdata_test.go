@@ -112,8 +112,11 @@ func TestCrashSuite_Kill9DuringRetainingClosesRestoresAndReaps_NoDataLostNothing
 	}
 	assertRootExplained(t, d, root)
 
-	// 3. The restored leases close (retaining), berthd is killed mid-close and comes
-	// back with a short grace; then it is killed again while the reaper destroys.
+	// 3. With a short grace from now on, the restored leases close (retaining) and
+	// berthd is killed mid-close; then again while the reaper destroys their data.
+	d.kill9()
+	d.reconfigure(append(base, "retention_max_age: 4s")...)
+	d.startChild(true)
 	w.concurrently(dests, func(l string) {
 		body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: l})
 		_, _ = w.quietCall("POST", "/deprovision", body)
@@ -123,7 +126,6 @@ func TestCrashSuite_Kill9DuringRetainingClosesRestoresAndReaps_NoDataLostNothing
 	}
 	time.Sleep(time.Duration(w.rng.IntN(1500)) * time.Millisecond)
 	d.kill9()
-	d.reconfigure(append(base, "retention_max_age: 4s")...)
 	d.startChild(true)
 	w.closeWithin(settle, dests...)
 	time.Sleep(time.Duration(3000+w.rng.IntN(2500)) * time.Millisecond)
