@@ -20,6 +20,16 @@ package main
 // start), berth_replace_phase_duration_seconds means, and
 // berth_docker_requests_total deltas per restart against raw's five calls.
 //
+// Two opt-in diagnostics:
+//
+//   - BERTH_BENCH_DOCKER_TRACE=1: berthd reaches Docker through a logging proxy in
+//     this process; every berthd request is placed on its restart's timeline
+//     (each pays the proxy's hop, so berthd's numbers of that run read slightly high).
+//   - BERTH_BENCH_RAW_READS=1: a third interleaved variant, raw plus the 19
+//     read-only requests berthd makes per restart beyond raw's one inspect, at the
+//     same steps, which tells the reads' cost (theirs and their load on dockerd)
+//     from the rest. berthd's 25 requests = raw's 5 + these 19 + one rename.
+//
 // Ignores b.N (run with -benchtime 1x):
 //
 //	go test -run '^$' -bench BenchmarkRestart_vsRawDocker -benchtime 1x ./cmd/berthd/
@@ -29,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -74,13 +85,15 @@ type benchRestartBench struct {
 	fenced    int            // 409s answered while the previous completion's row was still queued
 	fencedMu  sync.Mutex
 
-	netName string            // the raw run's bridge network
+	netName string // the raw run's bridge network
+	netID   string
 	rawCfg  *container.Config // berthd's container config, relabelled
 	rawHost *container.HostConfig
 	rawVol  string   // mount target of the lease's named volume ("" when none)
 	slots   []string // raw slot → current container ID
 
 	trace *benchDockerTrace // berthd's Docker requests, only with BERTH_BENCH_DOCKER_TRACE=1
+	reads bool              // BERTH_BENCH_RAW_READS=1: a third variant, raw plus berthd's extra reads
 }
 
 // benchRestartTiming is one measured berthd restart.
@@ -99,6 +112,7 @@ type benchRestartTiming struct {
 // benchRawRestartTiming is one raw Docker stop+remove+create+start+verify-wait+inspect.
 type benchRawRestartTiming struct {
 	total, stop, remove, create, start, inspect time.Duration
+	reads                                       time.Duration // raw+reads only: time in the extra reads
 }
 
 func BenchmarkRestart_vsRawDocker(b *testing.B) {
@@ -119,6 +133,7 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 		rb.trace = benchStartDockerTrace(b)
 		cfg = append(cfg, "docker_host: unix://"+rb.trace.sock)
 	}
+	rb.reads = os.Getenv("BERTH_BENCH_RAW_READS") == "1"
 	rb.d = newDaemonDir(b, cfg...).startInProcess()
 	rb.client = newBenchClient(rb.d)
 	rb.install = benchInstallationID(b, filepath.Join(rb.d.dir, "data"))
@@ -152,7 +167,7 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 	if _, err := rb.berthdRound(1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := rb.rawRound(1); err != nil {
+	if _, err := rb.rawRound(1, false); err != nil {
 		b.Fatal(err)
 	}
 
@@ -160,7 +175,7 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", tc.concurrency), func(b *testing.B) {
 			b.StopTimer()
 			var berthd []benchRestartTiming
-			var raw []benchRawRestartTiming
+			var raw, rawReads []benchRawRestartTiming
 			var cpuBerthd, cpuRaw benchCPU
 			before := benchScrapeMetrics(b, rb.client)
 			// Rounds interleave berthd and raw so background load drifts hit both alike.
@@ -172,16 +187,23 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 				}
 				c1 := benchCPUNow()
 				berthd = append(berthd, got...)
-				rt, err := rb.rawRound(tc.concurrency)
+				rt, err := rb.rawRound(tc.concurrency, false)
 				if err != nil {
 					b.Fatal(err)
 				}
 				c2 := benchCPUNow()
 				raw = append(raw, rt...)
 				cpuBerthd, cpuRaw = cpuBerthd.plus(c1.minus(c0)), cpuRaw.plus(c2.minus(c1))
+				if rb.reads {
+					rt, err := rb.rawRound(tc.concurrency, true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rawReads = append(rawReads, rt...)
+				}
 			}
 			after := benchScrapeMetrics(b, rb.client)
-			rb.report(b, berthd, raw, before, after, cpuBerthd, cpuRaw)
+			rb.report(b, berthd, raw, rawReads, before, after, cpuBerthd, cpuRaw)
 		})
 	}
 
@@ -243,7 +265,7 @@ func (rb *benchRestartBench) captureTemplate(b *testing.B) {
 	host := *info.HostConfig
 	host.ContainerIDFile = ""
 	// Compose mounts the lease's named volume as a bind "name:/data:rw": the clone
-	// gets its slot's own volume there (rawCreateStart substitutes the name).
+	// gets its slot's own volume there (rawCreate substitutes the name).
 	host.Binds = nil
 	for _, bind := range info.HostConfig.Binds {
 		src, rest, ok := strings.Cut(bind, ":")
@@ -301,9 +323,11 @@ func (rb *benchRestartBench) setupRaw(b *testing.B) {
 	defer cancel()
 	labels := map[string]string{"berth.bench.run": rb.runID}
 	rb.netName = "berth-bench-" + rb.runID[:8]
-	if _, err := rb.dc.NetworkCreate(ctx, rb.netName, network.CreateOptions{Driver: "bridge", Labels: labels}); err != nil {
+	created, err := rb.dc.NetworkCreate(ctx, rb.netName, network.CreateOptions{Driver: "bridge", Labels: labels})
+	if err != nil {
 		b.Fatalf("raw network: %v", err)
 	}
+	rb.netID = created.ID
 	rb.slots = make([]string, benchRestartMaxConcurrency)
 	if err := benchForEachLimited(len(rb.slots), len(rb.slots), func(i int) error {
 		if rb.rawVol != "" {
@@ -311,8 +335,12 @@ func (rb *benchRestartBench) setupRaw(b *testing.B) {
 				return fmt.Errorf("raw volume: %w", err)
 			}
 		}
-		id, _, _, err := rb.rawCreateStart(ctx, i)
+		id, _, err := rb.rawCreate(ctx, i)
+		if err != nil {
+			return err
+		}
 		rb.slots[i] = id
+		_, err = rb.rawStart(ctx, id)
 		return err
 	}); err != nil {
 		b.Fatal(err)
@@ -323,9 +351,11 @@ func (rb *benchRestartBench) slotVolume(slot int) string {
 	return fmt.Sprintf("berth-bench-%s-%d", rb.runID[:8], slot)
 }
 
-// rawCreateStart creates and starts slot's next container from the template.
-func (rb *benchRestartBench) rawCreateStart(ctx context.Context, slot int) (id string, create, start time.Duration, err error) {
+// rawCreate creates slot's next container from the template.
+func (rb *benchRestartBench) rawCreate(ctx context.Context, slot int) (id string, took time.Duration, err error) {
 	cfg := *rb.rawCfg
+	cfg.Labels = maps.Clone(rb.rawCfg.Labels)
+	cfg.Labels["berth.bench.slot"] = strconv.Itoa(slot) // what raw+reads lists by, as berthd lists by project
 	host := *rb.rawHost
 	host.Mounts = make([]mount.Mount, len(rb.rawHost.Mounts))
 	copy(host.Mounts, rb.rawHost.Mounts)
@@ -345,38 +375,64 @@ func (rb *benchRestartBench) rawCreateStart(ctx context.Context, slot int) (id s
 	t := time.Now()
 	created, err := rb.dc.ContainerCreate(ctx, &cfg, &host, netCfg, nil, name)
 	if err != nil {
-		return "", 0, 0, fmt.Errorf("container create: %w", err)
+		return "", 0, fmt.Errorf("container create: %w", err)
 	}
-	create = time.Since(t)
-	t = time.Now()
-	if err := rb.dc.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return created.ID, create, 0, fmt.Errorf("container start: %w", err)
+	return created.ID, time.Since(t), nil
+}
+
+func (rb *benchRestartBench) rawStart(ctx context.Context, id string) (time.Duration, error) {
+	t := time.Now()
+	if err := rb.dc.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return 0, fmt.Errorf("container start: %w", err)
 	}
-	return created.ID, create, time.Since(t), nil
+	return time.Since(t), nil
 }
 
 // rawRestart replaces slot's container: stop (its own stop timeout, like Compose's
 // recreate) and remove it, create and start the next, wait the verify interval,
-// inspect it.
-func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int) (benchRawRestartTiming, error) {
+// inspect it. With reads, it also makes the read-only requests berthd makes
+// around the same steps (see benchRawReads), so their cost can be told apart.
+func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, reads bool) (benchRawRestartTiming, error) {
 	var rt benchRawRestartTiming
 	old := rb.slots[slot]
 	begin := time.Now()
+	read := func(step string, id string) error {
+		if !reads {
+			return nil
+		}
+		t := time.Now()
+		err := rb.benchRawReads(ctx, step, slot, id)
+		rt.reads += time.Since(t)
+		return err
+	}
+	if err := read("before create", old); err != nil {
+		return rt, err
+	}
+	t := time.Now()
 	if err := rb.dc.ContainerStop(ctx, old, container.StopOptions{}); err != nil {
 		return rt, fmt.Errorf("container stop: %w", err)
 	}
-	rt.stop = time.Since(begin)
-	t := time.Now()
+	rt.stop = time.Since(t)
+	t = time.Now()
 	if err := rb.dc.ContainerRemove(ctx, old, container.RemoveOptions{}); err != nil {
 		return rt, fmt.Errorf("container remove: %w", err)
 	}
 	rt.remove = time.Since(t)
-	id, create, start, err := rb.rawCreateStart(ctx, slot)
-	if id != "" {
-		rb.slots[slot] = id
-	}
-	rt.create, rt.start = create, start
+	id, create, err := rb.rawCreate(ctx, slot)
 	if err != nil {
+		return rt, err
+	}
+	rb.slots[slot], rt.create = id, create
+	if err := read("after create", id); err != nil {
+		return rt, err
+	}
+	if err := read("before start", id); err != nil {
+		return rt, err
+	}
+	if rt.start, err = rb.rawStart(ctx, id); err != nil {
+		return rt, err
+	}
+	if err := read("after start", id); err != nil {
 		return rt, err
 	}
 	time.Sleep(benchVerify)
@@ -393,8 +449,64 @@ func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int) (benchRaw
 	return rt, nil
 }
 
+// benchRawReads makes, for a raw slot, the read-only requests berthd makes at the
+// same step of a restart (as BERTH_BENCH_DOCKER_TRACE shows them at concurrency
+// 1): before the target's create the source cohort (list + inspect), the image
+// (3 inspects: admission, the launch's re-admission, compose), the network
+// (2 lists, 3 inspects), the volume (2 inspects), a ping and two more project
+// lists (the foreign-container check, compose's own); after the create compose's
+// inspect of it; before the start compose's list; after it the cohort listing
+// (list + inspect) that precedes verification.
+func (rb *benchRestartBench) benchRawReads(ctx context.Context, step string, slot int, id string) error {
+	var errs []error
+	list := func() {
+		_, err := rb.dc.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", "berth.bench.run="+rb.runID), filters.Arg("label", "berth.bench.slot="+strconv.Itoa(slot)))})
+		errs = append(errs, err)
+	}
+	inspect := func() {
+		_, err := rb.dc.ContainerInspect(ctx, id)
+		errs = append(errs, err)
+	}
+	switch step {
+	case "before create":
+		list()
+		inspect()
+		for range 3 {
+			_, err := rb.dc.ImageInspect(ctx, rb.rawCfg.Image)
+			errs = append(errs, err)
+		}
+		for range 2 {
+			_, err := rb.dc.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", rb.netName))})
+			errs = append(errs, err)
+		}
+		for range 3 {
+			_, err := rb.dc.NetworkInspect(ctx, rb.netID, network.InspectOptions{})
+			errs = append(errs, err)
+		}
+		if rb.rawVol != "" {
+			for range 2 {
+				_, err := rb.dc.VolumeInspect(ctx, rb.slotVolume(slot))
+				errs = append(errs, err)
+			}
+		}
+		_, err := rb.dc.Ping(ctx)
+		errs = append(errs, err)
+		list()
+		list()
+	case "after create":
+		inspect()
+	case "before start":
+		list()
+	case "after start":
+		list()
+		inspect()
+	}
+	return errors.Join(errs...)
+}
+
 // rawRound restarts n raw slots at once.
-func (rb *benchRestartBench) rawRound(n int) ([]benchRawRestartTiming, error) {
+func (rb *benchRestartBench) rawRound(n int, reads bool) ([]benchRawRestartTiming, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out := make([]benchRawRestartTiming, n)
@@ -406,7 +518,7 @@ func (rb *benchRestartBench) rawRound(n int) ([]benchRawRestartTiming, error) {
 		go func() {
 			defer wg.Done()
 			<-gate
-			out[i], errs[i] = rb.rawRestart(ctx, i)
+			out[i], errs[i] = rb.rawRestart(ctx, i, reads)
 		}()
 	}
 	close(gate)
@@ -593,7 +705,7 @@ func benchScrapeMetrics(b *testing.B, c *benchClient) map[string]float64 {
 
 // --- the report ----------------------------------------------------------------------
 
-func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, raw []benchRawRestartTiming,
+func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, raw, rawReads []benchRawRestartTiming,
 	before, after map[string]float64, cpuBerthd, cpuRaw benchCPU) {
 	var total, beyond []time.Duration
 	phase := map[string][]time.Duration{}
@@ -641,6 +753,32 @@ func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, r
 		benchP50p95(pick(func(r benchRawRestartTiming) time.Duration { return r.inspect })))
 	fmt.Fprintf(&sb, "ratio beyond-verify berthd/raw: p50 %.2f×, p95 %.2f× (aim ≤ 1.2×); p50 gap %.1f ms\n",
 		ratio, ratio95, benchMs(benchPercentile(beyond, 0.5)-benchPercentile(rawBeyond, 0.5)))
+	if len(rawReads) > 0 {
+		of := func(f func(benchRawRestartTiming) time.Duration) []time.Duration {
+			out := make([]time.Duration, len(rawReads))
+			for i, r := range rawReads {
+				out[i] = f(r)
+			}
+			return out
+		}
+		rrBeyond := of(func(r benchRawRestartTiming) time.Duration { return r.total - benchVerify })
+		fmt.Fprintf(&sb, "raw + berthd's 19 extra reads, beyond verify %s  mean %.1f ms (raw mean %.1f ms)\n", benchP50p95(rrBeyond),
+			benchMs(benchMean(rrBeyond)), benchMs(benchMean(rawBeyond)))
+		for _, c := range []struct {
+			name string
+			f    func(benchRawRestartTiming) time.Duration
+		}{
+			{"reads", func(r benchRawRestartTiming) time.Duration { return r.reads }},
+			{"stop", func(r benchRawRestartTiming) time.Duration { return r.stop }},
+			{"remove", func(r benchRawRestartTiming) time.Duration { return r.remove }},
+			{"create", func(r benchRawRestartTiming) time.Duration { return r.create }},
+			{"start", func(r benchRawRestartTiming) time.Duration { return r.start }},
+		} {
+			fmt.Fprintf(&sb, "  %-7s %s  mean %7.1f ms (raw mean %7.1f ms)\n", c.name, benchP50p95(of(c.f)), benchMs(benchMean(of(c.f))), benchMs(benchMean(pick(c.f))))
+		}
+		fmt.Fprintf(&sb, "ratio beyond-verify berthd/(raw + reads): p50 %.2f×\n",
+			float64(benchPercentile(beyond, 0.5))/float64(benchPercentile(rrBeyond, 0.5)))
+	}
 	rb.fencedMu.Lock()
 	fmt.Fprintf(&sb, "409 fence retries before a 202 (untimed): %d\n", rb.fenced)
 	rb.fenced = 0
