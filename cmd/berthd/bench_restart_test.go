@@ -29,6 +29,8 @@ package main
 //     read-only requests berthd makes per restart beyond raw's one inspect, at the
 //     same steps, which tells the reads' cost (theirs and their load on dockerd)
 //     from the rest. berthd's 25 requests = raw's 5 + these 19 + one rename.
+//   - BERTH_BENCH_RAW_SLOT_NETWORKS=1: another variant, raw with one bridge
+//     network per slot (as berthd has one per lease) instead of the run's one.
 //
 // Ignores b.N (run with -benchtime 1x):
 //
@@ -92,8 +94,17 @@ type benchRestartBench struct {
 	rawVol  string   // mount target of the lease's named volume ("" when none)
 	slots   []string // raw slot → current container ID
 
-	trace *benchDockerTrace // berthd's Docker requests, only with BERTH_BENCH_DOCKER_TRACE=1
-	reads bool              // BERTH_BENCH_RAW_READS=1: a third variant, raw plus berthd's extra reads
+	trace      *benchDockerTrace // berthd's Docker requests, only with BERTH_BENCH_DOCKER_TRACE=1
+	variants   []benchRawMode    // the opt-in raw variants beside plain raw
+	slotNets   []string          // BERTH_BENCH_RAW_SLOT_NETWORKS: slot → its own network (name)
+	slotNetIDs []string
+}
+
+// benchRawMode is a variant of the raw restart.
+type benchRawMode struct {
+	name    string
+	reads   bool // plus berthd's 19 extra read-only requests
+	slotNet bool // on the slot's own network instead of the run's
 }
 
 // benchRestartTiming is one measured berthd restart.
@@ -133,7 +144,12 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 		rb.trace = benchStartDockerTrace(b)
 		cfg = append(cfg, "docker_host: unix://"+rb.trace.sock)
 	}
-	rb.reads = os.Getenv("BERTH_BENCH_RAW_READS") == "1"
+	if os.Getenv("BERTH_BENCH_RAW_READS") == "1" {
+		rb.variants = append(rb.variants, benchRawMode{name: "raw + berthd's 19 extra reads", reads: true})
+	}
+	if os.Getenv("BERTH_BENCH_RAW_SLOT_NETWORKS") == "1" {
+		rb.variants = append(rb.variants, benchRawMode{name: "raw, one network per slot", slotNet: true})
+	}
 	rb.d = newDaemonDir(b, cfg...).startInProcess()
 	rb.client = newBenchClient(rb.d)
 	rb.install = benchInstallationID(b, filepath.Join(rb.d.dir, "data"))
@@ -167,7 +183,7 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 	if _, err := rb.berthdRound(1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := rb.rawRound(1, false); err != nil {
+	if _, err := rb.rawRound(1, benchRawMode{}); err != nil {
 		b.Fatal(err)
 	}
 
@@ -175,7 +191,8 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", tc.concurrency), func(b *testing.B) {
 			b.StopTimer()
 			var berthd []benchRestartTiming
-			var raw, rawReads []benchRawRestartTiming
+			var raw []benchRawRestartTiming
+			variants := make([][]benchRawRestartTiming, len(rb.variants))
 			var cpuBerthd, cpuRaw benchCPU
 			before := benchScrapeMetrics(b, rb.client)
 			// Rounds interleave berthd and raw so background load drifts hit both alike.
@@ -187,23 +204,23 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 				}
 				c1 := benchCPUNow()
 				berthd = append(berthd, got...)
-				rt, err := rb.rawRound(tc.concurrency, false)
+				rt, err := rb.rawRound(tc.concurrency, benchRawMode{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				c2 := benchCPUNow()
 				raw = append(raw, rt...)
 				cpuBerthd, cpuRaw = cpuBerthd.plus(c1.minus(c0)), cpuRaw.plus(c2.minus(c1))
-				if rb.reads {
-					rt, err := rb.rawRound(tc.concurrency, true)
+				for k, mode := range rb.variants {
+					rt, err := rb.rawRound(tc.concurrency, mode)
 					if err != nil {
 						b.Fatal(err)
 					}
-					rawReads = append(rawReads, rt...)
+					variants[k] = append(variants[k], rt...)
 				}
 			}
 			after := benchScrapeMetrics(b, rb.client)
-			rb.report(b, berthd, raw, rawReads, before, after, cpuBerthd, cpuRaw)
+			rb.report(b, berthd, raw, variants, before, after, cpuBerthd, cpuRaw)
 		})
 	}
 
@@ -329,13 +346,26 @@ func (rb *benchRestartBench) setupRaw(b *testing.B) {
 	}
 	rb.netID = created.ID
 	rb.slots = make([]string, benchRestartMaxConcurrency)
+	for _, mode := range rb.variants {
+		if !mode.slotNet {
+			continue
+		}
+		for i := range rb.slots {
+			name := fmt.Sprintf("%s-%d", rb.netName, i)
+			created, err := rb.dc.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: labels})
+			if err != nil {
+				b.Fatalf("raw slot network: %v", err)
+			}
+			rb.slotNets, rb.slotNetIDs = append(rb.slotNets, name), append(rb.slotNetIDs, created.ID)
+		}
+	}
 	if err := benchForEachLimited(len(rb.slots), len(rb.slots), func(i int) error {
 		if rb.rawVol != "" {
 			if _, err := rb.dc.VolumeCreate(ctx, volume.CreateOptions{Name: rb.slotVolume(i), Driver: "local", Labels: labels}); err != nil {
 				return fmt.Errorf("raw volume: %w", err)
 			}
 		}
-		id, _, err := rb.rawCreate(ctx, i)
+		id, _, err := rb.rawCreate(ctx, i, benchRawMode{})
 		if err != nil {
 			return err
 		}
@@ -351,8 +381,16 @@ func (rb *benchRestartBench) slotVolume(slot int) string {
 	return fmt.Sprintf("berth-bench-%s-%d", rb.runID[:8], slot)
 }
 
+// network is the bridge network of slot's containers in mode.
+func (rb *benchRestartBench) network(slot int, mode benchRawMode) (name, id string) {
+	if mode.slotNet {
+		return rb.slotNets[slot], rb.slotNetIDs[slot]
+	}
+	return rb.netName, rb.netID
+}
+
 // rawCreate creates slot's next container from the template.
-func (rb *benchRestartBench) rawCreate(ctx context.Context, slot int) (id string, took time.Duration, err error) {
+func (rb *benchRestartBench) rawCreate(ctx context.Context, slot int, mode benchRawMode) (id string, took time.Duration, err error) {
 	cfg := *rb.rawCfg
 	cfg.Labels = maps.Clone(rb.rawCfg.Labels)
 	cfg.Labels["berth.bench.slot"] = strconv.Itoa(slot) // what raw+reads lists by, as berthd lists by project
@@ -368,9 +406,10 @@ func (rb *benchRestartBench) rawCreate(ctx context.Context, slot int) (id string
 	for _, bind := range rb.rawHost.Binds {
 		host.Binds = append(host.Binds, fmt.Sprintf(bind, rb.slotVolume(slot)))
 	}
-	host.NetworkMode = container.NetworkMode(rb.netName)
+	netName, _ := rb.network(slot, mode)
+	host.NetworkMode = container.NetworkMode(netName)
 	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-		rb.netName: {Aliases: []string{"app"}}}}
+		netName: {Aliases: []string{"app"}}}}
 	name := fmt.Sprintf("berth-bench-%s-%d-%s", rb.runID[:8], slot, uuid.NewString()[:8])
 	t := time.Now()
 	created, err := rb.dc.ContainerCreate(ctx, &cfg, &host, netCfg, nil, name)
@@ -392,16 +431,16 @@ func (rb *benchRestartBench) rawStart(ctx context.Context, id string) (time.Dura
 // recreate) and remove it, create and start the next, wait the verify interval,
 // inspect it. With reads, it also makes the read-only requests berthd makes
 // around the same steps (see benchRawReads), so their cost can be told apart.
-func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, reads bool) (benchRawRestartTiming, error) {
+func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, mode benchRawMode) (benchRawRestartTiming, error) {
 	var rt benchRawRestartTiming
 	old := rb.slots[slot]
 	begin := time.Now()
 	read := func(step string, id string) error {
-		if !reads {
+		if !mode.reads {
 			return nil
 		}
 		t := time.Now()
-		err := rb.benchRawReads(ctx, step, slot, id)
+		err := rb.benchRawReads(ctx, step, slot, id, mode)
 		rt.reads += time.Since(t)
 		return err
 	}
@@ -418,7 +457,7 @@ func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, reads boo
 		return rt, fmt.Errorf("container remove: %w", err)
 	}
 	rt.remove = time.Since(t)
-	id, create, err := rb.rawCreate(ctx, slot)
+	id, create, err := rb.rawCreate(ctx, slot, mode)
 	if err != nil {
 		return rt, err
 	}
@@ -457,7 +496,8 @@ func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, reads boo
 // lists (the foreign-container check, compose's own); after the create compose's
 // inspect of it; before the start compose's list; after it the cohort listing
 // (list + inspect) that precedes verification.
-func (rb *benchRestartBench) benchRawReads(ctx context.Context, step string, slot int, id string) error {
+func (rb *benchRestartBench) benchRawReads(ctx context.Context, step string, slot int, id string, mode benchRawMode) error {
+	netName, netID := rb.network(slot, mode)
 	var errs []error
 	list := func() {
 		_, err := rb.dc.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
@@ -477,11 +517,11 @@ func (rb *benchRestartBench) benchRawReads(ctx context.Context, step string, slo
 			errs = append(errs, err)
 		}
 		for range 2 {
-			_, err := rb.dc.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", rb.netName))})
+			_, err := rb.dc.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", netName))})
 			errs = append(errs, err)
 		}
 		for range 3 {
-			_, err := rb.dc.NetworkInspect(ctx, rb.netID, network.InspectOptions{})
+			_, err := rb.dc.NetworkInspect(ctx, netID, network.InspectOptions{})
 			errs = append(errs, err)
 		}
 		if rb.rawVol != "" {
@@ -506,7 +546,7 @@ func (rb *benchRestartBench) benchRawReads(ctx context.Context, step string, slo
 }
 
 // rawRound restarts n raw slots at once.
-func (rb *benchRestartBench) rawRound(n int, reads bool) ([]benchRawRestartTiming, error) {
+func (rb *benchRestartBench) rawRound(n int, mode benchRawMode) ([]benchRawRestartTiming, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out := make([]benchRawRestartTiming, n)
@@ -518,7 +558,7 @@ func (rb *benchRestartBench) rawRound(n int, reads bool) ([]benchRawRestartTimin
 		go func() {
 			defer wg.Done()
 			<-gate
-			out[i], errs[i] = rb.rawRestart(ctx, i, reads)
+			out[i], errs[i] = rb.rawRestart(ctx, i, mode)
 		}()
 	}
 	close(gate)
@@ -705,7 +745,7 @@ func benchScrapeMetrics(b *testing.B, c *benchClient) map[string]float64 {
 
 // --- the report ----------------------------------------------------------------------
 
-func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, raw, rawReads []benchRawRestartTiming,
+func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, raw []benchRawRestartTiming, variants [][]benchRawRestartTiming,
 	before, after map[string]float64, cpuBerthd, cpuRaw benchCPU) {
 	var total, beyond []time.Duration
 	phase := map[string][]time.Duration{}
@@ -753,17 +793,17 @@ func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, r
 		benchP50p95(pick(func(r benchRawRestartTiming) time.Duration { return r.inspect })))
 	fmt.Fprintf(&sb, "ratio beyond-verify berthd/raw: p50 %.2f×, p95 %.2f× (aim ≤ 1.2×); p50 gap %.1f ms\n",
 		ratio, ratio95, benchMs(benchPercentile(beyond, 0.5)-benchPercentile(rawBeyond, 0.5)))
-	if len(rawReads) > 0 {
+	for k, vt := range variants {
 		of := func(f func(benchRawRestartTiming) time.Duration) []time.Duration {
-			out := make([]time.Duration, len(rawReads))
-			for i, r := range rawReads {
+			out := make([]time.Duration, len(vt))
+			for i, r := range vt {
 				out[i] = f(r)
 			}
 			return out
 		}
-		rrBeyond := of(func(r benchRawRestartTiming) time.Duration { return r.total - benchVerify })
-		fmt.Fprintf(&sb, "raw + berthd's 19 extra reads, beyond verify %s  mean %.1f ms (raw mean %.1f ms)\n", benchP50p95(rrBeyond),
-			benchMs(benchMean(rrBeyond)), benchMs(benchMean(rawBeyond)))
+		vBeyond := of(func(r benchRawRestartTiming) time.Duration { return r.total - benchVerify })
+		fmt.Fprintf(&sb, "%s, beyond verify %s  mean %.1f ms (raw mean %.1f ms)\n", rb.variants[k].name, benchP50p95(vBeyond),
+			benchMs(benchMean(vBeyond)), benchMs(benchMean(rawBeyond)))
 		for _, c := range []struct {
 			name string
 			f    func(benchRawRestartTiming) time.Duration
@@ -774,10 +814,13 @@ func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, r
 			{"create", func(r benchRawRestartTiming) time.Duration { return r.create }},
 			{"start", func(r benchRawRestartTiming) time.Duration { return r.start }},
 		} {
+			if c.name == "reads" && !rb.variants[k].reads {
+				continue
+			}
 			fmt.Fprintf(&sb, "  %-7s %s  mean %7.1f ms (raw mean %7.1f ms)\n", c.name, benchP50p95(of(c.f)), benchMs(benchMean(of(c.f))), benchMs(benchMean(pick(c.f))))
 		}
-		fmt.Fprintf(&sb, "ratio beyond-verify berthd/(raw + reads): p50 %.2f×\n",
-			float64(benchPercentile(beyond, 0.5))/float64(benchPercentile(rrBeyond, 0.5)))
+		fmt.Fprintf(&sb, "  ratio beyond-verify berthd/(%s): p50 %.2f×\n", rb.variants[k].name,
+			float64(benchPercentile(beyond, 0.5))/float64(benchPercentile(vBeyond, 0.5)))
 	}
 	rb.fencedMu.Lock()
 	fmt.Fprintf(&sb, "409 fence retries before a 202 (untimed): %d\n", rb.fenced)
