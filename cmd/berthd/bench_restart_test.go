@@ -31,6 +31,9 @@ package main
 //     from the rest. berthd's 25 requests = raw's 5 + these 19 + one rename.
 //   - BERTH_BENCH_RAW_SLOT_NETWORKS=1: another variant, raw with one bridge
 //     network per slot (as berthd has one per lease) instead of the run's one.
+//   - BERTH_BENCH_RAW_COMPOSE_ORDER=1: another, raw in Compose's recreate order:
+//     the new container is created while the old one still runs, then the old
+//     one is stopped and removed, the new one renamed and started.
 //
 // Ignores b.N (run with -benchtime 1x):
 //
@@ -102,9 +105,10 @@ type benchRestartBench struct {
 
 // benchRawMode is a variant of the raw restart.
 type benchRawMode struct {
-	name    string
-	reads   bool // plus berthd's 19 extra read-only requests
-	slotNet bool // on the slot's own network instead of the run's
+	name         string
+	reads        bool // plus berthd's 19 extra read-only requests
+	slotNet      bool // on the slot's own network instead of the run's
+	composeOrder bool // Compose's recreate order: create, stop + remove the old, rename, start
 }
 
 // benchRestartTiming is one measured berthd restart.
@@ -124,6 +128,7 @@ type benchRestartTiming struct {
 type benchRawRestartTiming struct {
 	total, stop, remove, create, start, inspect time.Duration
 	reads                                       time.Duration // raw+reads only: time in the extra reads
+	rename                                      time.Duration // compose order only
 }
 
 func BenchmarkRestart_vsRawDocker(b *testing.B) {
@@ -149,6 +154,9 @@ func BenchmarkRestart_vsRawDocker(b *testing.B) {
 	}
 	if os.Getenv("BERTH_BENCH_RAW_SLOT_NETWORKS") == "1" {
 		rb.variants = append(rb.variants, benchRawMode{name: "raw, one network per slot", slotNet: true})
+	}
+	if os.Getenv("BERTH_BENCH_RAW_COMPOSE_ORDER") == "1" {
+		rb.variants = append(rb.variants, benchRawMode{name: "raw in Compose's order (create, stop, remove, rename, start)", composeOrder: true})
 	}
 	rb.d = newDaemonDir(b, cfg...).startInProcess()
 	rb.client = newBenchClient(rb.d)
@@ -447,6 +455,20 @@ func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, mode benc
 	if err := read("before create", old); err != nil {
 		return rt, err
 	}
+	var id string
+	create := func() error {
+		var err error
+		if id, rt.create, err = rb.rawCreate(ctx, slot, mode); err != nil {
+			return err
+		}
+		rb.slots[slot] = id
+		return read("after create", id)
+	}
+	if mode.composeOrder {
+		if err := create(); err != nil {
+			return rt, err
+		}
+	}
 	t := time.Now()
 	if err := rb.dc.ContainerStop(ctx, old, container.StopOptions{}); err != nil {
 		return rt, fmt.Errorf("container stop: %w", err)
@@ -457,14 +479,16 @@ func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, mode benc
 		return rt, fmt.Errorf("container remove: %w", err)
 	}
 	rt.remove = time.Since(t)
-	id, create, err := rb.rawCreate(ctx, slot, mode)
-	if err != nil {
+	if mode.composeOrder {
+		t = time.Now()
+		if err := rb.dc.ContainerRename(ctx, id, fmt.Sprintf("berth-bench-%s-%d-%s", rb.runID[:8], slot, uuid.NewString()[:8])); err != nil {
+			return rt, fmt.Errorf("container rename: %w", err)
+		}
+		rt.rename = time.Since(t)
+	} else if err := create(); err != nil {
 		return rt, err
 	}
-	rb.slots[slot], rt.create = id, create
-	if err := read("after create", id); err != nil {
-		return rt, err
-	}
+	var err error
 	if err := read("before start", id); err != nil {
 		return rt, err
 	}
@@ -812,9 +836,10 @@ func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, r
 			{"stop", func(r benchRawRestartTiming) time.Duration { return r.stop }},
 			{"remove", func(r benchRawRestartTiming) time.Duration { return r.remove }},
 			{"create", func(r benchRawRestartTiming) time.Duration { return r.create }},
+			{"rename", func(r benchRawRestartTiming) time.Duration { return r.rename }},
 			{"start", func(r benchRawRestartTiming) time.Duration { return r.start }},
 		} {
-			if c.name == "reads" && !rb.variants[k].reads {
+			if (c.name == "reads" && !rb.variants[k].reads) || (c.name == "rename" && !rb.variants[k].composeOrder) {
 				continue
 			}
 			fmt.Fprintf(&sb, "  %-7s %s  mean %7.1f ms (raw mean %7.1f ms)\n", c.name, benchP50p95(of(c.f)), benchMs(benchMean(of(c.f))), benchMs(benchMean(pick(c.f))))
@@ -925,6 +950,17 @@ func benchRemoveRawRestart(dc *client.Client, runID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f := filters.NewArgs(filters.Arg("label", "berth.bench.run="+runID))
+	// dockerd can refuse a network remove for a moment after its last container
+	// went ("has active endpoints"): retry for a while.
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: f})
+		if err != nil || len(ns) == 0 {
+			break
+		}
+		for _, n := range ns {
+			_ = dc.NetworkRemove(ctx, n.ID)
+		}
+	}
 	if vs, err := dc.VolumeList(ctx, volume.ListOptions{Filters: f}); err == nil {
 		for _, v := range vs.Volumes {
 			_ = dc.VolumeRemove(ctx, v.Name, true)
