@@ -91,10 +91,10 @@ type benchRestartBench struct {
 	dc      *client.Client
 	ev      *benchContainerEvents
 	install string
-	runID   string // label value of this run's raw containers, volumes and network
+	runID   string // label value of this run's raw containers, volumes and networks
 
 	leases    []string
-	callbacks map[string]int // lease → distinct callbacks received so far (only the lease's goroutine touches its entry)
+	callbacks map[string]int // lease → distinct callbacks received so far (touched between rounds only)
 	fenced    int            // 409s answered while the previous completion's row was still queued
 	fencedMu  sync.Mutex
 
