@@ -26,7 +26,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up
+.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
@@ -35,13 +35,15 @@ run: docker-up
 ## test: Docker + local registry + test workload image + the btrfs test mount, then every test with -race (extra flags: TESTFLAGS=...),
 ## then the crash suite's dockerd restart on its own (it stops every container on the host). BERTH_REQUIRE_DOCKER=1:
 ## a Docker-gated test that cannot run fails instead of skipping, so green means every one of them ran.
+## The btrfs test mount and its image are removed when the tests end, pass or fail.
 test: docker-up registry-up workload-image btrfs-up
-	BERTH_REQUIRE_DOCKER=1 go test -race -timeout 30m -skip 'TestCrashSuite_DockerdRestart' $(TESTFLAGS) ./...
+	trap 'bash .ci/btrfs-down.sh' EXIT; \
+	BERTH_REQUIRE_DOCKER=1 go test -race -timeout 30m -skip 'TestCrashSuite_DockerdRestart' $(TESTFLAGS) ./...; \
 	BERTH_REQUIRE_DOCKER=1 BERTH_CRASH_DOCKERD=1 go test -race -timeout 15m -count=1 -run 'TestCrashSuite_DockerdRestart' ./cmd/berthd
 
 ## crash: the crash suite at full size — kill -9 rounds, every actor kind crashed, dockerd restarted (CRASH_ROUNDS=10)
 CRASH_ROUNDS ?= 10
-crash: docker-up registry-up workload-image
+crash: docker-up registry-up workload-image btrfs-up
 	BERTH_CRASH_ROUNDS=$(CRASH_ROUNDS) BERTH_CRASH_DOCKERD=1 go test -race -timeout 60m -count=1 -v -run 'TestCrashSuite' ./cmd/berthd
 
 ## bench: every benchmark against the real engine (BENCH=regexp BENCHTIME=1s BENCHCOUNT=1)
@@ -71,6 +73,10 @@ docker-up:
 ## btrfs-up: install btrfs-progs when missing, loop-mount a btrfs image with quotas at $(BERTH_TEST_BTRFS) (reused when healthy)
 btrfs-up:
 	bash .ci/btrfs-up.sh
+
+## btrfs-down: unmount and delete the btrfs test image (only ours: label berth-ci)
+btrfs-down:
+	bash .ci/btrfs-down.sh
 
 ## registry-up: install docker-registry when missing, serve an open registry on $(BERTH_TEST_REGISTRY)
 registry-up:

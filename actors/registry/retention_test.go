@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -206,4 +207,38 @@ func TestRetention_Sweep_ExpiredReapedThenDeleted_BytesFreedOnlyThen(t *testing.
 	if s := h.stats(); s.AllocatedDiskMB != 0 {
 		t.Fatalf("stats %+v after the reap", s)
 	}
+}
+
+// TestRestore_Exclusive_SecondRestoreRefused_RestoringRecordNeverReaped: while a
+// restore holds a record, a second restore of the same source is refused as
+// invalid state (the bare 409), and a sweep long past the record's grace does not
+// reap it: the data is the destination's to commit or hand back.
+func TestRestore_Exclusive_SecondRestoreRefused_RestoringRecordNeverReaped(t *testing.T) {
+	h := newHarness(t, retaining)
+	h.recovered()
+	src := h.retainedLease(0)
+	until := h.get(src).Info.RetainedUntil
+	h.eng.Delay(fake.OpUp, 2*time.Second) // the destination stays before its commit a while
+	dest := uuid.NewString()
+	if err := h.restore(restoreRequest(dest, src, "fred1tenant", "docker-small")); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if err := h.restore(restoreRequest(uuid.NewString(), src, "fred1tenant", "docker-small")); !errors.Is(err, messages.ErrInvalidState) {
+		t.Fatalf("a second restore of a restoring source: %v, want ErrInvalidState", err)
+	}
+	rep := ask(h, 10*time.Second, func(r chan<- messages.RetentionSweepReply) any {
+		return &messages.RetentionSweep{Now: until.Add(time.Hour), Reply: r}
+	})
+	if len(rep.Reaping) != 0 {
+		t.Fatalf("a sweep past the grace reaps the restoring record: %+v", rep.Reaping)
+	}
+	if st, _ := h.journal(); st.Retentions[src] == nil || st.Retentions[src].Status != RetentionRestoring {
+		t.Fatalf("record %+v, want restoring", st.Retentions[src])
+	}
+	h.waitStatus(dest, messages.StatusReady)
+	h.eventually("the record consumed", func() bool { st, _ := h.journal(); return st.Retentions[src] == nil })
+	if names := h.vols.Names(); len(names) != 1 || names[0] != dockerio.VolumeName(dest, "app", 0) {
+		t.Fatalf("volumes %v, want only the destination's", names)
+	}
+	h.assertPoolInvariant()
 }
