@@ -286,24 +286,7 @@ func (d *btrfsDriver) Usage(ctx context.Context, name string) (int64, error) {
 // Rename moves the subvolume within the filesystem (rename(2)); its qgroup,
 // keyed by the subvolume ID, follows it.
 func (d *btrfsDriver) Rename(ctx context.Context, from, to string) error {
-	if err := checkName(from); err != nil {
-		return err
-	}
-	if err := checkName(to); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	src := filepath.Join(d.root, from)
-	exists, err := d.subvol(src)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		return fmt.Errorf("volumes: rename %s: %w", from, dockerio.ErrNotFound)
-	}
-	return renameNoReplace(src, filepath.Join(d.root, to))
+	return renameVolume(ctx, d.root, from, to, d.subvol)
 }
 
 // Destroy deletes the volume's subvolume (nested ones first) and its qgroup,

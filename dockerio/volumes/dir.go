@@ -157,24 +157,7 @@ func (d *dirDriver) Usage(ctx context.Context, name string) (int64, error) {
 
 // Rename renames the directory; the target must not exist.
 func (d *dirDriver) Rename(ctx context.Context, from, to string) error {
-	if err := checkName(from); err != nil {
-		return err
-	}
-	if err := checkName(to); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	src := filepath.Join(d.root, from)
-	exists, err := d.dir(src)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		return fmt.Errorf("volumes: rename %s: %w", from, dockerio.ErrNotFound)
-	}
-	return renameNoReplace(src, filepath.Join(d.root, to))
+	return renameVolume(ctx, d.root, from, to, d.dir)
 }
 
 // Destroy removes the directory tree; absent is success. Never busy: a plain

@@ -165,17 +165,7 @@ func openDir(opts Options) (dockerio.Volumes, error) {
 // the filesystem underneath. Returns the resolved data path.
 func makeDataDir(mnt mountEntry, dataPath string) (string, error) {
 	dataPath = filepath.Clean(dataPath)
-	existing := dataPath
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
-		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		existing = parent
-	}
+	existing := deepestExisting(dataPath)
 	resolved, err := filepath.EvalSymlinks(existing)
 	if err != nil {
 		return "", fmt.Errorf("volumes: resolve %s: %w", existing, err)
@@ -395,21 +385,49 @@ func missingCaps(status string, want ...int) ([]string, error) {
 	return nil, fmt.Errorf("volumes: no CapEff line in /proc/self/status")
 }
 
+// renameVolume is both drivers' Rename: the names checked, from required to be
+// a volume of the driver's kind (isVolume), the target never replaced.
+func renameVolume(ctx context.Context, root, from, to string, isVolume func(string) (bool, error)) error {
+	if err := checkName(from); err != nil {
+		return err
+	}
+	if err := checkName(to); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	src := filepath.Join(root, from)
+	exists, err := isVolume(src)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("volumes: rename %s: %w", from, dockerio.ErrNotFound)
+	}
+	return renameNoReplace(src, filepath.Join(root, to))
+}
+
+// deepestExisting is path itself when it exists, else its deepest existing ancestor.
+func deepestExisting(path string) string {
+	existing := filepath.Clean(path)
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			return existing
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			return existing
+		}
+		existing = parent
+	}
+}
+
 // Containing is the active mount that holds path (or, when path does not exist
 // yet, its deepest existing ancestor), and that mount's filesystem type as the
 // mount table names it: what a daemon with volume_mount_path unset verifies.
 func Containing(path string) (mountPoint, fsType string, err error) {
-	existing := filepath.Clean(path)
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
-		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		existing = parent
-	}
+	existing := deepestExisting(path)
 	resolved, err := filepath.EvalSymlinks(existing)
 	if err != nil {
 		return "", "", fmt.Errorf("volumes: resolve %s: %w", existing, err)
