@@ -20,6 +20,10 @@ export BERTH_REGISTRY_ADDR := $(BERTH_TEST_REGISTRY)
 export BERTH_CI_STATE ?= /var/lib/berth-ci
 export BERTH_TEST_BTRFS ?= $(BERTH_CI_STATE)/btrfs
 
+# The variables above are for the tests; berthd would warn about each BERTH_*
+# variable that names no configuration key, so `make run` starts it without them.
+TEST_ENV := BERTH_TEST_REGISTRY BERTH_TEST_IMAGE BERTH_TEST_IMAGE_NOVOLUME BERTH_REGISTRY_ADDR BERTH_CI_STATE BERTH_TEST_BTRFS
+
 ARGS ?=
 TESTFLAGS ?=
 BENCH ?= .
@@ -30,7 +34,7 @@ BENCHCOUNT ?= 1
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
-	go run ./cmd/berthd $(ARGS)
+	env $(foreach v,$(TEST_ENV),-u $(v)) go run ./cmd/berthd $(ARGS)
 
 ## test: Docker + local registry + test workload image + the btrfs test mount, then every test with -race (extra flags: TESTFLAGS=...),
 ## then the crash suite's dockerd restart on its own (it stops every container on the host). BERTH_REQUIRE_DOCKER=1:

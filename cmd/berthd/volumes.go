@@ -35,6 +35,7 @@ func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) 
 			return nil, fmt.Errorf("volume_mount_path %s: %w", cfg.VolumeMountPath, err)
 		}
 	}
+	warned := false
 	if opts.MountPath == "" || opts.Filesystem == "" {
 		point, fsType, err := volumes.Containing(data)
 		if err != nil {
@@ -45,7 +46,7 @@ func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) 
 		}
 		if opts.Filesystem == "" && fsType != volumes.FSBtrfs && !cfg.ProductionMode {
 			// Development on a laptop's ext4: tenant data works, quotas do not.
-			opts.Filesystem = volumes.FSDir
+			opts.Filesystem, warned = volumes.FSDir, true
 			log.Warn().Str("volume_data_path", data).Str("filesystem", fsType).
 				Msg("managed volumes use the dir driver: disk quotas are NOT enforced (use a btrfs mount with quotas, as production_mode requires)")
 		}
@@ -58,7 +59,7 @@ func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) 
 		return nil, err
 	}
 	ev := log.Info()
-	if !v.Enforced() {
+	if !v.Enforced() && !warned {
 		ev = log.Warn()
 	}
 	ev.Str("volume_data_path", v.Root()).Str("driver", v.Kind()).Bool("quota_enforced", v.Enforced()).Msg("managed volumes opened")
