@@ -41,8 +41,10 @@ run: docker-up
 ## a Docker-gated test that cannot run fails instead of skipping, so green means every one of them ran.
 ## The btrfs test mount and its image are removed when the tests end, pass or fail.
 test: docker-up registry-up workload-image btrfs-up
-	trap 'bash .ci/btrfs-down.sh' EXIT; \
+	trap 'echo "== make test: removing the btrfs test mount"; bash .ci/btrfs-down.sh' EXIT; \
+	echo "== make test: go test -race ./... (every package; cmd/berthd takes ~8 min)"; \
 	BERTH_REQUIRE_DOCKER=1 go test -race -timeout 30m -skip 'TestCrashSuite_DockerdRestart' $(TESTFLAGS) ./...; \
+	echo "== make test: the crash suite's dockerd restart (alone: it stops every container)"; \
 	BERTH_REQUIRE_DOCKER=1 BERTH_CRASH_DOCKERD=1 go test -race -timeout 15m -count=1 -run 'TestCrashSuite_DockerdRestart' ./cmd/berthd
 
 ## crash: the crash suite at full size — kill -9 rounds, every actor kind crashed, dockerd restarted (CRASH_ROUNDS=10)
@@ -68,14 +70,17 @@ vet:
 
 ## workload-image: build and push $(BERTH_TEST_IMAGE) and its :novolume twin
 workload-image: docker-up registry-up
+	@echo "== $@: the test workload image"
 	bash .ci/workload-image.sh
 
 ## docker-up: install docker.io when missing, start dockerd (with a large address pool) when not running
 docker-up:
+	@echo "== $@: Docker"
 	bash .ci/docker-up.sh
 
 ## btrfs-up: install btrfs-progs when missing, loop-mount a btrfs image with quotas at $(BERTH_TEST_BTRFS) (reused when healthy)
 btrfs-up:
+	@echo "== $@: the btrfs test mount"
 	bash .ci/btrfs-up.sh
 
 ## btrfs-down: unmount and delete the btrfs test image (only ours: label berth-ci)
@@ -84,4 +89,5 @@ btrfs-down:
 
 ## registry-up: install docker-registry when missing, serve an open registry on $(BERTH_TEST_REGISTRY)
 registry-up:
+	@echo "== $@: the local registry"
 	bash .ci/registry-up.sh

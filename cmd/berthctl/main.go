@@ -2,7 +2,7 @@
 // providerd does, so an operator (or a newcomer following the README) can drive
 // the API by hand, read the actor tree, and receive callbacks.
 //
-//	berthctl [global flags] provision -lease UUID -image REF [-sku S] [-quantity N] [-manifest FILE] [-callback URL]
+//	berthctl [global flags] provision -lease UUID -image REF [-sku S] [-quantity N] [-manifest FILE] [-callback URL] [-wait]
 //	berthctl [global flags] deprovision -lease UUID
 //	berthctl [global flags] restore -from UUID [-lease UUID] [-sku S] [-quantity N]   retained data into a new lease
 //	berthctl [global flags] get PATH            signed GET, e.g. /provisions or /info/<lease>
@@ -155,25 +155,37 @@ func readBody(args []string, stdin io.Reader) ([]byte, error) {
 
 // do sends a signed request and prints the status and body.
 func (c *client) do(method, uri string, body []byte) error {
-	req, err := http.NewRequest(method, c.api+uri, bytes.NewReader(body))
+	status, data, err := c.call(method, uri, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if err := hmac.SignRequest(c.secret, req, body, time.Now()); err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	fmt.Fprintf(c.out, "%s\n%s", resp.Status, data)
+	fmt.Fprintf(c.out, "%s\n%s", status, data)
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		fmt.Fprintln(c.out)
 	}
 	return nil
+}
+
+// call sends one signed request and returns its status line and body.
+func (c *client) call(method, uri string, body []byte) (string, []byte, error) {
+	req, err := http.NewRequest(method, c.api+uri, bytes.NewReader(body))
+	if err != nil {
+		return "", nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := hmac.SignRequest(c.secret, req, body, time.Now()); err != nil {
+		return "", nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return "", nil, fmt.Errorf("%s %s: read response: %w", method, uri, err)
+	}
+	return resp.Status, data, nil
 }
 
 func (c *client) provision(args []string) error {
@@ -186,6 +198,8 @@ func (c *client) provision(args []string) error {
 	tenant := fs.String("tenant", "tenant-demo", "tenant")
 	callback := fs.String("callback", "http://127.0.0.1:9100/callbacks?operation_id="+uuid.NewString(), "callback_url")
 	port := fs.String("port", "8080/tcp", "port to publish (flat -image manifests; empty for none)")
+	wait := fs.Bool("wait", false, "follow the lease's states until ready (exit 0) or failed (exit 1, with the reason)")
+	waitFor := fs.Duration("timeout", 10*time.Minute, "with -wait: give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -216,7 +230,17 @@ func (c *client) provision(args []string) error {
 	}
 	body, _ := json.Marshal(req)
 	fmt.Fprintf(c.out, "lease %s\n", *lease)
-	return c.do(http.MethodPost, "/provision", body)
+	if !*wait {
+		return c.do(http.MethodPost, "/provision", body)
+	}
+	status, data, err := c.call(http.MethodPost, "/provision", body)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(status, "202") {
+		return fmt.Errorf("provision refused: %s %s", status, strings.TrimSpace(string(data)))
+	}
+	return c.follow(*lease, *waitFor, 250*time.Millisecond)
 }
 
 // restore asks for a closed lease's retained data in a new lease (GET
