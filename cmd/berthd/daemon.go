@@ -24,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/cmd/berthd/config"
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/addresspool"
 	"github.com/berth-dev/berth/dockerio/engine"
 	"github.com/berth-dev/berth/http/api"
 	"github.com/berth-dev/berth/http/callback"
@@ -347,7 +348,7 @@ func (p *startupPhases) done(phase string, since time.Time) time.Time {
 
 // warnNetworkCapacity warns when Docker's address pools hold fewer networks than
 // the resource pool could admit leases (each lease has its own network, and a
-// failed network create fails the lease).
+// failed network create fails the lease). `berthctl doctor` judges the same way.
 func warnNetworkCapacity(eng *engine.Engine, cfg *config.Config, log zerolog.Logger) {
 	ctx, cancel := stopCtx(5 * time.Second)
 	defer cancel()
@@ -356,27 +357,8 @@ func warnNetworkCapacity(eng *engine.Engine, cfg *config.Config, log zerolog.Log
 		log.Warn().Err(err).Msg("could not read Docker's address pools")
 		return
 	}
-	leases := maxLeases(cfg)
-	if networks < leases {
-		log.Warn().Int("networks", networks).Int("lease_capacity", leases).
-			Msg("Docker's default address pools hold fewer networks than the pool can admit leases; start dockerd with --default-address-pool base=172.16.0.0/12,size=24")
+	leases := cfg.LeaseCapacity()
+	if short := addresspool.Shortfall(networks, leases); short != "" {
+		log.Warn().Int("networks", networks).Int("lease_capacity", leases).Msg(short + "; " + addresspool.Fix)
 	}
-}
-
-// maxLeases is how many leases of the smallest profile the pool can hold.
-func maxLeases(cfg *config.Config) int {
-	best := 0
-	for _, p := range cfg.SKUProfiles {
-		disk := p.DiskMB
-		if disk == 0 {
-			disk = cfg.ContainerTmpfsSizeMB
-		}
-		n := int(cfg.TotalCPUCores / p.CPUCores)
-		n = min(n, int(cfg.TotalMemoryMB/p.MemoryMB))
-		if disk > 0 {
-			n = min(n, int(cfg.TotalDiskMB/disk))
-		}
-		best = max(best, n)
-	}
-	return best
 }
