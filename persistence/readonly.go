@@ -81,7 +81,7 @@ func OpenReadOnly(ctx context.Context, opts ReadOnlyOptions) (*Store, ReadOnlyIn
 	}
 	fi, err := os.Stat(opts.Dir)
 	if err != nil {
-		return nil, ReadOnlyInfo{}, fmt.Errorf("data dir %s: %w", opts.Dir, err)
+		return nil, ReadOnlyInfo{}, fmt.Errorf("data dir: %w", err)
 	}
 	if !fi.IsDir() {
 		return nil, ReadOnlyInfo{}, fmt.Errorf("data dir %s is not a directory", opts.Dir)
