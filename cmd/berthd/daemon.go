@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,10 @@ type daemon struct {
 	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
 	tree   *supervisors.Tree
 	log    zerolog.Logger
+
+	recovered     chan struct{} // closed when the registry's startup recovery completes
+	recoveredOnce sync.Once
+	systemd       *systemdSupervision // READY/WATCHDOG/STOPPING (notify.go)
 }
 
 // Hooks lets tests shorten the guardian's backoff and swap the clock.
@@ -67,7 +72,7 @@ var testHooks hooks
 // start opens storage (refusing anything it cannot trust), connects Docker and
 // starts the actor tree. Every error is one line for the operator log.
 func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*daemon, error) {
-	d := &daemon{log: log}
+	d := &daemon{log: log, recovered: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -202,7 +207,12 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
 	}
 	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now,
-		Phase: func(p string, took time.Duration) { phases.record(p, took) },
+		Phase: func(p string, took time.Duration) {
+			phases.record(p, took)
+			if p == "recovery" {
+				d.recoveredOnce.Do(func() { close(d.recovered) })
+			}
+		},
 		Settings: &registry.Settings{
 			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
 			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
