@@ -50,7 +50,7 @@ func TestUnit_VerifiesAndHoldsExactlyWhatBerthdNeeds(t *testing.T) {
 		"NoNewPrivileges": "yes", "PrivateTmp": "yes", "ProtectHome": "yes",
 		"ProtectKernelTunables": "yes", "ProtectKernelModules": "yes", "ProtectControlGroups": "yes",
 		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
-		"User": "berth", "Group": "berth", "SupplementaryGroups": "docker", "LimitNOFILE": "65536",
+		"User":                    "berth", "Group": "berth", "SupplementaryGroups": "docker", "LimitNOFILE": "65536",
 		"ExecStart": "/usr/local/bin/berthd -config /etc/berth/berthd.yaml",
 	} {
 		if got := d[key]; len(got) != 1 || got[0] != want {
