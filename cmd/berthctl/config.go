@@ -26,7 +26,12 @@ func loadDaemonConfig(path string, environ []string) (*daemonConfig, error) {
 	if err != nil {
 		var p *config.Problems
 		if errors.As(err, &p) {
-			return nil, fmt.Errorf("-config %s is not a valid berthd configuration:\n  %s", path, strings.Join(p.List, "\n  "))
+			hint := ""
+			if strings.Contains(strings.Join(p.List, "\n"), "callback_secret") {
+				// The unit passes secrets as BERTH_* variables (EnvironmentFile=); this shell has none.
+				hint = "\n(berthd gets its secrets from its environment: load the unit's EnvironmentFile here too, e.g. ( set -a && . /etc/berth/berthd.env && exec berthctl -config " + path + " … ))"
+			}
+			return nil, fmt.Errorf("-config %s is not a valid berthd configuration:\n  %s%s", path, strings.Join(p.List, "\n  "), hint)
 		}
 		return nil, fmt.Errorf("-config %s: %w", path, err)
 	}
