@@ -44,14 +44,26 @@ func TestUnit_VerifiesAndHoldsExactlyWhatBerthdNeeds(t *testing.T) {
 	d := unitDirectives(t, raw)
 	caps := "CAP_SYS_ADMIN CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER CAP_SYS_PTRACE"
 	for key, want := range map[string]string{
-		"Type": "notify", "Restart": "on-failure", "TimeoutStopSec": "90", "WatchdogSec": "30",
-		"CapabilityBoundingSet": caps, "AmbientCapabilities": caps,
-		"ProtectSystem": "strict", "ReadWritePaths": "/var/lib/berth /srv/berth-volumes",
-		"NoNewPrivileges": "yes", "PrivateTmp": "yes", "ProtectHome": "yes",
-		"ProtectKernelTunables": "yes", "ProtectKernelModules": "yes", "ProtectControlGroups": "yes",
+		"Type":                    "notify",
+		"Restart":                 "on-failure",
+		"TimeoutStopSec":          "90",
+		"WatchdogSec":             "30",
+		"CapabilityBoundingSet":   caps,
+		"AmbientCapabilities":     caps,
+		"ProtectSystem":           "strict",
+		"ReadWritePaths":          "/var/lib/berth /srv/berth-volumes",
+		"NoNewPrivileges":         "yes",
+		"PrivateTmp":              "yes",
+		"ProtectHome":             "yes",
+		"ProtectKernelTunables":   "yes",
+		"ProtectKernelModules":    "yes",
+		"ProtectControlGroups":    "yes",
 		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
-		"User":                    "berth", "Group": "berth", "SupplementaryGroups": "docker", "LimitNOFILE": "65536",
-		"ExecStart": "/usr/local/bin/berthd -config /etc/berth/berthd.yaml",
+		"User":                    "berth",
+		"Group":                   "berth",
+		"SupplementaryGroups":     "docker",
+		"LimitNOFILE":             "65536",
+		"ExecStart":               "/usr/local/bin/berthd -config /etc/berth/berthd.yaml",
 	} {
 		if got := d[key]; len(got) != 1 || got[0] != want {
 			t.Errorf("%s = %q, want exactly %q", key, got, want)
