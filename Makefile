@@ -30,7 +30,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down
+.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down promtool-up
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
@@ -77,6 +77,10 @@ workload-image: docker-up registry-up
 docker-up:
 	@echo "== $@: Docker"
 	bash .ci/docker-up.sh
+
+## promtool-up: install promtool (Debian prometheus, its server not started) when missing, for the alert-rule test
+promtool-up:
+	bash .ci/promtool-up.sh
 
 ## btrfs-up: install btrfs-progs when missing, loop-mount a btrfs image with quotas at $(BERTH_TEST_BTRFS) (reused when healthy)
 btrfs-up:

@@ -51,13 +51,19 @@ func noFollowOpener(what string, ceiling int64, onOpen func(id fileID, size int6
 // faults on the mapping (SetPanicOnFault makes SIGBUS/SIGSEGV recoverable in this
 // goroutine), become ErrCorrupt. It returns the validated inode.
 func inspectBolt(path, what string, ceiling int64, check func(*bolt.Tx) error) (fid fileID, err error) {
+	return inspectBoltAs(path, path, what, ceiling, check)
+}
+
+// inspectBoltAs is inspectBolt on the file at path, naming it shown in every
+// message: a private copy of state.db (OpenReadOnly) is reported as the original.
+func inspectBoltAs(path, shown, what string, ceiling int64, check func(*bolt.Tx) error) (fid fileID, err error) {
 	if err := checkEntry(path, what); err != nil {
 		return fileID{}, err
 	}
 	var size int64
 	opener := noFollowOpener(what, ceiling, func(id fileID, sz int64) error {
 		if sz < minFileBytes {
-			return refuse(ErrCorrupt, "%s %s is truncated: %d bytes, smaller than two bbolt pages; refusing to start (file left untouched)", what, path, sz)
+			return refuse(ErrCorrupt, "%s %s is truncated: %d bytes, smaller than two bbolt pages; refusing to start (file left untouched)", what, shown, sz)
 		}
 		fid, size = id, sz
 		return nil
@@ -81,7 +87,7 @@ func inspectBolt(path, what string, ceiling int64, check func(*bolt.Tx) error) (
 			swallowPanic(func() { _ = db.Close() })
 		}
 		fid = fileID{}
-		err = refuse(ErrCorrupt, "%s %s is corrupt: reading it failed (%v); refusing to start (file left untouched)", what, path, p)
+		err = refuse(ErrCorrupt, "%s %s is corrupt: reading it failed (%v); refusing to start (file left untouched)", what, shown, p)
 	}()
 	closeDB := func() {
 		if tx != nil {
@@ -102,13 +108,13 @@ func inspectBolt(path, what string, ceiling int64, check func(*bolt.Tx) error) (
 	// is truncated, and saying so beats whatever bbolt would trip over first.
 	db, err = bolt.Open(path, fileMode, &bolt.Options{ReadOnly: true, Timeout: lockTimeout, OpenFile: opener})
 	if err != nil {
-		return fileID{}, classifyOpenError(path, what, err)
+		return fileID{}, classifyOpenError(shown, what, err)
 	}
 	if tx, err = db.Begin(false); err != nil {
-		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, path, err)
+		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, shown, err)
 	}
 	if hwm := tx.Size(); hwm > size {
-		return corrupt(nil, "%s %s is truncated: %d bytes on disk but its meta page says %d; refusing to start (file left untouched)", what, path, size, hwm)
+		return corrupt(nil, "%s %s is truncated: %d bytes on disk but its meta page says %d; refusing to start (file left untouched)", what, shown, size, hwm)
 	}
 	firstID := fid
 	closeDB()
@@ -117,23 +123,23 @@ func inspectBolt(path, what string, ceiling int64, check func(*bolt.Tx) error) (
 	// goroutine), walks every bucket and value, and runs tx.Check.
 	db, err = bolt.Open(path, fileMode, &bolt.Options{ReadOnly: true, Timeout: lockTimeout, OpenFile: opener, PreLoadFreelist: true})
 	if err != nil {
-		return fileID{}, classifyOpenError(path, what, err)
+		return fileID{}, classifyOpenError(shown, what, err)
 	}
 	if fid != firstID {
 		closeDB()
-		return fileID{}, refuse(ErrUnsafeFile, "%s %s was replaced during validation; refusing it", what, path)
+		return fileID{}, refuse(ErrUnsafeFile, "%s %s was replaced during validation; refusing it", what, shown)
 	}
 	if tx, err = db.Begin(false); err != nil {
-		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, path, err)
+		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, shown, err)
 	}
 	if hwm := tx.Size(); hwm > size {
-		return corrupt(nil, "%s %s is truncated: %d bytes on disk but its meta page says %d; refusing to start (file left untouched)", what, path, size, hwm)
+		return corrupt(nil, "%s %s is truncated: %d bytes on disk but its meta page says %d; refusing to start (file left untouched)", what, shown, size, hwm)
 	}
 	if err := walkTx(tx); err != nil {
-		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, path, err)
+		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, shown, err)
 	}
 	if err := consistencyCheck(tx); err != nil {
-		return corrupt(err, "%s %s failed bbolt's consistency check: %v; refusing to start (file left untouched)", what, path, err)
+		return corrupt(err, "%s %s failed bbolt's consistency check: %v; refusing to start (file left untouched)", what, shown, err)
 	}
 	if check != nil {
 		if err := check(tx); err != nil {

@@ -100,22 +100,9 @@ func readMetaPages(path, what string, ceiling int64) (m0, m1 metaPage, found boo
 		return m0, m1, false, fileID{}, err
 	}
 	m0 = parseMeta(0, buf)
-	var ps int64
-	if m0.valid() && validPageSize(m0.pageSize) {
-		ps = int64(m0.pageSize)
-	} else {
-		// Page 0 cannot tell the page size: probe for page 1 as bbolt does, and
-		// accept only a valid meta that sits where its own page size puts it.
-		for p := int64(boltMinPageSize); p <= boltMaxPageSize && p < size-boltMinPageSize; p <<= 1 {
-			buf, err := read(p)
-			if err != nil {
-				return m0, m1, false, fileID{}, err
-			}
-			if m := parseMeta(1, buf); m.valid() && int64(m.pageSize) == p {
-				ps = p
-				break
-			}
-		}
+	ps, err := findPageSize(m0, size, read)
+	if err != nil {
+		return m0, m1, false, fileID{}, err
 	}
 	if ps == 0 || size < 2*ps {
 		return m0, m1, false, fid, nil
@@ -125,6 +112,25 @@ func readMetaPages(path, what string, ceiling int64) (m0, m1 metaPage, found boo
 	}
 	m1 = parseMeta(1, buf)
 	return m0, m1, true, fid, nil
+}
+
+// findPageSize is the page size of a bbolt file of size bytes whose page 0 decodes
+// to m0: its own when valid, else the one at which a valid page-1 meta sits (bbolt's
+// probe, accepting only a meta that says that very size). 0 when neither tells.
+func findPageSize(m0 metaPage, size int64, read func(off int64) ([]byte, error)) (int64, error) {
+	if m0.valid() && validPageSize(m0.pageSize) {
+		return int64(m0.pageSize), nil
+	}
+	for p := int64(boltMinPageSize); p <= boltMaxPageSize && p < size-boltMinPageSize; p <<= 1 {
+		buf, err := read(p)
+		if err != nil {
+			return 0, err
+		}
+		if m := parseMeta(1, buf); m.valid() && int64(m.pageSize) == p {
+			return p, nil
+		}
+	}
+	return 0, nil
 }
 
 // judgeMetaPages turns the two meta pages into findings. fallback is set when bbolt

@@ -92,6 +92,8 @@ type Store struct {
 	lastRekey  *Rekey
 	findings   []string
 	opts       Options
+	readOnly   bool   // OpenReadOnly: a private copy; every write is refused
+	cleanup    func() // OpenReadOnly: removes the copy at Close
 
 	latchMu    sync.Mutex
 	latchErr   error
@@ -318,6 +320,9 @@ func (s *Store) writable() error {
 	if s.closed.Load() {
 		return fmt.Errorf("%s: %w", s.path, errClosed)
 	}
+	if s.readOnly {
+		return fmt.Errorf("%s: %w", s.path, errReadOnly)
+	}
 	return nil
 }
 
@@ -429,7 +434,11 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	if s.cleanup != nil {
+		s.cleanup()
+	}
+	if err != nil {
 		return fmt.Errorf("close %s: %w", s.path, err)
 	}
 	return nil

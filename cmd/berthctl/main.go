@@ -10,11 +10,15 @@
 //	berthctl [global flags] sign METHOD URI [FILE]   print an X-Fred-Signature header value
 //	berthctl [global flags] actors [-format text|json|dot]
 //	berthctl [global flags] callbacks [-listen ADDR]  receive and verify callbacks, print them
+//	berthctl [global flags] doctor [-o table|json]   read-only checks of the host and the daemon
 //
 // Global flags: -api URL (default http://127.0.0.1:9001), -debug URL (default
 // http://127.0.0.1:9002), -secret-file FILE (default ./var/berth/callback-secret;
 // BERTH_CALLBACK_SECRET overrides), -debug-token TOKEN (debug.token, sent as a
-// bearer token to the debug listener; default $BERTH_DEBUG_TOKEN).
+// bearer token to the debug listener; default $BERTH_DEBUG_TOKEN), -config FILE
+// (berthd's config file, loaded as berthd loads it: the flags not given come
+// from it — listen_addr, debug_listen_addr, callback_secret or the generated
+// <data_dir>/callback-secret, debug.token).
 package main
 
 import (
@@ -56,17 +60,28 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	dbg := global.String("debug", "http://127.0.0.1:9002", "berthd debug base URL")
 	secretFile := global.String("secret-file", "./var/berth/callback-secret", "file holding callback_secret")
 	debugToken := global.String("debug-token", os.Getenv("BERTH_DEBUG_TOKEN"), "debug.token for the debug listener (default $BERTH_DEBUG_TOKEN)")
+	configFile := global.String("config", "", "berthd's config file: -api, -debug, the callback secret and -debug-token come from it unless given")
 	if err := global.Parse(args); err != nil {
 		return err
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor …")
+	}
+	var daemon *daemonConfig
+	if *configFile != "" {
+		var err error
+		if daemon, err = loadDaemonConfig(*configFile, os.Environ()); err != nil {
+			return err
+		}
+		if err := daemon.applyTo(global); err != nil {
+			return err
+		}
 	}
 	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
-	needSecret := rest[0] != "actors"
+	needSecret := rest[0] != "actors" && rest[0] != "doctor"
 	if needSecret {
-		s, err := loadSecret(*secretFile)
+		s, err := resolveSecret(global, daemon, *secretFile)
 		if err != nil {
 			return err
 		}
@@ -131,6 +146,8 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		return err
 	case "callbacks":
 		return c.callbacks(rest[1:])
+	case "doctor":
+		return c.doctor(rest[1:], daemon)
 	}
 	return fmt.Errorf("unknown command %q", rest[0])
 }

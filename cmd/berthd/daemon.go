@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/cmd/berthd/config"
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/addresspool"
 	"github.com/berth-dev/berth/dockerio/engine"
 	"github.com/berth-dev/berth/http/api"
 	"github.com/berth-dev/berth/http/callback"
@@ -53,6 +55,10 @@ type daemon struct {
 	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
 	tree   *supervisors.Tree
 	log    zerolog.Logger
+
+	recovered     chan struct{} // closed when the registry's startup recovery completes
+	recoveredOnce sync.Once
+	systemd       *systemdSupervision // READY/WATCHDOG/STOPPING (notify.go)
 }
 
 // Hooks lets tests shorten the guardian's backoff and swap the clock.
@@ -66,7 +72,7 @@ var testHooks hooks
 // start opens storage (refusing anything it cannot trust), connects Docker and
 // starts the actor tree. Every error is one line for the operator log.
 func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*daemon, error) {
-	d := &daemon{log: log}
+	d := &daemon{log: log, recovered: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -201,7 +207,12 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
 	}
 	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now,
-		Phase: func(p string, took time.Duration) { phases.record(p, took) },
+		Phase: func(p string, took time.Duration) {
+			phases.record(p, took)
+			if p == "recovery" {
+				d.recoveredOnce.Do(func() { close(d.recovered) })
+			}
+		},
 		Settings: &registry.Settings{
 			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
 			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
@@ -347,7 +358,7 @@ func (p *startupPhases) done(phase string, since time.Time) time.Time {
 
 // warnNetworkCapacity warns when Docker's address pools hold fewer networks than
 // the resource pool could admit leases (each lease has its own network, and a
-// failed network create fails the lease).
+// failed network create fails the lease). `berthctl doctor` judges the same way.
 func warnNetworkCapacity(eng *engine.Engine, cfg *config.Config, log zerolog.Logger) {
 	ctx, cancel := stopCtx(5 * time.Second)
 	defer cancel()
@@ -356,27 +367,8 @@ func warnNetworkCapacity(eng *engine.Engine, cfg *config.Config, log zerolog.Log
 		log.Warn().Err(err).Msg("could not read Docker's address pools")
 		return
 	}
-	leases := maxLeases(cfg)
-	if networks < leases {
-		log.Warn().Int("networks", networks).Int("lease_capacity", leases).
-			Msg("Docker's default address pools hold fewer networks than the pool can admit leases; start dockerd with --default-address-pool base=172.16.0.0/12,size=24")
+	leases := cfg.LeaseCapacity()
+	if short := addresspool.Shortfall(networks, leases); short != "" {
+		log.Warn().Int("networks", networks).Int("lease_capacity", leases).Msg(short + "; " + addresspool.Fix)
 	}
-}
-
-// maxLeases is how many leases of the smallest profile the pool can hold.
-func maxLeases(cfg *config.Config) int {
-	best := 0
-	for _, p := range cfg.SKUProfiles {
-		disk := p.DiskMB
-		if disk == 0 {
-			disk = cfg.ContainerTmpfsSizeMB
-		}
-		n := int(cfg.TotalCPUCores / p.CPUCores)
-		n = min(n, int(cfg.TotalMemoryMB/p.MemoryMB))
-		if disk > 0 {
-			n = min(n, int(cfg.TotalDiskMB/disk))
-		}
-		best = max(best, n)
-	}
-	return best
 }

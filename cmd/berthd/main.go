@@ -104,6 +104,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		log.Error().Msg(err.Error())
 		return exitRuntime
 	}
+	d.systemd = superviseSystemd(newSDNotifier(environ), d.recovered, d.health, log)
 	return d.wait(sigs)
 }
 
@@ -122,6 +123,7 @@ func (d *daemon) wait(sigs <-chan os.Signal) int {
 		log.Error().Err(d.store.Err()).Msg("stopping: the state store latched a write failure")
 		code = exitRuntime
 	}
+	d.systemd.stopping()
 	if err := d.stop(drainBudget); err != nil {
 		log.Error().Err(err).Msg("drain incomplete")
 		code = exitRuntime

@@ -43,17 +43,9 @@ func NewBtrfs(mountPath, dataPath string) (dockerio.Volumes, error) {
 
 // openBtrfs checks the tools, the capabilities and that quotas are enabled.
 func openBtrfs(ctx context.Context, mnt mountEntry, data string) (*btrfsDriver, error) {
-	bin, err := exec.LookPath("btrfs")
+	bin, err := lookBtrfs()
 	if err != nil {
-		for _, p := range []string{"/usr/bin/btrfs", "/bin/btrfs", "/usr/sbin/btrfs", "/sbin/btrfs"} {
-			if _, serr := os.Stat(p); serr == nil {
-				bin, err = p, nil
-				break
-			}
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("volumes: the btrfs command is not installed (Debian package btrfs-progs): %w", err)
+		return nil, err
 	}
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -68,13 +60,56 @@ func openBtrfs(ctx context.Context, mnt mountEntry, data string) (*btrfsDriver, 
 			strings.Join(missing, " and "))
 	}
 	d := &btrfsDriver{cli: btrfsCLI{bin: bin}, root: data, mount: mnt.MountPoint, fsDev: mnt.Dev, fsRoot: mnt.Root}
-	if _, _, err := d.cli.qgroups(ctx, d.mount, false); err != nil {
-		if stderrSays(err, "not enabled", "quotas not enabled") {
-			return nil, fmt.Errorf("volumes: btrfs quotas are not enabled on %s: run `btrfs quota enable %s` (without them no volume quota is enforced): %w", d.mount, d.mount, err)
-		}
-		return nil, fmt.Errorf("volumes: check btrfs quotas on %s: %w", d.mount, err)
+	if err := checkQuotas(ctx, d.cli, d.mount); err != nil {
+		return nil, err
 	}
 	return d, nil
+}
+
+// lookBtrfs finds the btrfs CLI (PATH first: a unit's PATH may lack the sbin dirs).
+func lookBtrfs() (string, error) {
+	bin, err := exec.LookPath("btrfs")
+	if err == nil {
+		return bin, nil
+	}
+	for _, p := range []string{"/usr/bin/btrfs", "/bin/btrfs", "/usr/sbin/btrfs", "/sbin/btrfs"} {
+		if _, serr := os.Stat(p); serr == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("volumes: the btrfs command is not installed (Debian package btrfs-progs): %w", err)
+}
+
+// Errors of CheckQuotas a caller can act on.
+var (
+	// ErrQuotasDisabled: the btrfs has quotas (qgroups) switched off, so no limit would hold.
+	ErrQuotasDisabled = errors.New("btrfs quotas are not enabled")
+	// ErrQuotaCheckNotPermitted: reading qgroups needs CAP_SYS_ADMIN, which the caller lacks.
+	ErrQuotaCheckNotPermitted = errors.New("reading btrfs qgroups needs CAP_SYS_ADMIN")
+)
+
+// CheckQuotas asks, read-only (`btrfs qgroup show`), whether quotas are enabled
+// on the btrfs mounted at mountPath: what Open requires of a btrfs volume root,
+// for tools that must not open the root (`berthctl doctor`).
+func CheckQuotas(ctx context.Context, mountPath string) error {
+	bin, err := lookBtrfs()
+	if err != nil {
+		return err
+	}
+	return checkQuotas(ctx, btrfsCLI{bin: bin}, mountPath)
+}
+
+func checkQuotas(ctx context.Context, cli btrfsCLI, mount string) error {
+	if _, _, err := cli.qgroups(ctx, mount, false); err != nil {
+		switch {
+		case stderrSays(err, "not enabled", "quotas not enabled"):
+			return fmt.Errorf("volumes: %w on %s: run `btrfs quota enable %s` (without them no volume quota is enforced): %w", ErrQuotasDisabled, mount, mount, err)
+		case stderrSays(err, "operation not permitted"):
+			return fmt.Errorf("volumes: check btrfs quotas on %s: %w: %w", mount, ErrQuotaCheckNotPermitted, err)
+		}
+		return fmt.Errorf("volumes: check btrfs quotas on %s: %w", mount, err)
+	}
+	return nil
 }
 
 func (d *btrfsDriver) Kind() string   { return FSBtrfs }

@@ -278,44 +278,24 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 
 // health is 200 only when the registry reports itself ready (startup recovery
 // finished, accounting whole, its store healthy) and the watcher reports Docker
-// reachable. Both are asked at once; neither check runs in the handler.
+// reachable (CheckHealth).
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
-	type registryAnswer struct {
-		rep messages.HealthReply
-		err error
+	v := CheckHealth(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.WatcherPath, s.d.AskTimeout)
+	if v.RegistryErr != nil {
+		s.d.Log.Warn().Err(v.RegistryErr).Msg("health: registry")
 	}
-	fromRegistry := make(chan registryAnswer, 1)
-	go func() {
-		rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.HealthReply) any { return &messages.GetHealth{Reply: c} })
-		fromRegistry <- registryAnswer{rep, err}
-	}()
-	docker, dockerErr := askAt(s, r, s.d.WatcherPath, s.d.AskTimeout, func(c chan<- messages.DockerHealthReply) any {
-		return &messages.GetDockerHealth{Reply: c}
-	})
-	reg := <-fromRegistry
-
-	reason := ""
-	switch {
-	case reg.err != nil:
-		s.d.Log.Warn().Err(reg.err).Msg("health: registry")
-		reason = "registry not answering"
-	case !reg.rep.Ready:
-		reason = orDefault(reg.rep.Reason, "not ready")
-	case dockerErr != nil:
-		s.d.Log.Warn().Err(dockerErr).Msg("health: watcher")
-		reason = "docker watcher not answering"
-	case !docker.Reachable:
-		reason = orDefault(docker.Reason, "docker engine unreachable")
+	if v.WatcherErr != nil {
+		s.d.Log.Warn().Err(v.WatcherErr).Msg("health: watcher")
 	}
-	if reason != "" {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "error": clip(reason)})
+	if v.Reason != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "error": clip(v.Reason)})
 		return
 	}
 	type healthy struct {
 		Status string   `json:"status"`
 		Detail []string `json:"detail,omitempty"`
 	}
-	writeJSON(w, http.StatusOK, healthy{Status: "healthy", Detail: reg.rep.Detail})
+	writeJSON(w, http.StatusOK, healthy{Status: "healthy", Detail: v.Detail})
 }
 
 func orDefault(s, def string) string {

@@ -3,6 +3,8 @@ package config
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,5 +240,28 @@ func TestCallbackSecret_FileEqualToNext_Refused(t *testing.T) {
 	c.CallbackSecretNext = testSecretNext
 	if _, _, err := CallbackSecret(c); err == nil || !strings.Contains(err.Error(), "must differ") {
 		t.Fatalf("secret equal to callback_secret_next accepted or wrong error: %v", err)
+	}
+}
+
+func TestExistingCallbackSecret_ReadsButNeverCreates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	c := &Config{DataDir: dir}
+	if _, _, err := ExistingCallbackSecret(c); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("no secret yet: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ExistingCallbackSecret created the data dir: %v", err)
+	}
+	generated, _, err := CallbackSecret(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, path, err := ExistingCallbackSecret(c)
+	if err != nil || string(got) != string(generated) || path != filepath.Join(dir, CallbackSecretFile) {
+		t.Fatalf("ExistingCallbackSecret = %q, %s, %v; want the generated one", got, path, err)
+	}
+	c.CallbackSecret = "configured-secret-configured-secret"
+	if got, path, err := ExistingCallbackSecret(c); err != nil || string(got) != "configured-secret-configured-secret" || path != "" {
+		t.Fatalf("configured: %q, %q, %v", got, path, err)
 	}
 }

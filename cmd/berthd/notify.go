@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/http/api"
+)
+
+// berthd under systemd (Type=notify, deploy/berthd.service) tells the service
+// manager three things over $NOTIFY_SOCKET (sd_notify's datagram protocol):
+// READY=1 once startup recovery has completed and /health would answer healthy,
+// so `systemctl start` returns when berthd really serves; WATCHDOG=1 every
+// WatchdogSec/2 while /health would answer healthy, so a wedged tree (or one that
+// stays unhealthy) stops petting and systemd kills and restarts it; STOPPING=1
+// when the drain begins. Outside systemd ($NOTIFY_SOCKET unset) nothing is sent.
+//
+// The protocol is a few lines over a unixgram socket, written here rather than
+// linked in: the environment comes from run's environ (tests pass their own),
+// which go-systemd's os.Getenv-based helpers cannot take. Go's net package maps
+// a leading '@' to the abstract namespace, as systemd means it.
+
+// sdNotifier sends sd_notify datagrams.
+type sdNotifier struct {
+	socket   string        // $NOTIFY_SOCKET; "" = not under systemd
+	watchdog time.Duration // WATCHDOG_USEC when meant for this process; 0 = no watchdog
+}
+
+// newSDNotifier reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID from environ.
+// A watchdog meant for another pid (WATCHDOG_PID set and not ours: a child that
+// inherited the variables) is ignored, as sd_watchdog_enabled does.
+func newSDNotifier(environ []string) *sdNotifier {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	n := &sdNotifier{socket: env["NOTIFY_SOCKET"]}
+	if usec, err := strconv.ParseInt(env["WATCHDOG_USEC"], 10, 64); err == nil && usec > 0 {
+		if pid := env["WATCHDOG_PID"]; pid == "" || pid == strconv.Itoa(os.Getpid()) {
+			n.watchdog = time.Duration(usec) * time.Microsecond
+		}
+	}
+	return n
+}
+
+// enabled reports whether a service manager listens.
+func (n *sdNotifier) enabled() bool { return n.socket != "" }
+
+// send delivers one state datagram ("READY=1", "WATCHDOG=1", …).
+func (n *sdNotifier) send(state string) error {
+	if !n.enabled() {
+		return nil
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: n.socket, Net: "unixgram"})
+	if err != nil {
+		return fmt.Errorf("sd_notify %s: %w", n.socket, err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(state)); err != nil {
+		return fmt.Errorf("sd_notify %s: %w", n.socket, err)
+	}
+	return nil
+}
+
+// systemdSupervision runs the READY/WATCHDOG loop of one daemon and says
+// STOPPING when its drain begins.
+type systemdSupervision struct {
+	n        *sdNotifier
+	log      zerolog.Logger
+	stopOnce sync.Once
+	sendMu   sync.Mutex // orders a pet against STOPPING=1: nothing is sent after it
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// notReadyPoll is how often health is asked between recovery and READY (recovery
+// completes before Docker may be confirmed reachable; READY waits for both).
+const notReadyPoll = 250 * time.Millisecond
+
+// superviseSystemd starts the loop: wait for recovered, then READY=1 at the first
+// healthy verdict, then WATCHDOG=1 every watchdog/2 while healthy. check is
+// /health's verdict. Without $NOTIFY_SOCKET it does nothing.
+func superviseSystemd(n *sdNotifier, recovered <-chan struct{}, check func(context.Context) api.HealthVerdict, log zerolog.Logger) *systemdSupervision {
+	s := &systemdSupervision{n: n, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	if !n.enabled() {
+		close(s.done)
+		return s
+	}
+	go s.loop(recovered, check)
+	return s
+}
+
+func (s *systemdSupervision) loop(recovered <-chan struct{}, check func(context.Context) api.HealthVerdict) {
+	defer close(s.done)
+	select {
+	case <-recovered:
+	case <-s.stop:
+		return
+	}
+	// A health ask is bounded well inside the watchdog period, so a hung ask
+	// cannot by itself make a pet late.
+	askBudget := 10 * time.Second
+	if s.n.watchdog > 0 {
+		askBudget = min(askBudget, max(s.n.watchdog/4, time.Second))
+	}
+	healthy := func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), askBudget)
+		defer cancel()
+		v := check(ctx)
+		return v.Healthy(), v.Reason
+	}
+	for {
+		if ok, _ := healthy(); ok {
+			break
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(notReadyPoll):
+		}
+	}
+	if !s.sendUnlessStopped("READY=1") {
+		return
+	}
+	s.log.Info().Msg("systemd: READY=1 (recovered and healthy)")
+	if s.n.watchdog <= 0 {
+		<-s.stop
+		return
+	}
+	tick := time.NewTicker(s.n.watchdog / 2)
+	defer tick.Stop()
+	petting := true
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		ok, reason := healthy()
+		switch {
+		case ok:
+			if !s.sendUnlessStopped("WATCHDOG=1") {
+				return
+			}
+			if !petting {
+				s.log.Warn().Msg("systemd: healthy again; petting the watchdog")
+			}
+		case petting:
+			s.log.Error().Str("reason", reason).Dur("watchdog", s.n.watchdog).
+				Msg("systemd: /health is unhealthy; not petting the watchdog (systemd restarts berthd if it stays so)")
+		}
+		petting = ok
+	}
+}
+
+// sendUnlessStopped sends state unless STOPPING=1 went out; false when it did.
+func (s *systemdSupervision) sendUnlessStopped(state string) bool {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	select {
+	case <-s.stop:
+		return false
+	default:
+	}
+	if err := s.n.send(state); err != nil {
+		s.log.Warn().Err(err).Str("state", state).Msg("systemd: notification not sent")
+	}
+	return true
+}
+
+// stopping ends the loop and sends STOPPING=1: the drain has begun. It does not
+// wait for a health ask in flight (the loop sends nothing once stopped). Safe on
+// a nil supervision and more than once.
+func (s *systemdSupervision) stopping() {
+	if s == nil {
+		return
+	}
+	s.stopOnce.Do(func() {
+		s.sendMu.Lock()
+		defer s.sendMu.Unlock()
+		close(s.stop)
+		if err := s.n.send("STOPPING=1"); err != nil {
+			s.log.Warn().Err(err).Msg("systemd: STOPPING=1 not sent")
+		}
+	})
+}
+
+// health is /health's verdict, asked in-process (an HTTP probe of our own
+// listener could not pass an mTLS listener), within ctx.
+func (d *daemon) health(ctx context.Context) api.HealthVerdict {
+	ask := 10 * time.Second
+	if deadline, ok := ctx.Deadline(); ok {
+		ask = max(time.Until(deadline)-time.Second, 500*time.Millisecond)
+	}
+	return api.CheckHealth(ctx, d.tree, registryPath, watcherPath, ask)
+}

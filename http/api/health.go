@@ -1,0 +1,64 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// HealthVerdict is what GET /health answers, for the handler and for berthd's
+// systemd watchdog (which must stop petting exactly when /health says unhealthy).
+type HealthVerdict struct {
+	Reason      string   // "" = healthy; else why not, as /health's "error"
+	Detail      []string // findings a healthy daemon reports
+	RegistryErr error    // the registry did not answer (for the log)
+	WatcherErr  error    // the watcher did not answer (for the log)
+}
+
+// Healthy reports whether /health would answer 200.
+func (v HealthVerdict) Healthy() bool { return v.Reason == "" }
+
+// CheckHealth asks the registry (recovery finished, accounting whole, its store
+// healthy) and the watcher (Docker reachable) at once, each bounded by timeout;
+// neither check runs here.
+func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watcherPath string, timeout time.Duration) HealthVerdict {
+	askAt := func(path string, build func(chan<- messages.HealthReply) any) (messages.HealthReply, error) {
+		actx, cancel := context.WithTimeout(ctx, timeout+time.Second)
+		defer cancel()
+		return supervisors.Ask(actx, tree, path, timeout, build)
+	}
+	type registryAnswer struct {
+		rep messages.HealthReply
+		err error
+	}
+	fromRegistry := make(chan registryAnswer, 1)
+	go func() {
+		rep, err := askAt(registryPath, func(c chan<- messages.HealthReply) any { return &messages.GetHealth{Reply: c} })
+		fromRegistry <- registryAnswer{rep, err}
+	}()
+	dctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
+	docker, dockerErr := supervisors.Ask(dctx, tree, watcherPath, timeout, func(c chan<- messages.DockerHealthReply) any {
+		return &messages.GetDockerHealth{Reply: c}
+	})
+	cancel()
+	reg := <-fromRegistry
+
+	v := HealthVerdict{RegistryErr: reg.err}
+	switch {
+	case reg.err != nil:
+		v.Reason = "registry not answering"
+	case !reg.rep.Ready:
+		v.Reason = orDefault(reg.rep.Reason, "not ready")
+	case dockerErr != nil:
+		v.WatcherErr = dockerErr
+		v.Reason = "docker watcher not answering"
+	case !docker.Reachable:
+		v.Reason = orDefault(docker.Reason, "docker engine unreachable")
+	}
+	if v.Reason == "" {
+		v.Detail = reg.rep.Detail
+	}
+	return v
+}
