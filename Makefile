@@ -40,7 +40,7 @@ run: docker-up
 ## then the crash suite's dockerd restart on its own (it stops every container on the host). BERTH_REQUIRE_DOCKER=1:
 ## a Docker-gated test that cannot run fails instead of skipping, so green means every one of them ran.
 ## The btrfs test mount and its image are removed when the tests end, pass or fail.
-test: docker-up registry-up workload-image btrfs-up
+test: docker-up registry-up workload-image btrfs-up promtool-up
 	trap 'echo "== make test: removing the btrfs test mount"; bash .ci/btrfs-down.sh' EXIT; \
 	echo "== make test: go test -race ./... (every package; cmd/berthd takes ~8 min)"; \
 	BERTH_REQUIRE_DOCKER=1 go test -race -timeout 30m -skip 'TestCrashSuite_DockerdRestart' $(TESTFLAGS) ./...; \
@@ -80,6 +80,7 @@ docker-up:
 
 ## promtool-up: install promtool (Debian prometheus, its server not started) when missing, for the alert-rule test
 promtool-up:
+	@echo "== $@: promtool for the alert rules"
 	bash .ci/promtool-up.sh
 
 ## btrfs-up: install btrfs-progs when missing, loop-mount a btrfs image with quotas at $(BERTH_TEST_BTRFS) (reused when healthy)
