@@ -1,7 +1,9 @@
 // Package debug serves the operator's debug listener: the live actor tree
 // (GET /debug/actors as JSON, ?format=text or ?format=dot), pprof, and — only with
-// debug.chaos and debug.token — POST /debug/chaos/crash?actor=<path>. With
-// debug.token every endpoint requires "Authorization: Bearer <token>".
+// debug.chaos and debug.token — POST /debug/chaos/crash?actor=<path>; the
+// operator's read-only JSON API (leases, a lease's history, the callback outbox,
+// background-pass freshness, recent transitions, and a Server-Sent Events
+// stream). With debug.token every endpoint requires "Authorization: Bearer <token>".
 package debug
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -27,11 +30,30 @@ type Options struct {
 	// "Authorization: Bearer <token>". The chaos endpoint always requires it: with
 	// no token configured it cannot be used.
 	Token string
+
+	// What the operator's API reads; unset paths answer 503 (no such actor).
+	RegistryPath string   // lease rows, transitions, releases
+	OutboxPath   string   // delivery attempts and recent deliveries
+	PassPaths    []string // background actors answering GetPass (reconciler, reclaimer, reaper)
+	// Store and Diag are read directly (read-only transactions): a lease's
+	// journal, queued outbox rows, stored failure captures. Nil: not served.
+	Store *persistence.Store
+	Diag  *persistence.Diagnostics
+
+	Now        func() time.Time // nil = time.Now
+	AskTimeout time.Duration    // how long a handler waits for an actor (0 = 5 s)
+	// The event stream's cadences (0 = 2 s tree, 500 ms transitions) and lifetime
+	// (0 = 30 min, after which the client reconnects).
+	TreeEvery      time.Duration
+	TransitionPoll time.Duration
+	StreamLifetime time.Duration
 }
 
 // Handler builds the debug mux.
 func Handler(tree *supervisors.Tree, opts Options) http.Handler {
+	s := newServer(tree, opts)
 	mux := http.NewServeMux()
+	s.routes(mux)
 	mux.HandleFunc("GET /debug/actors", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
@@ -99,7 +121,11 @@ func bearer(r *http.Request, want [sha256.Size]byte) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return sameToken(strings.TrimSpace(token), want)
+}
+
+func sameToken(token string, want [sha256.Size]byte) bool {
+	got := sha256.Sum256([]byte(token))
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
