@@ -2,8 +2,10 @@
 // (GET /debug/actors as JSON, ?format=text or ?format=dot), pprof, and — only with
 // debug.chaos and debug.token — POST /debug/chaos/crash?actor=<path>; the
 // operator's read-only JSON API (leases, a lease's history, the callback outbox,
-// background-pass freshness, recent transitions, and a Server-Sent Events
-// stream). With debug.token every endpoint requires "Authorization: Bearer <token>".
+// background-pass freshness, recent transitions, and a Server-Sent Events stream)
+// and the console page over it (GET /). With debug.token every endpoint requires
+// "Authorization: Bearer <token>"; the console page alone also takes it as
+// ?token=, which its script then sends as that header.
 package debug
 
 import (
@@ -104,7 +106,7 @@ func Handler(tree *supervisors.Tree, opts Options) http.Handler {
 	}
 	want := sha256.Sum256([]byte(opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !bearer(r, want) {
+		if !bearer(r, want) && !consoleToken(r, want) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="berthd debug"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid debug token"})
 			return
@@ -122,6 +124,17 @@ func bearer(r *http.Request, want [sha256.Size]byte) bool {
 		return false
 	}
 	return sameToken(strings.TrimSpace(token), want)
+}
+
+// consoleToken reports whether r is GET / (the console page, which a browser
+// opens by URL and so cannot send a header) carrying ?token=<token>. Only the
+// page takes it there; its script sends the header on every call it makes.
+func consoleToken(r *http.Request, want [sha256.Size]byte) bool {
+	if r.URL.Path != "/" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return false
+	}
+	token := r.URL.Query().Get("token")
+	return token != "" && sameToken(token, want)
 }
 
 func sameToken(token string, want [sha256.Size]byte) bool {

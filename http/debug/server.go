@@ -37,7 +37,7 @@ func newServer(tree *supervisors.Tree, opts Options) *server {
 	return &server{tree: tree, opts: opts}
 }
 
-// routes adds the operator's API to mux.
+// routes adds the operator's API and the console to mux.
 func (s *server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/leases", s.leases)
 	mux.HandleFunc("GET /debug/leases/{lease}", s.leaseHistory)
@@ -45,6 +45,7 @@ func (s *server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/freshness", s.freshness)
 	mux.HandleFunc("GET /debug/transitions", s.transitions)
 	mux.HandleFunc("GET /debug/events", s.events)
+	mux.HandleFunc("GET /{$}", s.console)
 }
 
 // ask asks the actor at path, bounded by the request and AskTimeout.
