@@ -49,6 +49,9 @@ type Options struct {
 	TreeEvery      time.Duration
 	TransitionPoll time.Duration
 	StreamLifetime time.Duration
+	// StreamWriteGrace is how long a stream client may take to accept a write
+	// before it is dropped (0 = 10 s).
+	StreamWriteGrace time.Duration
 }
 
 // Handler builds the debug mux.

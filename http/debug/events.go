@@ -3,6 +3,7 @@ package debug
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -22,13 +23,12 @@ import (
 // The stream polls the registry for transitions after the last one sent (never
 // the other way round), so no actor ever waits on a client. What one connection
 // has in flight is bounded — at most transitionBatch transitions and one tree
-// per period — and a client that does not take a write within writeGrace is
-// dropped. The stream ends when the client goes, the listener shuts down, or
+// per period — and a client that does not take a write within StreamWriteGrace
+// is dropped. The stream ends when the client goes, the listener shuts down, or
 // after StreamLifetime (the client reconnects, with ?since= or Last-Event-ID).
 
 const (
 	transitionBatch = 256
-	writeGrace      = 10 * time.Second
 	// maxTreeChildren bounds the children of one node in a streamed tree (10,000
 	// lease actors would be megabytes every two seconds); the most telling are kept.
 	maxTreeChildren = 256
@@ -58,7 +58,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		if err := rc.SetWriteDeadline(time.Now().Add(writeGrace)); err != nil {
+		if err := rc.SetWriteDeadline(time.Now().Add(s.opts.StreamWriteGrace)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
 		}
 		switch {

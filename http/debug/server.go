@@ -34,6 +34,9 @@ func newServer(tree *supervisors.Tree, opts Options) *server {
 	if opts.StreamLifetime <= 0 {
 		opts.StreamLifetime = 30 * time.Minute
 	}
+	if opts.StreamWriteGrace <= 0 {
+		opts.StreamWriteGrace = 10 * time.Second
+	}
 	return &server{tree: tree, opts: opts}
 }
 
