@@ -76,6 +76,9 @@
     return d.toISOString().replace('T', ' ').slice(0, 19) + 'Z';
   }
   const timeEl = (iso) => el('time', { datetime: iso || undefined, text: fmtTime(iso) });
+  const fmtDuration = (sec) => (sec < 1 ? Math.round(sec * 1000) + 'ms' : sec.toFixed(1) + 's');
+  // rowsOr is rows, or one row saying there are none.
+  const rowsOr = (rows, cols, what) => (rows.length ? rows : [el('tr', {}, el('td', { colspan: cols, class: 'state', text: what }))]);
 
   function setError(key, err) {
     if (err) state.errors.set(key, String(err.message || err));
@@ -193,23 +196,25 @@
     d.dataset.detailLease = l.lease_uuid;
     $('detail-title').textContent = l.lease_uuid;
     $('detail-summary').textContent = [
-      l.status + (l.lease_status ? ' (' + l.lease_status + ')' : ''),
+      l.status + (l.lease_status && l.lease_status !== l.status ? ' (' + l.lease_status + ')' : ''),
       'tenant ' + (l.tenant || '?'), 'created ' + fmtTime(l.created_at), 'fail_count ' + l.fail_count,
       l.actor ? 'actor ' + l.actor : 'no lease actor',
     ].join(' · ');
     $('detail-compacted').textContent = h.compacted_before_seq
       ? 'events before seq ' + h.compacted_before_seq + ' were compacted into a snapshot' : '';
-    replace($('detail-events'), (h.events || []).map((e) => el('tr', { 'data-event-seq': e.seq, 'data-event-type': e.type },
+    replace($('detail-events'), rowsOr((h.events || []).map((e) => el('tr', { 'data-event-seq': e.seq, 'data-event-type': e.type },
       td(e.seq, 'num'), el('td', {}, timeEl(e.at)), td(e.summary),
-      el('td', {}, el('details', {}, el('summary', { text: 'json' }), el('pre', { text: JSON.stringify(e.data, null, 2) }))))));
-    replace($('detail-callbacks'), (h.callbacks || []).map((c) => el('tr', { 'data-delivery': c.delivery_id, 'data-state': c.state },
+      el('td', {}, el('details', {}, el('summary', { text: 'json' }), el('pre', { text: JSON.stringify(e.data, null, 2) }))))), 4, 'no events journaled'));
+    replace($('detail-callbacks'), rowsOr((h.callbacks || []).map((c) => el('tr', { 'data-delivery': c.delivery_id, 'data-state': c.state },
       el('td', {}, timeEl(c.created_at)), td(c.kind), td(c.status), td(c.url_path, 'mono'), td(c.state),
-      td(c.attempts, 'num'), el('td', {}, timeEl(c.last_attempt_at)), td(c.last_error, 'err'), el('td', {}, timeEl(c.delivered_at)))));
+      td(c.attempts, 'num'), el('td', {}, timeEl(c.last_attempt_at)), td(c.last_error, 'err'), el('td', {}, timeEl(c.delivered_at)))),
+    9, 'none queued, none delivered since the outbox started'));
     $('detail-releases-error').textContent = h.releases_error || '';
-    replace($('detail-releases'), (h.releases || []).map((r) => el('tr', { 'data-release': r.version },
-      td('v' + r.version), td(r.status), el('td', {}, timeEl(r.created_at)), td(r.reason), td(r.message))));
-    replace($('detail-diagnostics'), (h.diagnostics || []).map((g) => el('tr', {},
-      el('td', {}, timeEl(g.at)), td(g.kind), td(g.service + '/' + g.index), td(g.state), td(g.reason), td(g.bytes, 'num'))));
+    replace($('detail-releases'), rowsOr((h.releases || []).map((r) => el('tr', { 'data-release': r.version },
+      td('v' + r.version), td(r.status), el('td', {}, timeEl(r.created_at)), td(r.reason), td(r.message))), 5, 'no releases'));
+    replace($('detail-diagnostics'), rowsOr((h.diagnostics || []).map((g) => el('tr', {},
+      el('td', {}, timeEl(g.at)), td(g.kind), td(g.service + '/' + g.index), td(g.state), td(g.reason), td(g.bytes, 'num'))),
+    6, 'no failure captured'));
   }
 
   // --- outbox, passes, transitions --------------------------------------------
@@ -227,7 +232,7 @@
   function renderFreshness() {
     replace($('freshness'), state.passes.map((p) => el('tr', { 'data-pass': p.name, 'data-freshness': p.status },
       td(p.name), td(p.status, 'f-' + p.status), el('td', {}, timeEl(p.last_pass_at)),
-      td(p.last_pass_at ? fmtAge(p.age_seconds) : '', 'num'), td(p.last_pass_at ? p.duration_seconds.toFixed(2) + 's' : '', 'num'),
+      td(p.last_pass_at ? fmtAge(p.age_seconds) : '', 'num'), td(p.last_pass_at ? fmtDuration(p.duration_seconds) : '', 'num'),
       td(p.outcome + (p.detail ? ' — ' + p.detail : ''), p.outcome.startsWith('error') ? 'err' : undefined))));
   }
   function addTransitions(list) {
