@@ -23,7 +23,7 @@ type DebugItem struct {
 type DebugInstance struct {
 	Index       int                    `json:"index"`
 	ContainerID string                 `json:"container_id"`
-	State       string                 `json:"state"` // running | failing | stopping | source (the cohort a maintenance may fall back to)
+	State       string                 `json:"state"` // running | exited (its death is being confirmed) | source (a maintenance's source cohort) | stopping
 	Image       string                 `json:"image"`
 	Ports       map[string]PortBinding `json:"ports"` // "8080/tcp" → {host_ip, host_port}
 }
