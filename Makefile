@@ -30,7 +30,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down promtool-up
+.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down promtool-up chromium-up
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
@@ -40,7 +40,7 @@ run: docker-up
 ## then the crash suite's dockerd restart on its own (it stops every container on the host). BERTH_REQUIRE_DOCKER=1:
 ## a Docker-gated test that cannot run fails instead of skipping, so green means every one of them ran.
 ## The btrfs test mount and its image are removed when the tests end, pass or fail.
-test: docker-up registry-up workload-image btrfs-up promtool-up
+test: docker-up registry-up workload-image btrfs-up promtool-up chromium-up
 	trap 'echo "== make test: removing the btrfs test mount"; bash .ci/btrfs-down.sh' EXIT; \
 	echo "== make test: go test -race ./... (every package; cmd/berthd takes ~8 min)"; \
 	BERTH_REQUIRE_DOCKER=1 go test -race -timeout 30m -skip 'TestCrashSuite_DockerdRestart' $(TESTFLAGS) ./...; \
@@ -96,3 +96,8 @@ btrfs-down:
 registry-up:
 	@echo "== $@: the local registry"
 	bash .ci/registry-up.sh
+
+## chromium-up: install Debian's chromium when neither chromium nor chromium-browser is on PATH, and prove it runs headless (the console's browser test)
+chromium-up:
+	@echo "== $@: headless chromium for the console's browser test"
+	bash .ci/chromium-up.sh

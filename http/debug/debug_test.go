@@ -92,6 +92,13 @@ func TestToken_EveryEndpointRequiresTheBearerToken(t *testing.T) {
 		{http.MethodGet, "/debug/pprof/cmdline"},
 		{http.MethodPost, "/debug/chaos/crash?actor=" + victimPath},
 		{http.MethodGet, "/no-such-page"},
+		{http.MethodGet, "/"},
+		{http.MethodGet, "/debug/leases"},
+		{http.MethodGet, "/debug/leases/" + "00000000-0000-4000-8000-000000000000"},
+		{http.MethodGet, "/debug/outbox"},
+		{http.MethodGet, "/debug/freshness"},
+		{http.MethodGet, "/debug/transitions"},
+		{http.MethodGet, "/debug/events"},
 	} {
 		for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + token + "x", "Basic " + token, token, "Bearer"} {
 			status, body := call(t, srv, ep.method, ep.path, auth)
