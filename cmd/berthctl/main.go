@@ -11,6 +11,8 @@
 //	berthctl [global flags] actors [-format text|json|dot]
 //	berthctl [global flags] callbacks [-listen ADDR]  receive and verify callbacks, print them
 //
+// Any answer other than a 2xx makes berthctl exit 1, after printing it.
+//
 // Global flags: -api URL (default http://127.0.0.1:9001), -debug URL (default
 // http://127.0.0.1:9002), -secret-file FILE (default ./var/berth/callback-secret;
 // BERTH_CALLBACK_SECRET overrides), -debug-token TOKEN (debug.token, sent as a
@@ -26,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -115,19 +118,11 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		if err := fs.Parse(rest[1:]); err != nil {
 			return err
 		}
-		req, err := http.NewRequest(http.MethodGet, c.debug+"/debug/actors?format="+*format, nil)
+		body, err := c.getDebug("/debug/actors?format=" + url.QueryEscape(*format))
 		if err != nil {
 			return err
 		}
-		if c.debugToken != "" {
-			req.Header.Set("Authorization", "Bearer "+c.debugToken)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, err = io.Copy(out, resp.Body)
+		_, err = c.out.Write(body)
 		return err
 	case "callbacks":
 		return c.callbacks(rest[1:])
@@ -153,15 +148,19 @@ func readBody(args []string, stdin io.Reader) ([]byte, error) {
 	return io.ReadAll(stdin)
 }
 
-// do sends a signed request and prints the status and body.
+// do sends a signed request and prints the status and body; an answer other
+// than a 2xx is an error once printed, so scripts see exit 1.
 func (c *client) do(method, uri string, body []byte) error {
 	status, data, err := c.call(method, uri, body)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s %s: %w", method, uri, err)
 	}
 	fmt.Fprintf(c.out, "%s\n%s", status, data)
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		fmt.Fprintln(c.out)
+	}
+	if !success(status) {
+		return fmt.Errorf("%s %s: %s", method, uri, status)
 	}
 	return nil
 }
