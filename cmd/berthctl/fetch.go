@@ -89,3 +89,7 @@ func decode(uri string, body []byte, into any) error {
 	}
 	return nil
 }
+
+// debugOnly are the subcommands that talk only to the debug listener, so they
+// need no callback secret.
+var debugOnly = map[string]bool{"actors": true, "leases": true}

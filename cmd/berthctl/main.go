@@ -11,6 +11,10 @@
 //	berthctl [global flags] actors [-format text|json|dot]
 //	berthctl [global flags] callbacks [-listen ADDR]  receive and verify callbacks, print them
 //
+// The operator's views, each an aligned table or with -o json the daemon's data:
+//
+//	berthctl [global flags] leases [-status S] [-tenant T]   every live lease
+//
 // Any answer other than a 2xx makes berthctl exit 1, after printing it.
 //
 // Global flags: -api URL (default http://127.0.0.1:9001), -debug URL (default
@@ -64,10 +68,10 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|leases …")
 	}
 	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
-	needSecret := rest[0] != "actors"
+	needSecret := !debugOnly[rest[0]]
 	if needSecret {
 		s, err := loadSecret(*secretFile)
 		if err != nil {
@@ -126,6 +130,8 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		return err
 	case "callbacks":
 		return c.callbacks(rest[1:])
+	case "leases":
+		return c.leases(rest[1:])
 	}
 	return fmt.Errorf("unknown command %q", rest[0])
 }
