@@ -14,6 +14,7 @@
 // The operator's views, each an aligned table or with -o json the daemon's data:
 //
 //	berthctl [global flags] leases [-status S] [-tenant T]   every live lease
+//	berthctl [global flags] lease UUID          status, journal, releases, callbacks, diagnostics, containers
 //
 // Any answer other than a 2xx makes berthctl exit 1, after printing it.
 //
@@ -68,7 +69,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|leases …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|leases|lease …")
 	}
 	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
 	needSecret := !debugOnly[rest[0]]
@@ -132,6 +133,8 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		return c.callbacks(rest[1:])
 	case "leases":
 		return c.leases(rest[1:])
+	case "lease":
+		return c.lease(rest[1:])
 	}
 	return fmt.Errorf("unknown command %q", rest[0])
 }
