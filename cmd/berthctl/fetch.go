@@ -92,4 +92,4 @@ func decode(uri string, body []byte, into any) error {
 
 // debugOnly are the subcommands that talk only to the debug listener, so they
 // need no callback secret.
-var debugOnly = map[string]bool{"actors": true, "leases": true, "tree": true, "outbox": true}
+var debugOnly = map[string]bool{"actors": true, "leases": true, "tree": true, "outbox": true, "events": true}

@@ -17,6 +17,7 @@
 //	berthctl [global flags] lease UUID          status, journal, releases, callbacks, diagnostics, containers
 //	berthctl [global flags] tree                the actor tree
 //	berthctl [global flags] outbox              callbacks still queued, per lease
+//	berthctl [global flags] events [-since SEQ] [-n N]   follow lease transitions (or print the last N)
 //	berthctl [global flags] retentions          retained data of closed leases
 //
 // Any answer other than a 2xx makes berthctl exit 1, after printing it.
@@ -72,7 +73,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|leases|lease|tree|outbox|retentions …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|leases|lease|tree|outbox|retentions|events …")
 	}
 	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
 	needSecret := !debugOnly[rest[0]]
@@ -142,6 +143,8 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		return c.tree(rest[1:])
 	case "outbox":
 		return c.outbox(rest[1:])
+	case "events":
+		return c.events(rest[1:])
 	case "retentions":
 		return c.retentions(rest[1:])
 	}
