@@ -50,27 +50,46 @@ func (c *client) events(args []string) error {
 	return f.run(ctx)
 }
 
-// lastTransitions prints the newest n transitions (after since, when given).
+// lastTransitions prints the newest n transitions (of those after since, when
+// given), paging through the daemon's ring oldest first.
 func (c *client) lastTransitions(n int, since uint64, sinceSet bool, p *transitionPrinter) error {
-	q := url.Values{"limit": {strconv.Itoa(n)}}
-	if sinceSet {
-		q.Set("since", strconv.FormatUint(since, 10))
+	var last []json.RawMessage
+	cursor := since
+	for first := true; ; first = false {
+		page, err := c.transitionsAfter(cursor, transitionPageSize)
+		if err != nil {
+			return err
+		}
+		if first && sinceSet && page.Missed > 0 {
+			fmt.Fprintf(os.Stderr, "berthctl: events: %d transitions after %d are no longer held by the daemon\n", page.Missed, since)
+		}
+		last = append(last, page.Transitions...)
+		if len(last) > n {
+			last = last[len(last)-n:]
+		}
+		if len(page.Transitions) == 0 || page.Next <= cursor {
+			break
+		}
+		cursor = page.Next
 	}
-	uri := "/debug/transitions?" + q.Encode()
-	body, err := c.getDebug(uri)
-	if err != nil {
-		return err
-	}
-	var page transitionsPage
-	if err := decode(uri, body, &page); err != nil {
-		return err
-	}
-	for _, raw := range page.Transitions {
+	for _, raw := range last {
 		if _, err := p.print(raw); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// transitionsAfter is one page of GET /debug/transitions: at most limit
+// transitions after seq since, oldest first.
+func (c *client) transitionsAfter(since uint64, limit int) (transitionsPage, error) {
+	var page transitionsPage
+	uri := "/debug/transitions?" + url.Values{"since": {strconv.FormatUint(since, 10)}, "limit": {strconv.Itoa(limit)}}.Encode()
+	body, err := c.getDebug(uri)
+	if err != nil {
+		return page, err
+	}
+	return page, decode(uri, body, &page)
 }
 
 // transitionPrinter prints transitions as they come: fixed-width columns (a
@@ -83,6 +102,13 @@ type transitionPrinter struct {
 
 const transitionLine = "%-6s  %-24s  %-36s  %-29s  %s\n"
 
+// outputError is a failure to write the output (a closed pipe): following
+// cannot go on.
+type outputError struct{ err error }
+
+func (e *outputError) Error() string { return e.err.Error() }
+func (e *outputError) Unwrap() error { return e.err }
+
 // print writes one transition and returns it decoded.
 func (p *transitionPrinter) print(raw json.RawMessage) (transition, error) {
 	var tr transition
@@ -94,18 +120,22 @@ func (p *transitionPrinter) print(raw json.RawMessage) (transition, error) {
 		if err != nil {
 			return tr, err
 		}
-		_, err = fmt.Fprintf(p.out, "%s\n", line)
-		return tr, err
+		if _, err := fmt.Fprintf(p.out, "%s\n", line); err != nil {
+			return tr, &outputError{err}
+		}
+		return tr, nil
 	}
 	if !p.header {
 		if _, err := fmt.Fprintf(p.out, transitionLine, "SEQ", "TIME", "LEASE", "TRANSITION", "REASON"); err != nil {
-			return tr, err
+			return tr, &outputError{err}
 		}
 		p.header = true
 	}
-	_, err := fmt.Fprintf(p.out, transitionLine, strconv.FormatUint(tr.Seq, 10), timestampMilli(tr.At), cell(tr.LeaseUUID),
-		cell(tr.From)+" → "+cell(tr.To), cell(tr.Reason))
-	return tr, err
+	if _, err := fmt.Fprintf(p.out, transitionLine, strconv.FormatUint(tr.Seq, 10), timestampMilli(tr.At), cell(tr.LeaseUUID),
+		cell(tr.From)+" → "+cell(tr.To), cell(tr.Reason)); err != nil {
+		return tr, &outputError{err}
+	}
+	return tr, nil
 }
 
 func compactJSON(raw []byte) ([]byte, error) {

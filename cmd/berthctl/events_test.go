@@ -25,7 +25,7 @@ type transitionLog struct {
 }
 
 func fakeTransition(seq int, lease, from, to string) string {
-	return fmt.Sprintf(`{"seq":%d,"at":"2025-03-01T10:00:%02d.5Z","lease_uuid":"%s","from":"%s","to":"%s"}`, seq, seq, lease, from, to)
+	return fmt.Sprintf(`{"seq":%d,"at":"2025-03-01T10:00:%02d.5Z","lease_uuid":"%s","from":"%s","to":"%s"}`, seq, seq%60, lease, from, to)
 }
 
 func (l *transitionLog) add(lease, from, to string) string {
@@ -69,21 +69,28 @@ func (l *transitionLog) server(t *testing.T) *httptest.Server {
 	return srv
 }
 
+// page answers like the daemon's ring: the transitions after since (default
+// 0), oldest first, at most limit, and the seq to ask after next time.
 func (l *transitionLog) page(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	var out []string
-	if s := r.URL.Query().Get("since"); s != "" {
-		since, _ := strconv.Atoi(s)
-		for i := since; i < len(l.all) && len(out) < limit; i++ {
-			out = append(out, l.all[i])
-		}
-	} else {
-		out = l.all[max(0, len(l.all)-limit):]
+	since, _ := strconv.Atoi(r.URL.Query().Get("since"))
+	out, next := []string{}, since
+	for i := since; i < len(l.all) && len(out) < limit; i++ {
+		out = append(out, l.all[i])
+		next = i + 1
 	}
-	next := len(l.all)
 	_, _ = fmt.Fprintf(w, `{"transitions":[%s],"next":%d}`, strings.Join(out, ","), next)
+}
+
+// after is what the daemon's stream replays first: the transitions after the
+// request's since.
+func (l *transitionLog) after(r *http.Request) []string {
+	since, _ := strconv.Atoi(r.URL.Query().Get("since"))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.all[min(since, len(l.all)):]...)
 }
 
 func sse(w io.Writer, event, data string) {
@@ -131,53 +138,96 @@ const (
 func TestEvents_ReconnectsWithoutGapsOrRepeats(t *testing.T) {
 	log := &transitionLog{}
 	log.add(leaseA, "", "provisioning") // 1: before -since
-	second := make(chan struct{})
+	var sinces []string
 	log.conns = []func(io.Writer, func(), *http.Request){
 		func(w io.Writer, flush func(), r *http.Request) {
-			_, _ = io.WriteString(w, ": ping\n\n")
+			log.mu.Lock()
+			sinces = append(sinces, r.URL.Query().Get("since")+"/tree="+r.URL.Query().Get("tree"))
+			log.mu.Unlock()
+			_, _ = io.WriteString(w, "retry: 2000\n\n: ping\n\n")
+			for _, tr := range log.after(r) {
+				sse(w, "transition", tr)
+			}
 			sse(w, "transition", log.add(leaseA, "provisioning", "ready")) // 2
 			sse(w, "tree", `{"path":"root"}`)
 			sse(w, "transition", log.add(leaseB, "", "provisioning")) // 3
 			flush()
-			// The connection drops; 4 happens while berthctl is away.
+			// 4 happens while the connection is broken (not ended cleanly).
 			log.add(leaseB, "provisioning", "failed")
+			panic(http.ErrAbortHandler)
 		},
 		func(w io.Writer, flush func(), r *http.Request) {
-			// The stream repeats one berthctl has already replayed, then goes on.
-			sse(w, "transition", fakeTransition(4, leaseB, "provisioning", "failed"))
+			log.mu.Lock()
+			sinces = append(sinces, r.URL.Query().Get("since")+"/tree="+r.URL.Query().Get("tree"))
+			log.mu.Unlock()
+			for _, tr := range log.after(r) {
+				sse(w, "transition", tr)
+			}
 			sse(w, "transition", log.add(leaseA, "ready", "deprovisioning")) // 5
 			flush()
-			close(second)
+			// A clean end (the daemon's stream lifetime): a quiet reconnect.
+		},
+		func(w io.Writer, flush func(), r *http.Request) {
+			log.mu.Lock()
+			sinces = append(sinces, r.URL.Query().Get("since")+"/tree="+r.URL.Query().Get("tree"))
+			log.mu.Unlock()
+			sse(w, "gap", `{"missed":7}`)
+			sse(w, "transition", log.add(leaseA, "deprovisioning", "closed")) // 6
+			flush()
 			<-r.Context().Done()
 		},
 	}
 	srv := log.server(t)
-	got, notices := follow(t, srv, 1, false, 5)
-	<-second
+	got, notices := follow(t, srv, 1, false, 6)
 	wantText(t, got, ""+
 		"SEQ     TIME                      LEASE                                 TRANSITION                     REASON\n"+
 		"2       2025-03-01T10:00:02.500Z  "+leaseA+"  provisioning → ready           -\n"+
 		"3       2025-03-01T10:00:03.500Z  "+leaseB+"  - → provisioning               -\n"+
 		"4       2025-03-01T10:00:04.500Z  "+leaseB+"  provisioning → failed          -\n"+
-		"5       2025-03-01T10:00:05.500Z  "+leaseA+"  ready → deprovisioning         -\n")
-	if !strings.Contains(notices, "reconnecting in") {
-		t.Fatalf("the reconnect was not reported: %q", notices)
+		"5       2025-03-01T10:00:05.500Z  "+leaseA+"  ready → deprovisioning         -\n"+
+		"6       2025-03-01T10:00:06.500Z  "+leaseA+"  deprovisioning → closed        -\n")
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if strings.Join(sinces, " ") != "1/tree=0 3/tree=0 5/tree=0" {
+		t.Fatalf("streams asked from %q, want after 1, then 3, then 5, without trees", sinces)
+	}
+	if strings.Count(notices, "reconnecting in") != 1 || !strings.Contains(notices, "7 transitions were dropped") {
+		t.Fatalf("want one reconnect notice (the broken connection, not the clean end) and the gap: %q", notices)
 	}
 }
 
-func TestEvents_WithoutSinceStartsNow(t *testing.T) {
+func TestEvents_WithoutSinceStartsAtTheNewest(t *testing.T) {
 	log := &transitionLog{}
 	log.add(leaseA, "", "provisioning")
 	log.add(leaseA, "provisioning", "ready")
 	log.conns = []func(io.Writer, func(), *http.Request){
 		func(w io.Writer, flush func(), r *http.Request) {
-			sse(w, "transition", log.add(leaseB, "", "provisioning"))
+			log.add(leaseB, "", "provisioning") // between berthctl's start and its subscription
+			for _, tr := range log.after(r) {
+				sse(w, "transition", tr)
+			}
 			flush()
 			<-r.Context().Done()
 		},
 	}
 	got, _ := follow(t, log.server(t), -1, true, 1)
 	wantText(t, got, fakeTransition(3, leaseB, "", "provisioning")+"\n")
+}
+
+func TestEvents_ARestartedDaemonsNewHistoryIsFollowed(t *testing.T) {
+	log := &transitionLog{}
+	log.conns = []func(io.Writer, func(), *http.Request){
+		func(w io.Writer, flush func(), r *http.Request) {
+			// since=40 is beyond this process's seqs: the daemon starts again at 1.
+			sse(w, "transition", log.add(leaseA, "", "provisioning"))
+			flush()
+			<-r.Context().Done()
+		},
+	}
+	got, notices := follow(t, log.server(t), 40, true, 1)
+	if !strings.Contains(got, `"seq":1`) || !strings.Contains(notices, "berthd restarted") {
+		t.Fatalf("output %q notices %q", got, notices)
+	}
 }
 
 func TestEvents_ASilentStreamIsTakenForDead(t *testing.T) {
@@ -210,20 +260,26 @@ func TestEvents_ARefusalEndsFollowing(t *testing.T) {
 
 func TestEvents_LastNPrintsAndExits(t *testing.T) {
 	log := &transitionLog{}
-	log.add(leaseA, "", "provisioning")
-	log.add(leaseA, "provisioning", "ready")
-	log.add(leaseB, "", "provisioning")
+	for i := 0; i < transitionPageSize+3; i++ { // more than one page
+		log.add(leaseA, "ready", "ready")
+	}
 	srv := log.server(t)
 	var out lockedBuffer
 	err := run([]string{"-debug", srv.URL, "-debug-token", testDebugToken, "events", "-n", "2", "-o", "json"}, nil, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantText(t, out.String(), fakeTransition(2, leaseA, "provisioning", "ready")+"\n"+fakeTransition(3, leaseB, "", "provisioning")+"\n")
+	wantText(t, out.String(), fakeTransition(transitionPageSize+2, leaseA, "ready", "ready")+"\n"+
+		fakeTransition(transitionPageSize+3, leaseA, "ready", "ready")+"\n")
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Fatalf("not one JSON object per line: %q", line)
 		}
+	}
+	out = lockedBuffer{}
+	err = run([]string{"-debug", srv.URL, "-debug-token", testDebugToken, "events", "-n", "5", "-since", strconv.Itoa(transitionPageSize + 1)}, nil, &out)
+	if err != nil || strings.Count(out.String(), "\n") != 3 {
+		t.Fatalf("-n 5 of the 2 after -since: %v\n%s", err, out.String())
 	}
 }
 
@@ -238,7 +294,7 @@ func TestEventReader_FollowsTheSSEFormat(t *testing.T) {
 	if err != nil || ev.name != "message" || ev.data != "plain" {
 		t.Fatalf("%+v %v", ev, err)
 	}
-	if _, err := r.next(func() { lines++ }); err != io.ErrUnexpectedEOF {
+	if _, err := r.next(func() { lines++ }); err != errStreamEnded {
 		t.Fatalf("the end of the stream: %v", err)
 	}
 	if lines != 9 {

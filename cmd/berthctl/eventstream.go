@@ -1,9 +1,10 @@
 package main
 
 // Following GET /debug/events across reconnects without losing or repeating a
-// transition: the stream is opened first, then what happened while berthctl
-// was away is replayed from GET /debug/transitions, and every transition at or
-// below the last seq printed is dropped — so each prints once, in seq order.
+// transition: every connection asks the stream to start after the last seq
+// printed (?since=), and the daemon replays what its ring still holds from
+// there. Without -since, following starts at the newest seq when berthctl
+// starts. Trees are not asked for (?tree=0: pings instead).
 
 import (
 	"bufio"
@@ -19,18 +20,23 @@ import (
 	"time"
 )
 
-// catchUpPageSize is how many transitions one replay request asks for.
-const catchUpPageSize = 500
+// transitionPageSize is how many transitions one GET /debug/transitions asks
+// for: the daemon's maximum, the size of its whole ring.
+const transitionPageSize = 1024
 
 // errIdle is a stream that went silent, not even a keepalive ping, for longer
 // than the follower waits: the connection is taken for dead.
 var errIdle = errors.New("no data (not even a keepalive) on the event stream")
 
+// errStreamEnded is a stream the daemon closed cleanly (it ends streams after a
+// while, and when it shuts down): reconnecting is routine, not news.
+var errStreamEnded = errors.New("the daemon ended the event stream")
+
 // follower keeps one event stream open, reconnecting with backoff.
 type follower struct {
 	c       *client
 	print   *transitionPrinter
-	notices io.Writer // reconnects are reported here (stderr), never on the output
+	notices io.Writer // reconnects and gaps are reported here (stderr), never on the output
 
 	idle                   time.Duration
 	minBackoff, maxBackoff time.Duration
@@ -64,53 +70,50 @@ func (f *follower) run(ctx context.Context) error {
 		if connected {
 			backoff = f.minBackoff
 		}
-		fmt.Fprintf(f.notices, "berthctl: events: %v; reconnecting in %s\n", err, backoff)
+		if !connected || !errors.Is(err, errStreamEnded) {
+			fmt.Fprintf(f.notices, "berthctl: events: %v; reconnecting in %s\n", err, backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, f.maxBackoff)
+		if !connected {
+			backoff = min(2*backoff, f.maxBackoff)
+		}
 	}
 }
 
-// streamOnce opens the stream, catches up, and prints transitions until the
-// connection ends. connected reports whether the daemon answered at all (a
+// streamOnce opens the stream after the cursor and prints transitions until
+// the connection ends. connected reports whether the daemon answered at all (a
 // connection that worked resets the backoff).
 func (f *follower) streamOnce(parent context.Context) (connected bool, err error) {
 	if !f.positioned {
-		// Where "now" is, taken before subscribing: what happens between the two
-		// is then replayed, not lost.
-		page, err := f.transitions("/debug/transitions?limit=1")
+		head, err := f.newestSeq()
 		if err != nil {
 			return false, err
 		}
-		f.cursor, f.positioned = page.Next, true
+		f.cursor, f.positioned = head, true
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	req, err := f.c.debugRequest(ctx, "/debug/events")
+	uri := "/debug/events?" + url.Values{"since": {strconv.FormatUint(f.cursor, 10)}, "tree": {"0"}}.Encode()
+	req, err := f.c.debugRequest(ctx, uri)
 	if err != nil {
 		return false, &fatalError{err}
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("GET /debug/events: %w", err)
+		return false, fmt.Errorf("GET %s: %w", uri, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return true, &fatalError{&answerError{method: http.MethodGet, uri: "/debug/events", status: resp.Status, body: body}}
+		return true, &fatalError{&answerError{method: http.MethodGet, uri: uri, status: resp.Status, body: body}}
 	}
 	watchdog := time.AfterFunc(f.idle, func() { cancel(errIdle) })
 	defer watchdog.Stop()
-
-	// The stream is subscribed: anything from now on reaches it, so replaying
-	// up to now leaves no gap.
-	if err := f.catchUp(); err != nil {
-		return true, err
-	}
 	stream := newEventReader(resp.Body)
 	for {
 		ev, err := stream.next(func() { watchdog.Reset(f.idle) })
@@ -118,54 +121,56 @@ func (f *follower) streamOnce(parent context.Context) (connected bool, err error
 			if cause := context.Cause(ctx); errors.Is(cause, errIdle) {
 				return true, errIdle
 			}
-			return true, fmt.Errorf("GET /debug/events: %w", err)
-		}
-		if ev.name != "transition" {
-			continue // the tree, and whatever else the stream grows
-		}
-		if err := f.deliver(json.RawMessage(ev.data)); err != nil {
-			return true, err
-		}
-	}
-}
-
-// catchUp prints what happened after the cursor, page by page.
-func (f *follower) catchUp() error {
-	for {
-		q := url.Values{"since": {strconv.FormatUint(f.cursor, 10)}, "limit": {strconv.Itoa(catchUpPageSize)}}
-		page, err := f.transitions("/debug/transitions?" + q.Encode())
-		if err != nil {
-			return err
-		}
-		before := f.cursor
-		for _, raw := range page.Transitions {
-			if err := f.deliver(raw); err != nil {
-				return err
+			if errors.Is(err, errStreamEnded) {
+				return true, err
 			}
+			return true, fmt.Errorf("GET %s: %w", uri, err)
 		}
-		if len(page.Transitions) == 0 || f.cursor == before {
-			return nil
+		switch ev.name {
+		case "transition":
+			if err := f.deliver(json.RawMessage(ev.data)); err != nil {
+				return true, err
+			}
+		case "gap":
+			var gap struct {
+				Missed uint64 `json:"missed"`
+			}
+			_ = json.Unmarshal([]byte(ev.data), &gap)
+			f.missed(gap.Missed)
 		}
+		// Anything else (a tree, whatever the stream grows) is not ours.
 	}
 }
 
-func (f *follower) transitions(uri string) (transitionsPage, error) {
-	var page transitionsPage
-	body, err := f.c.getDebug(uri)
+// newestSeq is the seq of the daemon's newest transition (0: none yet),
+// paging through its ring oldest first.
+func (f *follower) newestSeq() (uint64, error) {
+	var since uint64
+	for {
+		page, err := f.transitions(since)
+		if err != nil {
+			return 0, err
+		}
+		if len(page.Transitions) == 0 || page.Next <= since {
+			return page.Next, nil
+		}
+		since = page.Next
+	}
+}
+
+// transitions is one page of GET /debug/transitions after since.
+func (f *follower) transitions(since uint64) (transitionsPage, error) {
+	page, err := f.c.transitionsAfter(since, transitionPageSize)
 	var refused *answerError
 	if errors.As(err, &refused) {
 		return page, &fatalError{err}
 	}
-	if err != nil {
-		return page, err
-	}
-	if err := decode(uri, body, &page); err != nil {
-		return page, &fatalError{err}
-	}
-	return page, nil
+	return page, err
 }
 
-// deliver prints a transition unless it was printed already.
+// deliver prints a transition and moves the cursor to it. The stream only
+// sends seqs after the cursor; one at or below it means berthd restarted (seq
+// starts again at 1 in every process) and the stream began its new history.
 func (f *follower) deliver(raw json.RawMessage) error {
 	var head struct {
 		Seq uint64 `json:"seq"`
@@ -175,13 +180,24 @@ func (f *follower) deliver(raw json.RawMessage) error {
 		return nil
 	}
 	if f.positioned && head.Seq <= f.cursor {
-		return nil
+		fmt.Fprintf(f.notices, "berthctl: events: seq went back from %d to %d: berthd restarted, following its new history\n", f.cursor, head.Seq)
 	}
 	if _, err := f.print.print(raw); err != nil {
-		return &fatalError{err}
+		var out *outputError
+		if errors.As(err, &out) {
+			return &fatalError{err}
+		}
+		fmt.Fprintf(f.notices, "berthctl: events: skipping a transition: %v\n", err)
+		return nil
 	}
 	f.cursor, f.positioned = head.Seq, true
 	return nil
+}
+
+func (f *follower) missed(n uint64) {
+	if n > 0 {
+		fmt.Fprintf(f.notices, "berthctl: events: %d transitions were dropped from the daemon's history before they could be sent\n", n)
+	}
 }
 
 // sseEvent is one server-sent event.
@@ -233,5 +249,5 @@ func (r *eventReader) next(onLine func()) (sseEvent, error) {
 	if err := r.s.Err(); err != nil {
 		return ev, err
 	}
-	return ev, io.ErrUnexpectedEOF
+	return ev, errStreamEnded
 }

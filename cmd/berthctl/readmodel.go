@@ -151,7 +151,10 @@ type transition struct {
 	Reason    string    `json:"reason"`
 }
 
+// transitionsPage is GET /debug/transitions. Next is the seq to ask after
+// next time; Missed counts transitions after since the ring no longer holds.
 type transitionsPage struct {
 	Transitions []json.RawMessage `json:"transitions"`
 	Next        uint64            `json:"next"`
+	Missed      uint64            `json:"missed"`
 }
