@@ -30,7 +30,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down
+.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down chromium-up
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
@@ -91,3 +91,7 @@ btrfs-down:
 registry-up:
 	@echo "== $@: the local registry"
 	bash .ci/registry-up.sh
+
+## chromium-up: install Debian's chromium when neither chromium nor chromium-browser is on PATH, and prove it runs headless (the console's browser test)
+chromium-up:
+	bash .ci/chromium-up.sh

@@ -19,6 +19,9 @@ type NodeInfo struct {
 	Status       string     `json:"status"`    // "ok" | "unresponsive"
 	Children     []NodeInfo `json:"children,omitempty"`
 	ChildPaths   []string   `json:"-"` // filled by the actor, expanded by the walker
+	// OmittedChildren is how many children a bounded rendering (the debug event
+	// stream's tree) left out; the full tree is GET /debug/actors.
+	OmittedChildren int `json:"omitted_children,omitempty"`
 }
 
 // Crash makes the receiving actor panic (debug.chaos only): the supervision tree's

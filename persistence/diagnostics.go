@@ -269,6 +269,44 @@ func (d *Diagnostics) Latest(lease string) (json.RawMessage, bool, error) {
 	return out, out != nil, nil
 }
 
+// DiagnosticsEntry is one stored blob with the time it was stored under.
+type DiagnosticsEntry struct {
+	At   time.Time
+	Blob json.RawMessage
+}
+
+// Recent returns up to n of the newest blobs stored for lease, newest first.
+func (d *Diagnostics) Recent(lease string, n int) ([]DiagnosticsEntry, error) {
+	if err := validName("lease", lease); err != nil {
+		return nil, err
+	}
+	var out []DiagnosticsEntry
+	err := d.db.View(func(tx *bolt.Tx) error {
+		out = out[:0]
+		root := tx.Bucket(bucketDiagLeases)
+		if root == nil {
+			return nil
+		}
+		lb := root.Bucket([]byte(lease))
+		if lb == nil {
+			return nil
+		}
+		c := lb.Cursor()
+		for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
+			if len(k) != 16 || v == nil {
+				continue // not this layout's key: kept for inspection, not served
+			}
+			at := time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC()
+			out = append(out, DiagnosticsEntry{At: at, Blob: append(json.RawMessage(nil), v...)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read diagnostics for %q in %s: %w", lease, d.path, err)
+	}
+	return out, nil
+}
+
 // pruneBatch bounds the deletions of one Prune transaction, so an hourly prune of a
 // large backlog never holds the writer lock (blocking Put) or dirties pages for long.
 const pruneBatch = 10000

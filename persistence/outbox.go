@@ -135,6 +135,34 @@ func (s *Store) OutboxHead(lease string) (*OutboxEntry, bool, error) {
 	return head, head != nil, nil
 }
 
+// OutboxOf returns one lease's pending rows, oldest first.
+func (s *Store) OutboxOf(lease string) ([]OutboxEntry, error) {
+	if err := validName("outbox lease", lease); err != nil {
+		return nil, err
+	}
+	var rows []OutboxEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		rows = rows[:0]
+		lb := nested(tx, bucketOutbox, lease)
+		if lb == nil {
+			return nil
+		}
+		c := lb.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			e, err := s.decodeOutbox(lease, k, v)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox of %s: %w", lease, err)
+	}
+	return rows, nil
+}
+
 // OutboxAll returns every pending row in global creation order (which is also FIFO
 // within each lease).
 func (s *Store) OutboxAll() ([]OutboxEntry, error) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/berth-dev/berth/messages"
 )
 
 // Background runs fn on its own goroutine, tracked by wg, and sends what it
@@ -41,10 +43,18 @@ func Tick(c actor.Context, ctx context.Context, wg *sync.WaitGroup, interval tim
 
 // Passes serialises an actor's background passes (reconciliation, network
 // reclamation): one runs at a time, and passes asked for meanwhile collapse into
-// one that runs right after it.
+// one that runs right after it. It also keeps the record of the last finished
+// pass (GET /debug/freshness); a restarted actor starts a new record.
 type Passes struct {
 	running bool
 	again   bool
+	started time.Time // of the running pass
+
+	finished int
+	lastAt   time.Time
+	took     time.Duration
+	err      string
+	detail   string
 }
 
 // Start runs fn as a background pass, or remembers that one was asked for.
@@ -53,7 +63,7 @@ func (p *Passes) Start(c actor.Context, wg *sync.WaitGroup, fn func() any) {
 		p.again = true
 		return
 	}
-	p.running = true
+	p.running, p.started = true, time.Now()
 	Background(c, wg, fn)
 }
 
@@ -61,6 +71,24 @@ func (p *Passes) Start(c actor.Context, wg *sync.WaitGroup, fn func() any) {
 func (p *Passes) Done() (again bool) {
 	p.running, again, p.again = false, p.again, false
 	return again
+}
+
+// Finish records how the running pass ended (err nil: ok, with the pass's own
+// summary as detail), then is Done.
+func (p *Passes) Finish(err error, detail string) (again bool) {
+	now := time.Now()
+	p.finished++
+	p.lastAt, p.took, p.err, p.detail = now, now.Sub(p.started), "", detail
+	if err != nil {
+		p.err, p.detail = err.Error(), ""
+	}
+	return p.Done()
+}
+
+// Report is the record of the last finished pass, for a GetPass.
+func (p *Passes) Report(name string, interval time.Duration) messages.PassReport {
+	return messages.PassReport{Name: name, Interval: interval, Passes: p.finished, LastAt: p.lastAt,
+		Duration: p.took, Err: p.err, Detail: p.detail, Running: p.running}
 }
 
 // InFlight is 1 while a pass runs, else 0 (for Describe).

@@ -124,23 +124,33 @@ func (a *Actor) start() error {
 	if err != nil {
 		return err
 	}
-	if err := a.listen(a.set.ListenAddr, a.deps.API, tlsConf); err != nil {
+	if err := a.listen(a.set.ListenAddr, a.deps.API, tlsConf, false); err != nil {
 		return fmt.Errorf("api listener: %w", err)
 	}
 	if a.set.DebugListenAddr != "" {
-		if err := a.listen(a.set.DebugListenAddr, a.deps.Debug, nil); err != nil {
+		// Debug requests are read-only and some are long-lived (the event stream):
+		// they end when the listener shuts down instead of holding the drain up.
+		if err := a.listen(a.set.DebugListenAddr, a.deps.Debug, nil, true); err != nil {
 			return fmt.Errorf("debug listener: %w", err)
 		}
 	}
 	return nil
 }
 
-func (a *Actor) listen(addr string, h http.Handler, tlsConf *tls.Config) error {
+// listen serves h on addr. With cancelOnShutdown every request's context is
+// canceled as soon as Shutdown begins; otherwise in-flight requests finish within
+// ShutdownGrace.
+func (a *Actor) listen(addr string, h http.Handler, tlsConf *tls.Config, cancelOnShutdown bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	srv := a.set.server(h, tlsConf)
+	if cancelOnShutdown {
+		base, cancel := context.WithCancel(context.Background())
+		srv.BaseContext = func(net.Listener) context.Context { return base }
+		srv.RegisterOnShutdown(cancel)
+	}
 	a.servers = append(a.servers, srv)
 	a.addrs = append(a.addrs, ln.Addr().String())
 	a.log.Info().Str("addr", ln.Addr().String()).Bool("tls", tlsConf != nil).Msg("listening")

@@ -177,6 +177,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.getLogs(m)
 	case *messages.GetReleases:
 		a.getReleases(m)
+	case *messages.DebugLease:
+		m.Reply <- a.debugLease()
 	case *messages.Inventory:
 		a.inventory(m)
 	case *messages.VolumeHoldDone:

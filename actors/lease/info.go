@@ -78,6 +78,7 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 // never in a callback): exit codes, OOM, health and a bounded log excerpt.
 type Capture struct {
 	Lease         string             `json:"lease_uuid"`
+	Kind          string             `json:"kind,omitempty"` // provision | runtime | maintenance (absent in captures before it was recorded)
 	OperationID   string             `json:"operation_id"`
 	MaintenanceID string             `json:"maintenance_id,omitempty"`
 	Release       int                `json:"release,omitempty"` // a failed maintenance target's release
@@ -113,6 +114,7 @@ const (
 
 // captureOf says which attempt a capture is of.
 type captureOf struct {
+	kind            string // provision | runtime | maintenance
 	reason, message string
 	generation      uint64
 	release         int    // a maintenance target's release version (0: a provision or runtime failure)
@@ -121,7 +123,7 @@ type captureOf struct {
 
 // capture writes the attempt's diagnostics; a failure to write is logged, never fatal.
 func (j *job) capture(ctx context.Context, of captureOf, cohort []dockerio.Container) {
-	c := Capture{Lease: j.lease, OperationID: j.launch.OperationID, MaintenanceID: of.maintenance, Release: of.release,
+	c := Capture{Lease: j.lease, Kind: of.kind, OperationID: j.launch.OperationID, MaintenanceID: of.maintenance, Release: of.release,
 		Generation: of.generation, At: j.now(), Reason: of.reason, Message: of.message, FailCount: j.launch.FailCount + 1}
 	budget := captureBytesPerTry
 	for _, ctr := range cohort {

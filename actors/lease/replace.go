@@ -185,7 +185,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []dockeri
 		}
 	}
 	if target := ofGeneration(cohort, m.Generation); len(target) > 0 {
-		j.capture(ctx, captureOf{reason: cause.Reason, message: cause.Message, generation: m.Generation,
+		j.capture(ctx, captureOf{kind: CaptureMaintenance, reason: cause.Reason, message: cause.Message, generation: m.Generation,
 			release: j.rel.Version, maintenance: m.ID}, target)
 	}
 	if err := j.removeExact(ctx, cohort); err != nil {

@@ -352,7 +352,7 @@ func (j *job) failAndClean(out Outcome, cohort []dockerio.Container) Outcome {
 	if cohort == nil {
 		cohort, _ = j.eng.Cohort(cctx, j.lease)
 	}
-	j.capture(cctx, captureOf{reason: out.Reason, message: out.Message, generation: j.launch.Generation}, cohort)
+	j.capture(cctx, captureOf{kind: CaptureProvision, reason: out.Reason, message: out.Message, generation: j.launch.Generation}, cohort)
 	if err := j.eng.Down(cctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
 		j.log.Warn().Err(err).Msg("remove failed attempt's containers")
 	}
@@ -629,7 +629,7 @@ func (j *job) captureRuntimeFailure(ctx context.Context) {
 	if f.OOMKilled {
 		msg += " (out of memory)"
 	}
-	j.capture(ctx, captureOf{reason: messages.ReasonContainerExited, message: msg, generation: j.launch.Generation}, cohort)
+	j.capture(ctx, captureOf{kind: CaptureRuntime, reason: messages.ReasonContainerExited, message: msg, generation: j.launch.Generation}, cohort)
 }
 
 // --- cohorts -------------------------------------------------------------------------

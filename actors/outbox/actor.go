@@ -82,6 +82,8 @@ type Actor struct {
 	inFlight map[string]bool // lease → its head is being delivered
 	queued   []string        // leases with rows waiting for a delivery slot
 	isQueued map[string]bool
+	tries    map[string]*messages.DeliveryAttempts // delivery ID → attempts of a row still queued (debug.go)
+	recent   *ring                                 // recent deliveries (debug.go)
 }
 
 var epochs atomic.Uint64
@@ -97,6 +99,8 @@ func New(store *persistence.Store, set Settings, log zerolog.Logger, met *Metric
 type delivered struct {
 	epoch uint64
 	lease string
+	row   persistence.OutboxRow
+	at    time.Time
 	err   error
 }
 
@@ -127,11 +131,18 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 		delete(a.inFlight, m.lease)
 		if m.err == nil {
+			a.remember(m.row, m.at)
 			a.enqueue(m.lease) // the next row of this lease, if any, goes at once
 		} else {
 			a.log.Warn().Str("lease_uuid", m.lease).Err(m.err).Msg("callback not delivered; kept for the sweep")
 		}
 		a.schedule(c)
+	case attempted:
+		if m.epoch == a.epoch {
+			a.record(m)
+		}
+	case *messages.DebugOutbox:
+		m.Reply <- a.debug(m.Lease)
 	}
 }
 
@@ -145,6 +156,8 @@ func (a *Actor) start(c actor.Context) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.inFlight = make(map[string]bool)
 	a.isQueued = make(map[string]bool)
+	a.tries = make(map[string]*messages.DeliveryAttempts)
+	a.recent = newRing(recentDeliveries)
 	a.queueAll()
 	a.schedule(c)
 
@@ -200,9 +213,13 @@ func (a *Actor) schedule(c actor.Context) {
 }
 
 func (a *Actor) deliver(c actor.Context, e persistence.OutboxEntry) {
-	epoch, ctx := a.epoch, a.ctx
+	epoch, ctx, now := a.epoch, a.ctx, a.set.Now
+	self, sys := c.Self(), c.ActorSystem()
 	d := &Delivery{Client: a.set.Client, Secret: a.set.Secret, Delays: a.set.Delays,
-		Deadline: a.set.Deadline, Now: a.set.Now, Observe: a.met.attempt}
+		Deadline: a.set.Deadline, Now: a.set.Now, Observe: a.met.attempt,
+		Attempted: func(_ int, at time.Time, err error) {
+			sys.Root.Send(self, attempted{epoch: epoch, lease: e.Key.Lease, deliveryID: e.Row.DeliveryID, at: at, err: err})
+		}}
 	supervisors.Background(c, &a.workers, func() any {
 		err := d.Send(ctx, e.Row)
 		if err == nil {
@@ -212,6 +229,6 @@ func (a *Actor) deliver(c actor.Context, e persistence.OutboxEntry) {
 				err = fmt.Errorf("delete delivered row: %w", derr)
 			}
 		}
-		return delivered{epoch: epoch, lease: e.Key.Lease, err: err}
+		return delivered{epoch: epoch, lease: e.Key.Lease, row: e.Row, at: now(), err: err}
 	})
 }

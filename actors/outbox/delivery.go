@@ -23,6 +23,9 @@ type Delivery struct {
 	Deadline time.Duration   // 2 m 15 s across all attempts
 	Now      func() time.Time
 	Observe  func(outcome string)
+	// Attempted, when set, is told after every attempt: its number within this
+	// Send, when it ended, and its error (nil: delivered).
+	Attempted func(n int, at time.Time, err error)
 }
 
 // Attempt outcomes, for berth_callback_attempts_total{outcome}.
@@ -51,6 +54,9 @@ func (d *Delivery) Send(ctx context.Context, row persistence.OutboxRow) error {
 			}
 		}
 		last = d.attempt(ctx, row)
+		if d.Attempted != nil {
+			d.Attempted(i+1, d.Now(), last)
+		}
 		if last == nil {
 			return nil
 		}

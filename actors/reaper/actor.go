@@ -109,17 +109,21 @@ func (a *Actor) Receive(c actor.Context) {
 			return
 		}
 		a.done++
+		detail := ""
 		if m.err != nil {
 			a.last = "error: " + m.err.Error()
 			a.deps.Metrics.sweeps.WithLabelValues("error").Inc()
 			a.log.Warn().Err(m.err).Msg("retention sweep failed")
 		} else {
-			a.last = fmt.Sprintf("ok: %d reaped, %d held, %d pruned, %d unaccounted", m.res.Reaped, m.res.Held, m.res.Pruned, m.res.Unaccounted)
+			detail = fmt.Sprintf("%d reaped, %d held, %d pruned, %d unaccounted", m.res.Reaped, m.res.Held, m.res.Pruned, m.res.Unaccounted)
+			a.last = "ok: " + detail
 			a.deps.Metrics.sweeps.WithLabelValues("ok").Inc()
 		}
-		if a.passes.Done() {
+		if a.passes.Finish(m.err, detail) {
 			a.pass(c)
 		}
+	case *messages.GetPass:
+		m.Reply <- a.passes.Report("reaper", a.set.Interval)
 	}
 }
 

@@ -97,15 +97,19 @@ func (a *Actor) Receive(c actor.Context) {
 		if m.epoch != a.epoch {
 			return
 		}
+		detail := ""
 		if m.err != nil {
 			a.last = "error: " + m.err.Error()
 			a.log.Warn().Err(m.err).Msg("network reclamation pass incomplete")
 		} else {
-			a.last = fmt.Sprintf("ok: %d removed", m.removed)
+			detail = fmt.Sprintf("%d networks removed", m.removed)
+			a.last = "ok: " + detail
 		}
-		if a.passes.Done() {
+		if a.passes.Finish(m.err, detail) {
 			a.pass(c)
 		}
+	case *messages.GetPass:
+		m.Reply <- a.passes.Report("reclaimer", a.set.Interval)
 	}
 }
 

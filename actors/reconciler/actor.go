@@ -121,19 +121,23 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 		a.done++
 		a.deps.Metrics.observe(m.res, m.err, a.deps.Now())
+		detail := ""
 		if m.err != nil {
 			a.last = "error: " + m.err.Error()
 			a.log.Warn().Err(m.err).Msg("reconciliation pass failed")
 		} else {
-			a.last = fmt.Sprintf("ok: %d leases, %d containers, %d removed, %d left, %d unaccounted",
+			detail = fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
 				m.res.Leases, m.res.Containers, m.res.Removed, m.res.Backlog, m.res.Unaccounted)
+			a.last = "ok: " + detail
 			// Only a complete pass makes accounting whole.
 			a.deps.Tree.Send(a.set.RegistryPath, messages.Recovered{})
 		}
 		a.deps.Tree.Send(a.set.RegistryPath, messages.RetryStopped{})
-		if a.passes.Done() {
+		if a.passes.Finish(m.err, detail) {
 			a.pass(c)
 		}
+	case *messages.GetPass:
+		m.Reply <- a.passes.Report("reconciler", a.set.Interval)
 	}
 }
 

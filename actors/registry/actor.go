@@ -55,6 +55,9 @@ type Deps struct {
 	Now       func() time.Time
 	// Phase records how long a startup phase took (berth_startup_phase_seconds).
 	Phase func(phase string, d time.Duration)
+	// Transitions is the ring of recent lease transitions (GET /debug/transitions);
+	// nil = a DefaultTransitions ring made on first use.
+	Transitions *Transitions
 }
 
 // entry is one lease the registry knows about.
@@ -69,6 +72,12 @@ type entry struct {
 	stopped  bool // the actor stopped without closing (restart limit): shown unknown
 	respawn  bool // a new admission arrived while the old actor was still stopping
 	deciding bool // a maintenance was forwarded: no replacement until the lease reports
+
+	// admitted: admitted by this incarnation and not reported yet, so its first
+	// report is its admission in the transition ring.
+	admitted bool
+	// shown is the status the transition ring last recorded for it.
+	shown string
 }
 
 // Actor is the registry actor.
@@ -129,6 +138,10 @@ func (a *Actor) Receive(c actor.Context) {
 		m.Reply <- a.getProvision(m.Lease)
 	case *messages.ListProvisions:
 		m.Reply <- a.list(m)
+	case *messages.DebugLeases:
+		m.Reply <- a.debugLeases(m)
+	case *messages.DebugTransitions:
+		m.Reply <- a.transitions().Since(m.Since, m.Limit)
 	case *messages.GetStats:
 		if !a.ready {
 			// Until recovery has joined journals with Docker the ledger is not whole.
@@ -147,6 +160,7 @@ func (a *Actor) Receive(c actor.Context) {
 		m.Reply <- a.health()
 	case messages.LeaseReport:
 		if e, ok := a.leases[m.Lease]; ok && m.Admission >= e.report.Admission {
+			a.noteReport(e, m)
 			e.report, e.reported, e.deciding = m, true, false
 			a.restoreReport(m)
 		}
@@ -267,6 +281,7 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 		c.Send(e.pid, lease.Reprovision{})
 	} else {
 		a.spawn(c, spec)
+		a.leases[spec.Lease].admitted = true
 	}
 	a.log.Info().Str("lease_uuid", spec.Lease).Uint64("admission", spec.Admission).Bool("replacing", replacing).
 		Int("instances", spec.Instances()).Msg("lease admitted")
@@ -536,6 +551,7 @@ func (a *Actor) terminated(c actor.Context, m *actor.Terminated) {
 		// Stopped past its restart limit: hold it as unknown, keep its reservation;
 		// the reconciler's next pass retries it.
 		e.stopped = true
+		a.note(e, shownUnknown, "lease actor stopped after repeated failures")
 		a.log.Error().Str("lease_uuid", e.id).Msg("lease actor stopped after repeated failures; lease shown unknown")
 	}
 }

@@ -201,7 +201,8 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
 	}
 	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now,
-		Phase: func(p string, took time.Duration) { phases.record(p, took) },
+		Phase:       func(p string, took time.Duration) { phases.record(p, took) },
+		Transitions: registry.NewTransitions(registry.DefaultTransitions),
 		Settings: &registry.Settings{
 			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
 			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
@@ -237,6 +238,9 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 	apiHandler := api.Handler(&api.Deps{Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath,
 		Verifier: verifier, Callbacks: callbacks, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
 		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: now})
+	debugHandler := debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: string(cfg.Debug.Token),
+		RegistryPath: registryPath, OutboxPath: outboxPath, PassPaths: []string{reconcilerPath, reclaimerPath, reaperPath},
+		Store: d.store, Diag: d.diag, Now: now})
 
 	return []supervisors.Spec{
 		{Name: "registry", Kind: "registry", Producer: registry.New(registryDeps), MailboxLimit: 1024,
@@ -263,7 +267,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 				OrphanConfirmations: cfg.RetentionOrphanConfirmations, PassTimeout: 10 * time.Minute,
 				RegistryPath: registryPath, VolumeHoldPath: volumeHoldPath}})},
 		{Name: "facade", Kind: "facade", Producer: facade.New(&facade.Deps{Tree: tree, API: apiHandler,
-			Debug: debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: string(cfg.Debug.Token)}), Log: log, Settings: &facade.Settings{
+			Debug: debugHandler, Log: log, Settings: &facade.Settings{
 				ListenAddr: cfg.ListenAddr, DebugListenAddr: cfg.DebugListenAddr, TLSCertFile: cfg.TLSCertFile,
 				TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile, TLSClientAllowed: cfg.TLSClientAllowedNames,
 				ShutdownGrace: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second}})},

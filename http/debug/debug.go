@@ -1,7 +1,11 @@
 // Package debug serves the operator's debug listener: the live actor tree
 // (GET /debug/actors as JSON, ?format=text or ?format=dot), pprof, and — only with
-// debug.chaos and debug.token — POST /debug/chaos/crash?actor=<path>. With
-// debug.token every endpoint requires "Authorization: Bearer <token>".
+// debug.chaos and debug.token — POST /debug/chaos/crash?actor=<path>; the
+// operator's read-only JSON API (leases, a lease's history, the callback outbox,
+// background-pass freshness, recent transitions, and a Server-Sent Events stream)
+// and the console page over it (GET /). With debug.token every endpoint requires
+// "Authorization: Bearer <token>"; the console page alone also takes it as
+// ?token=, which its script then sends as that header.
 package debug
 
 import (
@@ -16,6 +20,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -27,11 +32,30 @@ type Options struct {
 	// "Authorization: Bearer <token>". The chaos endpoint always requires it: with
 	// no token configured it cannot be used.
 	Token string
+
+	// What the operator's API reads; unset paths answer 503 (no such actor).
+	RegistryPath string   // lease rows, transitions, releases
+	OutboxPath   string   // delivery attempts and recent deliveries
+	PassPaths    []string // background actors answering GetPass (reconciler, reclaimer, reaper)
+	// Store and Diag are read directly (read-only transactions): a lease's
+	// journal, queued outbox rows, stored failure captures. Nil: not served.
+	Store *persistence.Store
+	Diag  *persistence.Diagnostics
+
+	Now        func() time.Time // nil = time.Now
+	AskTimeout time.Duration    // how long a handler waits for an actor (0 = 5 s)
+	// The event stream's cadences (0 = 2 s tree, 500 ms transitions) and lifetime
+	// (0 = 30 min, after which the client reconnects).
+	TreeEvery      time.Duration
+	TransitionPoll time.Duration
+	StreamLifetime time.Duration
 }
 
 // Handler builds the debug mux.
 func Handler(tree *supervisors.Tree, opts Options) http.Handler {
+	s := newServer(tree, opts)
 	mux := http.NewServeMux()
+	s.routes(mux)
 	mux.HandleFunc("GET /debug/actors", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
@@ -82,7 +106,7 @@ func Handler(tree *supervisors.Tree, opts Options) http.Handler {
 	}
 	want := sha256.Sum256([]byte(opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !bearer(r, want) {
+		if !bearer(r, want) && !consoleToken(r, want) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="berthd debug"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or invalid debug token"})
 			return
@@ -99,7 +123,22 @@ func bearer(r *http.Request, want [sha256.Size]byte) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return sameToken(strings.TrimSpace(token), want)
+}
+
+// consoleToken reports whether r is GET / (the console page, which a browser
+// opens by URL and so cannot send a header) carrying ?token=<token>. Only the
+// page takes it there; its script sends the header on every call it makes.
+func consoleToken(r *http.Request, want [sha256.Size]byte) bool {
+	if r.URL.Path != "/" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return false
+	}
+	token := r.URL.Query().Get("token")
+	return token != "" && sameToken(token, want)
+}
+
+func sameToken(token string, want [sha256.Size]byte) bool {
+	got := sha256.Sum256([]byte(token))
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 

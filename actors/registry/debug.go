@@ -1,0 +1,118 @@
+package registry
+
+import (
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
+)
+
+// The registry's part of the operator's debug API: lease rows from its read
+// model, and the ring of recent transitions.
+
+// Shown statuses of the transition ring beyond the lease's own.
+const (
+	shownUnknown = messages.StatusUnknown // the lease actor was stopped past its restart limit
+)
+
+// noteReport records the transition a lease's report makes, if any. The first
+// report after a registry (re)start only sets where the lease is: its history
+// before that is not this incarnation's to tell. The first report of a lease
+// admitted here is its admission (from "").
+func (a *Actor) noteReport(e *entry, m messages.LeaseReport) {
+	to := m.Status
+	if m.Info.Status == messages.StatusUnknown {
+		to = shownUnknown // a lease whose journal could not be read
+	}
+	a.note(e, to, m.Info.Reason)
+}
+
+// note records e moving to status to.
+func (a *Actor) note(e *entry, to, reason string) {
+	if e.shown == to {
+		return
+	}
+	if e.shown != "" || e.admitted {
+		a.transitions().Add(a.deps.Now(), e.id, e.shown, to, reason)
+	}
+	e.shown, e.admitted = to, false
+}
+
+func (a *Actor) transitions() *Transitions {
+	if a.deps.Transitions == nil {
+		a.deps.Transitions = NewTransitions(DefaultTransitions)
+	}
+	return a.deps.Transitions
+}
+
+// debugLeases builds the rows DebugLeases asks for: live leases (a stopped one
+// as unknown), then retained ones no live lease shadows.
+func (a *Actor) debugLeases(m *messages.DebugLeases) messages.DebugLeasesReply {
+	var out messages.DebugLeasesReply
+	keep := func(r messages.LeaseRow) {
+		if m.Status != "" && r.Status != m.Status && r.LeaseStatus != m.Status {
+			return
+		}
+		if m.Tenant != "" && r.Tenant != m.Tenant {
+			return
+		}
+		out.Rows = append(out.Rows, r)
+	}
+	for id, e := range a.leases {
+		if e.closed || m.Lease != "" && id != m.Lease {
+			continue
+		}
+		spec := e.spec.Load()
+		row := leaseRow(a.view(e), spec)
+		row.LeaseStatus = string(lease.Reserved)
+		if e.reported {
+			row.LeaseStatus = e.report.Status
+		}
+		switch {
+		case e.stopped:
+			row.LeaseStatus = shownUnknown
+		case e.pid != nil:
+			row.Actor = e.pid.Id
+		}
+		keep(row)
+	}
+	for id, r := range a.st.Retentions {
+		if m.Lease != "" && id != m.Lease {
+			continue
+		}
+		if e := a.leases[id]; e != nil && !e.closed {
+			continue
+		}
+		row := leaseRow(retainedView(r), nil)
+		row.LeaseStatus = messages.StatusRetained
+		row.Message = "retention record " + r.Status
+		keep(row)
+	}
+	return out
+}
+
+// leaseRow is a lease's read model as a debug row; services carry the spec's
+// names only (the lease actor adds its instances).
+func leaseRow(info messages.ProvisionInfo, spec *lease.Spec) messages.LeaseRow {
+	row := messages.LeaseRow{
+		LeaseUUID: info.LeaseUUID, Tenant: info.Tenant, ProviderUUID: info.ProviderUUID, Status: info.Status,
+		CreatedAt: info.CreatedAt, FailCount: info.FailCount, Reason: info.Reason, Message: info.Message,
+		TerminalBudget: messages.TerminalBudget{Verdict: "retry"},
+		Items:          make([]messages.DebugItem, 0, len(info.Items)),
+		Services:       []messages.DebugService{},
+	}
+	if info.TerminalBudget != nil {
+		row.TerminalBudget = *info.TerminalBudget
+	}
+	for _, it := range info.Items {
+		row.Items = append(row.Items, messages.DebugItem{SKU: it.SKU, Quantity: it.Quantity, ServiceName: it.ServiceName})
+	}
+	if !info.RetainedUntil.IsZero() {
+		until := info.RetainedUntil
+		row.RetainedUntil = &until
+	}
+	if spec != nil {
+		for _, svc := range spec.Services {
+			row.Services = append(row.Services, messages.DebugService{Name: svc.Name, Instances: []messages.DebugInstance{}})
+		}
+	}
+	return row
+}

@@ -1,0 +1,232 @@
+package debug
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
+)
+
+// leaseAskTimeout bounds each lease actor's answer when rows are filled in; one
+// that is slower is shown without instances (instances_error) rather than holding
+// the whole list up.
+const leaseAskTimeout = time.Second
+
+// leaseAskParallel bounds the lease actors asked at once.
+const leaseAskParallel = 32
+
+// statuses a ?status= filter may name: the wire statuses and the leases' own.
+var statuses = []string{
+	messages.StatusProvisioning, messages.StatusReady, messages.StatusFailing, messages.StatusFailed,
+	messages.StatusUnknown, messages.StatusRestarting, messages.StatusUpdating, messages.StatusDeprovisioning,
+	messages.StatusRetained, string(lease.Reserved), string(lease.Closed),
+}
+
+// leases is GET /debug/leases?status=S&tenant=T: {"leases": [LeaseRow…]}, newest first.
+func (s *server) leases(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status := q.Get("status")
+	if status != "" && !slices.Contains(statuses, status) {
+		writeError(w, messages.Refuse(messages.ErrBadRequest, "status must be one of %s", strings.Join(statuses, ", ")))
+		return
+	}
+	rows, err := s.leaseRows(r.Context(), messages.DebugLeases{Status: status, Tenant: q.Get("tenant")})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sort.Slice(rows, func(i, k int) bool {
+		if !rows[i].CreatedAt.Equal(rows[k].CreatedAt) {
+			return rows[i].CreatedAt.After(rows[k].CreatedAt)
+		}
+		return rows[i].LeaseUUID < rows[k].LeaseUUID
+	})
+	writeJSON(w, http.StatusOK, struct {
+		Leases []messages.LeaseRow `json:"leases"`
+	}{rows})
+}
+
+// leaseRows asks the registry for rows, then every row's lease actor for its
+// instances (in parallel, bounded), and stamps their age.
+func (s *server) leaseRows(ctx context.Context, q messages.DebugLeases) ([]messages.LeaseRow, error) {
+	rep, err := ask(s, ctx, s.opts.RegistryPath, func(c chan<- messages.DebugLeasesReply) any {
+		q.Reply = c
+		return &q
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ask the registry: %w", err)
+	}
+	rows := rep.Rows
+	if rows == nil {
+		rows = []messages.LeaseRow{}
+	}
+	sem := make(chan struct{}, leaseAskParallel)
+	var wg sync.WaitGroup
+	for i := range rows {
+		if rows[i].Actor == "" {
+			continue
+		}
+		wg.Add(1)
+		go func(row *messages.LeaseRow) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s.fillInstances(ctx, row)
+		}(&rows[i])
+	}
+	wg.Wait()
+	now := s.opts.Now()
+	for i := range rows {
+		if !rows[i].CreatedAt.IsZero() {
+			rows[i].AgeSeconds = seconds(now.Sub(rows[i].CreatedAt))
+		}
+	}
+	return rows, nil
+}
+
+// fillInstances asks a row's lease actor for its services and instances.
+func (s *server) fillInstances(ctx context.Context, row *messages.LeaseRow) {
+	rep, err := askWithin(s, ctx, row.Actor, leaseAskTimeout, func(c chan<- messages.DebugLeaseReply) any {
+		return &messages.DebugLease{Reply: c}
+	})
+	if err != nil {
+		row.InstancesError = "lease actor did not answer: " + err.Error()
+		return
+	}
+	row.LeaseStatus = rep.LeaseStatus
+	if rep.Services != nil {
+		row.Services = rep.Services
+	}
+}
+
+// leaseHistory is GET /debug/leases/{lease}: the lease's row, its journal
+// summarised, its callbacks, releases and stored diagnostics. A lease is known
+// while the registry has it, its stream exists (a closed lease keeps its closed
+// receipt) or diagnostics of it are stored; otherwise 404.
+func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("lease")
+	if !messages.ValidLeaseID(id) {
+		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
+		return
+	}
+	if s.opts.Store == nil {
+		writeError(w, messages.Refuse(messages.ErrUnavailable, "no state store to read"))
+		return
+	}
+	ctx := r.Context()
+	rows, err := s.leaseRows(ctx, messages.DebugLeases{Lease: id})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	hist, err := lease.LoadHistory(s.opts.Store, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	diags, err := lease.DiagnosticSummaries(s.opts.Diag, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(rows) == 0 && hist.State == nil && len(diags) == 0 {
+		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
+		return
+	}
+	out := messages.LeaseHistory{Events: hist.Events, CompactedBeforeSeq: hist.CompactedBefore, Diagnostics: diags}
+	if len(rows) > 0 {
+		out.Lease = rows[0]
+	} else {
+		out.Lease = hist.Row(id)
+		if !out.Lease.CreatedAt.IsZero() {
+			out.Lease.AgeSeconds = seconds(s.opts.Now().Sub(out.Lease.CreatedAt))
+		}
+	}
+	if out.Callbacks, err = s.callbacksOf(ctx, id); err != nil {
+		writeError(w, err)
+		return
+	}
+	out.Releases, out.ReleasesError = s.releasesOf(ctx, id)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// callbacksOf is a lease's queued rows (from the store, with the attempts the
+// outbox actor counted) followed by the deliveries it remembers.
+func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCallback, error) {
+	rows, err := s.opts.Store.OutboxOf(id)
+	if err != nil {
+		return nil, err
+	}
+	// Attempts are the outbox actor's; when it cannot answer the rows still show.
+	book, _ := ask(s, ctx, s.opts.OutboxPath, func(c chan<- messages.DebugOutboxReply) any {
+		return &messages.DebugOutbox{Lease: id, Reply: c}
+	})
+	out := make([]messages.DebugCallback, 0, len(rows)+len(book.Delivered))
+	queued := make(map[string]bool, len(rows))
+	for _, e := range rows {
+		queued[e.Row.DeliveryID] = true
+		cb := messages.DebugCallback{DeliveryID: e.Row.DeliveryID, Kind: e.Row.Kind, Status: bodyStatus(e.Row.Body),
+			URLPath: urlPath(e.Row.URL), CreatedAt: e.Row.CreatedAt, State: messages.CallbackQueued}
+		if t, ok := book.Attempts[e.Row.DeliveryID]; ok {
+			cb.Attempts, cb.LastError = t.Attempts, t.LastError
+			cb.LastAttemptAt = timePtr(t.LastAttemptAt)
+		}
+		out = append(out, cb)
+	}
+	for _, d := range book.Delivered {
+		if queued[d.DeliveryID] {
+			continue // delivered but its row not yet deleted: still queued
+		}
+		out = append(out, messages.DebugCallback{DeliveryID: d.DeliveryID, Kind: d.Kind, Status: d.Status, URLPath: d.URLPath,
+			CreatedAt: d.CreatedAt, State: messages.CallbackDelivered, Attempts: d.Attempts, LastError: d.LastError,
+			LastAttemptAt: timePtr(d.LastAttemptAt), DeliveredAt: timePtr(d.DeliveredAt)})
+	}
+	sort.SliceStable(out, func(i, k int) bool { return out[i].CreatedAt.Before(out[k].CreatedAt) })
+	return out, nil
+}
+
+// releasesOf is GET /releases/{lease}'s list: empty for a lease with none
+// (closed, or unknown to the registry), and why when it could not be read.
+func (s *server) releasesOf(ctx context.Context, id string) ([]messages.Release, string) {
+	rep, err := ask(s, ctx, s.opts.RegistryPath, func(c chan<- messages.ReleasesReply) any {
+		return &messages.GetReleases{Lease: id, Reply: c}
+	})
+	if err == nil {
+		err = rep.Err
+	}
+	switch {
+	case errors.Is(err, messages.ErrNotFound):
+		return []messages.Release{}, ""
+	case err != nil:
+		return []messages.Release{}, err.Error()
+	case rep.Releases == nil:
+		return []messages.Release{}, ""
+	}
+	return rep.Releases, ""
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// urlPath is the path of a callback URL: it tells provision from lifecycle
+// callbacks without the host or the query.
+func urlPath(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Path
+}

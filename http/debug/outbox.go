@@ -1,0 +1,86 @@
+package debug
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// outbox is GET /debug/outbox: the queued callback rows by lease, the lease with
+// the oldest row first, each with its head row's attempts as the outbox actor
+// counted them. The rows are read from the store; the attempts are the actor's
+// memory (reset by its restart), and when it cannot answer the rows still show.
+func (s *server) outbox(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Store == nil {
+		writeError(w, messages.Refuse(messages.ErrUnavailable, "no state store to read"))
+		return
+	}
+	rows, err := s.opts.Store.OutboxAll()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	book, askErr := ask(s, r.Context(), s.opts.OutboxPath, func(c chan<- messages.DebugOutboxReply) any {
+		return &messages.DebugOutbox{Reply: c}
+	})
+	out := summarizeOutbox(rows, book, s.opts.Now())
+	type page struct {
+		messages.OutboxSummary
+		// AttemptsError says why attempts are missing (the outbox actor did not answer).
+		AttemptsError string `json:"attempts_error,omitempty"`
+	}
+	p := page{OutboxSummary: out}
+	if askErr != nil {
+		p.AttemptsError = askErr.Error()
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// summarizeOutbox groups rows (in creation order, as OutboxAll returns them) by
+// lease: count, kinds, the head row (the oldest: only it is ever attempted) and
+// its attempts. Leases are sorted by their oldest row, oldest first.
+func summarizeOutbox(rows []persistence.OutboxEntry, book messages.DebugOutboxReply, now time.Time) messages.OutboxSummary {
+	out := messages.OutboxSummary{TotalQueued: len(rows), Leases: []messages.OutboxLease{}}
+	byLease := map[string]int{}
+	for _, e := range rows {
+		i, ok := byLease[e.Key.Lease]
+		if !ok {
+			i = len(out.Leases)
+			byLease[e.Key.Lease] = i
+			l := messages.OutboxLease{LeaseUUID: e.Key.Lease, OldestAt: e.Row.CreatedAt, Kinds: map[string]int{}}
+			if t, ok := book.Attempts[e.Row.DeliveryID]; ok {
+				l.Attempts, l.LastError, l.LastAttemptAt = t.Attempts, t.LastError, timePtr(t.LastAttemptAt)
+			}
+			out.Leases = append(out.Leases, l)
+		}
+		l := &out.Leases[i]
+		l.Queued++
+		l.Kinds[e.Row.Kind]++
+		if e.Row.CreatedAt.Before(l.OldestAt) {
+			l.OldestAt = e.Row.CreatedAt
+		}
+	}
+	for i := range out.Leases {
+		out.Leases[i].OldestAgeSeconds = seconds(now.Sub(out.Leases[i].OldestAt))
+	}
+	sort.SliceStable(out.Leases, func(i, k int) bool {
+		if !out.Leases[i].OldestAt.Equal(out.Leases[k].OldestAt) {
+			return out.Leases[i].OldestAt.Before(out.Leases[k].OldestAt)
+		}
+		return out.Leases[i].LeaseUUID < out.Leases[k].LeaseUUID
+	})
+	return out
+}
+
+// bodyStatus is the "status" of a callback body ("" when it has none).
+func bodyStatus(body json.RawMessage) string {
+	var cb struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(body, &cb)
+	return cb.Status
+}

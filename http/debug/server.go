@@ -1,0 +1,80 @@
+package debug
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// server holds what the operator's API handlers share. Handlers never touch actor
+// memory: they ask actors (supervisors.Ask, buffered replies) and read the store
+// in read-only transactions, so a slow debug client never holds an actor up.
+type server struct {
+	tree *supervisors.Tree
+	opts Options
+}
+
+func newServer(tree *supervisors.Tree, opts Options) *server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.AskTimeout <= 0 {
+		opts.AskTimeout = 5 * time.Second
+	}
+	if opts.TreeEvery <= 0 {
+		opts.TreeEvery = 2 * time.Second
+	}
+	if opts.TransitionPoll <= 0 {
+		opts.TransitionPoll = 500 * time.Millisecond
+	}
+	if opts.StreamLifetime <= 0 {
+		opts.StreamLifetime = 30 * time.Minute
+	}
+	return &server{tree: tree, opts: opts}
+}
+
+// routes adds the operator's API and the console to mux.
+func (s *server) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/leases", s.leases)
+	mux.HandleFunc("GET /debug/leases/{lease}", s.leaseHistory)
+	mux.HandleFunc("GET /debug/outbox", s.outbox)
+	mux.HandleFunc("GET /debug/freshness", s.freshness)
+	mux.HandleFunc("GET /debug/transitions", s.transitions)
+	mux.HandleFunc("GET /debug/events", s.events)
+	mux.HandleFunc("GET /{$}", s.console)
+}
+
+// ask asks the actor at path, bounded by the request and AskTimeout.
+func ask[R any](s *server, ctx context.Context, path string, build func(chan<- R) any) (R, error) {
+	return askWithin(s, ctx, path, s.opts.AskTimeout, build)
+}
+
+func askWithin[R any](s *server, ctx context.Context, path string, timeout time.Duration, build func(chan<- R) any) (R, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
+	defer cancel()
+	return supervisors.Ask(ctx, s.tree, path, timeout, build)
+}
+
+// writeError answers err as {"error": …}: 404 for ErrNotFound, 400 for
+// ErrBadRequest, 503 for an actor that is busy, missing or did not answer, else 500.
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, messages.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, messages.ErrBadRequest):
+		status = http.StatusBadRequest
+	case errors.Is(err, messages.ErrBusy), errors.Is(err, messages.ErrUnavailable),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+// seconds is d in seconds, never negative (clocks of different actors).
+func seconds(d time.Duration) float64 { return max(d.Seconds(), 0) }
