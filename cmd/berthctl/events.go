@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/berth-dev/berth/messages"
 )
 
 // events follows live lease transitions from the debug listener's event
@@ -110,8 +112,8 @@ func (e *outputError) Error() string { return e.err.Error() }
 func (e *outputError) Unwrap() error { return e.err }
 
 // print writes one transition and returns it decoded.
-func (p *transitionPrinter) print(raw json.RawMessage) (transition, error) {
-	var tr transition
+func (p *transitionPrinter) print(raw json.RawMessage) (messages.Transition, error) {
+	var tr messages.Transition
 	if err := json.Unmarshal(raw, &tr); err != nil {
 		return tr, fmt.Errorf("unexpected transition %s: %w", raw, err)
 	}

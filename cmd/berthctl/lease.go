@@ -41,7 +41,7 @@ func (c *client) lease(args []string) error {
 	if err != nil {
 		return err
 	}
-	var detail leaseDetail
+	var detail leaseHistory
 	if err := decode(uri, raw, &detail); err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func withField(obj []byte, key string, value []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func printLease(out io.Writer, d leaseDetail, info *messages.LeaseInfo) error {
+func printLease(out io.Writer, d leaseHistory, info *messages.LeaseInfo) error {
 	l := d.Lease
 	created := timestamp(l.CreatedAt)
 	if !l.CreatedAt.IsZero() {
@@ -137,7 +137,11 @@ func printLease(out io.Writer, d leaseDetail, info *messages.LeaseInfo) error {
 		return err
 	}
 
-	if err := section(out, "releases", len(d.Releases), func(t *table) {
+	releases := "releases"
+	if d.ReleasesError != "" {
+		releases = "releases (unavailable: " + d.ReleasesError + ")"
+	}
+	if err := section(out, releases, len(d.Releases), func(t *table) {
 		t.row("VERSION", "STATUS", "CREATED", "OPERATION", "REASON")
 		for _, r := range d.Releases {
 			t.row("v"+strconv.Itoa(r.Version), r.Status, timestamp(r.CreatedAt), releaseOperation(r), r.Reason)
@@ -156,9 +160,9 @@ func printLease(out io.Writer, d leaseDetail, info *messages.LeaseInfo) error {
 	}
 
 	if err := section(out, "diagnostics", len(d.Diagnostics), func(t *table) {
-		t.row("KIND", "INSTANCE", "AT", "SIZE")
+		t.row("KIND", "INSTANCE", "AT", "SIZE", "STATE", "REASON")
 		for _, dg := range d.Diagnostics {
-			t.row(dg.Kind, dg.Service+"/"+strconv.Itoa(dg.Index), timestamp(dg.At), byteSize(dg.Bytes))
+			t.row(dg.Kind, dg.Service+"/"+strconv.Itoa(dg.Index), timestamp(dg.At), byteSize(int64(dg.Bytes)), dg.State, dg.Reason)
 		}
 	}); err != nil {
 		return err
@@ -201,10 +205,10 @@ func releaseOperation(r releaseRow) string {
 }
 
 // itemsWithSKU is a lease's items as "app×2 docker-small, db×1 docker-large".
-func itemsWithSKU(items []messages.LeaseItem) string {
+func itemsWithSKU(items []messages.DebugItem) string {
 	parts := make([]string, 0, len(items))
 	for _, it := range items {
-		parts = append(parts, itemsSummary([]messages.LeaseItem{it})+" "+it.SKU)
+		parts = append(parts, itemsSummary([]messages.DebugItem{it})+" "+it.SKU)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -214,27 +218,26 @@ type containerRow struct {
 	index   int
 	id      string
 	status  string
-	ports   map[string]portBinding
+	ports   map[string]messages.PortBinding
 }
 
 // leaseContainers is the lease's containers by service and index: from
 // GET /info when the lease is ready, else the read model's instances (a failed
 // or provisioning lease has none in /info); source says which, when not /info.
-func leaseContainers(l leaseRow, info *messages.LeaseInfo) ([]containerRow, string) {
+func leaseContainers(l messages.LeaseRow, info *messages.LeaseInfo) ([]containerRow, string) {
 	var rows []containerRow
 	source := ""
 	if info != nil {
 		for name, svc := range info.Services {
 			for _, in := range svc.Instances {
-				ports := make(map[string]portBinding, len(in.Ports))
-				for k, p := range in.Ports {
-					ports[k] = portBinding{HostIP: p.HostIP, HostPort: flexString(p.HostPort)}
-				}
-				rows = append(rows, containerRow{service: name, index: in.InstanceIndex, id: in.ContainerID, status: in.Status, ports: ports})
+				rows = append(rows, containerRow{service: name, index: in.InstanceIndex, id: in.ContainerID, status: in.Status, ports: in.Ports})
 			}
 		}
 	} else {
 		source = " (the read model's; GET /info answers only while ready)"
+		if l.InstancesError != "" {
+			source = " (unavailable: " + l.InstancesError + ")"
+		}
 		for _, svc := range l.Services {
 			for _, in := range svc.Instances {
 				rows = append(rows, containerRow{service: svc.Name, index: in.Index, id: in.ContainerID, status: in.State, ports: in.Ports})

@@ -25,7 +25,7 @@ func leaseDetailFixture(status string) string {
  "releases":[
   {"version":1,"image":"stack","status":"superseded","created_at":"2025-03-01T10:00:00Z","manifest":"e30=","operation_id":"op-1"},
   {"version":2,"image":"stack","status":"active","created_at":"2025-03-01T10:00:02Z","manifest":"e30=","maintenance_id":"m-2"}],
- "diagnostics":[{"kind":"logs","service":"web","index":0,"at":"2025-03-01T10:00:03Z","bytes":2048}]}`
+ "diagnostics":[{"kind":"provision","service":"web","index":0,"at":"2025-03-01T10:00:03Z","bytes":2048,"reason":"ContainerExited","state":"exited"}]}`
 }
 
 const leaseInfoFixture = `{"host":"127.0.0.1","instances":[],"services":{"web":{"instances":[
@@ -48,8 +48,8 @@ CREATED               KIND         STATUS   STATE      ATTEMPTS  LAST ERROR
 2025-03-01T10:00:02Z  maintenance  failed   queued     2         callback answered 500 Internal Server Error
 
 diagnostics:
-KIND  INSTANCE  AT                    SIZE
-logs  web/0     2025-03-01T10:00:03Z  2.0 KiB
+KIND       INSTANCE  AT                    SIZE     STATE   REASON
+provision  web/0     2025-03-01T10:00:03Z  2.0 KiB  exited  ContainerExited
 `
 
 func leaseBlock(status string) string {
@@ -110,6 +110,21 @@ func TestLease_EmptySectionsSayNone(t *testing.T) {
 	}
 	for _, s := range []string{"events: none", "releases: none", "callbacks: none", "diagnostics: none", "containers (the read model's; GET /info answers only while ready): none"} {
 		if !strings.Contains(got, "\n"+s+"\n") {
+			t.Fatalf("no %q in\n%s", s, got)
+		}
+	}
+}
+
+func TestLease_SaysWhatTheReadModelCouldNotRead(t *testing.T) {
+	f := newFakeDaemon(t)
+	f.on("/debug/leases/"+leaseID, `{"lease":{"lease_uuid":"`+leaseID+`","status":"failing","instances_error":"lease actor did not answer: busy"},
+ "events":[],"callbacks":[],"releases":[],"diagnostics":[],"releases_error":"registry busy"}`)
+	got, err := f.run("lease", leaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"\nreleases (unavailable: registry busy): none\n", "\ncontainers (unavailable: lease actor did not answer: busy): none\n"} {
+		if !strings.Contains(got, s) {
 			t.Fatalf("no %q in\n%s", s, got)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/berth-dev/berth/messages"
 )
 
 // leases lists the live leases from the debug read model (GET /debug/leases),
@@ -60,8 +62,8 @@ func (c *client) leases(args []string) error {
 // hostPorts is every published port of a lease as "32768->8080/tcp", by
 // service, instance and container port; an instance of a multi-instance
 // lease is named, "web/1:32769->8080/tcp", so the ports can be told apart.
-func hostPorts(services []serviceRow) string {
-	services = append([]serviceRow(nil), services...)
+func hostPorts(services []messages.DebugService) string {
+	services = append([]messages.DebugService(nil), services...)
 	sort.SliceStable(services, func(i, j int) bool { return services[i].Name < services[j].Name })
 	total := 0
 	for _, s := range services {
@@ -69,7 +71,7 @@ func hostPorts(services []serviceRow) string {
 	}
 	var parts []string
 	for _, s := range services {
-		instances := append([]instanceRow(nil), s.Instances...)
+		instances := append([]messages.DebugInstance(nil), s.Instances...)
 		sort.SliceStable(instances, func(i, j int) bool { return instances[i].Index < instances[j].Index })
 		for _, in := range instances {
 			for _, p := range portList(in.Ports) {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+
+	"github.com/berth-dev/berth/messages"
 )
 
 // outbox shows the callbacks still queued, per lease (GET /debug/outbox): how
@@ -31,7 +33,7 @@ func (c *client) outbox(args []string) error {
 	if *output == outputJSON {
 		return writeRawJSON(c.out, body)
 	}
-	var page outboxPage
+	var page messages.OutboxSummary
 	if err := decode(uri, body, &page); err != nil {
 		return err
 	}

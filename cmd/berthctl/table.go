@@ -181,8 +181,8 @@ func byteSize(n int64) string {
 }
 
 // budget is the terminal budget verdict with its streak, "retry (1)".
-func budget(b *messages.TerminalBudget) string {
-	if b == nil {
+func budget(b messages.TerminalBudget) string {
+	if b.Verdict == "" {
 		return "-"
 	}
 	return fmt.Sprintf("%s (%d)", b.Verdict, b.ConsecutiveFailures)
@@ -190,7 +190,7 @@ func budget(b *messages.TerminalBudget) string {
 
 // itemsSummary is a lease's items as "web×2,db×1"; an unnamed lone item is
 // service "app" (CONTRACT.md).
-func itemsSummary(items []messages.LeaseItem) string {
+func itemsSummary(items []messages.DebugItem) string {
 	parts := make([]string, 0, len(items))
 	for _, it := range items {
 		name := it.ServiceName
@@ -204,9 +204,11 @@ func itemsSummary(items []messages.LeaseItem) string {
 
 // portsSummary renders published ports like docker ps, "32768->8080/tcp",
 // ordered by container port, joined by ",".
-func portsSummary(ports map[string]portBinding) string { return strings.Join(portList(ports), ",") }
+func portsSummary(ports map[string]messages.PortBinding) string {
+	return strings.Join(portList(ports), ",")
+}
 
-func portList(ports map[string]portBinding) []string {
+func portList(ports map[string]messages.PortBinding) []string {
 	keys := make([]string, 0, len(ports))
 	for k := range ports {
 		keys = append(keys, k)
@@ -215,7 +217,7 @@ func portList(ports map[string]portBinding) []string {
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		if p := ports[k]; p.HostPort != "" {
-			parts = append(parts, string(p.HostPort)+"->"+k)
+			parts = append(parts, p.HostPort+"->"+k)
 		} else {
 			parts = append(parts, k)
 		}
