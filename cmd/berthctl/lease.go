@@ -131,7 +131,8 @@ func printLease(out io.Writer, d leaseHistory, info *messages.LeaseInfo) error {
 	if err := section(out, heading, len(d.Events), func(t *table) {
 		t.row("SEQ", "TIME", "TYPE", "SUMMARY")
 		for _, e := range d.Events {
-			t.row(strconv.FormatUint(e.Seq, 10), timestampMilli(e.At), e.Type, e.Summary)
+			// The read model's summaries may repeat the type the column already shows.
+			t.row(strconv.FormatUint(e.Seq, 10), timestampMilli(e.At), e.Type, strings.TrimPrefix(e.Summary, e.Type+": "))
 		}
 	}); err != nil {
 		return err

@@ -16,7 +16,7 @@ func leaseDetailFixture(status string) string {
   "items":[{"sku":"docker-small","quantity":1,"service_name":"web"}],
   "services":[{"name":"web","instances":[{"index":0,"container_id":"0123456789abcdef0123","state":"exited","image":"img","ports":{}}]}]},
  "events":[
-  {"seq":65,"type":"provision.started","at":"2025-03-01T10:00:00.012Z","summary":"generation 1, release v1","data":{}},
+  {"seq":65,"type":"provision.started","at":"2025-03-01T10:00:00.012Z","summary":"provision.started: generation 1, release v1","data":{}},
   {"seq":66,"type":"provision.succeeded","at":"2025-03-01T10:00:01.5Z","summary":"v1 active","data":{}}],
  "compacted_before_seq":65,
  "callbacks":[
