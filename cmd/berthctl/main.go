@@ -85,6 +85,18 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		c.secret = s
 	}
 	switch rest[0] {
+	case "leases":
+		return c.leases(rest[1:])
+	case "lease":
+		return c.lease(rest[1:])
+	case "tree":
+		return c.tree(rest[1:])
+	case "outbox":
+		return c.outbox(rest[1:])
+	case "events":
+		return c.events(rest[1:])
+	case "retentions":
+		return c.retentions(rest[1:])
 	case "provision":
 		return c.provision(rest[1:])
 	case "deprovision":
@@ -135,18 +147,6 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		return err
 	case "callbacks":
 		return c.callbacks(rest[1:])
-	case "leases":
-		return c.leases(rest[1:])
-	case "lease":
-		return c.lease(rest[1:])
-	case "tree":
-		return c.tree(rest[1:])
-	case "outbox":
-		return c.outbox(rest[1:])
-	case "events":
-		return c.events(rest[1:])
-	case "retentions":
-		return c.retentions(rest[1:])
 	}
 	return fmt.Errorf("unknown command %q", rest[0])
 }
