@@ -79,8 +79,9 @@ func TestConfig_TakesAddressesSecretAndTokenFromBerthdsFile(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	t.Cleanup(other.Close)
 	out.Reset()
-	if err := run([]string{"-config", cfg, "-api", other.URL, "get", "/provisions"}, nil, &out); err != nil {
-		t.Fatal(err)
+	// berthctl exits 1 on a non-2xx answer, after printing it.
+	if err := run([]string{"-config", cfg, "-api", other.URL, "get", "/provisions"}, nil, &out); err == nil {
+		t.Fatal("a 418 answer did not make berthctl fail")
 	}
 	if !strings.Contains(out.String(), "418") {
 		t.Fatalf("-api did not win over listen_addr: %q", out.String())

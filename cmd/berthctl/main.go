@@ -12,6 +12,17 @@
 //	berthctl [global flags] callbacks [-listen ADDR]  receive and verify callbacks, print them
 //	berthctl [global flags] doctor [-o table|json]   read-only checks of the host and the daemon
 //
+// The operator's views, each an aligned table or with -o json the daemon's data:
+//
+//	berthctl [global flags] leases [-status S] [-tenant T]   every live lease
+//	berthctl [global flags] lease UUID          status, journal, releases, callbacks, diagnostics, containers
+//	berthctl [global flags] tree                the actor tree
+//	berthctl [global flags] outbox              callbacks still queued, per lease
+//	berthctl [global flags] events [-since SEQ] [-n N]   follow lease transitions (or print the last N)
+//	berthctl [global flags] retentions          retained data of closed leases
+//
+// Any answer other than a 2xx makes berthctl exit 1, after printing it.
+//
 // Global flags: -api URL (default http://127.0.0.1:9001), -debug URL (default
 // http://127.0.0.1:9002), -secret-file FILE (default ./var/berth/callback-secret;
 // BERTH_CALLBACK_SECRET overrides), -debug-token TOKEN (debug.token, sent as a
@@ -30,6 +41,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -66,7 +78,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|leases|lease|tree|outbox|retentions|events …")
 	}
 	var daemon *daemonConfig
 	if *configFile != "" {
@@ -79,7 +91,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		}
 	}
 	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
-	needSecret := rest[0] != "actors" && rest[0] != "doctor"
+	needSecret := rest[0] != "doctor" && !debugOnly[rest[0]]
 	if needSecret {
 		s, err := resolveSecret(global, daemon, *secretFile)
 		if err != nil {
@@ -88,6 +100,18 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		c.secret = s
 	}
 	switch rest[0] {
+	case "leases":
+		return c.leases(rest[1:])
+	case "lease":
+		return c.lease(rest[1:])
+	case "tree":
+		return c.tree(rest[1:])
+	case "outbox":
+		return c.outbox(rest[1:])
+	case "events":
+		return c.events(rest[1:])
+	case "retentions":
+		return c.retentions(rest[1:])
 	case "provision":
 		return c.provision(rest[1:])
 	case "deprovision":
@@ -130,19 +154,11 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		if err := fs.Parse(rest[1:]); err != nil {
 			return err
 		}
-		req, err := http.NewRequest(http.MethodGet, c.debug+"/debug/actors?format="+*format, nil)
+		body, err := c.getDebug("/debug/actors?format=" + url.QueryEscape(*format))
 		if err != nil {
 			return err
 		}
-		if c.debugToken != "" {
-			req.Header.Set("Authorization", "Bearer "+c.debugToken)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, err = io.Copy(out, resp.Body)
+		_, err = c.out.Write(body)
 		return err
 	case "callbacks":
 		return c.callbacks(rest[1:])
@@ -170,15 +186,19 @@ func readBody(args []string, stdin io.Reader) ([]byte, error) {
 	return io.ReadAll(stdin)
 }
 
-// do sends a signed request and prints the status and body.
+// do sends a signed request and prints the status and body; an answer other
+// than a 2xx is an error once printed, so scripts see exit 1.
 func (c *client) do(method, uri string, body []byte) error {
 	status, data, err := c.call(method, uri, body)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s %s: %w", method, uri, err)
 	}
 	fmt.Fprintf(c.out, "%s\n%s", status, data)
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		fmt.Fprintln(c.out)
+	}
+	if !success(status) {
+		return fmt.Errorf("%s %s: %s", method, uri, status)
 	}
 	return nil
 }

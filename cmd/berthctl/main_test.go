@@ -107,11 +107,43 @@ func TestWrongSecret_IsRefusedByTheServer(t *testing.T) {
 	srv, reqs, _ := server(t)
 	t.Setenv("BERTH_CALLBACK_SECRET", strings.Repeat("x", 64))
 	var out bytes.Buffer
-	if err := run([]string{"-api", srv.URL, "get", "/provisions"}, nil, &out); err != nil {
-		t.Fatal(err)
+	err := run([]string{"-api", srv.URL, "get", "/provisions"}, nil, &out)
+	// The answer is printed, and the refusal is an error: berthctl exits 1.
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a 401 answer: err %v, want one naming the 401", err)
 	}
-	if len(*reqs) != 0 || !strings.Contains(out.String(), "401") {
-		t.Fatalf("a wrong key got through: %q", out.String())
+	if len(*reqs) != 0 || !strings.Contains(out.String(), "401") || !strings.Contains(out.String(), "invalid signature") {
+		t.Fatalf("a wrong key got through, or the answer was not printed: %q", out.String())
+	}
+}
+
+func TestNon2xx_ExitsNonZeroForEveryRequest(t *testing.T) {
+	v := &hmac.Verifier{Secret: []byte(secret)}
+	api := httptest.NewServer(v.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":"close pending","code":"lifecycle_pending"}`))
+	})))
+	t.Cleanup(api.Close)
+	dbg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":"format must be json, text or dot"}`))
+	}))
+	t.Cleanup(dbg.Close)
+	for _, args := range [][]string{
+		{"deprovision", "-lease", "6f1c1c8e-8a52-4a4f-9f0c-2a9a3c1f7b10"},
+		{"post", "/restart", "-"},
+		{"get", "/stats"},
+		{"provision", "-image", "127.0.0.1:5000/x:1"},
+		{"actors", "-format", "svg"},
+	} {
+		var out bytes.Buffer
+		err := run(append([]string{"-api", api.URL, "-debug", dbg.URL, "-secret-file", secretFile(t)}, args...), strings.NewReader("{}"), &out)
+		if err == nil {
+			t.Fatalf("%v: a refused request exited 0\n%s", args, out.String())
+		}
+		if shown := out.String() + err.Error(); !strings.Contains(shown, `"error"`) {
+			t.Fatalf("%v: the answer was not printed: %q / %v", args, out.String(), err)
+		}
 	}
 }
 

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"strconv"
+	"strings"
+
+	"github.com/berth-dev/berth/messages"
+)
+
+// tree shows the live actor tree (GET /debug/actors) as a table, one actor a
+// row, indented under its parent in the order the parent lists its children
+// (the root's are its spawn order).
+func (c *client) tree(args []string) error {
+	fs := flag.NewFlagSet("tree", flag.ContinueOnError)
+	output := outputFlag(fs)
+	rest, err := parseWithArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return errors.New("usage: berthctl tree [-o table|json]")
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	const uri = "/debug/actors?format=json"
+	body, err := c.getDebug(uri)
+	if err != nil {
+		return err
+	}
+	if *output == outputJSON {
+		return writeRawJSON(c.out, body)
+	}
+	var root messages.NodeInfo
+	if err := decode(uri, body, &root); err != nil {
+		return err
+	}
+	t := newTable(c.out, "ACTOR", "KIND", "STATUS", "MAILBOX", "RESTARTS", "IN-FLIGHT", "STATE")
+	var walk func(n messages.NodeInfo, depth int)
+	walk = func(n messages.NodeInfo, depth int) {
+		t.indentedRow(depth, actorName(n.Path), n.Kind, n.Status, strconv.Itoa(n.MailboxDepth),
+			strconv.Itoa(n.Restarts), strconv.Itoa(n.InFlight), n.State)
+		for _, child := range n.Children {
+			walk(child, depth+1)
+		}
+	}
+	walk(root, 0)
+	return t.flush()
+}
+
+// actorName is the last element of an actor's path ("lease-<uuid>" of
+// "root/registry/lease-<uuid>"); the indentation shows the rest.
+func actorName(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
