@@ -129,8 +129,30 @@ func (t *Tree) Stop(ctx context.Context) error {
 // PID returns the PID of the actor at path (which need not exist).
 func (t *Tree) PID(path string) *actor.PID { return t.System.NewLocalPID(path) }
 
-// Send delivers msg to the actor at path.
-func (t *Tree) Send(path string, msg any) { t.System.Root.Send(t.PID(path), msg) }
+// AddProcess registers a bare protoactor process (a test's stand-in for an
+// actor) at path, in protoactor's registry and in the directory, so Send and
+// Ask reach it.
+func (t *Tree) AddProcess(path, kind string, p actor.Process) (*actor.PID, bool) {
+	pid, added := t.System.ProcessRegistry.Add(p, path)
+	if added {
+		t.Dir.put(&Node{Path: path, Kind: kind})
+	}
+	return pid, added
+}
+
+// Send delivers msg to the actor at path, once the tree has registered it. An
+// actor is reachable in protoactor's process registry a moment before its
+// mailbox is wired (SpawnNamed adds it, then registers the handlers): a sibling
+// sending in that window races the spawn. The directory entry is written after
+// SpawnNamed returns, so a message to an actor not in it yet is dropped, as one
+// to an absent actor would be (dead letters) — every recipient does at start
+// what such a message asks.
+func (t *Tree) Send(path string, msg any) {
+	if _, ok := t.Dir.Get(path); !ok {
+		return
+	}
+	t.System.Root.Send(t.PID(path), msg)
+}
 
 func (t *Tree) onSystemEvent(evt any) {
 	ev, ok := evt.(*actor.SupervisorEvent)

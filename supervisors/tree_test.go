@@ -3,6 +3,7 @@ package supervisors
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -303,5 +304,46 @@ func TestDescribeTree_ListsChildrenAndMarksUnresponsive(t *testing.T) {
 	}
 	if b.Path != "root/b" || b.Kind != "beta" || b.Status != "unresponsive" {
 		t.Fatalf("b = %+v", b)
+	}
+}
+
+// recordingProcess is a bare process that records what it is sent.
+type recordingProcess struct {
+	mu   sync.Mutex
+	msgs []any
+}
+
+func (p *recordingProcess) SendUserMessage(_ *actor.PID, m any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msgs = append(p.msgs, m)
+}
+func (p *recordingProcess) SendSystemMessage(*actor.PID, any) {}
+func (p *recordingProcess) Stop(*actor.PID)                   {}
+
+func (p *recordingProcess) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.msgs)
+}
+
+// TestSend_OnlyToRegisteredActors: protoactor makes a process reachable a moment
+// before its mailbox is wired, so Send delivers only to what the tree has
+// registered — a process protoactor knows but the directory does not is not
+// sent to; once registered (AddProcess, or a finished Spawn) it is.
+func TestSend_OnlyToRegisteredActors(t *testing.T) {
+	tree := newTestTree(t, Options{})
+	early := &recordingProcess{}
+	if _, ok := tree.System.ProcessRegistry.Add(early, RootPath+"/half-spawned"); !ok {
+		t.Fatal("path taken")
+	}
+	tree.Send(RootPath+"/half-spawned", "hello")
+	registered := &recordingProcess{}
+	if _, ok := tree.AddProcess(RootPath+"/stand-in", "probe", registered); !ok {
+		t.Fatal("path taken")
+	}
+	tree.Send(RootPath+"/stand-in", "hello")
+	if early.count() != 0 || registered.count() != 1 {
+		t.Fatalf("delivered %d to the unregistered process and %d to the registered one, want 0 and 1", early.count(), registered.count())
 	}
 }

@@ -204,7 +204,7 @@ func TestWatcher_HeldDispatcher_ReaderNeverStalls_DropsCounted(t *testing.T) {
 		noRegistry: true,
 	})
 	g := &gateProcess{gate: make(chan struct{})}
-	if _, added := h.tree.System.ProcessRegistry.Add(g, registryPath); !added {
+	if _, added := h.tree.AddProcess(registryPath, "probe", g); !added {
 		t.Fatalf("registry path already taken")
 	}
 	var once sync.Once
