@@ -19,6 +19,28 @@ func ValidLeaseID(s string) bool { return messages.ValidLeaseID(s) }
 // maxFieldLen bounds free-text request fields (tenant, provider, URLs).
 const maxFieldLen = 2048
 
+// checkCommonFields checks what provision and restore requests share — field
+// lengths, items present, the callback URLs under the callback policy — and
+// returns the lifecycle URL (given, or derived from callback_url).
+func (s *Settings) checkCommonFields(tenant, provider string, items int, callbackURL, lifecycleURL string) (string, error) {
+	if len(tenant) > maxFieldLen || len(provider) > maxFieldLen {
+		return "", messages.Refuse(messages.ErrBadRequest, "tenant or provider_uuid too long")
+	}
+	if items == 0 {
+		return "", messages.Refuse(messages.ErrBadRequest, "items must not be empty")
+	}
+	if err := s.Callbacks.CheckURLField("callback_url", callbackURL); err != nil {
+		return "", err
+	}
+	if lifecycleURL == "" {
+		return DeriveLifecycleURL(callbackURL), nil
+	}
+	if err := s.Callbacks.CheckURLField("lifecycle_callback_url", lifecycleURL); err != nil {
+		return "", err
+	}
+	return lifecycleURL, nil
+}
+
 // prepare validates a provision request and builds its frozen spec (without an
 // admission number). It is pure: nothing is reserved or written. Every refusal is a
 // *messages.Refusal, so the wire status follows from its kind.
@@ -26,19 +48,8 @@ func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease
 	if !ValidLeaseID(req.LeaseUUID) {
 		return nil, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID")
 	}
-	if len(req.Tenant) > maxFieldLen || len(req.ProviderUUID) > maxFieldLen {
-		return nil, messages.Refuse(messages.ErrBadRequest, "tenant or provider_uuid too long")
-	}
-	if len(req.Items) == 0 {
-		return nil, messages.Refuse(messages.ErrBadRequest, "items must not be empty")
-	}
-	if err := s.Callbacks.CheckURLField("callback_url", req.CallbackURL); err != nil {
-		return nil, err
-	}
-	lifecycle := req.LifecycleCallbackURL
-	if lifecycle == "" {
-		lifecycle = DeriveLifecycleURL(req.CallbackURL)
-	} else if err := s.Callbacks.CheckURLField("lifecycle_callback_url", lifecycle); err != nil {
+	lifecycle, err := s.checkCommonFields(req.Tenant, req.ProviderUUID, len(req.Items), req.CallbackURL, req.LifecycleCallbackURL)
+	if err != nil {
 		return nil, err
 	}
 	if req.Payload == "" {

@@ -181,19 +181,8 @@ func (s *Settings) prepareRestore(req messages.RestoreRequest, rec *Retention, n
 	if req.LeaseUUID == req.FromLeaseUUID {
 		return nil, messages.Refuse(messages.ErrBadRequest, "a lease cannot be restored into itself")
 	}
-	if len(req.Tenant) > maxFieldLen || len(req.ProviderUUID) > maxFieldLen {
-		return nil, messages.Refuse(messages.ErrBadRequest, "tenant or provider_uuid too long")
-	}
-	if len(req.Items) == 0 {
-		return nil, messages.Refuse(messages.ErrBadRequest, "items must not be empty")
-	}
-	if err := s.Callbacks.CheckURLField("callback_url", req.CallbackURL); err != nil {
-		return nil, err
-	}
-	lifecycle := req.LifecycleCallbackURL
-	if lifecycle == "" {
-		lifecycle = DeriveLifecycleURL(req.CallbackURL)
-	} else if err := s.Callbacks.CheckURLField("lifecycle_callback_url", lifecycle); err != nil {
+	lifecycle, err := s.checkCommonFields(req.Tenant, req.ProviderUUID, len(req.Items), req.CallbackURL, req.LifecycleCallbackURL)
+	if err != nil {
 		return nil, err
 	}
 	// Nothing retained that this tenant may claim: a bare 422, whatever the reason
