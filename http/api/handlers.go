@@ -305,10 +305,10 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// restore answers what is true: this berthd retains nothing on close, so there is
-// never anything to restore from — the contract's bare 422 (no body, no code), after
-// the request is authenticated and well-formed. Never a 501: providerd counts
-// those as backend failures and opens its circuit breaker.
+// restore is POST /restore: the registry admits it against the source's
+// retention record (202 {"status":"restoring"}). Nothing retained that this
+// tenant may claim is the contract's bare 422; a source already being restored a
+// bare 409; a demote its data does not fit 422 demote_exceeds_tier.
 func (s *server) restore(w http.ResponseWriter, r *http.Request) {
 	var req messages.RestoreRequest
 	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
