@@ -820,17 +820,17 @@ func TestDecide_Close_PreemptsAnAdmissionNotYetStarted(t *testing.T) {
 // TestDecide_TornDown: the teardown worker's result.
 func TestDecide_TornDown(t *testing.T) {
 	runDecide(t, []decideRow{
-		{name: "done: the closed receipt, the deprovisioned lifecycle callback, answer and tell the registry", j: jDeprovisioning(),
+		{name: "done: the closed receipt, the deprovisioned lifecycle callback, tell the registry, then answer", j: jDeprovisioning(),
 			in:     lease.TornDown{},
 			events: []wantEvent{evOf(lease.EvClosed, func(t *testing.T, p lease.ClosedEv) { eq(t, "admission", p.Admission, uint64(1)) })},
-			cbs:    []wantCB{lifeCB(messages.CallbackDeprovisioned, "")}, effects: fx(lease.Answer{}, lease.TellClosed{}), status: lease.Closed,
+			cbs:    []wantCB{lifeCB(messages.CallbackDeprovisioned, "")}, effects: fx(lease.TellClosed{}, lease.Answer{}), status: lease.Closed,
 			check: func(t *testing.T, st *lease.State) {
 				eq(t, "closed admission", st.ClosedAdmission, uint64(1))
 				eq(t, "releases", len(st.Releases), 0)
 			}},
 		{name: "the close of a pre-empted provision completes the same way", j: jProvisioning().close(), in: lease.TornDown{},
 			events: []wantEvent{evType(lease.EvClosed)}, cbs: []wantCB{lifeCB(messages.CallbackDeprovisioned, "")},
-			effects: fx(lease.Answer{}, lease.TellClosed{}), status: lease.Closed},
+			effects: fx(lease.TellClosed{}, lease.Answer{}), status: lease.Closed},
 		{name: "an error: try again after the teardown retry", j: jDeprovisioning(), in: lease.TornDown{Err: errors.New("docker: connection refused")},
 			effects: fx(waitTeardown)},
 		{name: "not deprovisioning: nothing", j: jReady(), in: lease.TornDown{}},

@@ -1155,7 +1155,10 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 	return Decision{
 		Events:    []persistence.Event{event(EvClosed, env.Now, closed)},
 		Callbacks: []Callback{{Status: messages.CallbackDeprovisioned, Lifecycle: true, Retained: closed.Retention != nil}},
-		Effects:   []Effect{Answer{}, TellClosed{}},
+		// The registry hears first: its mailbox then holds the release before any
+		// request the deprovision's 200 lets the caller make (GET /stats, a provision
+		// into the freed capacity).
+		Effects: []Effect{TellClosed{}, Answer{}},
 	}
 }
 
