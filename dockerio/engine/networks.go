@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -23,12 +22,18 @@ const poolExhaustedMarker = "could not find an available, non-overlapping IPv4 a
 // EnsureNetwork returns the ID of the lease network fred-<lease>, creating it when
 // absent. An existing network of that name is used only when it carries exactly
 // our ownership labels; anything else fails with dockerio.ErrForeignNetwork and is
-// never touched. Docker allows duplicate network names, so calls for one lease
-// are serialised here and the name is re-checked after a create: when two of ours
-// exist (another process raced us), the oldest is kept and the empty surplus
-// removed. Across processes this cannot be atomic: a racing creator that lost
-// may still return its removed network; the launch's by-ID verification then
-// fails with ErrNotFound and the next attempt converges on the survivor.
+// never touched.
+//
+// The create comes first: a new lease (the common case) costs one request, and
+// the caller's launch verifies the network by its exact ID right before Compose
+// attaches to it. The SDK asks a pre-1.44 daemon to refuse a duplicate name, so a
+// name already held answers 409, and only then is the name looked up (our network
+// is reused, the oldest of ours kept and an empty surplus removed; anything else
+// is foreign). Calls for one lease are serialised here, and one installation runs
+// one berthd (the data-dir lock and the location-bound identity), so a duplicate
+// of ours can only come from a daemon's best-effort duplicate check losing a race
+// with another installation's create — whose network is then foreign — or from an
+// earlier process; the next attempt's create meets the 409 and converges.
 func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (string, error) {
 	if spec.Lease == "" {
 		return "", fmt.Errorf("ensure network: empty lease")
@@ -48,72 +53,37 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 	}
 	defer unlock()
 
-	id, err := e.findLeaseNetwork(ctx, name, spec, "")
-	if err != nil || id != "" {
-		return id, err
-	}
-
-	created, err := e.docker.NetworkCreate(ctx, name, network.CreateOptions{
-		Driver: "bridge",
-		Labels: labels.Network(spec),
-	})
-	switch {
-	case err != nil && strings.Contains(err.Error(), poolExhaustedMarker):
-		return "", fmt.Errorf("create network %s: %w: %w", name, dockerio.ErrAddressPoolExhausted, err)
-	case err != nil && !isConflict(err):
-		return "", dockerErr("create network "+name, err)
-	case err == nil:
-		// Not found here means a concurrent creator already removed ours as its
-		// surplus: an older one exists, and the re-checks below find it.
-		if err := e.verifyNetwork(ctx, created.ID, name, spec); err != nil && !errors.Is(err, dockerio.ErrNotFound) {
-			return "", err
+	for attempt := 1; ; attempt++ {
+		created, err := e.docker.NetworkCreate(ctx, name, network.CreateOptions{
+			Driver: "bridge",
+			Labels: labels.Network(spec),
+		})
+		switch {
+		case err == nil:
+			return created.ID, nil
+		case strings.Contains(err.Error(), poolExhaustedMarker):
+			return "", fmt.Errorf("create network %s: %w: %w", name, dockerio.ErrAddressPoolExhausted, err)
+		case !isConflict(err):
+			return "", dockerErr("create network "+name, err)
 		}
-	}
-	// A conflict means someone else created the name between our list and create;
-	// either way, the re-checks below decide which network the lease uses. A
-	// concurrent creator's network can become visible in a list a moment after
-	// ours, so the answer counts only once two checks a short pause apart agree.
-	var prev string
-	for attempt := 0; ; attempt++ {
-		id, err = e.findLeaseNetwork(ctx, name, spec, created.ID)
-		if err != nil {
-			return "", err
+		// The name is held: by our network of an earlier attempt, or by someone else.
+		id, err := e.findLeaseNetwork(ctx, name, spec)
+		if err != nil || id != "" {
+			return id, err
 		}
-		if id == "" {
-			return "", fmt.Errorf("ensure network %s: %w: vanished right after create", name, dockerio.ErrNotFound)
-		}
-		// Our own create succeeded and the name resolves to exactly it: no other
-		// creator is in play (same-process callers are serialised per lease), so the
-		// settle pause would only add latency to every new lease.
-		if attempt == 0 && id == created.ID {
-			return id, nil
-		}
-		if id == prev || attempt == networkSettleChecks {
-			return id, nil
-		}
-		prev = id
-		select {
-		case <-time.After(networkSettlePause):
-		case <-ctx.Done():
-			return "", fmt.Errorf("ensure network %s: %w", name, ctx.Err())
+		// Released between the create and the look-up: create again.
+		if attempt == 3 {
+			return "", fmt.Errorf("ensure network %s: %w: the name is refused at create yet nothing holds it", name, dockerio.ErrNotFound)
 		}
 	}
 }
 
-// Re-checks after a create: at most networkSettleChecks more, networkSettlePause apart.
-const (
-	networkSettleChecks = 5
-	networkSettlePause  = 100 * time.Millisecond
-)
-
 // findLeaseNetwork looks name up exactly. It returns "" when no network has the
 // name, ErrForeignNetwork when any holder is not ours, else the oldest of ours
-// (verified by ID), removing our empty surplus duplicates. justCreated is the
-// network this call created, if any: it is removed when it turns out surplus or
-// when a foreign network shares its name.
-func (e *Engine) findLeaseNetwork(ctx context.Context, name string, spec dockerio.NetworkSpec, justCreated string) (string, error) {
+// (verified by ID), removing our empty surplus duplicates.
+func (e *Engine) findLeaseNetwork(ctx context.Context, name string, spec dockerio.NetworkSpec) (string, error) {
 	for attempt := 1; ; attempt++ {
-		id, err := e.findLeaseNetworkOnce(ctx, name, spec, justCreated)
+		id, err := e.findLeaseNetworkOnce(ctx, name, spec)
 		// The chosen network vanished between list and verify: a concurrent
 		// creator removed it as its surplus. Look again.
 		if errors.Is(err, dockerio.ErrNotFound) && attempt < 3 && ctx.Err() == nil {
@@ -123,7 +93,7 @@ func (e *Engine) findLeaseNetwork(ctx context.Context, name string, spec dockeri
 	}
 }
 
-func (e *Engine) findLeaseNetworkOnce(ctx context.Context, name string, spec dockerio.NetworkSpec, justCreated string) (string, error) {
+func (e *Engine) findLeaseNetworkOnce(ctx context.Context, name string, spec dockerio.NetworkSpec) (string, error) {
 	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
 	if err != nil {
 		return "", dockerErr("list networks named "+name, err)
@@ -135,9 +105,6 @@ func (e *Engine) findLeaseNetworkOnce(ctx context.Context, name string, spec doc
 			continue
 		}
 		if !ownedLeaseNetwork(n, owner) {
-			if justCreated != "" {
-				e.removeSurplusNetwork(ctx, justCreated, name)
-			}
 			return "", fmt.Errorf("network %s (%s): %w", name, trimID(n.ID), dockerio.ErrForeignNetwork)
 		}
 		ours = append(ours, n)
