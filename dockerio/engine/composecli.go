@@ -91,16 +91,18 @@ type runtimeVersioner interface {
 	RuntimeVersion(ctx context.Context) (string, error)
 }
 
-// ensureCompose readies compose for a call: the engine must answer, and compose's
-// API-version cache must hold a good value.
+// ensureCompose readies compose for its first call: the engine must answer, and
+// compose's API-version cache must then hold a good value. Once primed, nothing is
+// asked of Docker here (an engine gone later fails compose's own requests, which
+// classify as ErrUnavailable).
 func (e *Engine) ensureCompose(ctx context.Context) error {
-	if err := e.Ping(ctx); err != nil {
-		return err
-	}
 	e.composeMu.Lock()
 	defer e.composeMu.Unlock()
 	if e.composeReady {
 		return nil
+	}
+	if err := e.Ping(ctx); err != nil {
+		return err
 	}
 	rv, ok := e.compose.(runtimeVersioner)
 	if !ok {
