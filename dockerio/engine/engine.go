@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/berth-dev/berth/dockerio"
 )
@@ -50,8 +51,11 @@ type Engine struct {
 	opts     Options
 	log      zerolog.Logger
 
-	netLocks leaseLocks // serialises EnsureNetwork per lease (Docker allows duplicate names)
-	users    userCache  // image ID + user → numeric uid/gid (imageuser.go)
+	netLocks leaseLocks  // serialises EnsureNetwork per lease (Docker allows duplicate names)
+	users    userCache   // image ID + user → numeric uid/gid (imageuser.go)
+	images   *imageCache // image inspect answers by content ID (launchfacts.go)
+
+	resolving singleflight.Group // tag → its registry's digest, one round trip for concurrent callers
 
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value
@@ -118,7 +122,8 @@ func New(opts Options) (*Engine, error) {
 		}
 		opts.Logger.Warn().Err(perr).Str("api_version", pinnedAPIVersion).Msg("docker not reachable at start; API version pinned")
 	}
-	cli, err := newComposeCLI(docker)
+	images := &imageCache{}
+	cli, err := newComposeCLI(&composeAPI{APIClient: docker, images: images})
 	if err != nil {
 		_ = docker.Close()
 		return nil, fmt.Errorf("compose cli: %w", err)
@@ -133,6 +138,7 @@ func New(opts Options) (*Engine, error) {
 		compose: compose.NewComposeService(cli, compose.WithPrompt(func(string, bool) (bool, error) { return false, nil })),
 		opts:    opts,
 		log:     opts.Logger.With().Str("component", "dockerio").Logger(),
+		images:  images,
 	}
 	return e, nil
 }

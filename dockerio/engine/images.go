@@ -10,8 +10,10 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
@@ -59,10 +61,25 @@ func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageIn
 		}
 	} else {
 		tagged := reference.TagNameOnly(named)
-		dist, err := e.docker.DistributionInspect(pctx, tagged.String(), "")
-		if err != nil {
-			return dockerio.ImageInfo{}, e.pullErr(ctx, pctx, "resolve "+tagged.String()+" through its registry", err)
+		// Concurrent provisions of one tag share one registry round trip: each
+		// caller's answer is the registry's, asked after that caller arrived or at
+		// most one round trip before.
+		shared := e.resolving.DoChan(tagged.String(), func() (any, error) {
+			// Not one caller's ctx: its cancellation must not fail the others.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(pctx), e.opts.PullTimeout)
+			defer cancel()
+			return e.docker.DistributionInspect(sctx, tagged.String(), "")
+		})
+		var res singleflight.Result
+		select {
+		case res = <-shared:
+		case <-pctx.Done():
+			res.Err = pctx.Err()
 		}
+		if res.Err != nil {
+			return dockerio.ImageInfo{}, e.pullErr(ctx, pctx, "resolve "+tagged.String()+" through its registry", res.Err)
+		}
+		dist := res.Val.(registry.DistributionInspect)
 		if err := dist.Descriptor.Digest.Validate(); err != nil {
 			return dockerio.ImageInfo{}, fmt.Errorf("resolve %s: %w: registry answered no usable digest: %w", tagged, dockerio.ErrImagePull, err)
 		}
@@ -87,6 +104,7 @@ func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (docker
 	resp, err := e.docker.ImageInspect(ctx, pin.ID)
 	switch {
 	case err == nil && resp.ID == pin.ID:
+		e.images.put(resp)
 		return e.admitWithUser(ctx, resp, pin.Digest)
 	case err != nil && !isNotFound(err):
 		return dockerio.ImageInfo{}, dockerErr("inspect pinned image "+trimID(pin.ID), err)
@@ -129,6 +147,7 @@ func (e *Engine) presentByDigest(ctx, pctx context.Context, pinned reference.Can
 	name := pinned.String()
 	resp, err := e.docker.ImageInspect(pctx, name)
 	if err == nil {
+		e.images.put(resp)
 		return resp, nil
 	}
 	if !isNotFound(err) {
@@ -140,6 +159,7 @@ func (e *Engine) presentByDigest(ctx, pctx context.Context, pinned reference.Can
 	if resp, err = e.docker.ImageInspect(pctx, name); err != nil {
 		return image.InspectResponse{}, e.pullErr(ctx, pctx, "inspect pulled image "+name, err)
 	}
+	e.images.put(resp)
 	return resp, nil
 }
 

@@ -159,6 +159,40 @@ func TestResolveImage_Tag_ResolvedThroughRegistryPulledByDigestAndAdmitted(t *te
 	}
 }
 
+// Concurrent resolutions of one tag share one registry round trip (sequential
+// ones, above, each ask the registry), and every caller gets the same answer.
+func TestResolveImage_ConcurrentSameTag_OneRegistryRoundTrip(t *testing.T) {
+	e := newTestEngine(t)
+	ctx := testCtx(t, 2*time.Minute)
+	want, err := e.ResolveImage(ctx, fx.image) // present, so the round below only resolves
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers = 12
+	before := requests(e, opDistributionInspect)
+	start := make(chan struct{})
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			<-start
+			got, err := e.ResolveImage(ctx, fx.image)
+			if err == nil && (got.ID != want.ID || got.Digest != want.Digest) {
+				err = fmt.Errorf("got %s %s, want %s %s", got.ID, got.Digest, want.ID, want.Digest)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := requests(e, opDistributionInspect) - before; n < 1 || n > callers/3 {
+		t.Fatalf("%d concurrent resolutions of one tag made %d registry round trips, want 1 (a few at most)", callers, n)
+	}
+}
+
 func TestResolveImage_MissingTagOrRepositoryOrInvalid_IsErrImagePull(t *testing.T) {
 	e := newTestEngine(t)
 	ctx := testCtx(t, 2*time.Minute)

@@ -52,16 +52,20 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	if err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	if err := e.verifyLaunchNetwork(ctx, plan); err != nil {
+	verified, err := e.verifyLaunchNetwork(ctx, plan)
+	if err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	if err := e.refuseForeignProjectContainers(ctx, name); err != nil {
+	listing, err := e.refuseForeignProjectContainers(ctx, name)
+	if err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
 	if err := checkBindSources(bindSources(plan)); err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	err = e.compose.Up(ctx, project, api.UpOptions{
+	// Compose asks again what was just established; it is answered from these.
+	facts := withLaunchFacts(ctx, &launchFacts{network: verified, project: name, listing: listing})
+	err = e.compose.Up(facts, project, api.UpOptions{
 		Create: api.CreateOptions{
 			Recreate:             api.RecreateDiverged,
 			RecreateDependencies: api.RecreateDiverged,
@@ -91,9 +95,15 @@ func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.Servic
 		}
 		img, seen := admitted[svc.ImageID]
 		if !seen {
-			resp, err := e.docker.ImageInspect(ctx, svc.ImageID)
-			if err != nil {
-				return nil, dockerErr(fmt.Sprintf("service %q: inspect image %s", svc.Name, trimID(svc.ImageID)), err)
+			// An ID names immutable content: the answer of the admission that
+			// resolved it is still the image's metadata.
+			resp, cached := e.images.get(svc.ImageID)
+			if !cached {
+				var err error
+				if resp, err = e.docker.ImageInspect(ctx, svc.ImageID); err != nil {
+					return nil, dockerErr(fmt.Sprintf("service %q: inspect image %s", svc.Name, trimID(svc.ImageID)), err)
+				}
+				e.images.put(resp)
 			}
 			if resp.ID != svc.ImageID {
 				return nil, fmt.Errorf("service %q: image %s: %w: no image has exactly this ID", svc.Name, trimID(svc.ImageID), dockerio.ErrNotFound)
@@ -119,33 +129,33 @@ func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.Servic
 
 // verifyLaunchNetwork proves plan.NetworkID is still this lease's network, right
 // before Compose attaches to it: it must exist under exactly that ID and carry
-// our ownership labels.
-func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) error {
+// our ownership labels. Returns what Docker answered.
+func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (network.Inspect, error) {
 	n, err := e.docker.NetworkInspect(ctx, plan.NetworkID, network.InspectOptions{})
 	if err != nil {
-		return dockerErr("verify lease network "+trimID(plan.NetworkID), err)
+		return network.Inspect{}, dockerErr("verify lease network "+trimID(plan.NetworkID), err)
 	}
 	if n.ID != plan.NetworkID {
-		return fmt.Errorf("verify lease network %s: %w: no network has exactly this ID", trimID(plan.NetworkID), dockerio.ErrNotFound)
+		return network.Inspect{}, fmt.Errorf("verify lease network %s: %w: no network has exactly this ID", trimID(plan.NetworkID), dockerio.ErrNotFound)
 	}
 	owner := labels.NetworkOwnership(dockerio.NetworkSpec{
 		Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,
 	})
 	if !ownedLeaseNetwork(n, owner) {
-		return fmt.Errorf("verify lease network %s (%s): %w", n.Name, trimID(n.ID), dockerio.ErrForeignNetwork)
+		return network.Inspect{}, fmt.Errorf("verify lease network %s (%s): %w", n.Name, trimID(n.ID), dockerio.ErrForeignNetwork)
 	}
-	return nil
+	return n, nil
 }
 
 // refuseForeignProjectContainers lists every container of the Compose project,
 // any state, and fails with dockerio.ErrForeignObject naming the first one that
-// is not this installation's (it is left alone).
-func (e *Engine) refuseForeignProjectContainers(ctx context.Context, project string) error {
+// is not this installation's (it is left alone). Returns the listing.
+func (e *Engine) refuseForeignProjectContainers(ctx context.Context, project string) ([]container.Summary, error) {
 	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", api.ProjectLabel+"="+project),
 	)})
 	if err != nil {
-		return dockerErr("list containers of project "+project, err)
+		return nil, dockerErr("list containers of project "+project, err)
 	}
 	for _, c := range list {
 		if e.ours(c.Labels) {
@@ -155,10 +165,10 @@ func (e *Engine) refuseForeignProjectContainers(ctx context.Context, project str
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		return fmt.Errorf("container %s (%s, installation %q) of project %s: %w", name, trimID(c.ID),
+		return nil, fmt.Errorf("container %s (%s, installation %q) of project %s: %w", name, trimID(c.ID),
 			c.Labels[dockerio.LabelInstallation], project, dockerio.ErrForeignObject)
 	}
-	return nil
+	return list, nil
 }
 
 // checkBindSources requires every volume subdirectory a plan bind-mounts to be
