@@ -344,6 +344,10 @@ type Engine interface {
 	// project that is not this installation's fails it with ErrForeignObject.
 	Up(ctx context.Context, plan Plan) error
 	Cohort(ctx context.Context, lease string) ([]Container, error)
+	// Launched is Cohort from one listing, each container not inspected: its
+	// identity, State, Health and ImageID as the list reports them (no exit code,
+	// start time or ports). For right after Up, where verification inspects next.
+	Launched(ctx context.Context, lease string) ([]Container, error)
 	Inspect(ctx context.Context, id string) (Container, error)
 	Down(ctx context.Context, lease string, opts DownOptions) error
 	// StopRemove is the gentle removal of automatic cleanup: re-inspect the exact

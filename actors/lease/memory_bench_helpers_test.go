@@ -50,6 +50,9 @@ func (e *memRefusingEngine) LeaseNetworks(context.Context) ([]dockerio.Network, 
 }
 func (e *memRefusingEngine) RemoveNetwork(context.Context, string) error { return e.refuse() }
 func (e *memRefusingEngine) Up(context.Context, dockerio.Plan) error     { return e.refuse() }
+func (e *memRefusingEngine) Launched(context.Context, string) ([]dockerio.Container, error) {
+	return nil, e.refuse()
+}
 func (e *memRefusingEngine) Cohort(context.Context, string) ([]dockerio.Container, error) {
 	return nil, e.refuse()
 }

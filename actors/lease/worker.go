@@ -146,11 +146,19 @@ func (j *job) attempt(ctx context.Context) Outcome {
 		}
 		return out
 	}
+	done := j.provisionPhase("compose_up")
 	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, j.launch, j.set, in.images, in.networkID, in.dirs))
+	done()
 	if ctx.Err() != nil {
 		return canceled
 	}
-	cohort, err := j.eng.Cohort(ctx, j.lease)
+	// After a clean launch one listing does: verification inspects every container
+	// next. A refused launch is inspected whole, for its failure capture.
+	listCohort := j.eng.Launched
+	if upErr != nil {
+		listCohort = j.eng.Cohort
+	}
+	cohort, err := listCohort(ctx, j.lease)
 	if err != nil {
 		return j.internal(ctx, "list containers", err)
 	}
@@ -158,11 +166,24 @@ func (j *job) attempt(ctx context.Context) Outcome {
 		j.log.Warn().Err(upErr).Msg("compose up failed")
 		return j.failAndClean(classifyRejectedLaunch(upErr, cohort), cohort)
 	}
+	done = j.provisionPhase("verify")
 	out = j.verify(ctx, cohort, &j.rel, j.deadline)
+	done()
 	if out.Kind == OutcomeReady || out.Kind == OutcomeCanceled {
 		return out
 	}
 	return j.failAndClean(out, nil)
+}
+
+// provisionPhase times one phase of a provision attempt for
+// berth_provision_phase_seconds (a maintenance's shared steps are timed by its
+// own berth_replace_phase_duration_seconds).
+func (j *job) provisionPhase(phase string) func() {
+	if j.maint != nil {
+		return func() {}
+	}
+	start := time.Now()
+	return func() { j.metrics.provisionPhaseDone(phase, time.Since(start)) }
 }
 
 // launchInputs is what a launch needs beside the release: the admitted images, the
@@ -182,7 +203,9 @@ func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bo
 	if !ok {
 		return launchInputs{}, out, false
 	}
+	done := j.provisionPhase("volumes")
 	dirs, err := j.ensureVolumes(ctx, r, images)
+	done()
 	if err != nil {
 		if ctx.Err() != nil {
 			return launchInputs{}, canceled, false
@@ -239,11 +262,15 @@ func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[strin
 	}
 	netDone := make(chan netResult, 1)
 	go func() {
+		done := j.provisionPhase("network")
 		id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
 			BackendName: j.set.BackendName, InstallationID: j.set.InstallationID})
+		done()
 		netDone <- netResult{id, err}
 	}()
+	done := j.provisionPhase("images")
 	images, out, ok := j.admitImages(ctx, r)
+	done()
 	net := <-netDone
 	if !ok {
 		return nil, "", out, false

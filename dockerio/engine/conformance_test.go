@@ -145,6 +145,13 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 			c.OperationID, c.ImageID == info.ID, b.HostIP, b.HostPort != "", strings.Join(keys, ","))
 		note("  compose service label %s", c.Labels["com.docker.compose.service"])
 	}
+	launched, err := e.Launched(ctx, lease)
+	note("launched: %s %d", kind(err), len(launched))
+	for i, c := range launched {
+		same := i < len(cohort) && c.ID == cohort[i].ID && c.Generation == cohort[i].Generation && c.ImageID == cohort[i].ImageID
+		note("  %s/%d %s health=%q as-in-cohort=%v started-known=%v ports-known=%v", c.Service, c.Index, c.State, c.Health, same,
+			!c.StartedAt.IsZero(), len(c.Ports) > 0)
+	}
 	list, err := e.ListManaged(ctx)
 	note("list managed: %s %d", kind(err), len(list))
 	nets, err := e.LeaseNetworks(ctx)

@@ -25,6 +25,61 @@ import (
 // container of the same project (same lease UUID) is never part of it. Each is
 // inspected for its live state. Sorted by (Service, Index, ID).
 func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container, error) {
+	list, err := e.cohortList(ctx, lease)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dockerio.Container, 0, len(list))
+	for _, s := range list {
+		c, err := e.Inspect(ctx, s.ID)
+		if errors.Is(err, dockerio.ErrNotFound) {
+			continue // removed since the list
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	dockerio.SortContainers(out)
+	return out, nil
+}
+
+// Launched is Cohort's attribution over one listing, without the inspects.
+func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Container, error) {
+	list, err := e.cohortList(ctx, lease)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dockerio.Container, 0, len(list))
+	for _, s := range list {
+		name := ""
+		if len(s.Names) > 0 {
+			name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		c := fromLabels(s.ID, name, s.Labels)
+		c.ImageID, c.State, c.Health = s.ImageID, s.State, healthOfStatus(s.Status)
+		out = append(out, c)
+	}
+	dockerio.SortContainers(out)
+	return out, nil
+}
+
+// healthOfStatus reads the health a container list reports in its status text
+// ("Up 2 seconds (health: starting)", "(healthy)", "(unhealthy)").
+func healthOfStatus(status string) string {
+	switch {
+	case strings.Contains(status, "(unhealthy)"):
+		return "unhealthy"
+	case strings.Contains(status, "(healthy)"):
+		return "healthy"
+	case strings.Contains(status, "(health: starting)"):
+		return "starting"
+	}
+	return ""
+}
+
+// cohortList lists the lease project's containers that are attributed to it.
+func (e *Engine) cohortList(ctx context.Context, lease string) ([]container.Summary, error) {
 	name := dockerio.ProjectName(lease)
 	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters(
 		filters.Arg("label", api.ProjectLabel+"="+name),
@@ -32,7 +87,7 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 	if err != nil {
 		return nil, dockerErr("list containers of project "+name, err)
 	}
-	out := make([]dockerio.Container, 0, len(list))
+	out := list[:0]
 	for _, s := range list {
 		if s.Labels[api.OneoffLabel] == "True" {
 			continue // `compose run` containers are not the project's services
@@ -45,16 +100,8 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 				Msg("container's labels disagree with its compose key; not attributed to the lease")
 			continue
 		}
-		c, err := e.Inspect(ctx, s.ID)
-		if errors.Is(err, dockerio.ErrNotFound) {
-			continue // removed since the list
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
+		out = append(out, s)
 	}
-	dockerio.SortContainers(out)
 	return out, nil
 }
 

@@ -335,6 +335,10 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 	if err := e.enter(ctx, OpCohort); err != nil {
 		return nil, err
 	}
+	return e.cohortOf(lease)
+}
+
+func (e *Engine) cohortOf(lease string) ([]dockerio.Container, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []dockerio.Container
@@ -350,6 +354,19 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 	}
 	dockerio.SortContainers(out)
 	return out, nil
+}
+
+// Launched is Cohort as one listing reports it: no exit code, start time or ports.
+func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Container, error) {
+	if err := e.enter(ctx, OpLaunched); err != nil {
+		return nil, err
+	}
+	cohort, err := e.cohortOf(lease)
+	for i := range cohort {
+		c := &cohort[i]
+		c.ExitCode, c.OOMKilled, c.StartedAt, c.FinishedAt, c.Ports = 0, false, time.Time{}, time.Time{}, nil
+	}
+	return cohort, err
 }
 
 // Inspect reports one container; dockerio.ErrNotFound when absent.

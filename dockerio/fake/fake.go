@@ -44,6 +44,7 @@ const (
 	OpRemoveNetwork    Op = "remove_network"
 	OpUp               Op = "up"
 	OpCohort           Op = "cohort"
+	OpLaunched         Op = "launched"
 	OpInspect          Op = "inspect"
 	OpDown             Op = "down"
 	OpRemoveContainers Op = "remove_containers"
