@@ -1,0 +1,123 @@
+package main
+
+// The per-lease Docker call budget, measured on the real engine: the requests
+// berthd's adapter makes (berth_docker_requests_total{op}, counted in its
+// transport) for one flat single-container lease from POST /provision to its
+// success callback. ARCHITECTURE.md's "Docker calls per lease" table is this
+// test's budget; a change that adds calls must change both.
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/messages"
+)
+
+// provisionCallBudget is the most Engine API requests one flat lease may cost
+// (a tag another lease resolved before it, the image present, startup_verify
+// 1s), by op and in all. Measured 22 before the launch-facts work (ARCHITECTURE.md).
+var provisionCallBudget = map[string]int{
+	"distribution_inspect": 1, // the tag, confirmed with its registry (never the local copy)
+	"image_inspect":        1, // is that digest's content present? (by ID after: cached)
+	"network_create":       1, // the create comes first; only a 409 lists
+	"network_inspect":      1, // the lease network verified by its exact ID before compose
+	"network_list":         0, // compose's external-network look-up is answered from that
+	"container_list":       3, // foreign-container check (answers compose's first), compose's start, the launched cohort
+	"container_create":     1,
+	"container_inspect":    2, // compose's after create, the verification's
+	"container_start":      1,
+	"ping":                 0,
+	"other":                0,
+}
+
+const provisionCallBudgetTotal = 11
+
+func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "reconcile_interval: 1h", "startup_verify_duration: 1s").startInProcess()
+	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
+	provision := func() map[string]float64 {
+		lease := uuid.NewString()
+		before := d.dockerRequests()
+		if r := d.provision(lease, cb.callbackURL(), manifest); r.Status != 202 {
+			t.Fatalf("provision: %d %s", r.Status, r.Body)
+		}
+		if got := cb.waitFor(lease, 1, 2*time.Minute); got[0].Body.Status != messages.CallbackSuccess {
+			t.Fatalf("callback = %+v", got[0])
+		}
+		after := d.dockerRequests()
+		delta := map[string]float64{}
+		for op, v := range after {
+			if v-before[op] > 0 {
+				delta[op] = v - before[op]
+			}
+		}
+		t.Cleanup(func() { d.deprovisionUntilGone(lease) })
+		return delta
+	}
+	// Let the start-up passes (reconciler, reclaimer, reaper) finish first.
+	time.Sleep(2 * time.Second)
+	first := provision()
+	t.Logf("first lease of its tag:\n%s", formatCalls(first))
+	second := provision()
+	t.Logf("second lease:\n%s", formatCalls(second))
+	total := 0.0
+	for op, n := range second {
+		total += n
+		if limit := provisionCallBudget[op]; n > float64(limit) {
+			t.Errorf("%s: %v requests, budget %d", op, n, limit)
+		}
+	}
+	if total > provisionCallBudgetTotal {
+		t.Errorf("%v Engine API requests for one lease, budget %d", total, provisionCallBudgetTotal)
+	}
+	// Where the time went: every phase of both attempts is in the histogram.
+	m := string(d.get("/metrics").Body)
+	for _, phase := range []string{"images", "network", "volumes", "compose_up", "verify"} {
+		if !strings.Contains(m, `berth_provision_phase_seconds_count{phase="`+phase+`"} 2`) {
+			t.Errorf("berth_provision_phase_seconds lacks two %s observations:\n%s", phase, grepLines(m, "berth_provision_phase_seconds_count"))
+		}
+	}
+}
+
+// dockerRequests reads berth_docker_requests_total by op from /metrics.
+func (d *daemonProc) dockerRequests() map[string]float64 {
+	d.t.Helper()
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(d.get("/metrics").Body), "\n") {
+		rest, ok := strings.CutPrefix(line, `berth_docker_requests_total{op="`)
+		if !ok {
+			continue
+		}
+		op, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			out[op] = v
+		}
+	}
+	return out
+}
+
+func formatCalls(m map[string]float64) string {
+	var ops []string
+	total := 0.0
+	for op, n := range m {
+		ops = append(ops, op)
+		total += n
+	}
+	sort.Strings(ops)
+	var sb strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&sb, "  %-22s %3.0f\n", op, m[op])
+	}
+	fmt.Fprintf(&sb, "  %-22s %3.0f\n", "total", total)
+	return sb.String()
+}
