@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
@@ -55,6 +56,9 @@ type Deps struct {
 	Now       func() time.Time
 	// Phase records how long a startup phase took (berth_startup_phase_seconds).
 	Phase func(phase string, d time.Duration)
+	// AdmissionBatches observes how many admissions each journal commit carried
+	// (berth_admission_batch_size); nil = not recorded.
+	AdmissionBatches prometheus.Observer
 	// Transitions is the ring of recent lease transitions (GET /debug/transitions);
 	// nil = a DefaultTransitions ring made on first use.
 	Transitions *Transitions
@@ -94,6 +98,7 @@ type Actor struct {
 	stopping  bool // restarting or stopping: children stop because we do
 	startedAt time.Time
 	retaining map[string]int64 // closes that decided to retain, by lease: their footprint (MB)
+	batch     admissionBatch   // validated admissions waiting for their journal commit
 }
 
 // New returns the producer of the registry actor.
@@ -105,13 +110,18 @@ func New(deps *Deps) actor.Producer {
 
 // Receive dispatches the registry's messages.
 func (a *Actor) Receive(c actor.Context) {
+	a.beforeMessage(c, c.Message())
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.started(c)
 	case *actor.Restarting, *actor.Stopping:
 		a.stopping = true
 	case *messages.Admit:
-		m.Reply <- a.admit(c, m.Req)
+		if err := a.admit(c, m.Req, m.Reply); err != nil {
+			m.Reply <- err
+		}
+	case flushAdmissions:
+		a.flushAdmissions(c)
 	case *messages.Deprovision:
 		a.deprovision(c, m)
 	case *messages.Maintain:
@@ -245,9 +255,11 @@ func (a *Actor) spawn(c actor.Context, spec *lease.Spec) {
 	a.byPID[pid.Id] = e
 }
 
-// admit validates, reserves, journals and spawns — in that order; nothing is
-// reserved or written for a refused request.
-func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
+// admit validates and reserves, then queues the admission for the batch's one
+// journal commit (admissions.go); nothing is reserved or queued for a refused
+// request, which gets its error back at once. An accepted one is answered when
+// its batch is committed.
+func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest, reply chan<- error) error {
 	if !a.ready {
 		return messages.Refuse(messages.ErrUnavailable, "recovering state, retry shortly")
 	}
@@ -255,6 +267,9 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 	spec, err := a.set.prepare(req, now)
 	if err != nil {
 		return err
+	}
+	if a.batch.holds(spec.Lease) {
+		return messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned")
 	}
 	e := a.leases[spec.Lease]
 	replacing := false
@@ -268,14 +283,21 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 	if err := a.pool.Check(spec.Lease, spec.Tenant, need); err != nil {
 		return err
 	}
-	spec.Admission = a.st.Admissions + 1
-	if err := a.commit([]persistence.Event{admittedEvent(spec, now)}); err != nil {
-		return messages.Refuse(messages.ErrUnavailable, "state store unavailable")
-	}
-	a.pool.Set(spec.Lease, spec.Tenant, need)
-	if replacing {
+	spec.Admission = a.st.Admissions + 1 + uint64(len(a.batch.items))
+	a.queueAdmission(c, admission{spec: spec, event: admittedEvent(spec, now), reply: reply, replacing: replacing,
+		before: a.pool.use(spec.Lease)})
+	a.pool.Set(spec.Lease, spec.Tenant, need) // later requests of the batch see it taken
+	return nil
+}
+
+// admitted finishes one committed admission: the lease actor is spawned (or the
+// failed one re-provisions) and the request is answered.
+func (a *Actor) admitted(c actor.Context, ad admission) {
+	spec := ad.spec
+	if ad.replacing {
 		// Until the lease reports on the new admission it is not "failed" any more:
 		// a second request queued behind this one is already provisioned.
+		e := a.leases[spec.Lease]
 		e.reported = false
 		e.spec.Store(spec)
 		c.Send(e.pid, lease.Reprovision{})
@@ -283,9 +305,9 @@ func (a *Actor) admit(c actor.Context, req messages.ProvisionRequest) error {
 		a.spawn(c, spec)
 		a.leases[spec.Lease].admitted = true
 	}
-	a.log.Info().Str("lease_uuid", spec.Lease).Uint64("admission", spec.Admission).Bool("replacing", replacing).
+	a.log.Info().Str("lease_uuid", spec.Lease).Uint64("admission", spec.Admission).Bool("replacing", ad.replacing).
 		Int("instances", spec.Instances()).Msg("lease admitted")
-	return nil
+	ad.reply <- nil
 }
 
 func (a *Actor) deprovision(c actor.Context, m *messages.Deprovision) {

@@ -86,6 +86,25 @@ type harness struct {
 	set        *Settings
 	reconciler *probe
 	reclaimer  *probe
+	batches    *batchSizes // what each admission commit carried
+}
+
+// batchSizes records AdmissionBatches observations.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) Observe(v float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, int(v))
+}
+
+func (b *batchSizes) get() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]int(nil), b.sizes...)
 }
 
 func newHarness(t *testing.T, mutate func(*Settings)) *harness {
@@ -109,7 +128,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 		mutate(set)
 	}
 	h := &harness{t: t, store: store, diag: diag, eng: fake.New(fake.Options{InstallationID: store.Identity().InstallationID}), set: set,
-		reconciler: &probe{}, reclaimer: &probe{}}
+		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}}
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
@@ -132,7 +151,8 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 			SnapshotEvery:    64,
 			WorkerDrain:      10 * time.Second,
 		}}
-	deps := &Deps{Store: store, Diag: diag, LeaseDeps: leaseDeps, Settings: set, Log: zerolog.Nop(), Now: time.Now}
+	deps := &Deps{Store: store, Diag: diag, LeaseDeps: leaseDeps, Settings: set, Log: zerolog.Nop(), Now: time.Now,
+		AdmissionBatches: h.batches}
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/facade"
@@ -214,6 +215,11 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			}
 		},
 		Transitions: registry.NewTransitions(registry.DefaultTransitions),
+		AdmissionBatches: promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
+			Name:    "berth_admission_batch_size",
+			Help:    "Admissions carried by each registry journal commit (a burst of concurrent provisions shares one).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
 		Settings: &registry.Settings{
 			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
 			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),

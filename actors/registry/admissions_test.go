@@ -1,0 +1,188 @@
+package registry
+
+// Batched admission (admissions.go): a burst of concurrent Admits shares journal
+// commits, yet every outcome is what serial admission would give — one admission
+// number each, no lease twice, no pool overcommit, a later message of any kind
+// sees every earlier admission, and a failed commit promises nothing.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// admitAll sends every request at once and returns each one's answer.
+func (h *harness) admitAll(reqs []messages.ProvisionRequest) []error {
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, req := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			err, askErr := supervisors.Ask(context.Background(), h.tree, regPath, 30*time.Second,
+				func(r chan<- error) any { return &messages.Admit{Req: req, Reply: r} })
+			errs[i] = errors.Join(askErr, err)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+func TestAdmission_ConcurrentBurst_SharesCommitsOneAdmissionNumberEach(t *testing.T) {
+	h := newHarness(t, func(s *Settings) { s.Totals = Resources{CPUMilli: CPU(64), MemoryMB: 1 << 20, DiskMB: 1 << 20} })
+	h.recovered()
+	const n = 100
+	var reqs []messages.ProvisionRequest
+	for range n {
+		reqs = append(reqs, leaseRequest(uuid.NewString(), "docker-small", 1))
+	}
+	for i, err := range h.admitAll(reqs) {
+		if err != nil {
+			t.Fatalf("admit %d: %v", i, err)
+		}
+	}
+	st, _ := h.journal()
+	var numbers []uint64
+	for _, req := range reqs {
+		spec := st.Leases[req.LeaseUUID]
+		if spec == nil {
+			t.Fatalf("lease %s admitted but not journaled", req.LeaseUUID)
+		}
+		numbers = append(numbers, spec.Admission)
+	}
+	slices.Sort(numbers)
+	for i, a := range numbers {
+		if a != uint64(i+1) {
+			t.Fatalf("admission numbers %v, want 1..%d once each", numbers, n)
+		}
+	}
+	sizes := h.batches.get()
+	total := 0
+	for _, s := range sizes {
+		total += s
+	}
+	if total != n || len(sizes) >= n {
+		t.Fatalf("%d commits carried %d admissions (%v): a burst must share commits", len(sizes), total, sizes)
+	}
+	t.Logf("%d concurrent admissions in %d commits: %v", n, len(sizes), sizes)
+	if s := h.stats(); s.AllocatedMemoryMB != 128*n {
+		t.Fatalf("stats after the burst = %+v", s)
+	}
+	h.assertPoolInvariant()
+}
+
+func TestAdmission_SameLeaseTwiceInOneBurst_AdmittedOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	id := uuid.NewString()
+	var reqs []messages.ProvisionRequest
+	for range 10 {
+		reqs = append(reqs, leaseRequest(id, "docker-small", 1))
+	}
+	admitted := 0
+	for _, err := range h.admitAll(reqs) {
+		switch {
+		case err == nil:
+			admitted++
+		case !errors.Is(err, messages.ErrAlreadyProvisioned):
+			t.Fatalf("admit: %v", err)
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("%d of 10 identical requests admitted, want 1", admitted)
+	}
+	if _, seq := h.journal(); seq != 1 {
+		t.Fatalf("%d registry events journaled, want 1", seq)
+	}
+	h.assertPoolInvariant()
+}
+
+func TestAdmission_BurstBeyondThePool_ExactlyWhatFits(t *testing.T) {
+	h := newHarness(t, nil) // 2 cores: twenty docker-small leases
+	h.recovered()
+	var reqs []messages.ProvisionRequest
+	for range 40 {
+		reqs = append(reqs, leaseRequest(uuid.NewString(), "docker-small", 1))
+	}
+	admitted := 0
+	for _, err := range h.admitAll(reqs) {
+		switch {
+		case err == nil:
+			admitted++
+		case !errors.Is(err, messages.ErrInsufficientResources):
+			t.Fatalf("admit: %v", err)
+		}
+	}
+	if admitted != 20 {
+		t.Fatalf("%d of 40 admitted, want the 20 that fit", admitted)
+	}
+	if s := h.stats(); s.AllocatedCPUCores != 2 {
+		t.Fatalf("stats = %+v, want the pool full", s)
+	}
+	h.assertPoolInvariant()
+}
+
+// A deprovision queued right behind an admission sees it: it closes the lease
+// instead of answering "unknown, gone" for a lease that then lives on.
+func TestAdmission_DeprovisionRightBehind_SeesTheAdmission(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	id := uuid.NewString()
+	admitted := make(chan error, 1)
+	h.tree.Send(regPath, &messages.Admit{Req: leaseRequest(id, "docker-small", 1), Reply: admitted})
+	closed := make(chan error, 1)
+	h.tree.Send(regPath, &messages.Deprovision{Lease: id, Reply: closed})
+	if err := <-admitted; err != nil {
+		t.Fatalf("admit: %v", err)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("deprovision: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("deprovision not answered")
+	}
+	h.eventually("lease closed", func() bool { st, _ := h.journal(); return st.Leases[id] == nil })
+	if s := h.stats(); s.AllocatedMemoryMB != 0 {
+		t.Fatalf("stats after the close = %+v", s)
+	}
+}
+
+// A commit that fails gives every reservation of its batch back and admits none.
+func TestAdmission_CommitFails_BatchRefusedPoolUntouched(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	before := h.stats()
+	if err := h.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var reqs []messages.ProvisionRequest
+	for range 10 {
+		reqs = append(reqs, leaseRequest(uuid.NewString(), "docker-small", 1))
+	}
+	for i, err := range h.admitAll(reqs) {
+		if !errors.Is(err, messages.ErrUnavailable) {
+			t.Fatalf("admit %d with the store closed: %v, want unavailable", i, err)
+		}
+	}
+	if after := h.stats(); after != before {
+		t.Fatalf("pool after refused admissions = %+v, want %+v", after, before)
+	}
+	for _, req := range reqs {
+		if r := h.get(req.LeaseUUID); !errors.Is(r.Err, messages.ErrNotFound) {
+			t.Fatalf("refused lease %s reads %+v", req.LeaseUUID, r)
+		}
+	}
+}
