@@ -4,7 +4,7 @@ package main
 // `go test` runs none of this):
 //
 //   - BenchmarkProvision_vsRawDocker: POST /provision → success callback for
-//     single-container leases with startup_verify_duration 1s, 1 and 20 at a time,
+//     single-container leases with startup_verify_duration 1s, 1, 20 and 100 at a time,
 //     against raw Docker create+start+inspect of the same container (default
 //     bridge, and on a per-lease bridge network like berthd's) in the same run,
 //     with a per-phase breakdown of berthd's time from its journal and Docker's
@@ -459,11 +459,12 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	for _, tc := range []struct{ concurrency, rounds int }{{1, 20}, {20, 2}} {
+	for _, tc := range []struct{ concurrency, rounds int }{{1, 20}, {20, 2}, {100, 1}} {
 		b.Run(fmt.Sprintf("concurrency=%d", tc.concurrency), func(b *testing.B) {
 			b.StopTimer()
 			var berthd []benchLeaseTiming
 			var raw, rawNet []benchRawTiming
+			var walls benchWalls
 			// Rounds interleave the three variants so background load drifts hit all alike.
 			for r := 0; r < tc.rounds; r++ {
 				got, err := pb.berthdRound(b, tc.concurrency)
@@ -476,18 +477,67 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 					b.Fatal(err)
 				}
 				raw = append(raw, rt...)
-				rt, err = pb.rawRound(tc.concurrency, true)
+				rn, err := pb.rawRound(tc.concurrency, true)
 				if err != nil {
 					b.Fatal(err)
 				}
-				rawNet = append(rawNet, rt...)
+				rawNet = append(rawNet, rn...)
+				walls.add(got, rn)
 			}
 			pb.report(b, berthd, raw, rawNet)
+			accept := walls.report(b, tc.concurrency)
+			// Admission must not queue behind other leases' journal commits or Docker.
+			if p99 := benchPercentile(accept, 0.99); tc.concurrency >= 100 && p99 > admissionP99Target {
+				b.Errorf("POST → 202 p99 %s at %d concurrent, target ≤ %s", p99.Round(time.Millisecond), tc.concurrency, admissionP99Target)
+			}
 		})
 	}
 	if n := pb.cb.badSignatures(); n != 0 {
 		b.Fatalf("%d callbacks with bad signatures", n)
 	}
+}
+
+// admissionP99Target is the accept latency (POST → 202) p99 at 100 concurrent.
+const admissionP99Target = 50 * time.Millisecond
+
+// benchWalls collects, per round, the wall time of the whole batch beyond the
+// verify wait (first POST → last callback) against the raw own-network round's
+// (its slowest container), and every lease's accept latency.
+type benchWalls struct {
+	berthd, raw, accept []time.Duration
+}
+
+func (w *benchWalls) add(berthd []benchLeaseTiming, rawNet []benchRawTiming) {
+	var first, last time.Time
+	for _, lt := range berthd {
+		if first.IsZero() || lt.sent.Before(first) {
+			first = lt.sent
+		}
+		if lt.callback.After(last) {
+			last = lt.callback
+		}
+		w.accept = append(w.accept, lt.accepted.Sub(lt.sent))
+	}
+	var slowest time.Duration
+	for _, r := range rawNet {
+		slowest = max(slowest, r.total)
+	}
+	w.berthd = append(w.berthd, last.Sub(first)-benchVerify)
+	w.raw = append(w.raw, slowest)
+}
+
+// report prints the walls and their ratio and returns the accept latencies.
+func (w *benchWalls) report(b *testing.B, concurrency int) []time.Duration {
+	bw, rw := benchPercentile(w.berthd, 0.5), benchPercentile(w.raw, 0.5)
+	benchPrint(b, fmt.Sprintf("concurrency %d: wall beyond verify berthd %s, raw own-network %s: %.2f×; POST → 202 p50 %s p99 %s\n",
+		concurrency, bw.Round(time.Millisecond), rw.Round(time.Millisecond), float64(bw)/float64(rw),
+		benchPercentile(w.accept, 0.5).Round(100*time.Microsecond), benchPercentile(w.accept, 0.99).Round(100*time.Microsecond)))
+	b.ReportMetric(benchMs(bw), "wall_beyond_verify_ms")
+	b.ReportMetric(benchMs(rw), "rawnet_wall_ms")
+	b.ReportMetric(float64(bw)/float64(rw), "ratio_wall_rawnet")
+	b.ReportMetric(benchMs(benchPercentile(w.accept, 0.5)), "accept_p50_ms")
+	b.ReportMetric(benchMs(benchPercentile(w.accept, 0.99)), "accept_p99_ms")
+	return w.accept
 }
 
 // berthdRound provisions n leases at once, waits for every success callback,
