@@ -136,7 +136,8 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), phases.gauge)
 	d.engine, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: store.Identity().InstallationID,
 		PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
-		Registerer: reg, Logger: log.With().Str("component", "docker").Logger()})
+		MaxInFlight: cfg.DockerMaxInFlight,
+		Registerer:  reg, Logger: log.With().Str("component", "docker").Logger()})
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	// ends earlier: container_create_timeout, container_start_timeout (default 30s).
 	CreateTimeout time.Duration
 	StartTimeout  time.Duration
+	// MaxInFlight bounds the requests in flight at once, long streams (events,
+	// logs, pulls) aside; 0 = unlimited.
+	MaxInFlight int
 	// Registerer receives berth_docker_requests_total{op}; nil = counted, not registered.
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
@@ -92,7 +95,11 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	var base *http.Transport
-	bounded := withBoundedTransport(boundedTransport{requests: requests, create: opts.CreateTimeout, start: opts.StartTimeout}, &base)
+	bt := boundedTransport{requests: requests, create: opts.CreateTimeout, start: opts.StartTimeout}
+	if opts.MaxInFlight > 0 {
+		bt.slots = make(chan struct{}, opts.MaxInFlight)
+	}
+	bounded := withBoundedTransport(bt, &base)
 	clientOpts := []client.Opt{client.WithAPIVersionNegotiation()}
 	if opts.Host == "" {
 		clientOpts = append([]client.Opt{client.FromEnv}, clientOpts...)

@@ -155,11 +155,35 @@ type boundedTransport struct {
 	requests *prometheus.CounterVec
 	create   time.Duration // container_create_timeout
 	start    time.Duration // container_start_timeout
+	// slots bounds the requests in flight (nil: unlimited), unbounded ops aside.
+	// A slot is held until the answer's headers arrive: dockerd does an API
+	// call's work before it answers, and a body left unread cannot hold a slot.
+	slots chan struct{}
+}
+
+// unbounded ops hold a request open for as long as something flows (events, logs,
+// pulls), a remote registry takes to answer (distribution inspect), or a workload
+// takes to exit (stop: up to the stop timeout); bounding them would let a mass
+// close or a slow registry starve every short call, so they hold no slot.
+func unbounded(op string) bool {
+	switch op {
+	case opEvents, opContainerLogs, opImagePull, opDistributionInspect, opContainerStop:
+		return true
+	}
+	return false
 }
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := requestOp(req.Method, req.URL.Path)
 	t.requests.WithLabelValues(op).Inc()
+	if t.slots != nil && !unbounded(op) {
+		select {
+		case t.slots <- struct{}{}:
+			defer func() { <-t.slots }()
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
 	var limit time.Duration
 	switch op {
 	case opContainerCreate:

@@ -62,9 +62,11 @@ func TestRequestOp_FixedVocabularyFromMethodAndPathTemplate(t *testing.T) {
 // fakeDockerd stands in for dockerd: it answers ping, container create, start and
 // inspect and image inspect, each after its configured delay (or the request's end).
 type fakeDockerd struct {
-	mu     sync.Mutex
-	delay  map[string]time.Duration // op → delay
-	served map[string]int
+	mu          sync.Mutex
+	delay       map[string]time.Duration // op → delay
+	served      map[string]int
+	inFlight    int
+	maxInFlight int // the most requests (events aside) it served at once
 }
 
 func (d *fakeDockerd) set(op string, delay time.Duration) {
@@ -78,6 +80,11 @@ func (d *fakeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	delay := d.delay[op]
 	d.served[op]++
+	if op != opEvents {
+		d.inFlight++
+		d.maxInFlight = max(d.maxInFlight, d.inFlight)
+		defer func() { d.mu.Lock(); d.inFlight--; d.mu.Unlock() }()
+	}
 	d.mu.Unlock()
 	select {
 	case <-time.After(delay):
@@ -105,17 +112,79 @@ func (d *fakeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func newFakeDockerdEngine(t *testing.T, reg prometheus.Registerer, create, start time.Duration) (*Engine, *fakeDockerd) {
+	return newFakeDockerdEngineWith(t, Options{CreateTimeout: create, StartTimeout: start, Registerer: reg})
+}
+
+func newFakeDockerdEngineWith(t *testing.T, opts Options) (*Engine, *fakeDockerd) {
 	t.Helper()
 	d := &fakeDockerd{delay: map[string]time.Duration{}, served: map[string]int{}}
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
-	e, err := New(Options{Host: "tcp://" + strings.TrimPrefix(srv.URL, "http://"), InstallationID: newInstallation(),
-		CreateTimeout: create, StartTimeout: start, Registerer: reg, Logger: testLogger()})
+	opts.Host, opts.InstallationID, opts.Logger = "tcp://"+strings.TrimPrefix(srv.URL, "http://"), newInstallation(), testLogger()
+	e, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
 	return e, d
+}
+
+// MaxInFlight bounds the requests dockerd sees at once; a long stream (events)
+// holds no slot, and a caller that gives up while waiting for one gets its
+// context's error.
+func TestBoundedTransport_MaxInFlight_BoundsConcurrentRequestsStreamsAside(t *testing.T) {
+	e, d := newFakeDockerdEngineWith(t, Options{MaxInFlight: 3})
+	ctx := testCtx(t, time.Minute)
+	d.set(opEvents, 5*time.Second) // held open for the whole test
+	d.set(opContainerInspect, 100*time.Millisecond)
+	streams, cancelStreams := context.WithCancel(ctx)
+	defer cancelStreams()
+	for range 4 {
+		go func() {
+			req, _ := http.NewRequestWithContext(streams, http.MethodGet, "http://docker/v1.41/events", nil)
+			if resp, err := e.docker.HTTPClient().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	start := time.Now()
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.Inspect(ctx, "c1"); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("inspect: %v", err)
+	}
+	took := time.Since(start)
+	d.mu.Lock()
+	most := d.maxInFlight
+	d.mu.Unlock()
+	if most != 3 {
+		t.Fatalf("dockerd saw %d requests at once, want the bound 3", most)
+	}
+	if took < 350*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("12 inspects of 100 ms three at a time took %s, want ~400 ms (events streams hold no slot)", took)
+	}
+	waiting, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	d.set(opContainerInspect, time.Second)
+	for range 3 {
+		go func() { _, _ = e.Inspect(ctx, "c1") }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := e.Inspect(waiting, "c1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a caller that gave up waiting for a slot = %v, want its deadline", err)
+	}
 }
 
 // The transport bounds create and start by their own timeouts (unless the

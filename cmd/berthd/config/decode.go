@@ -392,6 +392,7 @@ func (d *decoder) decode() *Config {
 		ContainerPidsLimit:           d.int64("container_pids_limit"),
 		ContainerTmpfsSizeMB:         d.int64("container_tmpfs_size_mb"),
 		RuntimeRefreshMaxConcurrency: d.integer("runtime_refresh_max_concurrency"),
+		DockerMaxInFlight:            d.integer("docker_max_in_flight"),
 
 		VolumeDataPath:   d.str("volume_data_path"),
 		VolumeMountPath:  d.str("volume_mount_path"),

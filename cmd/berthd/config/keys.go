@@ -86,6 +86,7 @@ var schema = &shape{fields: map[string]*shape{
 	"container_tmpfs_size_mb":   nil,
 
 	"runtime_refresh_max_concurrency": nil,
+	"docker_max_in_flight":            nil,
 
 	"volume_data_path":   nil,
 	"volume_mount_path":  nil,

@@ -82,6 +82,7 @@ func (c *Config) Redacted() map[string]any {
 		"container_pids_limit":            c.ContainerPidsLimit,
 		"container_tmpfs_size_mb":         c.ContainerTmpfsSizeMB,
 		"runtime_refresh_max_concurrency": c.RuntimeRefreshMaxConcurrency,
+		"docker_max_in_flight":            c.DockerMaxInFlight,
 
 		"volume_data_path":   c.VolumeDataPath,
 		"volume_mount_path":  c.VolumeMountPath,

@@ -408,10 +408,16 @@ func validateHardening(c *Config, ps *problemSet) {
 	if n := c.RuntimeRefreshMaxConcurrency; n < 0 || n > maxRuntimeRefreshConcurrency {
 		ps.add("runtime_refresh_max_concurrency", "must be from 0 to %d, got %d", maxRuntimeRefreshConcurrency, n)
 	}
+	if n := c.DockerMaxInFlight; n < 0 || n > maxDockerInFlight {
+		ps.add("docker_max_in_flight", "must be from 0 (unlimited) to %d, got %d", maxDockerInFlight, n)
+	}
 }
 
 // maxRuntimeRefreshConcurrency is the seed's upper bound for runtime_refresh_max_concurrency.
 const maxRuntimeRefreshConcurrency = 64
+
+// maxDockerInFlight bounds docker_max_in_flight (a bigger bound only queues in dockerd).
+const maxDockerInFlight = 1024
 
 // volumeFilesystems are the volume_filesystem values Fred configs use besides
 // "" (auto-detect); xfs and zfs are recognised only to refuse them clearly.
