@@ -231,6 +231,10 @@ type NetworkSpec struct {
 	Tenant         string
 	BackendName    string
 	InstallationID string
+	// Recheck: an earlier attempt — maybe of a process since killed, whose create
+	// dockerd may still be carrying out — could be creating this network too, so a
+	// successful create is followed by looking the name up until two looks agree.
+	Recheck bool
 }
 
 // Network is a managed network as Docker reports it.

@@ -263,8 +263,10 @@ func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[strin
 	netDone := make(chan netResult, 1)
 	go func() {
 		done := j.provisionPhase("network")
+		// Any attempt but a lease's first may race an earlier one's create (a
+		// process killed mid-create: dockerd carries the request out anyway).
 		id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
-			BackendName: j.set.BackendName, InstallationID: j.set.InstallationID})
+			BackendName: j.set.BackendName, InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1})
 		done()
 		netDone <- netResult{id, err}
 	}()

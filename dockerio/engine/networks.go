@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -31,9 +32,11 @@ const poolExhaustedMarker = "could not find an available, non-overlapping IPv4 a
 // is reused, the oldest of ours kept and an empty surplus removed; anything else
 // is foreign). Calls for one lease are serialised here, and one installation runs
 // one berthd (the data-dir lock and the location-bound identity), so a duplicate
-// of ours can only come from a daemon's best-effort duplicate check losing a race
-// with another installation's create — whose network is then foreign — or from an
-// earlier process; the next attempt's create meets the 409 and converges.
+// of ours can only come from an earlier attempt's create still in dockerd — a
+// process killed mid-create, whose request dockerd carries out anyway, next to
+// ours, past its best-effort duplicate check. A lease's first attempt has no
+// earlier one; any later attempt asks for spec.Recheck, and the name is looked
+// up after the create until two looks agree (the oldest of ours kept).
 func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (string, error) {
 	if spec.Lease == "" {
 		return "", fmt.Errorf("ensure network: empty lease")
@@ -59,6 +62,8 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 			Labels: labels.Network(spec),
 		})
 		switch {
+		case err == nil && spec.Recheck:
+			return e.settleLeaseNetwork(ctx, name, spec)
 		case err == nil:
 			return created.ID, nil
 		case strings.Contains(err.Error(), poolExhaustedMarker):
@@ -77,6 +82,39 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 		}
 	}
 }
+
+// settleLeaseNetwork looks name up after a create that may have raced another
+// creator's (dockerd's duplicate check is best effort: a killed process's create
+// can land next to ours) until two looks a pause apart agree; the oldest of ours
+// is kept, the empty surplus removed.
+func (e *Engine) settleLeaseNetwork(ctx context.Context, name string, spec dockerio.NetworkSpec) (string, error) {
+	var prev string
+	for attempt := 0; ; attempt++ {
+		id, err := e.findLeaseNetwork(ctx, name, spec)
+		if err != nil {
+			return "", err
+		}
+		if id == "" {
+			return "", fmt.Errorf("ensure network %s: %w: vanished right after create", name, dockerio.ErrNotFound)
+		}
+		if id == prev || attempt == networkSettleChecks {
+			return id, nil
+		}
+		prev = id
+		select {
+		case <-time.After(networkSettlePause):
+		case <-ctx.Done():
+			return "", fmt.Errorf("ensure network %s: %w", name, ctx.Err())
+		}
+	}
+}
+
+// Looks after a create that may have raced: at most networkSettleChecks more,
+// networkSettlePause apart.
+const (
+	networkSettleChecks = 5
+	networkSettlePause  = 100 * time.Millisecond
+)
 
 // findLeaseNetwork looks name up exactly. It returns "" when no network has the
 // name, ErrForeignNetwork when any holder is not ours, else the oldest of ours

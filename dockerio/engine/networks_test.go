@@ -161,61 +161,70 @@ func TestEnsureNetwork_SameNamedForeignNetwork_RefusedAndLeftUntouched(t *testin
 
 // Docker allows duplicate names (its pre-1.44 duplicate check is best effort).
 // Concurrent EnsureNetwork calls for one lease from two engines (which share no
-// lock, like two processes — one installation runs one berthd, so in production
-// this is an earlier process or a foreign creator) may leave two of ours; the next
-// call (the next launch attempt) keeps exactly one, and every earlier caller got
-// it or a network that no longer exists (caught by Up's by-ID verification).
+// lock, like two processes: a killed process's create that dockerd still carries
+// out, next to its successor's) must leave exactly one network when the calls ask
+// for Recheck (every attempt but a lease's first); every caller returns it, or a
+// network that no longer exists (caught by Up's by-ID verification). Without
+// Recheck (a first attempt, which has no earlier one to race) two may remain, and
+// the next call keeps exactly one.
 func TestEnsureNetwork_ConcurrentCallsFromTwoEngines_OneNetworkRemains(t *testing.T) {
 	installation := newInstallation()
 	a, b := newTestEngineFor(t, installation), newTestEngineFor(t, installation)
 	ctx := testCtx(t, 3*time.Minute)
-	lost := 0
-	for round := 0; round < 4; round++ {
-		spec := testSpec(installation)
-		name := dockerio.ProjectName(spec.Lease)
-		removeNetworksNamedAtEnd(t, name)
+	for _, recheck := range []bool{true, false} {
+		lost := 0
+		for round := 0; round < 4; round++ {
+			spec := testSpec(installation)
+			spec.Recheck = recheck
+			name := dockerio.ProjectName(spec.Lease)
+			removeNetworksNamedAtEnd(t, name)
 
-		ids := make([]string, 6)
-		errs := make([]error, 6)
-		var wg sync.WaitGroup
-		for i := range ids {
-			e := a
-			if i%2 == 1 {
-				e = b
+			ids := make([]string, 6)
+			errs := make([]error, 6)
+			var wg sync.WaitGroup
+			for i := range ids {
+				e := a
+				if i%2 == 1 {
+					e = b
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ids[i], errs[i] = e.EnsureNetwork(ctx, spec)
+				}()
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ids[i], errs[i] = e.EnsureNetwork(ctx, spec)
-			}()
-		}
-		wg.Wait()
-		if n := len(networksNamed(t, ctx, name)); n > 2 {
-			t.Fatalf("round %d: %d networks named %s, want at most one per engine", round, n, name)
-		}
-		survivor, err := a.EnsureNetwork(ctx, spec)
-		if err != nil {
-			t.Fatalf("round %d: the next call: %v", round, err)
-		}
-		nets := networksNamed(t, ctx, name)
-		if len(nets) != 1 || nets[0].ID != survivor {
-			t.Fatalf("round %d: after the next call %d networks named %s, want exactly its %s", round, len(nets), name, survivor[:12])
-		}
-		for i := range ids {
-			if errs[i] != nil {
-				t.Errorf("round %d call %d: %v", round, i, errs[i])
-				continue
+			wg.Wait()
+			n := len(networksNamed(t, ctx, name))
+			switch {
+			case recheck && n != 1:
+				t.Fatalf("recheck round %d: %d networks named %s, want exactly 1", round, n, name)
+			case n > 2:
+				t.Fatalf("round %d: %d networks named %s, want at most one per engine", round, n, name)
 			}
-			if ids[i] == survivor {
-				continue
+			survivor, err := a.EnsureNetwork(ctx, spec)
+			if err != nil {
+				t.Fatalf("round %d: the next call: %v", round, err)
 			}
-			lost++
-			if _, err := a.InspectNetwork(ctx, ids[i]); !errors.Is(err, dockerio.ErrNotFound) {
-				t.Errorf("round %d call %d returned %s, neither the survivor nor gone (%v)", round, i, ids[i][:12], err)
+			nets := networksNamed(t, ctx, name)
+			if len(nets) != 1 || nets[0].ID != survivor {
+				t.Fatalf("round %d: after the next call %d networks named %s, want exactly its %s", round, len(nets), name, survivor[:12])
+			}
+			for i := range ids {
+				if errs[i] != nil {
+					t.Errorf("round %d call %d: %v", round, i, errs[i])
+					continue
+				}
+				if ids[i] == survivor {
+					continue
+				}
+				lost++
+				if _, err := a.InspectNetwork(ctx, ids[i]); !errors.Is(err, dockerio.ErrNotFound) {
+					t.Errorf("round %d call %d returned %s, neither the survivor nor gone (%v)", round, i, ids[i][:12], err)
+				}
 			}
 		}
+		t.Logf("recheck %t: callers that lost a cross-engine race (and got a removed network): %d of 24", recheck, lost)
 	}
-	t.Logf("callers that lost a cross-engine race (and got a removed network): %d of 24", lost)
 }
 
 // Two of our networks under one name (left by a race in an earlier process):
