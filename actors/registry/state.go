@@ -3,7 +3,10 @@ package registry
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
@@ -194,7 +197,13 @@ func LoadState(store *persistence.Store) (*State, uint64, error) {
 
 // Verify loads the registry and every lease stream it names, the way the actors
 // will, so a journal berthd cannot read refuses startup before anything runs.
-func Verify(store *persistence.Store) error {
+func Verify(store *persistence.Store) error { return VerifyInto(store, nil) }
+
+// VerifyInto is Verify that keeps each live lease's replayed state in into (when
+// not nil) for its actor's first start. The streams are replayed on every CPU
+// (read transactions run concurrently); the error reported is the first in
+// stream order, as a serial replay would report it.
+func VerifyInto(store *persistence.Store, into *lease.Preloaded) error {
 	st, _, err := LoadState(store)
 	if err != nil {
 		return err
@@ -203,21 +212,39 @@ func Verify(store *persistence.Store) error {
 	if err != nil {
 		return fmt.Errorf("list lease streams: %w", err)
 	}
-	loaded := make(map[string]bool, len(streams))
+	ids := make([]string, 0, len(streams))
+	named := make(map[string]bool, len(streams))
 	for _, s := range streams {
 		id := s[len("lease/"):]
-		if _, _, err := lease.Load(store, id); err != nil {
-			return err
-		}
-		loaded[id] = true
+		ids = append(ids, id)
+		named[id] = true
 	}
-	// A live lease with a stream was replayed above; replaying it again costs a
-	// whole second journal pass at 10k leases and proves nothing more.
-	for id := range st.Leases {
-		if loaded[id] {
-			continue
+	// A live lease without a stream still replays (to its initial state).
+	for _, id := range st.Sorted() {
+		if !named[id] {
+			ids = append(ids, id)
 		}
-		if _, _, err := lease.Load(store, id); err != nil {
+	}
+	errs := make([]error, len(ids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(ids)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(ids); i = int(next.Add(1)) - 1 {
+				ls, seq, err := lease.Load(store, ids[i])
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				if _, live := st.Leases[ids[i]]; live && into != nil {
+					into.Put(ids[i], ls, seq)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}

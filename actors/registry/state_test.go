@@ -286,3 +286,23 @@ func TestVerify_RefusesLeaseStreamWithUnknownEvent(t *testing.T) {
 		t.Fatalf("Verify of provision.succeeded before provision.started = %v, want refused", err)
 	}
 }
+
+func TestVerifyInto_KeepsOnlyLiveLeasesStates(t *testing.T) {
+	store := openStore(t)
+	live, bare, orphan := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	commitTo(t, store, Stream, admittedEvent(stateSpec(live, 1), t0), admittedEvent(stateSpec(bare, 2), t0))
+	started := leaseEvent(t, lease.EvProvisionStarted, lease.ProvisionStarted{Admission: 1, Generation: 1,
+		OperationID: "op", At: t0, Deadline: t0.Add(time.Minute)})
+	commitTo(t, store, lease.Stream(live), started)
+	commitTo(t, store, lease.Stream(orphan), started) // a stream the registry holds no lease for
+
+	pre := lease.NewPreloaded()
+	if err := VerifyInto(store, pre); err != nil {
+		t.Fatalf("VerifyInto: %v", err)
+	}
+	// The two live leases (one without a stream yet) wait for their actors; the
+	// orphan was verified but has no actor to hand a state to.
+	if n := pre.Len(); n != 2 {
+		t.Fatalf("%d preloaded states, want 2 (the live leases only)", n)
+	}
+}

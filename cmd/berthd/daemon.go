@@ -57,6 +57,10 @@ type daemon struct {
 	tree   *supervisors.Tree
 	log    zerolog.Logger
 
+	// preloaded are the lease states the startup verification replayed, each
+	// taken by its actor's first start.
+	preloaded *lease.Preloaded
+
 	recovered     chan struct{} // closed when the registry's startup recovery completes
 	recoveredOnce sync.Once
 	systemd       *systemdSupervision // READY/WATCHDOG/STOPPING (notify.go)
@@ -113,7 +117,8 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	for _, f := range store.Findings() {
 		log.Error().Str("path", store.Path()).Msg(f)
 	}
-	if err := registry.Verify(store); err != nil {
+	d.preloaded = lease.NewPreloaded()
+	if err := registry.VerifyInto(store, d.preloaded); err != nil {
 		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	if _, _, err := volumehold.Load(store); err != nil {
@@ -191,7 +196,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
 	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger, phases *startupPhases) []supervisors.Spec {
 	eng := d.engine
-	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
+	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Preloaded: d.preloaded, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
 		BackendName:      cfg.Name,
 		HostAddress:      cfg.HostAddress,
 		HostBindIP:       cfg.HostBindIP,
