@@ -296,13 +296,20 @@ func TestVerifyInto_KeepsOnlyLiveLeasesStates(t *testing.T) {
 	commitTo(t, store, lease.Stream(live), started)
 	commitTo(t, store, lease.Stream(orphan), started) // a stream the registry holds no lease for
 
-	pre := lease.NewPreloaded()
-	if err := VerifyInto(store, pre); err != nil {
+	into := NewReplayed()
+	if err := VerifyInto(store, into); err != nil {
 		t.Fatalf("VerifyInto: %v", err)
 	}
 	// The two live leases (one without a stream yet) wait for their actors; the
 	// orphan was verified but has no actor to hand a state to.
-	if n := pre.Len(); n != 2 {
+	if n := into.Leases.Len(); n != 2 {
 		t.Fatalf("%d preloaded states, want 2 (the live leases only)", n)
+	}
+	st, seq, ok := into.takeState()
+	if !ok || seq != 2 || len(st.Leases) != 2 {
+		t.Fatalf("registry state handed over: ok=%t seq=%d leases=%d, want true, 2, 2", ok, seq, len(st.Leases))
+	}
+	if _, _, ok := into.takeState(); ok {
+		t.Fatal("the registry state was handed over twice (a restarted registry must load its journal)")
 	}
 }

@@ -57,9 +57,9 @@ type daemon struct {
 	tree   *supervisors.Tree
 	log    zerolog.Logger
 
-	// preloaded are the lease states the startup verification replayed, each
-	// taken by its actor's first start.
-	preloaded *lease.Preloaded
+	// replayed is what the startup verification replayed, taken by the
+	// registry's and each lease actor's first start.
+	replayed *registry.Replayed
 
 	recovered     chan struct{} // closed when the registry's startup recovery completes
 	recoveredOnce sync.Once
@@ -117,8 +117,8 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	for _, f := range store.Findings() {
 		log.Error().Str("path", store.Path()).Msg(f)
 	}
-	d.preloaded = lease.NewPreloaded()
-	if err := registry.VerifyInto(store, d.preloaded); err != nil {
+	d.replayed = registry.NewReplayed()
+	if err := registry.VerifyInto(store, d.replayed); err != nil {
 		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	if _, _, err := volumehold.Load(store); err != nil {
@@ -196,7 +196,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
 	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger, phases *startupPhases) []supervisors.Spec {
 	eng := d.engine
-	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Preloaded: d.preloaded, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
+	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Preloaded: d.replayed.Leases, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
 		BackendName:      cfg.Name,
 		HostAddress:      cfg.HostAddress,
 		HostBindIP:       cfg.HostBindIP,
@@ -227,7 +227,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 	for name, p := range cfg.SKUProfiles {
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
 	}
-	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now,
+	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now, Replayed: d.replayed,
 		Phase: func(p string, took time.Duration) {
 			phases.record(p, took)
 			if p == "recovery" {
