@@ -26,6 +26,9 @@ func NewPreloaded() *Preloaded { return &Preloaded{m: map[string]preloaded{}} }
 func (p *Preloaded) Put(lease string, st *State, seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]preloaded{}
+	}
 	p.m[lease] = preloaded{st: st, seq: seq}
 }
 
@@ -48,5 +51,8 @@ func (p *Preloaded) take(lease string) (*State, uint64, bool) {
 	defer p.mu.Unlock()
 	e, ok := p.m[lease]
 	delete(p.m, lease)
+	if len(p.m) == 0 {
+		p.m = nil // a map keeps its buckets after deletes: let the last take free them
+	}
 	return e.st, e.seq, ok
 }
