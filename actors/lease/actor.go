@@ -62,6 +62,8 @@ type Deps struct {
 	// Volumes are the managed host volumes of stateful services (nil: no volume
 	// root; a stateful lease then fails to provision).
 	Volumes dockerio.Volumes
+	// Preloaded are states startup already replayed (nil: every start loads).
+	Preloaded *Preloaded
 }
 
 // Metrics of lease state machines.
@@ -235,7 +237,11 @@ func (a *Actor) Describe() (string, int) {
 // that has no completion before taking new commands.
 func (a *Actor) started(c actor.Context) {
 	a.self, a.parent, a.sys = c.Self(), c.Parent(), c.ActorSystem()
-	st, seq, err := Load(a.deps.Store, a.id)
+	st, seq, ok := a.deps.Preloaded.take(a.id)
+	var err error
+	if !ok {
+		st, seq, err = Load(a.deps.Store, a.id)
+	}
 	if err != nil {
 		a.log().Error().Err(err).Msg("lease journal unreadable; lease held as unknown")
 		a.broken = true

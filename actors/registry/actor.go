@@ -62,6 +62,8 @@ type Deps struct {
 	// Transitions is the ring of recent lease transitions (GET /debug/transitions);
 	// nil = a DefaultTransitions ring made on first use.
 	Transitions *Transitions
+	// Replayed is what startup's verification replayed (nil: the first start loads too).
+	Replayed *Replayed
 }
 
 // entry is one lease the registry knows about.
@@ -207,7 +209,11 @@ func (a *Actor) Describe() (string, int) {
 func (a *Actor) started(c actor.Context) {
 	a.startedAt = time.Now()
 	a.leases, a.byPID = map[string]*entry{}, map[string]*entry{}
-	st, seq, err := LoadState(a.deps.Store)
+	st, seq, ok := a.deps.Replayed.takeState()
+	var err error
+	if !ok {
+		st, seq, err = LoadState(a.deps.Store)
+	}
 	if err != nil {
 		// Startup verified every stream; failing here means the store broke since.
 		a.deps.Tree.Fail(fmt.Errorf("registry: %w", err))

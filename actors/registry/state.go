@@ -3,7 +3,10 @@ package registry
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
@@ -192,10 +195,44 @@ func LoadState(store *persistence.Store) (*State, uint64, error) {
 	return st, l.LastSeq, nil
 }
 
+// Replayed is what startup's verification replayed, handed to the actors' first
+// start so that a start reads every journal once: the registry's state (taken by
+// the registry's first Started) and each live lease's (Leases). Each is taken
+// once; a restarted actor loads from the store. Nothing writes a journal before
+// the actor owning it started, so what is handed over is what it would load.
+type Replayed struct {
+	Leases *lease.Preloaded
+
+	mu  sync.Mutex
+	st  *State
+	seq uint64
+}
+
+// NewReplayed returns an empty Replayed.
+func NewReplayed() *Replayed { return &Replayed{Leases: lease.NewPreloaded()} }
+
+// takeState hands over the registry's state once; a nil Replayed holds nothing.
+func (r *Replayed) takeState() (*State, uint64, bool) {
+	if r == nil {
+		return nil, 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, seq := r.st, r.seq
+	r.st = nil
+	return st, seq, st != nil
+}
+
 // Verify loads the registry and every lease stream it names, the way the actors
 // will, so a journal berthd cannot read refuses startup before anything runs.
-func Verify(store *persistence.Store) error {
-	st, _, err := LoadState(store)
+func Verify(store *persistence.Store) error { return VerifyInto(store, nil) }
+
+// VerifyInto is Verify that keeps what it replayed in into (when not nil) for
+// the actors' first start. The lease streams are replayed on every CPU (read
+// transactions run concurrently); the error reported is the first in stream
+// order, as a serial replay would report it.
+func VerifyInto(store *persistence.Store, into *Replayed) error {
+	st, stSeq, err := LoadState(store)
 	if err != nil {
 		return err
 	}
@@ -203,15 +240,46 @@ func Verify(store *persistence.Store) error {
 	if err != nil {
 		return fmt.Errorf("list lease streams: %w", err)
 	}
+	ids := make([]string, 0, len(streams))
+	named := make(map[string]bool, len(streams))
 	for _, s := range streams {
-		if _, _, err := lease.Load(store, s[len("lease/"):]); err != nil {
+		id := s[len("lease/"):]
+		ids = append(ids, id)
+		named[id] = true
+	}
+	// A live lease without a stream still replays (to its initial state).
+	for _, id := range st.Sorted() {
+		if !named[id] {
+			ids = append(ids, id)
+		}
+	}
+	errs := make([]error, len(ids))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(ids)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(ids); i = int(next.Add(1)) - 1 {
+				ls, seq, err := lease.Load(store, ids[i])
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				if _, live := st.Leases[ids[i]]; live && into != nil {
+					into.Leases.Put(ids[i], ls, seq)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
-	for id := range st.Leases {
-		if _, _, err := lease.Load(store, id); err != nil {
-			return err
-		}
+	if into != nil {
+		into.mu.Lock()
+		into.st, into.seq = st, stSeq
+		into.mu.Unlock()
 	}
 	return nil
 }

@@ -286,3 +286,30 @@ func TestVerify_RefusesLeaseStreamWithUnknownEvent(t *testing.T) {
 		t.Fatalf("Verify of provision.succeeded before provision.started = %v, want refused", err)
 	}
 }
+
+func TestVerifyInto_KeepsOnlyLiveLeasesStates(t *testing.T) {
+	store := openStore(t)
+	live, bare, orphan := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	commitTo(t, store, Stream, admittedEvent(stateSpec(live, 1), t0), admittedEvent(stateSpec(bare, 2), t0))
+	started := leaseEvent(t, lease.EvProvisionStarted, lease.ProvisionStarted{Admission: 1, Generation: 1,
+		OperationID: "op", At: t0, Deadline: t0.Add(time.Minute)})
+	commitTo(t, store, lease.Stream(live), started)
+	commitTo(t, store, lease.Stream(orphan), started) // a stream the registry holds no lease for
+
+	into := NewReplayed()
+	if err := VerifyInto(store, into); err != nil {
+		t.Fatalf("VerifyInto: %v", err)
+	}
+	// The two live leases (one without a stream yet) wait for their actors; the
+	// orphan was verified but has no actor to hand a state to.
+	if n := into.Leases.Len(); n != 2 {
+		t.Fatalf("%d preloaded states, want 2 (the live leases only)", n)
+	}
+	st, seq, ok := into.takeState()
+	if !ok || seq != 2 || len(st.Leases) != 2 {
+		t.Fatalf("registry state handed over: ok=%t seq=%d leases=%d, want true, 2, 2", ok, seq, len(st.Leases))
+	}
+	if _, _, ok := into.takeState(); ok {
+		t.Fatal("the registry state was handed over twice (a restarted registry must load its journal)")
+	}
+}

@@ -52,20 +52,31 @@ type daemon struct {
 	lock   *persistence.Lock
 	store  *persistence.Store
 	diag   *persistence.Diagnostics
-	engine *engine.Engine
+	engine dockerio.Engine
+	docker *engine.Engine   // the real engine behind engine; nil when testHooks.engine supplied it
 	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
 	tree   *supervisors.Tree
 	log    zerolog.Logger
+
+	// replayed is what the startup verification replayed, taken by the
+	// registry's and each lease actor's first start.
+	replayed *registry.Replayed
 
 	recovered     chan struct{} // closed when the registry's startup recovery completes
 	recoveredOnce sync.Once
 	systemd       *systemdSupervision // READY/WATCHDOG/STOPPING (notify.go)
 }
 
-// Hooks lets tests shorten the guardian's backoff and swap the clock.
+// Hooks lets tests shorten the guardian's backoff, swap the clock, and run the
+// daemon on an in-memory engine (the scale benchmark: 10k leases are beyond what
+// a test host's dockerd holds).
 type hooks struct {
 	guardian supervisors.Backoff
 	now      func() time.Time
+	// engine, when set, replaces engine.New: it is called with the store's
+	// installation ID on every start, so one engine can outlive a restart as
+	// Docker does.
+	engine func(installationID string) (dockerio.Engine, error)
 }
 
 var testHooks hooks
@@ -107,7 +118,8 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	for _, f := range store.Findings() {
 		log.Error().Str("path", store.Path()).Msg(f)
 	}
-	if err := registry.Verify(store); err != nil {
+	d.replayed = registry.NewReplayed()
+	if err := registry.VerifyInto(store, d.replayed); err != nil {
 		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	if _, _, err := volumehold.Load(store); err != nil {
@@ -134,15 +146,24 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), phases.gauge)
-	d.engine, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: store.Identity().InstallationID,
-		PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
-		MaxInFlight: cfg.DockerMaxInFlight,
-		Registerer:  reg, Logger: log.With().Str("component", "docker").Logger()})
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
+	if testHooks.engine != nil {
+		if d.engine, err = testHooks.engine(store.Identity().InstallationID); err != nil {
+			return nil, fmt.Errorf("test engine: %w", err)
+		}
+	} else {
+		d.docker, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: store.Identity().InstallationID,
+			PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
+			MaxInFlight: cfg.DockerMaxInFlight,
+			Registerer:  reg, Logger: log.With().Str("component", "docker").Logger()})
+		if err != nil {
+			return nil, fmt.Errorf("docker client: %w", err)
+		}
+		d.engine = d.docker
 	}
 	mark = phases.done("docker_connect", mark)
-	warnNetworkCapacity(d.engine, cfg, log)
+	if d.docker != nil {
+		warnNetworkCapacity(d.docker, cfg, log)
+	}
 	if d.vols, err = openVolumes(cfg, store.Identity().InstallationID, log); err != nil {
 		return nil, err
 	}
@@ -176,8 +197,8 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 // the first to stop when the tree drains.
 func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
 	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger, phases *startupPhases) []supervisors.Spec {
-	var eng dockerio.Engine = d.engine
-	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
+	eng := d.engine
+	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Preloaded: d.replayed.Leases, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
 		BackendName:      cfg.Name,
 		HostAddress:      cfg.HostAddress,
 		HostBindIP:       cfg.HostBindIP,
@@ -208,7 +229,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 	for name, p := range cfg.SKUProfiles {
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
 	}
-	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now,
+	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now, Replayed: d.replayed,
 		Phase: func(p string, took time.Duration) {
 			phases.record(p, took)
 			if p == "recovery" {
@@ -302,8 +323,8 @@ func (d *daemon) stop(budget time.Duration) error {
 			errs = append(errs, err)
 		}
 	}
-	if d.engine != nil {
-		_ = d.engine.Close()
+	if d.docker != nil {
+		_ = d.docker.Close()
 	}
 	d.closeStorage()
 	return errors.Join(errs...)

@@ -83,8 +83,8 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	// Like the real engine: a project holding any container that is not ours
 	// fails the launch before anything is created, and the foreign object is
 	// left alone.
-	for _, c := range e.containers {
-		if c.c.Labels[composeProjectLabel] == name && !e.ours(c.c.Labels) {
+	for _, c := range e.byProject[name] {
+		if !e.ours(c.c.Labels) {
 			return fmt.Errorf("compose up %s: container %s (%s, installation %q): %w", name, c.c.Name, c.c.ID,
 				c.c.Labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
 		}
@@ -205,8 +205,8 @@ func composeKeyOf(svc dockerio.ServicePlan, index int) string {
 // Compose key.
 func (e *Engine) instanceLocked(lease, key string) *fakeContainer {
 	var found *fakeContainer
-	for _, c := range e.containers {
-		if e.ours(c.c.Labels) && c.c.Labels[dockerio.LabelLease] == lease && c.key == key {
+	for _, c := range e.byLease[lease] {
+		if e.ours(c.c.Labels) && c.key == key {
 			if found == nil || c.c.ID > found.c.ID {
 				found = c
 			}
@@ -261,8 +261,42 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 		c.healthPinned = true
 		c.c.Health = h
 	}
-	e.containers[id] = c
+	e.addContainerLocked(c)
 	return c
+}
+
+// addContainerLocked stores c and indexes it.
+func (e *Engine) addContainerLocked(c *fakeContainer) {
+	e.containers[c.c.ID] = c
+	index(e.byProject, c.c.Labels[composeProjectLabel], c.c.ID, c)
+	index(e.byLease, c.c.Labels[dockerio.LabelLease], c.c.ID, c)
+	index(e.byNetwork, c.networkID, c.c.ID, c)
+}
+
+// removeContainerLocked forgets c and its index entries.
+func (e *Engine) removeContainerLocked(c *fakeContainer) {
+	delete(e.containers, c.c.ID)
+	unindex(e.byProject, c.c.Labels[composeProjectLabel], c.c.ID)
+	unindex(e.byLease, c.c.Labels[dockerio.LabelLease], c.c.ID)
+	unindex(e.byNetwork, c.networkID, c.c.ID)
+}
+
+func index[T any](idx map[string]map[string]T, key, id string, v T) {
+	m := idx[key]
+	if m == nil {
+		m = map[string]T{}
+		idx[key] = m
+	}
+	m[id] = v
+}
+
+func unindex[T any](idx map[string]map[string]T, key, id string) {
+	if m := idx[key]; m != nil {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(idx, key)
+		}
+	}
 }
 
 // dependenciesMetLocked is Compose's wait for depends_on, decided at once: a
@@ -326,7 +360,7 @@ func (e *Engine) stopLocked(c *fakeContainer, exitCode int, oom bool) {
 
 func (e *Engine) stopAndRemoveLocked(c *fakeContainer, exitCode int) {
 	e.stopLocked(c, exitCode, false)
-	delete(e.containers, c.c.ID)
+	e.removeContainerLocked(c)
 }
 
 // Cohort is this installation's containers of the lease's project, attributed
@@ -342,8 +376,8 @@ func (e *Engine) cohortOf(lease string) ([]dockerio.Container, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []dockerio.Container
-	for _, c := range e.containers {
-		if c.c.Labels[composeProjectLabel] != dockerio.ProjectName(lease) || !e.ours(c.c.Labels) {
+	for _, c := range e.byProject[dockerio.ProjectName(lease)] {
+		if !e.ours(c.c.Labels) {
 			continue
 		}
 		inst, ok := labels.ParseInstance(c.c.Labels)
@@ -396,8 +430,8 @@ func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptio
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, c := range e.containers {
-		if e.ours(c.c.Labels) && c.c.Labels[dockerio.LabelLease] == lease {
+	for _, c := range e.byLease[lease] { // removing from the map being ranged over is safe
+		if e.ours(c.c.Labels) {
 			e.stopAndRemoveLocked(c, exitStopped)
 		}
 	}
@@ -605,7 +639,7 @@ func (e *Engine) AddForeignContainer(lease, service string, index int, installat
 		ID: id, Name: dockerio.ProjectName(lease) + "-" + key + "-1", Lease: lease, Service: service, Index: index,
 		OperationID: plan.OperationID, Generation: 1, State: "created", Ports: map[string]dockerio.Binding{}, Labels: l,
 	}}
-	e.containers[id] = c
+	e.addContainerLocked(c)
 	e.startLocked(c)
 	return id
 }

@@ -85,6 +85,14 @@ type Engine struct {
 	subs        map[*subscriber]struct{}
 	nextPort    int
 	seq         int64
+
+	// Indexes of containers and networks by what the engine looks them up by,
+	// so a call about one lease costs the same with ten thousand others held
+	// (the scale benchmark); labels never change once an object exists.
+	byProject map[string]map[string]*fakeContainer // Compose project label → ID → container
+	byLease   map[string]map[string]*fakeContainer // fred.lease_uuid label → ID → container
+	byNetwork map[string]map[string]*fakeContainer // network ID → ID → container
+	netByName map[string]map[string]*fakeNetwork   // network name → ID → network
 }
 
 var _ dockerio.Engine = (*Engine)(nil)
@@ -105,6 +113,10 @@ func New(opts Options) *Engine {
 		down:       map[string]bool{},
 		networks:   map[string]*fakeNetwork{},
 		containers: map[string]*fakeContainer{},
+		byProject:  map[string]map[string]*fakeContainer{},
+		byLease:    map[string]map[string]*fakeContainer{},
+		byNetwork:  map[string]map[string]*fakeContainer{},
+		netByName:  map[string]map[string]*fakeNetwork{},
 		pinned:     map[string]string{},
 		delays:     map[Op]time.Duration{},
 		calls:      map[Op]int{},

@@ -21,7 +21,9 @@ type fakeNetwork struct {
 func (e *Engine) createNetworkLocked(name string, l map[string]string) string {
 	e.seq++
 	id := randomHex(32)
-	e.networks[id] = &fakeNetwork{id: id, name: name, labels: copyMap(l), seq: e.seq}
+	n := &fakeNetwork{id: id, name: name, labels: copyMap(l), seq: e.seq}
+	e.networks[id] = n
+	index(e.netByName, name, id, n)
 	return id
 }
 
@@ -44,10 +46,7 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var ours []*fakeNetwork
-	for _, n := range e.networks {
-		if n.name != name {
-			continue
-		}
+	for _, n := range e.netByName[name] {
 		if !labels.HasAll(n.labels, owner) {
 			return "", fmt.Errorf("network %s: %w", name, dockerio.ErrForeignNetwork)
 		}
@@ -82,8 +81,8 @@ func (e *Engine) networkLocked(n *fakeNetwork) dockerio.Network {
 // only containers that are up hold one.
 func (e *Engine) attachedLocked(networkID string) int {
 	n := 0
-	for _, c := range e.containers {
-		if c.networkID == networkID && isUp(c.c.State) {
+	for _, c := range e.byNetwork[networkID] {
+		if isUp(c.c.State) {
 			n++
 		}
 	}
@@ -139,6 +138,7 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 		return fmt.Errorf("remove network %s: error while removing network: network %s id %s has active endpoints (%d)", n.name, n.name, id, k)
 	}
 	delete(e.networks, id)
+	unindex(e.netByName, n.name, id)
 	return nil
 }
 
