@@ -1,0 +1,388 @@
+package engine
+
+// The raw-Docker baseline of `berthctl bench`: what the same launches cost
+// without berthd, measured on the same engine in the same run, so berthd's
+// overhead can be stated as a ratio. berthctl cannot use the Docker SDK itself
+// (only this package links it), hence these exported functions.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// RawRunLabel marks every container and network of one baseline run (its value
+// is the run ID). It is deliberately not a fred.* label: berthd's reclaimer and
+// inventory never see these objects as theirs.
+const RawRunLabel = "berth.bench.run"
+
+// RawBaselineOptions describe one batch of raw launches, each equivalent to one
+// instance of a flat berthd lease.
+type RawBaselineOptions struct {
+	Host  string // docker_host; "" = the environment's (DOCKER_HOST, else the default socket)
+	Image string // pulled first (untimed) when the engine does not hold it
+	Count int    // launches, all at once
+
+	// VerifyDuration is berthd's startup_verify_duration: each launch waits
+	// this long after its start before the inspect that proves it running, as
+	// berthd's verification does for a service without a health check.
+	VerifyDuration time.Duration
+
+	// Port is a container port ("8080/tcp") published on HostBindIP with an
+	// ephemeral host port, as berthd publishes a flat manifest's ports; "" = none.
+	Port       string
+	HostBindIP string // "" = 127.0.0.1
+
+	// The SKU profile's limits and berthd's container hardening settings
+	// (container_pids_limit, container_readonly_rootfs, container_tmpfs_size_mb);
+	// zero values leave the engine's defaults.
+	CPUCores       float64
+	MemoryMB       int64
+	PidsLimit      int64
+	ReadonlyRootfs bool
+	TmpfsSizeMB    int64
+}
+
+// RawLaunch is one timed launch: a fresh bridge network, container create,
+// start, the verify wait, inspect.
+type RawLaunch struct {
+	Name    string        // container and network name
+	Total   time.Duration // network create → inspect done
+	Network time.Duration
+	Create  time.Duration
+	Start   time.Duration
+	Inspect time.Duration // the inspect after the verify wait
+	Err     error         // nil when the container was running with its port published
+}
+
+// RawBaselineResult is one run: every launch, the batch's wall time, and what
+// was still present after its cleanup.
+type RawBaselineResult struct {
+	RunID       string
+	ImagePulled bool // the image was absent and pulled before the timed batch
+	Launches    []RawLaunch
+	Wall        time.Duration // first launch begins → last launch done
+	// Leftovers names every object of the run (container, network, anonymous
+	// volume) still present after cleanup; empty when the run left nothing.
+	Leftovers []string
+}
+
+// Failed counts the launches that did not end with a running container.
+func (r RawBaselineResult) Failed() int {
+	n := 0
+	for _, l := range r.Launches {
+		if l.Err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// RawBaseline runs opts.Count raw launches at once, then removes everything the
+// run created and verifies it is gone. The error is for a run that could not be
+// set up (no engine, no image); a failed launch is recorded in its RawLaunch,
+// and cleanup runs even when ctx has ended.
+func RawBaseline(ctx context.Context, opts RawBaselineOptions) (RawBaselineResult, error) {
+	res := RawBaselineResult{RunID: uuid.NewString()}
+	if opts.Count <= 0 || opts.Image == "" {
+		return res, fmt.Errorf("raw baseline: need a positive count and an image (got %d, %q)", opts.Count, opts.Image)
+	}
+	dc, err := rawClient(ctx, opts.Host)
+	if err != nil {
+		return res, err
+	}
+	defer dc.Close()
+	if res.ImagePulled, err = ensureImage(ctx, dc, opts.Image); err != nil {
+		return res, err
+	}
+
+	res.Launches = make([]RawLaunch, opts.Count)
+	volumes := make([][]string, opts.Count) // anonymous volumes of each container, for the leftover check
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range res.Launches {
+		res.Launches[i].Name = fmt.Sprintf("berth-bench-%s-%d", res.RunID[:8], i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			volumes[i] = rawLaunch(ctx, dc, opts, res.RunID, &res.Launches[i])
+		}()
+	}
+	begin := time.Now()
+	close(gate)
+	wg.Wait()
+	res.Wall = time.Since(begin)
+
+	// Cleanup must happen even when the caller gave up (Ctrl-C): the objects
+	// would otherwise stay on the host with nothing to reclaim them.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	removeRawRun(cctx, dc, res.RunID)
+	res.Leftovers, err = rawLeftovers(cctx, dc, res.RunID, slices.Concat(volumes...))
+	if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// rawClient is an SDK client for host with the API version negotiated once up
+// front (the SDK's lazy negotiation races under concurrent calls).
+func rawClient(ctx context.Context, host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	dc, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("raw baseline: docker client for %q: %w", host, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ping, err := dc.Ping(pctx)
+	if err != nil {
+		_ = dc.Close()
+		return nil, dockerErr("raw baseline: ping docker", err)
+	}
+	dc.NegotiateAPIVersionPing(ping)
+	return dc, nil
+}
+
+// ensureImage pulls ref when the engine does not hold it under that name
+// (berthd pins images by content, so its pull may not have left the tag).
+func ensureImage(ctx context.Context, dc *client.Client, ref string) (pulled bool, err error) {
+	if _, err := dc.ImageInspect(ctx, ref); err == nil {
+		return false, nil
+	} else if !isNotFound(err) {
+		return false, dockerErr("raw baseline: inspect image "+ref, err)
+	}
+	rc, err := dc.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		return false, dockerErr("raw baseline: pull "+ref, err)
+	}
+	defer rc.Close()
+	// The pull runs as long as its progress stream is read; an error inside the
+	// stream shows up in the inspect below.
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		return false, fmt.Errorf("raw baseline: pull %s: %w", ref, err)
+	}
+	if _, err := dc.ImageInspect(ctx, ref); err != nil {
+		return false, dockerErr("raw baseline: image "+ref+" after pull", err)
+	}
+	return true, nil
+}
+
+// rawLaunch times one launch into l and returns the anonymous volumes Docker
+// made for the image's VOLUMEs (removed with the container, checked after).
+func rawLaunch(ctx context.Context, dc *client.Client, opts RawBaselineOptions, runID string, l *RawLaunch) []string {
+	labels := map[string]string{RawRunLabel: runID}
+	cfg := &container.Config{Image: opts.Image, Labels: labels}
+	host := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(l.Name),
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		ReadonlyRootfs: opts.ReadonlyRootfs,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	if opts.MemoryMB > 0 {
+		host.Memory = opts.MemoryMB << 20
+		host.MemorySwap = host.Memory // no swap, as berthd sets it
+	}
+	if opts.CPUCores > 0 {
+		host.NanoCPUs = int64(opts.CPUCores * 1e9)
+	}
+	if opts.PidsLimit > 0 {
+		host.PidsLimit = &opts.PidsLimit
+	}
+	if opts.ReadonlyRootfs {
+		tmpfs := ""
+		if opts.TmpfsSizeMB > 0 {
+			tmpfs = fmt.Sprintf("size=%dm", opts.TmpfsSizeMB)
+		}
+		host.Tmpfs = map[string]string{"/tmp": tmpfs, "/run": tmpfs}
+	}
+	if opts.Port != "" {
+		bindIP := opts.HostBindIP
+		if bindIP == "" {
+			bindIP = "127.0.0.1"
+		}
+		port := nat.Port(opts.Port)
+		cfg.ExposedPorts = nat.PortSet{port: struct{}{}}
+		host.PortBindings = nat.PortMap{port: []nat.PortBinding{{HostIP: bindIP}}}
+	}
+	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		l.Name: {Aliases: []string{"app"}}, // berthd's in-lease DNS name of a flat service
+	}}
+
+	begin := time.Now()
+	step := func(d *time.Duration, f func() error) error {
+		t := time.Now()
+		err := f()
+		*d = time.Since(t)
+		return err
+	}
+	if l.Err = step(&l.Network, func() error {
+		_, err := dc.NetworkCreate(ctx, l.Name, network.CreateOptions{Driver: "bridge", Labels: labels})
+		return dockerErr("create network "+l.Name, err)
+	}); l.Err != nil {
+		return nil
+	}
+	var id string
+	if l.Err = step(&l.Create, func() error {
+		created, err := dc.ContainerCreate(ctx, cfg, host, netCfg, nil, l.Name)
+		id = created.ID
+		return dockerErr("create container "+l.Name, err)
+	}); l.Err != nil {
+		return nil
+	}
+	if l.Err = step(&l.Start, func() error {
+		return dockerErr("start container "+l.Name, dc.ContainerStart(ctx, id, container.StartOptions{}))
+	}); l.Err != nil {
+		return nil
+	}
+	select {
+	case <-time.After(opts.VerifyDuration):
+	case <-ctx.Done():
+		l.Err = fmt.Errorf("container %s: verify wait: %w", l.Name, ctx.Err())
+		return nil
+	}
+	var info container.InspectResponse
+	if l.Err = step(&l.Inspect, func() error {
+		var err error
+		info, err = dc.ContainerInspect(ctx, id)
+		return dockerErr("inspect container "+l.Name, err)
+	}); l.Err != nil {
+		return nil
+	}
+	l.Total = time.Since(begin)
+	var vols []string
+	for _, m := range info.Mounts {
+		if m.Type == "volume" {
+			vols = append(vols, m.Name)
+		}
+	}
+	switch {
+	case info.State == nil || !info.State.Running:
+		l.Err = fmt.Errorf("container %s not running after %s", l.Name, opts.VerifyDuration)
+	case opts.Port != "" && (info.NetworkSettings == nil || len(info.NetworkSettings.Ports[nat.Port(opts.Port)]) == 0):
+		l.Err = fmt.Errorf("container %s has no host port for %s", l.Name, opts.Port)
+	}
+	return vols
+}
+
+// removeRawRun removes every container of the run (with its anonymous volumes),
+// then its networks. Failures are left to rawLeftovers to report.
+func removeRawRun(ctx context.Context, dc *client.Client, runID string) {
+	f := filters.NewArgs(filters.Arg("label", RawRunLabel+"="+runID))
+	if cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			}()
+		}
+		wg.Wait()
+	}
+	if ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: f}); err == nil {
+		for _, n := range ns {
+			_ = dc.NetworkRemove(ctx, n.ID)
+		}
+	}
+}
+
+// rawLeftovers lists what of the run Docker still holds.
+func rawLeftovers(ctx context.Context, dc *client.Client, runID string, volumes []string) ([]string, error) {
+	f := filters.NewArgs(filters.Arg("label", RawRunLabel+"="+runID))
+	var left []string
+	cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, dockerErr("raw baseline: list containers of run "+runID, err)
+	}
+	for _, c := range cs {
+		left = append(left, "container "+strings.TrimPrefix(firstName(c.Names), "/"))
+	}
+	ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, dockerErr("raw baseline: list networks of run "+runID, err)
+	}
+	for _, n := range ns {
+		left = append(left, "network "+n.Name)
+	}
+	for _, v := range volumes {
+		_, err := dc.VolumeInspect(ctx, v)
+		switch {
+		case err == nil:
+			left = append(left, "volume "+v)
+		case !isNotFound(err):
+			return nil, dockerErr("raw baseline: inspect volume "+v, err)
+		}
+	}
+	return left, nil
+}
+
+func firstName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// LeaseLeftovers names every container labelled with one of leases and every
+// lease network (fred-<lease>) of them that Docker still holds, so a caller
+// without the SDK can prove a closed lease left nothing behind.
+func LeaseLeftovers(ctx context.Context, host string, leases []string) ([]string, error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	dc, err := rawClient(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	defer dc.Close()
+	var left []string
+	var errs []error
+	// One listing each, filtered on the label's presence; the lease set is
+	// matched here (a filter per lease would be one request per lease).
+	want := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		want[l] = true
+	}
+	cs, err := dc.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", dockerio.LabelLease))})
+	if err != nil {
+		errs = append(errs, dockerErr("list lease containers", err))
+	}
+	for _, c := range cs {
+		if l := c.Labels[dockerio.LabelLease]; want[l] {
+			left = append(left, fmt.Sprintf("container %s (lease %s, %s)", strings.TrimPrefix(firstName(c.Names), "/"), l, c.State))
+		}
+	}
+	ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", "fred-"))})
+	if err != nil {
+		errs = append(errs, dockerErr("list lease networks", err))
+	}
+	for _, n := range ns {
+		if l, ok := strings.CutPrefix(n.Name, "fred-"); ok && want[l] && n.Name == dockerio.ProjectName(l) {
+			left = append(left, "network "+n.Name)
+		}
+	}
+	slices.Sort(left)
+	return left, errors.Join(errs...)
+}
