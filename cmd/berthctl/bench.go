@@ -24,7 +24,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/cmd/berthd/config"
-	"github.com/berth-dev/berth/dockerio/engine"
+	"github.com/berth-dev/berth/dockerio/engine/rawbaseline"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -205,7 +205,7 @@ func (c *client) runBench(ctx context.Context, o benchOptions, set benchSettings
 
 	if ctx.Err() == nil {
 		progress("raw Docker baseline: %d launches at once, each waiting %s", o.n, set.verify)
-		rep.collectRaw(engine.RawBaseline(ctx, engine.RawBaselineOptions{
+		rep.collectRaw(rawbaseline.Run(ctx, rawbaseline.Options{
 			Host: set.dockerHost, Image: o.image, Count: o.n, VerifyDuration: set.verify,
 			Port: o.port, HostBindIP: set.hostBindIP,
 			CPUCores: set.profile.CPUCores, MemoryMB: set.profile.MemoryMB,
@@ -362,7 +362,7 @@ func (c *client) cleanupBerthd(ctx context.Context, rep *benchReport, runs []*be
 	// The lease network goes a little after the close (the reclaimer removes
 	// it): give Docker until the deadline to be empty of them.
 	for {
-		left, err := engine.LeaseLeftovers(cctx, set.dockerHost, leases)
+		left, err := rawbaseline.LeaseLeftovers(cctx, set.dockerHost, leases)
 		if err == nil && len(left) == 0 {
 			rep.Cleanup.LeftInDocker = nil
 			return
@@ -430,7 +430,7 @@ func (c *client) listedProvisions(leases []string) ([]string, error) {
 }
 
 // collectRaw turns the raw baseline into its side of the report.
-func (rep *benchReport) collectRaw(res engine.RawBaselineResult, err error) {
+func (rep *benchReport) collectRaw(res rawbaseline.Result, err error) {
 	rep.Raw.RunID, rep.Raw.ImagePulled = res.RunID, res.ImagePulled
 	rep.Cleanup.RawLeft = res.Leftovers
 	if err != nil {
@@ -438,6 +438,7 @@ func (rep *benchReport) collectRaw(res engine.RawBaselineResult, err error) {
 		return
 	}
 	var ready []time.Duration
+	phases := map[string][]time.Duration{}
 	for _, l := range res.Launches {
 		if l.Err != nil {
 			rep.Raw.Failed++
@@ -446,8 +447,17 @@ func (rep *benchReport) collectRaw(res engine.RawBaselineResult, err error) {
 		}
 		rep.Raw.Launched++
 		ready = append(ready, l.Total)
+		for phase, d := range map[string]time.Duration{"network": l.Network, "create": l.Create, "start": l.Start, "inspect": l.Inspect} {
+			phases[phase] = append(phases[phase], d)
+		}
 	}
 	rep.Raw.Ready = summarize(ready)
+	if len(ready) > 0 {
+		rep.Raw.Phases = map[string]latencyStats{}
+		for phase, sample := range phases {
+			rep.Raw.Phases[phase] = summarize(sample)
+		}
+	}
 	if rep.Raw.Launched > 0 {
 		rep.Raw.WallMs = ms(res.Wall)
 	}

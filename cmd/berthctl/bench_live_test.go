@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio/engine"
+	"github.com/berth-dev/berth/dockerio/engine/rawbaseline"
 )
 
 // benchTestImage is BERTH_TEST_IMAGE as the run was started with (TestMain
@@ -140,7 +140,7 @@ func TestBench_LiveBerthdThreeLeasesAgainstRawDocker(t *testing.T) {
 	defer cancel()
 	for _, path := range []string{"/containers/json?all=1&filters=", "/networks?filters="} {
 		var objects []json.RawMessage
-		filter := url.QueryEscape(`{"label":["` + engine.RawRunLabel + `=` + rep.Raw.RunID + `"]}`)
+		filter := url.QueryEscape(`{"label":["` + rawbaseline.RunLabel + `=` + rep.Raw.RunID + `"]}`)
 		if err := docker.get(ctx, path+filter, &objects); err != nil {
 			t.Fatal(err)
 		}

@@ -46,8 +46,11 @@ type benchRaw struct {
 	Failed      int          `json:"failed"`
 	ImagePulled bool         `json:"image_pulled"`
 	Ready       latencyStats `json:"ready"` // network create → inspect after the verify wait
-	WallMs      float64      `json:"wall_ms"`
-	Error       string       `json:"error,omitempty"` // the baseline could not run at all
+	// Phases split Ready's work: network, create, start, inspect (the verify
+	// wait is the rest), to tell where a slow raw side spends its time.
+	Phases map[string]latencyStats `json:"phases,omitempty"`
+	WallMs float64                 `json:"wall_ms"`
+	Error  string                  `json:"error,omitempty"` // the baseline could not run at all
 }
 
 // benchRatio is berthd over raw Docker; the beyond-verify ratios take the same
@@ -200,6 +203,13 @@ func (r benchReport) printText(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "\nberthd/raw: p50 %s, wall %s (beyond the verify wait: p50 %s, wall %s)\n",
 		ratioText(r.Ratio.P50), ratioText(r.Ratio.Wall), ratioText(r.Ratio.P50BeyondVerify), ratioText(r.Ratio.WallBeyondVerify))
+	if len(raw.Phases) > 0 {
+		var parts []string
+		for _, phase := range rawPhases {
+			parts = append(parts, phase+" "+cell(msText(raw.Phases[phase].P50Ms)))
+		}
+		fmt.Fprintf(out, "raw docker p50 by phase: %s\n", strings.Join(parts, ", "))
+	}
 	c := r.Callbacks
 	fmt.Fprintf(out, "callbacks: %d received, %d signatures verified, %d bad\n", c.Received, c.Verified, c.BadSignatures)
 	cl := r.Cleanup
@@ -216,6 +226,9 @@ func (r benchReport) printText(out io.Writer) error {
 	_, err := fmt.Fprintf(out, "verdict: %s\n", r.Verdict)
 	return err
 }
+
+// rawPhases are the raw launch's timed steps, in order.
+var rawPhases = []string{"network", "create", "start", "inspect"}
 
 // msText is a latency for people: "12ms" under a second, "5.62s" from one up,
 // empty (the table's "-") when there is none.

@@ -51,7 +51,9 @@ func benchFixture() benchReport {
 		WallMs: 1810}
 	rep.Raw = benchRaw{RunID: "run", Launched: 3,
 		Ready:  summarize([]time.Duration{1200 * time.Millisecond, 1250 * time.Millisecond, 1300 * time.Millisecond}),
-		WallMs: 1310}
+		WallMs: 1310, Phases: map[string]latencyStats{
+			"network": summarize([]time.Duration{60 * time.Millisecond}), "create": summarize([]time.Duration{90 * time.Millisecond}),
+			"start": summarize([]time.Duration{110 * time.Millisecond}), "inspect": summarize([]time.Duration{4 * time.Millisecond})}}
 	rep.Callbacks = benchCallbacks{Received: 6, Verified: 6}
 	rep.Cleanup = benchCleanup{Deprovisioned: 3, DeprovisionedCallbacks: 3}
 	for _, l := range []string{"a", "b", "c"} {
@@ -75,6 +77,7 @@ berthd ready   1.60s  1.80s  1.80s  1.80s  1.81s  3/3  POST /provision → signe
 raw docker     1.25s  1.30s  1.30s  1.30s  1.31s  3/3  network + create + start + verify wait + inspect
 
 berthd/raw: p50 1.28×, wall 1.38× (beyond the verify wait: p50 2.40×, wall 2.61×)
+raw docker p50 by phase: network 60ms, create 90ms, start 110ms, inspect 4ms
 callbacks: 6 received, 6 signatures verified, 0 bad
 cleanup: 3/3 deprovisioned, 3 deprovisioned callbacks; left: 0 in /provisions, 0 in Docker, 0 of the raw run
 verdict: ok

@@ -1,9 +1,11 @@
-package engine
-
-// The raw-Docker baseline of `berthctl bench`: what the same launches cost
-// without berthd, measured on the same engine in the same run, so berthd's
-// overhead can be stated as a ratio. berthctl cannot use the Docker SDK itself
-// (only this package links it), hence these exported functions.
+// Package rawbaseline is the raw-Docker side of `berthctl bench`: what the
+// launches berthd does cost without berthd, measured on the same engine in the
+// same run, so berthd's overhead can be stated as a ratio; and the check that
+// closed leases left nothing in Docker. It lives under dockerio/engine because
+// only that tree links the Docker SDK, in a package of its own so berthctl
+// links the SDK's client without Compose (the engine package would make the
+// operator's CLI four times its size).
+package rawbaseline
 
 import (
 	"context"
@@ -15,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -26,14 +29,14 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 )
 
-// RawRunLabel marks every container and network of one baseline run (its value
+// RunLabel marks every container and network of one baseline run (its value
 // is the run ID). It is deliberately not a fred.* label: berthd's reclaimer and
 // inventory never see these objects as theirs.
-const RawRunLabel = "berth.bench.run"
+const RunLabel = "berth.bench.run"
 
-// RawBaselineOptions describe one batch of raw launches, each equivalent to one
+// Options describe one batch of raw launches, each equivalent to one
 // instance of a flat berthd lease.
-type RawBaselineOptions struct {
+type Options struct {
 	Host  string // docker_host; "" = the environment's (DOCKER_HOST, else the default socket)
 	Image string // pulled first (untimed) when the engine does not hold it
 	Count int    // launches, all at once
@@ -58,9 +61,9 @@ type RawBaselineOptions struct {
 	TmpfsSizeMB    int64
 }
 
-// RawLaunch is one timed launch: a fresh bridge network, container create,
+// Launch is one timed launch: a fresh bridge network, container create,
 // start, the verify wait, inspect.
-type RawLaunch struct {
+type Launch struct {
 	Name    string        // container and network name
 	Total   time.Duration // network create → inspect done
 	Network time.Duration
@@ -70,12 +73,12 @@ type RawLaunch struct {
 	Err     error         // nil when the container was running with its port published
 }
 
-// RawBaselineResult is one run: every launch, the batch's wall time, and what
+// Result is one run: every launch, the batch's wall time, and what
 // was still present after its cleanup.
-type RawBaselineResult struct {
+type Result struct {
 	RunID       string
 	ImagePulled bool // the image was absent and pulled before the timed batch
-	Launches    []RawLaunch
+	Launches    []Launch
 	Wall        time.Duration // first launch begins → last launch done
 	// Leftovers names every object of the run (container, network, anonymous
 	// volume) still present after cleanup; empty when the run left nothing.
@@ -83,7 +86,7 @@ type RawBaselineResult struct {
 }
 
 // Failed counts the launches that did not end with a running container.
-func (r RawBaselineResult) Failed() int {
+func (r Result) Failed() int {
 	n := 0
 	for _, l := range r.Launches {
 		if l.Err != nil {
@@ -93,16 +96,16 @@ func (r RawBaselineResult) Failed() int {
 	return n
 }
 
-// RawBaseline runs opts.Count raw launches at once, then removes everything the
+// Run runs opts.Count raw launches at once, then removes everything the
 // run created and verifies it is gone. The error is for a run that could not be
-// set up (no engine, no image); a failed launch is recorded in its RawLaunch,
+// set up (no engine, no image); a failed launch is recorded in its Launch,
 // and cleanup runs even when ctx has ended.
-func RawBaseline(ctx context.Context, opts RawBaselineOptions) (RawBaselineResult, error) {
-	res := RawBaselineResult{RunID: uuid.NewString()}
+func Run(ctx context.Context, opts Options) (Result, error) {
+	res := Result{RunID: uuid.NewString()}
 	if opts.Count <= 0 || opts.Image == "" {
 		return res, fmt.Errorf("raw baseline: need a positive count and an image (got %d, %q)", opts.Count, opts.Image)
 	}
-	dc, err := rawClient(ctx, opts.Host)
+	dc, err := dockerClient(ctx, opts.Host)
 	if err != nil {
 		return res, err
 	}
@@ -111,7 +114,7 @@ func RawBaseline(ctx context.Context, opts RawBaselineOptions) (RawBaselineResul
 		return res, err
 	}
 
-	res.Launches = make([]RawLaunch, opts.Count)
+	res.Launches = make([]Launch, opts.Count)
 	volumes := make([][]string, opts.Count) // anonymous volumes of each container, for the leftover check
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
@@ -121,7 +124,7 @@ func RawBaseline(ctx context.Context, opts RawBaselineOptions) (RawBaselineResul
 		go func() {
 			defer wg.Done()
 			<-gate
-			volumes[i] = rawLaunch(ctx, dc, opts, res.RunID, &res.Launches[i])
+			volumes[i] = launch(ctx, dc, opts, res.RunID, &res.Launches[i])
 		}()
 	}
 	begin := time.Now()
@@ -133,17 +136,17 @@ func RawBaseline(ctx context.Context, opts RawBaselineOptions) (RawBaselineResul
 	// would otherwise stay on the host with nothing to reclaim them.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	removeRawRun(cctx, dc, res.RunID)
-	res.Leftovers, err = rawLeftovers(cctx, dc, res.RunID, slices.Concat(volumes...))
+	removeRun(cctx, dc, res.RunID)
+	res.Leftovers, err = leftovers(cctx, dc, res.RunID, slices.Concat(volumes...))
 	if err != nil {
 		return res, err
 	}
 	return res, nil
 }
 
-// rawClient is an SDK client for host with the API version negotiated once up
+// dockerClient is an SDK client for host with the API version negotiated once up
 // front (the SDK's lazy negotiation races under concurrent calls).
-func rawClient(ctx context.Context, host string) (*client.Client, error) {
+func dockerClient(ctx context.Context, host string) (*client.Client, error) {
 	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
 	if host != "" {
 		opts = append(opts, client.WithHost(host))
@@ -187,10 +190,10 @@ func ensureImage(ctx context.Context, dc *client.Client, ref string) (pulled boo
 	return true, nil
 }
 
-// rawLaunch times one launch into l and returns the anonymous volumes Docker
+// launch times one launch into l and returns the anonymous volumes Docker
 // made for the image's VOLUMEs (removed with the container, checked after).
-func rawLaunch(ctx context.Context, dc *client.Client, opts RawBaselineOptions, runID string, l *RawLaunch) []string {
-	labels := map[string]string{RawRunLabel: runID}
+func launch(ctx context.Context, dc *client.Client, opts Options, runID string, l *Launch) []string {
+	labels := map[string]string{RunLabel: runID}
 	cfg := &container.Config{Image: opts.Image, Labels: labels}
 	host := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(l.Name),
@@ -285,10 +288,10 @@ func rawLaunch(ctx context.Context, dc *client.Client, opts RawBaselineOptions, 
 	return vols
 }
 
-// removeRawRun removes every container of the run (with its anonymous volumes),
-// then its networks. Failures are left to rawLeftovers to report.
-func removeRawRun(ctx context.Context, dc *client.Client, runID string) {
-	f := filters.NewArgs(filters.Arg("label", RawRunLabel+"="+runID))
+// removeRun removes every container of the run (with its anonymous volumes),
+// then its networks. Failures are left to leftovers to report.
+func removeRun(ctx context.Context, dc *client.Client, runID string) {
+	f := filters.NewArgs(filters.Arg("label", RunLabel+"="+runID))
 	if cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
 		var wg sync.WaitGroup
 		for _, c := range cs {
@@ -307,9 +310,9 @@ func removeRawRun(ctx context.Context, dc *client.Client, runID string) {
 	}
 }
 
-// rawLeftovers lists what of the run Docker still holds.
-func rawLeftovers(ctx context.Context, dc *client.Client, runID string, volumes []string) ([]string, error) {
-	f := filters.NewArgs(filters.Arg("label", RawRunLabel+"="+runID))
+// leftovers lists what of the run Docker still holds.
+func leftovers(ctx context.Context, dc *client.Client, runID string, volumes []string) ([]string, error) {
+	f := filters.NewArgs(filters.Arg("label", RunLabel+"="+runID))
 	var left []string
 	cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
@@ -351,7 +354,7 @@ func LeaseLeftovers(ctx context.Context, host string, leases []string) ([]string
 	if len(leases) == 0 {
 		return nil, nil
 	}
-	dc, err := rawClient(ctx, host)
+	dc, err := dockerClient(ctx, host)
 	if err != nil {
 		return nil, err
 	}
@@ -386,3 +389,14 @@ func LeaseLeftovers(ctx context.Context, host string, leases []string) ([]string
 	slices.Sort(left)
 	return left, errors.Join(errs...)
 }
+
+// dockerErr wraps err with op; nil stays nil.
+func dockerErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isNotFound reports a Docker "no such object" answer.
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
