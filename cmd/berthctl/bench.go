@@ -197,7 +197,11 @@ func (c *client) runBench(ctx context.Context, o benchOptions, set benchSettings
 		return done
 	})
 	cancel()
-	rep.collectBerthd(runs, begin, o.timeout)
+	missing := benchLease{Outcome: "timeout", Error: "no completion callback within " + o.timeout.String()}
+	if ctx.Err() != nil {
+		missing = benchLease{Outcome: "interrupted", Error: "before its completion callback"}
+	}
+	rep.collectBerthd(runs, begin, missing)
 
 	progress("closing the %d leases", o.n)
 	c.cleanupBerthd(ctx, &rep, runs, sink, set, o.timeout)
@@ -255,7 +259,8 @@ func (c *client) provisionBatch(runs []*benchLeaseRun, sinkURL string, o benchOp
 }
 
 // collectBerthd turns the batch into the berthd side of the report.
-func (rep *benchReport) collectBerthd(runs []*benchLeaseRun, begin time.Time, timeout time.Duration) {
+// A lease without a completion callback gets missing's outcome and error.
+func (rep *benchReport) collectBerthd(runs []*benchLeaseRun, begin time.Time, missing benchLease) {
 	var accept, ready []time.Duration
 	var last time.Time
 	for _, r := range runs {
@@ -264,7 +269,7 @@ func (rep *benchReport) collectBerthd(runs []*benchLeaseRun, begin time.Time, ti
 		case r.refused != "":
 			l.Outcome, l.Error = "refused", r.refused
 		case !r.completed:
-			l.Outcome, l.Error = "timeout", "no completion callback within "+timeout.String()
+			l.Outcome, l.Error = missing.Outcome, missing.Error
 		case r.completion.Status != messages.CallbackSuccess:
 			l.Outcome, l.Error = r.completion.Status, r.completion.Error
 		case !callbackAt(r.completion.URI, "operation_id", r.operation):

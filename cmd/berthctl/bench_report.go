@@ -81,7 +81,7 @@ type benchLease struct {
 	Lease    string  `json:"lease_uuid"`
 	AcceptMs float64 `json:"accept_ms,omitempty"`
 	ReadyMs  float64 `json:"ready_ms,omitempty"`
-	Outcome  string  `json:"outcome"` // success, failed, refused, timeout
+	Outcome  string  `json:"outcome"` // success, failed, refused, misrouted, timeout, interrupted
 	Error    string  `json:"error,omitempty"`
 }
 
