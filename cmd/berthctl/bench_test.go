@@ -214,3 +214,44 @@ func TestBench_RefusesBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// The raw side copies the daemon's verify wait, Docker engine, bind IP,
+// hardening and the SKU's profile (through sku_mapping): from -config when
+// given, else the embedded defaults `make run` uses; -verify and -docker-host win.
+func TestBenchSettings_FromTheDaemonsConfigUnlessFlagged(t *testing.T) {
+	cfg := writeDaemonConfig(t,
+		"data_dir: "+t.TempDir(),
+		"callback_secret: "+secret,
+		"startup_verify_duration: 2s",
+		"docker_host: unix:///run/other-docker.sock",
+		"host_bind_ip: 127.0.0.2",
+		"container_pids_limit: 100",
+		"sku_mapping: {chain-sku-1: docker-medium}",
+	)
+	d, err := loadDaemonConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := resolveBenchSettings(d, benchOptions{sku: "chain-sku-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.verify != 2*time.Second || set.verifySource != "from -config "+cfg || set.dockerHost != "unix:///run/other-docker.sock" ||
+		set.hostBindIP != "127.0.0.2" || set.pidsLimit != 100 || !set.readonly || set.profile.MemoryMB != 1024 || set.profile.CPUCores != 1 {
+		t.Fatalf("from -config: %+v", set)
+	}
+	set, err = resolveBenchSettings(d, benchOptions{sku: "docker-micro", verify: 300 * time.Millisecond, dockerHost: "tcp://127.0.0.1:2375"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.verify != 300*time.Millisecond || set.verifySource != "-verify" || set.dockerHost != "tcp://127.0.0.1:2375" || set.profile.MemoryMB != 256 {
+		t.Fatalf("flags: %+v", set)
+	}
+	set, err = resolveBenchSettings(nil, benchOptions{sku: "docker-small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.verify != 5*time.Second || !strings.Contains(set.verifySource, "embedded defaults") || set.profile.MemoryMB != 512 {
+		t.Fatalf("embedded defaults: %+v", set)
+	}
+}
