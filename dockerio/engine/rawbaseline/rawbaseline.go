@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -110,12 +111,14 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return res, err
 	}
 	defer dc.Close()
-	if res.ImagePulled, err = ensureImage(ctx, dc, opts.Image); err != nil {
+	imageVolumes, pulled, err := ensureImage(ctx, dc, opts.Image)
+	if err != nil {
 		return res, err
 	}
+	res.ImagePulled = pulled
 
 	res.Launches = make([]Launch, opts.Count)
-	volumes := make([][]string, opts.Count) // anonymous volumes of each container, for the leftover check
+	volumes := make([][]string, opts.Count) // volumes of each container, for the leftover check
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range res.Launches {
@@ -124,7 +127,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		go func() {
 			defer wg.Done()
 			<-gate
-			volumes[i] = launch(ctx, dc, opts, res.RunID, &res.Launches[i])
+			volumes[i] = launch(ctx, dc, opts, imageVolumes, res.RunID, &res.Launches[i])
 		}()
 	}
 	begin := time.Now()
@@ -167,32 +170,39 @@ func dockerClient(ctx context.Context, host string) (*client.Client, error) {
 }
 
 // ensureImage pulls ref when the engine does not hold it under that name
-// (berthd pins images by content, so its pull may not have left the tag).
-func ensureImage(ctx context.Context, dc *client.Client, ref string) (pulled bool, err error) {
-	if _, err := dc.ImageInspect(ctx, ref); err == nil {
-		return false, nil
-	} else if !isNotFound(err) {
-		return false, dockerErr("raw baseline: inspect image "+ref, err)
+// (berthd pins images by content, so its pull may not have left the tag), and
+// returns the image's VOLUME paths.
+func ensureImage(ctx context.Context, dc *client.Client, ref string) (volumes []string, pulled bool, err error) {
+	info, err := dc.ImageInspect(ctx, ref)
+	if err != nil && !isNotFound(err) {
+		return nil, false, dockerErr("raw baseline: inspect image "+ref, err)
 	}
-	rc, err := dc.ImagePull(ctx, ref, image.PullOptions{})
 	if err != nil {
-		return false, dockerErr("raw baseline: pull "+ref, err)
+		rc, err := dc.ImagePull(ctx, ref, image.PullOptions{})
+		if err != nil {
+			return nil, false, dockerErr("raw baseline: pull "+ref, err)
+		}
+		// The pull runs as long as its progress stream is read; an error inside
+		// the stream shows up in the inspect below.
+		_, err = io.Copy(io.Discard, rc)
+		_ = rc.Close()
+		if err != nil {
+			return nil, false, fmt.Errorf("raw baseline: pull %s: %w", ref, err)
+		}
+		if info, err = dc.ImageInspect(ctx, ref); err != nil {
+			return nil, false, dockerErr("raw baseline: image "+ref+" after pull", err)
+		}
+		pulled = true
 	}
-	defer rc.Close()
-	// The pull runs as long as its progress stream is read; an error inside the
-	// stream shows up in the inspect below.
-	if _, err := io.Copy(io.Discard, rc); err != nil {
-		return false, fmt.Errorf("raw baseline: pull %s: %w", ref, err)
+	if info.Config != nil {
+		volumes = slices.Sorted(maps.Keys(info.Config.Volumes))
 	}
-	if _, err := dc.ImageInspect(ctx, ref); err != nil {
-		return false, dockerErr("raw baseline: image "+ref+" after pull", err)
-	}
-	return true, nil
+	return volumes, pulled, nil
 }
 
-// launch times one launch into l and returns the anonymous volumes Docker
-// made for the image's VOLUMEs (removed with the container, checked after).
-func launch(ctx context.Context, dc *client.Client, opts Options, runID string, l *Launch) []string {
+// launch times one launch into l and returns the volumes the container got
+// (none are expected: each is removed with it and checked after).
+func launch(ctx context.Context, dc *client.Client, opts Options, imageVolumes []string, runID string, l *Launch) []string {
 	labels := map[string]string{RunLabel: runID}
 	cfg := &container.Config{Image: opts.Image, Labels: labels}
 	host := &container.HostConfig{
@@ -212,12 +222,19 @@ func launch(ctx context.Context, dc *client.Client, opts Options, runID string, 
 	if opts.PidsLimit > 0 {
 		host.PidsLimit = &opts.PidsLimit
 	}
+	tmpfs := ""
+	if opts.TmpfsSizeMB > 0 {
+		tmpfs = fmt.Sprintf("size=%dm", opts.TmpfsSizeMB)
+	}
+	host.Tmpfs = map[string]string{}
 	if opts.ReadonlyRootfs {
-		tmpfs := ""
-		if opts.TmpfsSizeMB > 0 {
-			tmpfs = fmt.Sprintf("size=%dm", opts.TmpfsSizeMB)
-		}
-		host.Tmpfs = map[string]string{"/tmp": tmpfs, "/run": tmpfs}
+		host.Tmpfs["/tmp"], host.Tmpfs["/run"] = tmpfs, tmpfs
+	}
+	// berthd never lets Docker make an anonymous volume (and copy the image's
+	// content into it): an image VOLUME is a bind of the lease's managed
+	// volume, or tmpfs when diskless. tmpfs stands in for both here.
+	for _, target := range imageVolumes {
+		host.Tmpfs[target] = tmpfs
 	}
 	if opts.Port != "" {
 		bindIP := opts.HostBindIP
