@@ -81,20 +81,9 @@ type Result struct {
 	ImagePulled bool // the image was absent and pulled before the timed batch
 	Launches    []Launch
 	Wall        time.Duration // first launch begins → last launch done
-	// Leftovers names every object of the run (container, network, anonymous
-	// volume) still present after cleanup; empty when the run left nothing.
+	// Leftovers names every object of the run (container, network, volume)
+	// still present after cleanup; empty when the run left nothing.
 	Leftovers []string
-}
-
-// Failed counts the launches that did not end with a running container.
-func (r Result) Failed() int {
-	n := 0
-	for _, l := range r.Launches {
-		if l.Err != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // Run runs opts.Count raw launches at once, then removes everything the
@@ -305,7 +294,7 @@ func launch(ctx context.Context, dc *client.Client, opts Options, imageVolumes [
 	return vols
 }
 
-// removeRun removes every container of the run (with its anonymous volumes),
+// removeRun removes every container of the run (with any volume Docker made for it),
 // then its networks. Failures are left to leftovers to report.
 func removeRun(ctx context.Context, dc *client.Client, runID string) {
 	f := filters.NewArgs(filters.Arg("label", RunLabel+"="+runID))
