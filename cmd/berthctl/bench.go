@@ -49,6 +49,7 @@ type benchOptions struct {
 type benchSettings struct {
 	verify       time.Duration
 	verifySource string
+	configSource string // where the daemon's settings were read
 	dockerHost   string
 	hostBindIP   string
 	profile      config.SKUProfile // zero when the SKU is unknown to the config read
@@ -62,7 +63,9 @@ func (c *client) bench(args []string, daemon *daemonConfig) error {
 	var o benchOptions
 	fs.IntVar(&o.n, "n", 20, "leases to provision at once (and raw launches)")
 	fs.StringVar(&o.image, "image", os.Getenv("BERTH_TEST_IMAGE"), "image of the flat lease (default $BERTH_TEST_IMAGE)")
-	fs.StringVar(&o.sku, "sku", "docker-small", "SKU of each lease's one item")
+	// The smallest starter profile: 20 of them fit the embedded defaults' pool
+	// (8 cores), 20 docker-small (0.5 cores each) do not.
+	fs.StringVar(&o.sku, "sku", "docker-micro", "SKU of each lease's one item")
 	fs.StringVar(&o.port, "port", "8080/tcp", "container port to publish (empty for none)")
 	fs.StringVar(&o.tenant, "tenant", "tenant-bench", "tenant of the leases")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the batch's callbacks, and again for its cleanup")
@@ -89,6 +92,9 @@ func (c *client) bench(args []string, daemon *daemonConfig) error {
 	}
 	set, err := resolveBenchSettings(daemon, o)
 	if err != nil {
+		return err
+	}
+	if err := c.checkBenchCapacity(o, set); err != nil {
 		return err
 	}
 
@@ -130,7 +136,7 @@ func resolveBenchSettings(daemon *daemonConfig, o benchOptions) (benchSettings, 
 		cfg, source = loaded, "berthd's embedded defaults, as make run; -config FILE reads another"
 	}
 	set := benchSettings{
-		verify: cfg.StartupVerifyDuration, verifySource: source,
+		verify: cfg.StartupVerifyDuration, verifySource: source, configSource: source,
 		dockerHost: cfg.DockerHost, hostBindIP: cfg.HostBindIP,
 		readonly: cfg.ContainerReadonlyRootfs, pidsLimit: cfg.ContainerPidsLimit, tmpfsSizeMB: cfg.ContainerTmpfsSizeMB,
 	}
@@ -149,6 +155,30 @@ func resolveBenchSettings(daemon *daemonConfig, o benchOptions) (benchSettings, 
 	}
 	set.profile = cfg.SKUProfiles[name] // an unknown SKU: berthd refuses it, and the report says so
 	return set, nil
+}
+
+// checkBenchCapacity refuses a batch the daemon's pool cannot hold (GET
+// /stats) before any lease is made: berthd would answer the excess 503
+// insufficient_resources, and the run would measure a refusal, not a launch.
+// An SKU the config read does not know is left for berthd to judge.
+func (c *client) checkBenchCapacity(o benchOptions, set benchSettings) error {
+	body, err := c.getAPI("/stats")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	var st messages.Stats
+	if err := decode("/stats", body, &st); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	p, n := set.profile, float64(o.n)
+	if p == (config.SKUProfile{}) {
+		return nil
+	}
+	if n*p.CPUCores > st.AvailableCPUCores+1e-9 || int64(o.n)*p.MemoryMB > st.AvailableMemoryMB || int64(o.n)*p.DiskMB > st.AvailableDiskMB {
+		return fmt.Errorf("bench: %d × %s (%g cores, %d MB memory, %d MB disk each, as %s) does not fit the pool's %g cores, %d MB memory, %d MB disk available (GET /stats): lower -n or choose a smaller -sku",
+			o.n, o.sku, p.CPUCores, p.MemoryMB, p.DiskMB, set.configSource, st.AvailableCPUCores, st.AvailableMemoryMB, st.AvailableDiskMB)
+	}
+	return nil
 }
 
 // benchLeaseRun is one lease of the batch as it goes.

@@ -255,3 +255,20 @@ func TestBenchSettings_FromTheDaemonsConfigUnlessFlagged(t *testing.T) {
 		t.Fatalf("embedded defaults: %+v", set)
 	}
 }
+
+// A batch the pool cannot hold is refused before any lease is made, naming
+// what it needs and what is available.
+func TestBench_ABatchTooBigForThePoolIsRefusedUpFront(t *testing.T) {
+	f := newFakeDaemon(t)
+	f.on("/stats", `{"available_cpu_cores":8,"available_memory_mb":16384,"available_disk_mb":102400}`)
+	_, err := f.run("bench", "-n", "20", "-sku", "docker-small", "-image", "127.0.0.1:5000/berth/workload:test")
+	if err == nil || !strings.Contains(err.Error(), "20 × docker-small (0.5 cores, 512 MB memory, 1024 MB disk each") ||
+		!strings.Contains(err.Error(), "does not fit the pool's 8 cores") {
+		t.Fatalf("err %v", err)
+	}
+	for _, uri := range f.requests() {
+		if uri != "/stats" {
+			t.Fatalf("requests %v: only /stats may be asked", f.requests())
+		}
+	}
+}
