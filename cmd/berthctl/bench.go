@@ -127,13 +127,13 @@ func resolveBenchSettings(daemon *daemonConfig, o benchOptions) (benchSettings, 
 	var cfg *config.Config
 	var source string
 	if daemon != nil {
-		cfg, source = daemon.cfg, "from -config "+daemon.cfg.File
+		cfg, source = daemon.cfg, "-config "+daemon.cfg.File
 	} else {
 		loaded, err := config.Load("", os.Environ())
 		if err != nil {
 			return benchSettings{}, fmt.Errorf("bench: berthd's embedded defaults: %w", err)
 		}
-		cfg, source = loaded, "berthd's embedded defaults, as make run; -config FILE reads another"
+		cfg, source = loaded, "berthd's embedded defaults (make run; -config FILE for another)"
 	}
 	set := benchSettings{
 		verify: cfg.StartupVerifyDuration, verifySource: source, configSource: source,
@@ -175,7 +175,7 @@ func (c *client) checkBenchCapacity(o benchOptions, set benchSettings) error {
 		return nil
 	}
 	if n*p.CPUCores > st.AvailableCPUCores+1e-9 || int64(o.n)*p.MemoryMB > st.AvailableMemoryMB || int64(o.n)*p.DiskMB > st.AvailableDiskMB {
-		return fmt.Errorf("bench: %d × %s (%g cores, %d MB memory, %d MB disk each, as %s) does not fit the pool's %g cores, %d MB memory, %d MB disk available (GET /stats): lower -n or choose a smaller -sku",
+		return fmt.Errorf("bench: %d × %s (%g cores, %d MB memory, %d MB disk each, per %s) does not fit the pool's %g cores, %d MB memory, %d MB disk available (GET /stats): lower -n or choose a smaller -sku",
 			o.n, o.sku, p.CPUCores, p.MemoryMB, p.DiskMB, set.configSource, st.AvailableCPUCores, st.AvailableMemoryMB, st.AvailableDiskMB)
 	}
 	return nil

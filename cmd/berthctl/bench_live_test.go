@@ -92,7 +92,7 @@ func TestBench_LiveBerthdThreeLeasesAgainstRawDocker(t *testing.T) {
 	text := bench(outputTable)
 	t.Logf("bench -n 3:\n%s", text)
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^bench: 3 leases of ` + regexp.QuoteMeta(benchTestImage) + `, sku docker-micro, startup_verify_duration 1s \(from -config `),
+		regexp.MustCompile(`(?m)^bench: 3 leases of ` + regexp.QuoteMeta(benchTestImage) + `, sku docker-micro, startup_verify_duration 1s from -config `),
 		regexp.MustCompile(`(?m)^berthd accept +\d+ms +\S+ +\S+ +\S+ +- +3/3 `),
 		regexp.MustCompile(`(?m)^berthd ready +\d\.\d\ds +\S+ +\S+ +\S+ +\d\.\d\ds +3/3 `),
 		regexp.MustCompile(`(?m)^raw docker +\d\.\d\ds +\S+ +\S+ +\S+ +\d\.\d\ds +3/3 `),

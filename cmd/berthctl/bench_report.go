@@ -184,7 +184,7 @@ func (r benchReport) printJSON(out io.Writer) error {
 // printText prints the summary table, the ratios, the callback and cleanup
 // tallies, each problem, and the verdict.
 func (r benchReport) printText(out io.Writer) error {
-	fmt.Fprintf(out, "bench: %d leases of %s, sku %s, startup_verify_duration %s (%s)\n\n", r.Leases, r.Image, r.SKU,
+	fmt.Fprintf(out, "bench: %d leases of %s, sku %s, startup_verify_duration %s from %s\n\n", r.Leases, r.Image, r.SKU,
 		time.Duration(r.VerifySeconds*float64(time.Second)), r.VerifySource)
 	t := newTable(out, "LATENCY", "P50", "P95", "P99", "MAX", "WALL", "OK", "MEASURED")
 	b, raw := r.Berthd, r.Raw

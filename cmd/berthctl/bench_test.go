@@ -44,7 +44,7 @@ func TestBenchPercentile_NearestRank(t *testing.T) {
 // benchFixture is a passing run of 3 leases with known latencies.
 func benchFixture() benchReport {
 	rep := benchReport{Leases: 3, Image: "127.0.0.1:5000/berth/workload:test", SKU: "docker-micro",
-		VerifySeconds: 1, VerifySource: "from -config /etc/berth/berthd.yaml"}
+		VerifySeconds: 1, VerifySource: "-config /etc/berth/berthd.yaml"}
 	rep.Berthd = benchBerthd{Accepted: 3, Succeeded: 3,
 		Accept: summarize([]time.Duration{8 * time.Millisecond, 12 * time.Millisecond, 40 * time.Millisecond}),
 		Ready:  summarize([]time.Duration{1500 * time.Millisecond, 1600 * time.Millisecond, 1800 * time.Millisecond}),
@@ -69,7 +69,7 @@ func TestBenchReport_TextIsTheTableRatiosTalliesAndVerdict(t *testing.T) {
 	if err := benchFixture().printText(&out); err != nil {
 		t.Fatal(err)
 	}
-	want := `bench: 3 leases of 127.0.0.1:5000/berth/workload:test, sku docker-micro, startup_verify_duration 1s (from -config /etc/berth/berthd.yaml)
+	want := `bench: 3 leases of 127.0.0.1:5000/berth/workload:test, sku docker-micro, startup_verify_duration 1s from -config /etc/berth/berthd.yaml
 
 LATENCY        P50    P95    P99    MAX    WALL   OK   MEASURED
 berthd accept  12ms   40ms   40ms   40ms   -      3/3  POST /provision → 202
@@ -236,7 +236,7 @@ func TestBenchSettings_FromTheDaemonsConfigUnlessFlagged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.verify != 2*time.Second || set.verifySource != "from -config "+cfg || set.dockerHost != "unix:///run/other-docker.sock" ||
+	if set.verify != 2*time.Second || set.verifySource != "-config "+cfg || set.configSource != "-config "+cfg || set.dockerHost != "unix:///run/other-docker.sock" ||
 		set.hostBindIP != "127.0.0.2" || set.pidsLimit != 100 || !set.readonly || set.profile.MemoryMB != 1024 || set.profile.CPUCores != 1 {
 		t.Fatalf("from -config: %+v", set)
 	}
