@@ -11,6 +11,7 @@
 //	berthctl [global flags] actors [-format text|json|dot]
 //	berthctl [global flags] callbacks [-listen ADDR]  receive and verify callbacks, print them
 //	berthctl [global flags] doctor [-o table|json]   read-only checks of the host and the daemon
+//	berthctl [global flags] bench [-n N] [-image REF] [-sku S] [-timeout D] [-o table|json]   N concurrent provisions vs raw Docker
 //
 // The operator's views, each an aligned table or with -o json the daemon's data:
 //
@@ -78,7 +79,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|leases|lease|tree|outbox|retentions|events …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|bench|leases|lease|tree|outbox|retentions|events …")
 	}
 	var daemon *daemonConfig
 	if *configFile != "" {
@@ -164,6 +165,8 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		return c.callbacks(rest[1:])
 	case "doctor":
 		return c.doctor(rest[1:], daemon)
+	case "bench":
+		return c.bench(rest[1:], daemon)
 	}
 	return fmt.Errorf("unknown command %q", rest[0])
 }
