@@ -444,7 +444,15 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 	pb := &benchProvisionBench{dc: dc, cb: newCallbackReceiver(b), runID: uuid.NewString()}
 	b.Cleanup(func() { benchRemoveRaw(dc, pb.runID) })
 	pb.ev = benchWatchDockerEvents(b, dc)
-	pb.d = newDaemonDir(b, benchPool...).startInProcess()
+	// BERTH_BENCH_CONFIG: extra config lines ("docker_max_in_flight: 0;…"), to
+	// compare settings in one command.
+	cfg := slices.Clone(benchPool)
+	for _, line := range strings.Split(os.Getenv("BERTH_BENCH_CONFIG"), ";") {
+		if line = strings.TrimSpace(line); line != "" {
+			cfg = append(cfg, line)
+		}
+	}
+	pb.d = newDaemonDir(b, cfg...).startInProcess()
 	pb.client = newBenchClient(pb.d)
 	pb.install = benchInstallationID(b, filepath.Join(pb.d.dir, "data"))
 
@@ -460,6 +468,10 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 	}
 
 	for _, tc := range []struct{ concurrency, rounds int }{{1, 20}, {20, 2}, {100, 1}} {
+		// BERTH_BENCH_SIZES: only these concurrencies ("20,100").
+		if sizes := os.Getenv("BERTH_BENCH_SIZES"); sizes != "" && !slices.Contains(strings.Split(sizes, ","), strconv.Itoa(tc.concurrency)) {
+			continue
+		}
 		b.Run(fmt.Sprintf("concurrency=%d", tc.concurrency), func(b *testing.B) {
 			b.StopTimer()
 			var berthd []benchLeaseTiming

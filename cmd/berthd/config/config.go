@@ -230,10 +230,11 @@ type Config struct {
 	// berth has no /runtime_refresh endpoint; the key is accepted and checked so
 	// Fred configurations load, and nothing reads it yet.
 	RuntimeRefreshMaxConcurrency int
-	// DockerMaxInFlight (docker_max_in_flight, 0 = unlimited) bounds the Engine
-	// API requests berthd has in flight at once (event and log streams and pulls
-	// aside): dockerd serialises much of its work, and past ~8 concurrent
-	// requests every one of them only waits longer.
+	// DockerMaxInFlight (docker_max_in_flight, 0 = unlimited, the default) bounds
+	// the Engine API requests berthd has in flight at once (streams, pulls,
+	// registry look-ups and stops aside). Measured, a bound only slows a burst
+	// of provisions (defaults.yaml says by how much); it is there for hosts
+	// whose dockerd serves others too.
 	DockerMaxInFlight int
 
 	// VolumeDataPath (volume_data_path) is the host directory for managed volumes

@@ -132,7 +132,7 @@ func TestLoad_SeedReferenceFile_EveryKeyAtItsDocumentedDefault_Loads(t *testing.
 		ContainerPidsLimit:           256,
 		ContainerTmpfsSizeMB:         64,
 		RuntimeRefreshMaxConcurrency: 4,
-		DockerMaxInFlight:            8,
+		DockerMaxInFlight:            0,
 		MinAvgFileBytes:              1024,
 		Ingress: Ingress{
 			CustomDomainCertResolver: "http01",

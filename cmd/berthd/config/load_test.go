@@ -60,7 +60,7 @@ func TestLoad_EmbeddedDefaults_NoFileNoEnv_ValuesAsDocumented(t *testing.T) {
 		ContainerPidsLimit:           256,
 		ContainerTmpfsSizeMB:         64,
 		RuntimeRefreshMaxConcurrency: 4,
-		DockerMaxInFlight:            8,
+		DockerMaxInFlight:            0,
 		// The starter profiles are stateful: their data lives in managed volumes here.
 		VolumeDataPath:  "./var/berth/volumes",
 		MinAvgFileBytes: 1024,
