@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -42,22 +41,8 @@ func startBenchBerthd(t *testing.T) string {
 		"volume_data_path: "+filepath.Join(root, "volumes"),
 		"volume_filesystem: dir",
 	)
-	var log syncLog
-	cmd := exec.Command(bin, "-config", cfg)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, log := runBerthd(t, bin, cfg)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(90 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
 		if t.Failed() {
 			t.Logf("berthd log:\n%s", log.String())
 		}
@@ -66,7 +51,7 @@ func startBenchBerthd(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitHealthy(t, "http://"+dialAddr(d.cfg.ListenAddr), &log)
+	waitHealthy(t, "http://"+dialAddr(d.cfg.ListenAddr), log)
 	return cfg
 }
 

@@ -366,25 +366,8 @@ func TestDoctor_HealthySetupBesideARunningBerthd(t *testing.T) {
 		lines = append(lines, "volume_data_path: "+filepath.Join(root, "volumes"), "volume_filesystem: dir")
 	}
 	cfg := writeDaemonConfig(t, lines...)
-
-	var log syncLog
-	cmd := exec.Command(bin, "-config", cfg)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(90 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	waitHealthy(t, "http://"+api, &log)
+	cmd, log := runBerthd(t, bin, cfg)
+	waitHealthy(t, "http://"+api, log)
 
 	for round := 0; round < 3; round++ { // again and again: doctor must leave the daemon alone
 		rep := doctorJSON(t, cfg)
@@ -470,4 +453,28 @@ func waitHealthy(t *testing.T, api string, log *syncLog) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// runBerthd starts the daemon binary on cfg, its output kept in the returned
+// log, and stops it (SIGINT, then SIGKILL after 90 s) when the test ends.
+func runBerthd(t *testing.T, bin, cfg string) (*exec.Cmd, *syncLog) {
+	t.Helper()
+	log := &syncLog{}
+	cmd := exec.Command(bin, "-config", cfg)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(90 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd, log
 }

@@ -307,12 +307,15 @@ func (rb *benchRestartBench) captureTemplate(b *testing.B) {
 		switch m.Type {
 		case mount.TypeTmpfs:
 			host.Mounts = append(host.Mounts, m)
-		case mount.TypeVolume:
+		case mount.TypeVolume, mount.TypeBind:
+			// A stateful instance bind-mounts a subdirectory of its managed volume
+			// (dockerio/volumes); the raw clone gets a per-slot Docker volume at the
+			// same target, on the same filesystem.
 			if rb.rawVol != "" {
 				b.Fatalf("berthd's container mounts more than one volume: %+v", info.HostConfig.Mounts)
 			}
 			rb.rawVol = m.Target // a per-slot volume of this run, set per container
-			m.Source, m.VolumeOptions = "", nil
+			m.Type, m.Source, m.VolumeOptions, m.BindOptions = mount.TypeVolume, "", nil, nil
 			host.Mounts = append(host.Mounts, m)
 		default:
 			b.Fatalf("berthd's container mounts %s %s: the raw clone must not share it", m.Type, m.Source)
