@@ -763,12 +763,8 @@ func benchScrapeMetrics(b *testing.B, c *benchClient) map[string]float64 {
 func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, raw []benchRawRestartTiming, variants [][]benchRawRestartTiming,
 	before, after map[string]float64, cpuBerthd, cpuRaw benchCPU) {
 	var total, beyond []time.Duration
-	phase := map[string][]time.Duration{}
-	add := func(name string, from, to time.Time) {
-		if !from.IsZero() && !to.IsZero() {
-			phase[name] = append(phase[name], to.Sub(from))
-		}
-	}
+	phase := benchPhases{}
+	add := phase.add
 	for _, lt := range berthd {
 		d := lt.callback.Sub(lt.sent)
 		total, beyond = append(total, d), append(beyond, d-benchVerify)
@@ -844,12 +840,7 @@ func (rb *benchRestartBench) report(b *testing.B, berthd []benchRestartTiming, r
 	rb.fencedMu.Unlock()
 
 	fmt.Fprintf(&sb, "berthd per restart, from Docker's event stream:\n")
-	names := make([]string, 0, len(phase))
-	for k := range phase {
-		names = append(names, k)
-	}
-	sort.Slice(names, func(i, j int) bool { return strings.TrimSpace(names[i]) < strings.TrimSpace(names[j]) })
-	for _, k := range names {
+	for _, k := range phase.names() {
 		fmt.Fprintf(&sb, "  %-44s %s  mean %7.1f ms\n", k, benchP50p95(phase[k]), benchMs(benchMean(phase[k])))
 	}
 	// Means add up (the segments telescope), so the mean gap splits exactly into

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -736,16 +737,29 @@ func benchRemoveRaw(dc *client.Client, runID string) {
 	}
 }
 
+// benchPhases collects, per named phase, the durations between two timestamps
+// (a sample with either end unknown is left out).
+type benchPhases map[string][]time.Duration
+
+func (p benchPhases) add(name string, from, to time.Time) {
+	if !from.IsZero() && !to.IsZero() {
+		p[name] = append(p[name], to.Sub(from))
+	}
+}
+
+// names orders the phases by name, ignoring the indentation of sub-phases.
+func (p benchPhases) names() []string {
+	names := slices.Collect(maps.Keys(p))
+	sort.Slice(names, func(i, j int) bool { return strings.TrimSpace(names[i]) < strings.TrimSpace(names[j]) })
+	return names
+}
+
 // report logs the distributions and the per-phase breakdown and reports the key
 // numbers as benchmark metrics.
 func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, raw, rawNet []benchRawTiming) {
 	var total, beyond []time.Duration
-	phase := map[string][]time.Duration{}
-	add := func(name string, from, to time.Time) {
-		if !from.IsZero() && !to.IsZero() {
-			phase[name] = append(phase[name], to.Sub(from))
-		}
-	}
+	phase := benchPhases{}
+	add := phase.add
 	for _, lt := range berthd {
 		d := lt.callback.Sub(lt.sent)
 		total, beyond = append(total, d), append(beyond, d-benchVerify)
@@ -791,12 +805,7 @@ func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, r
 	fmt.Fprintf(&sb, "ratio beyond-verify p50 / raw p50: %.2f× (default bridge), %.2f× (own network)\n",
 		ratio(beyond, rawTotal), ratio(beyond, rawNetTotal))
 	fmt.Fprintf(&sb, "berthd per-phase breakdown:\n")
-	names := make([]string, 0, len(phase))
-	for k := range phase {
-		names = append(names, k)
-	}
-	sort.Slice(names, func(i, j int) bool { return strings.TrimSpace(names[i]) < strings.TrimSpace(names[j]) })
-	for _, k := range names {
+	for _, k := range phase.names() {
 		fmt.Fprintf(&sb, "  %-48s %s\n", k, benchP50p95(phase[k]))
 	}
 	benchPrint(b, sb.String())

@@ -57,25 +57,11 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Contain
 			name = strings.TrimPrefix(s.Names[0], "/")
 		}
 		c := fromLabels(s.ID, name, s.Labels)
-		c.ImageID, c.State, c.Health = s.ImageID, s.State, healthOfStatus(s.Status)
+		c.ImageID, c.State, c.Health = s.ImageID, s.State, labels.HealthFromStatus(s.Status)
 		out = append(out, c)
 	}
 	dockerio.SortContainers(out)
 	return out, nil
-}
-
-// healthOfStatus reads the health a container list reports in its status text
-// ("Up 2 seconds (health: starting)", "(healthy)", "(unhealthy)").
-func healthOfStatus(status string) string {
-	switch {
-	case strings.Contains(status, "(unhealthy)"):
-		return "unhealthy"
-	case strings.Contains(status, "(healthy)"):
-		return "healthy"
-	case strings.Contains(status, "(health: starting)"):
-		return "starting"
-	}
-	return ""
 }
 
 // cohortList lists the lease project's containers that are attributed to it.

@@ -177,10 +177,10 @@ type passwdEntry struct {
 	uid, gid int
 }
 
-// parsePasswd reads name:password:uid:gid:… lines; malformed ones are skipped
-// (as libc and runc skip them).
-func parsePasswd(b []byte) []passwdEntry {
-	var out []passwdEntry
+// accountLines splits an account file's lines (passwd, group) into their
+// colon-separated fields, skipping blanks, comments and lines of fewer than min.
+func accountLines(b []byte, min int) [][]string {
+	var out [][]string
 	sc := bufio.NewScanner(strings.NewReader(string(b)))
 	sc.Buffer(make([]byte, 64<<10), maxAccountFile)
 	for sc.Scan() {
@@ -188,10 +188,18 @@ func parsePasswd(b []byte) []passwdEntry {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.Split(line, ":")
-		if len(f) < 4 {
-			continue
+		if f := strings.Split(line, ":"); len(f) >= min {
+			out = append(out, f)
 		}
+	}
+	return out
+}
+
+// parsePasswd reads name:password:uid:gid:… lines; malformed ones are skipped
+// (as libc and runc skip them).
+func parsePasswd(b []byte) []passwdEntry {
+	var out []passwdEntry
+	for _, f := range accountLines(b, 4) {
 		uid, err1 := strconv.Atoi(f[2])
 		gid, err2 := strconv.Atoi(f[3])
 		if err1 != nil || err2 != nil || uid < 0 || gid < 0 {
@@ -210,17 +218,7 @@ type groupEntry struct {
 // parseGroup reads name:password:gid:members lines.
 func parseGroup(b []byte) []groupEntry {
 	var out []groupEntry
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	sc.Buffer(make([]byte, 64<<10), maxAccountFile)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Split(line, ":")
-		if len(f) < 3 {
-			continue
-		}
+	for _, f := range accountLines(b, 3) {
 		gid, err := strconv.Atoi(f[2])
 		if err != nil || gid < 0 {
 			continue

@@ -83,18 +83,3 @@ func TestComposeAPI_AnswersOnlyWhatTheLaunchEstablished(t *testing.T) {
 		t.Fatal("another project's listing must reach Docker")
 	}
 }
-
-func TestHealthOfStatus(t *testing.T) {
-	for status, want := range map[string]string{
-		"Up 2 seconds (health: starting)": "starting",
-		"Up 9 seconds (healthy)":          "healthy",
-		"Up 1 minute (unhealthy)":         "unhealthy",
-		"Up 3 seconds":                    "",
-		"Exited (2) 1 second ago":         "",
-		"Created":                         "",
-	} {
-		if got := healthOfStatus(status); got != want {
-			t.Errorf("healthOfStatus(%q) = %q, want %q", status, got, want)
-		}
-	}
-}
