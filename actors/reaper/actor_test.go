@@ -53,8 +53,15 @@ func (s *stubRegistry) Receive(c actor.Context) {
 		s.orphaned = append(s.orphaned, m.Lease)
 	case *messages.HoldVolume:
 		s.held = append(s.held, m.Name)
+	case barrier:
+		close(m)
 	}
 }
+
+// barrier is closed by a stub when it reaches the message: the pass's Tells to
+// the stub were enqueued before the pass finished, so once the barrier is
+// through, they have been handled.
+type barrier chan struct{}
 
 func (s *stubRegistry) set(rep messages.RetentionSweepReply) {
 	s.mu.Lock()
@@ -115,6 +122,15 @@ func (h *harness) sweep() {
 	n := h.passes()
 	h.tree.Send(selfPath, messages.ReapNow{})
 	h.waitPasses(n + 1)
+	for _, path := range []string{regPath, holdPath} {
+		b := make(barrier)
+		h.tree.Send(path, b)
+		select {
+		case <-b:
+		case <-time.After(10 * time.Second):
+			h.t.Fatalf("%s never reached the barrier", path)
+		}
+	}
 }
 
 func (h *harness) passes() int {
