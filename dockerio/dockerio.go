@@ -38,7 +38,7 @@ const (
 	LabelInstallation    = "fred.installation_id"        // this installation's identity (store meta)
 	LabelOperationID     = "fred.operation_id"           // provision attempt identity
 	LabelGeneration      = "fred.generation"             // provision attempt counter, decimal
-	LabelNetworkScope    = "fred.network_scope"          // "lease" on lease networks
+	LabelNetworkScope    = "fred.network_scope"          // "lease" on lease networks, "pool" on warm-pool networks
 )
 
 // RuntimeContract versions the properties a container keeps until recreated.
@@ -80,6 +80,7 @@ type Plan struct {
 	CallbackURL    string
 	LifecycleURL   string
 	NetworkID      string // verified lease network, attached as external by ID
+	NetworkPooled  bool   // NetworkID is a warm-pool network bound to the lease (netpool journal), not fred-<lease>
 	HostBindIP     string
 	ReadonlyRootfs bool
 	PidsLimit      int64
@@ -343,7 +344,14 @@ type Engine interface {
 	EnsureNetwork(ctx context.Context, spec NetworkSpec) (string, error)
 	InspectNetwork(ctx context.Context, id string) (Network, error)
 	LeaseNetworks(ctx context.Context) ([]Network, error)
+	// RemoveNetwork removes this installation's lease or pool network by exact ID.
 	RemoveNetwork(ctx context.Context, id string) error
+	// CreatePoolNetwork creates one warm-pool network, berth-pool-<random>,
+	// labelled ours with fred.network_scope=pool and no lease.
+	CreatePoolNetwork(ctx context.Context) (Network, error)
+	// PoolNetworks lists this installation's pool networks (ID, name, labels;
+	// Containers is not filled: inspect a network to count them).
+	PoolNetworks(ctx context.Context) ([]Network, error)
 	// Up launches the plan as the lease's Compose project. A container of the
 	// project that is not this installation's fails it with ErrForeignObject.
 	Up(ctx context.Context, plan Plan) error

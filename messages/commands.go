@@ -147,8 +147,8 @@ type OutboxWake struct {
 	Lease string
 }
 
-// LeaseGone tells the network reclaimer a lease closed: its network may be
-// reclaimable soon.
+// LeaseGone tells the network reclaimer and the network pool a lease closed:
+// its network may be reclaimable (or returned to the pool) soon.
 type LeaseGone struct {
 	Lease string
 }
@@ -172,4 +172,30 @@ type ListRetentions struct {
 	Limit    int
 	Continue string
 	Reply    chan<- RetentionsReply
+}
+
+// ClaimNetwork asks the network pool for the lease's warm network: the one
+// already bound to it, else (Bind) a free one, bound in the pool's journal
+// before the reply. An empty NetworkClaim: none to give; the lease creates
+// fred-<lease>.
+type ClaimNetwork struct {
+	Lease string
+	Bind  bool
+	Reply chan<- NetworkClaim
+}
+
+// NetworkClaim is the pool's answer: the bound network, or empty.
+type NetworkClaim struct {
+	ID   string
+	Name string
+	Err  error // the binding could not be journaled
+}
+
+// DropNetwork tells the pool that the network bound to Lease is unusable (gone,
+// or no longer ours): the binding is forgotten and the network never handed out
+// again. An empty ID: the lease's first attempt gave up waiting for its claim
+// and never learned the network, which is free again.
+type DropNetwork struct {
+	Lease string
+	ID    string
 }

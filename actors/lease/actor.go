@@ -64,6 +64,18 @@ type Deps struct {
 	Volumes dockerio.Volumes
 	// Preloaded are states startup already replayed (nil: every start loads).
 	Preloaded *Preloaded
+	// Networks is the warm network pool (nil: every lease creates fred-<lease>).
+	Networks NetworkPool
+}
+
+// NetworkPool hands a lease a pre-created network (actors/netpool).
+type NetworkPool interface {
+	// Claim returns the pool network bound to lease; with bind, a free one is
+	// bound when it holds none. "" when there is none to give.
+	Claim(ctx context.Context, lease string, bind bool) (id string, err error)
+	// Drop forgets a bound network the lease found gone or no longer ours
+	// ("": whatever a first attempt's unanswered claim bound, unused).
+	Drop(lease, id string)
 }
 
 // Metrics of lease state machines.

@@ -49,7 +49,13 @@ func (e *memRefusingEngine) LeaseNetworks(context.Context) ([]dockerio.Network, 
 	return nil, e.refuse()
 }
 func (e *memRefusingEngine) RemoveNetwork(context.Context, string) error { return e.refuse() }
-func (e *memRefusingEngine) Up(context.Context, dockerio.Plan) error     { return e.refuse() }
+func (e *memRefusingEngine) CreatePoolNetwork(context.Context) (dockerio.Network, error) {
+	return dockerio.Network{}, e.refuse()
+}
+func (e *memRefusingEngine) PoolNetworks(context.Context) ([]dockerio.Network, error) {
+	return nil, e.refuse()
+}
+func (e *memRefusingEngine) Up(context.Context, dockerio.Plan) error { return e.refuse() }
 func (e *memRefusingEngine) Launched(context.Context, string) ([]dockerio.Container, error) {
 	return nil, e.refuse()
 }

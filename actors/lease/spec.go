@@ -135,7 +135,7 @@ type launch struct {
 
 // plan builds the Compose launch of release r under l, with its admitted images
 // and (stateful services) the host directories of its instances' volumes.
-func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]dockerio.ImageInfo, networkID string, dirs map[string][]string) dockerio.Plan {
+func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]dockerio.ImageInfo, net leaseNetwork, dirs map[string][]string) dockerio.Plan {
 	p := dockerio.Plan{
 		Lease:          spec.Lease,
 		Tenant:         spec.Tenant,
@@ -148,7 +148,8 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]doc
 		FailCount:      l.FailCount,
 		CallbackURL:    spec.CallbackURL,
 		LifecycleURL:   spec.LifecycleURL,
-		NetworkID:      networkID,
+		NetworkID:      net.id,
+		NetworkPooled:  net.pooled,
 		HostBindIP:     set.HostBindIP,
 		ReadonlyRootfs: set.ReadonlyRootfs,
 		PidsLimit:      set.PidsLimit,

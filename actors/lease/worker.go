@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -28,6 +29,7 @@ type job struct {
 	report   func(Input)       // sends an intermediate input (Pinned) to the actor
 	hold     func(name string) // hands a busy volume to the volumehold actor
 	vols     dockerio.Volumes  // nil: no volume root configured
+	pool     NetworkPool       // nil: every lease creates fred-<lease>
 	close    *CloseRequested   // the close in progress (teardown)
 	rel      Release           // the release this work deploys or runs
 	source   *Release          // a maintenance's source release (nil: none)
@@ -42,7 +44,7 @@ type job struct {
 func (a *Actor) job() *job {
 	st := a.st
 	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
-		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput, vols: a.deps.Volumes, hold: a.holdVolume,
+		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput, vols: a.deps.Volumes, pool: a.deps.Networks, hold: a.holdVolume,
 		pins: knownPins(st), deadline: st.Deadline, cohort: cloneInstances(st.Containers),
 		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}}
 	if r := st.Running(); r != nil {
@@ -147,7 +149,7 @@ func (j *job) attempt(ctx context.Context) Outcome {
 		return out
 	}
 	done := j.provisionPhase("compose_up")
-	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, j.launch, j.set, in.images, in.networkID, in.dirs))
+	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, j.launch, j.set, in.images, in.network, in.dirs))
 	done()
 	if ctx.Err() != nil {
 		return canceled
@@ -189,9 +191,16 @@ func (j *job) provisionPhase(phase string) func() {
 // launchInputs is what a launch needs beside the release: the admitted images, the
 // verified lease network and the stateful instances' volume directories.
 type launchInputs struct {
-	images    map[string]dockerio.ImageInfo
-	networkID string
-	dirs      map[string][]string
+	images  map[string]dockerio.ImageInfo
+	network leaseNetwork
+	dirs    map[string][]string
+}
+
+// leaseNetwork is the network a launch attaches to: fred-<lease>, or the warm
+// pool network bound to the lease (pooled).
+type leaseNetwork struct {
+	id     string
+	pooled bool
 }
 
 // prepare admits the release's images and ensures the lease network, at once (they
@@ -199,7 +208,7 @@ type launchInputs struct {
 // by the image's user). A failure is returned as an Outcome with ok false: Failed
 // for a definite one (not yet cleaned up), Canceled when ctx ended.
 func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bool) {
-	images, networkID, out, ok := j.prepareImagesAndNetwork(ctx, r)
+	images, network, out, ok := j.prepareImagesAndNetwork(ctx, r)
 	if !ok {
 		return launchInputs{}, out, false
 	}
@@ -216,7 +225,7 @@ func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bo
 		}
 		return launchInputs{}, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
 	}
-	return launchInputs{images: images, networkID: networkID, dirs: dirs}, Outcome{}, true
+	return launchInputs{images: images, network: network, dirs: dirs}, Outcome{}, true
 }
 
 // ensureVolumes creates (or reuses, its quota updated) every stateful instance's
@@ -255,43 +264,74 @@ func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]do
 	return dirs, nil
 }
 
-func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, string, Outcome, bool) {
+func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, leaseNetwork, Outcome, bool) {
 	type netResult struct {
-		id  string
+		net leaseNetwork
 		err error
 	}
 	netDone := make(chan netResult, 1)
 	go func() {
 		done := j.provisionPhase("network")
-		// Any attempt but a lease's first may race an earlier one's create (a
-		// process killed mid-create: dockerd carries the request out anyway).
-		id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
-			BackendName: j.set.BackendName, InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1})
+		net, err := j.leaseNetwork(ctx)
 		done()
-		netDone <- netResult{id, err}
+		netDone <- netResult{net, err}
 	}()
 	done := j.provisionPhase("images")
 	images, out, ok := j.admitImages(ctx, r)
 	done()
 	net := <-netDone
 	if !ok {
-		return nil, "", out, false
+		return nil, leaseNetwork{}, out, false
 	}
 	if net.err != nil {
 		if ctx.Err() != nil {
-			return nil, "", canceled, false
+			return nil, leaseNetwork{}, canceled, false
 		}
 		if errors.Is(net.err, dockerio.ErrAddressPoolExhausted) {
 			j.log.Error().Err(net.err).Msg("no network address space left")
-			return nil, "", fail(messages.ReasonInternal, "insufficient resources: no network address space"), false
+			return nil, leaseNetwork{}, fail(messages.ReasonInternal, "insufficient resources: no network address space"), false
 		}
 		j.log.Error().Err(net.err).Msg("lease network")
 		if errors.Is(net.err, dockerio.ErrForeignObject) || errors.Is(net.err, dockerio.ErrForeignNetwork) {
-			return nil, "", fail(messages.ReasonInternal, "the lease network name is taken by another installation"), false
+			return nil, leaseNetwork{}, fail(messages.ReasonInternal, "the lease network name is taken by another installation"), false
 		}
-		return nil, "", fail(messages.ReasonInternal, "provisioning failed: lease network"), false
+		return nil, leaseNetwork{}, fail(messages.ReasonInternal, "provisioning failed: lease network"), false
 	}
-	return images, net.id, Outcome{}, true
+	return images, net.net, Outcome{}, true
+}
+
+// leaseNetwork finds this attempt's network: the pool's network bound to the
+// lease (verified ours by its exact ID), else fred-<lease>, created when absent.
+// Only a lease's first attempt takes a new network from the pool; a later one
+// gets the pool network it already holds, or keeps fred-<lease>, so a lease
+// never moves between networks.
+func (j *job) leaseNetwork(ctx context.Context) (leaseNetwork, error) {
+	if j.pool != nil {
+		first := j.launch.Generation == 1 && j.maint == nil
+		id, err := j.pool.Claim(ctx, j.lease, first)
+		switch {
+		case err != nil:
+			if first { // a late binding must not outlive this attempt's choice
+				j.pool.Drop(j.lease, "")
+			}
+			j.log.Warn().Err(err).Msg("network pool did not answer; using the lease's own network")
+		case id != "":
+			n, err := j.eng.InspectNetwork(ctx, id)
+			if err == nil && labels.OwnedPoolNetwork(n.Name, n.Labels, j.set.BackendName, j.set.InstallationID) {
+				return leaseNetwork{id: id, pooled: true}, nil
+			}
+			if err != nil && !errors.Is(err, dockerio.ErrNotFound) {
+				return leaseNetwork{}, fmt.Errorf("verify pool network %s: %w", id, err)
+			}
+			j.pool.Drop(j.lease, id)
+			j.log.Warn().Str("network_id", id).Msg("the lease's pool network is gone; using the lease's own network")
+		}
+	}
+	// Any attempt but a lease's first may race an earlier one's create (a
+	// process killed mid-create: dockerd carries the request out anyway).
+	id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
+		BackendName: j.set.BackendName, InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1})
+	return leaseNetwork{id: id}, err
 }
 
 // admitImages admits every service image of r: the recorded content when the

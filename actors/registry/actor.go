@@ -33,6 +33,7 @@ type Settings struct {
 	SnapshotEvery     int
 	ReconcilerPath    string // asked for a recovery pass whenever the registry (re)starts
 	ReclaimerPath     string // told when a lease closed, so its network goes soon
+	NetpoolPath       string // told too: a pool network returns to the pool
 	// Callbacks is the callback URL policy: no link-local target in any spelling,
 	// never one of berthd's own listeners.
 	Callbacks callback.Policy
@@ -556,6 +557,9 @@ func (a *Actor) leaseClosed(c actor.Context, m messages.LeaseClosed) {
 	}
 	e.closed = true
 	a.deps.Tree.Send(a.set.ReclaimerPath, &messages.LeaseGone{Lease: m.Lease})
+	if a.set.NetpoolPath != "" {
+		a.deps.Tree.Send(a.set.NetpoolPath, &messages.LeaseGone{Lease: m.Lease})
+	}
 	if e.pid != nil {
 		c.Stop(e.pid)
 	} else {

@@ -7,6 +7,7 @@ package main
 // test's budget; a change that adds calls must change both.
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -21,7 +22,8 @@ import (
 
 // provisionCallBudget is the most Engine API requests one flat lease may cost
 // (a tag another lease resolved before it, the image present, startup_verify
-// 1s), by op and in all. Measured 22 before the launch-facts work (ARCHITECTURE.md).
+// 1s), by op and in all, with the warm network pool off. Measured 22 before the
+// launch-facts work (ARCHITECTURE.md).
 var provisionCallBudget = map[string]int{
 	"distribution_inspect": 1, // the tag, confirmed with its registry (never the local copy)
 	"image_inspect":        1, // is that digest's content present? (by ID after: cached)
@@ -38,18 +40,91 @@ var provisionCallBudget = map[string]int{
 
 const provisionCallBudgetTotal = 11
 
+// pooledCallBudget is the same lease with the warm pool on, counted until the
+// pool has refilled: the provision itself creates no network (it verifies the
+// bound one by ID, then compose's launch verifies it again); the pool's refill
+// pass, off the critical path, lists the pool once and creates one network.
+var pooledCallBudget = map[string]int{
+	"distribution_inspect": 1,
+	"image_inspect":        1,
+	"network_create":       1, // the refill, after the lease's claim
+	"network_inspect":      2, // the bound network verified by the worker, then before compose
+	"network_list":         1, // the refill pass's listing of the pool
+	"container_list":       3,
+	"container_create":     1,
+	"container_inspect":    2,
+	"container_start":      1,
+	"ping":                 0,
+	"other":                0,
+}
+
+const pooledCallBudgetTotal = 13
+
 func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
+	checkCallBudget(t, "network_pool_size: 0", provisionCallBudget, provisionCallBudgetTotal, nil)
+}
+
+func TestProvision_DockerCallBudget_PooledLeaseCreatesNoNetworkOnItsPath(t *testing.T) {
+	d := checkCallBudget(t, "network_pool_size: 2", pooledCallBudget, pooledCallBudgetTotal, func(d *daemonProc) {
+		// Quiet: the pool full and no pass running, so a lease's window holds
+		// its own requests and the one refill it causes.
+		deadline := time.Now().Add(30 * time.Second)
+		for d.metricValue(`berth_network_pool_networks{state="free"}`) != 2 || d.poolPassRunning() {
+			if time.Now().After(deadline) {
+				t.Fatal("the network pool never settled at 2 free")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	// Both leases ran on a warm network: the create counted is the refill's.
+	if n := d.metricValue(`berth_network_pool_claims_total{outcome="warm"}`); n != 2 {
+		t.Errorf("warm claims %v, want 2 (a lease created its own network)", n)
+	}
+}
+
+// poolPassRunning reports whether the network pool's pass is in flight (its
+// Describe on /debug/actors).
+func (d *daemonProc) poolPassRunning() bool {
+	d.t.Helper()
+	var root messages.NodeInfo
+	r := d.debugGet("/debug/actors")
+	if r.Status != 200 || json.Unmarshal(r.Body, &root) != nil {
+		return true
+	}
+	var find func(n messages.NodeInfo) (messages.NodeInfo, bool)
+	find = func(n messages.NodeInfo) (messages.NodeInfo, bool) {
+		if strings.HasSuffix(n.Path, "/netpool") {
+			return n, true
+		}
+		for _, c := range n.Children {
+			if got, ok := find(c); ok {
+				return got, true
+			}
+		}
+		return messages.NodeInfo{}, false
+	}
+	n, ok := find(root)
+	return !ok || n.InFlight > 0
+}
+
+func checkCallBudget(t *testing.T, poolLine string, budget map[string]int, budgetTotal int, settle func(*daemonProc)) *daemonProc {
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 1h", "startup_verify_duration: 1s").startInProcess()
+	d := newDaemonDir(t, "reconcile_interval: 1h", "startup_verify_duration: 1s", poolLine).startInProcess()
 	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
 	provision := func() map[string]float64 {
 		lease := uuid.NewString()
+		if settle != nil {
+			settle(d)
+		}
 		before := d.dockerRequests()
 		if r := d.provision(lease, cb.callbackURL(), manifest); r.Status != 202 {
 			t.Fatalf("provision: %d %s", r.Status, r.Body)
 		}
 		if got := cb.waitFor(lease, 1, 2*time.Minute); got[0].Body.Status != messages.CallbackSuccess {
 			t.Fatalf("callback = %+v", got[0])
+		}
+		if settle != nil {
+			settle(d) // the refill this lease caused is its cost too
 		}
 		after := d.dockerRequests()
 		delta := map[string]float64{}
@@ -61,7 +136,7 @@ func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
 		t.Cleanup(func() { d.deprovisionUntilGone(lease) })
 		return delta
 	}
-	// Let the start-up passes (reconciler, reclaimer, reaper) finish first.
+	// Let the start-up passes (reconciler, reclaimer, reaper, pool) finish first.
 	time.Sleep(2 * time.Second)
 	first := provision()
 	t.Logf("first lease of its tag:\n%s", formatCalls(first))
@@ -70,12 +145,12 @@ func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
 	total := 0.0
 	for op, n := range second {
 		total += n
-		if limit := provisionCallBudget[op]; n > float64(limit) {
+		if limit := budget[op]; n > float64(limit) {
 			t.Errorf("%s: %v requests, budget %d", op, n, limit)
 		}
 	}
-	if total > provisionCallBudgetTotal {
-		t.Errorf("%v Engine API requests for one lease, budget %d", total, provisionCallBudgetTotal)
+	if total > float64(budgetTotal) {
+		t.Errorf("%v Engine API requests for one lease, budget %d", total, budgetTotal)
 	}
 	// Where the time went: every phase of both attempts is in the histogram.
 	m := string(d.get("/metrics").Body)
@@ -84,6 +159,7 @@ func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
 			t.Errorf("berth_provision_phase_seconds lacks two %s observations:\n%s", phase, grepLines(m, "berth_provision_phase_seconds_count"))
 		}
 	}
+	return d
 }
 
 // dockerRequests reads berth_docker_requests_total by op from /metrics.

@@ -359,6 +359,18 @@ func (w *crashWorkload) verify() {
 			t.Errorf("network of closed lease %s remains", l)
 		}
 	}
+	// The warm pool: a pool network carries at most one lease, never a closed one.
+	for net, leases := range poolNetworks(t, dc, id) {
+		for _, l := range leases {
+			if l != leases[0] {
+				t.Errorf("pool network %s carries leases %v", net[:12], leases)
+				break
+			}
+			if w.closing[l] {
+				t.Errorf("pool network %s still carries closed lease %s", net[:12], l)
+			}
+		}
+	}
 }
 
 // journaledCallbacks lists the callback statuses the lease's journal produced.

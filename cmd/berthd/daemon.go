@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/facade"
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/netpool"
 	"github.com/berth-dev/berth/actors/outbox"
 	"github.com/berth-dev/berth/actors/reaper"
 	"github.com/berth-dev/berth/actors/reclaimer"
@@ -43,6 +44,7 @@ const (
 	watcherPath    = supervisors.RootPath + "/watcher"
 	reconcilerPath = supervisors.RootPath + "/reconciler"
 	reclaimerPath  = supervisors.RootPath + "/reclaimer"
+	netpoolPath    = supervisors.RootPath + "/netpool"
 	reaperPath     = supervisors.RootPath + "/reaper"
 	volumeHoldPath = supervisors.RootPath + "/volumehold"
 )
@@ -222,6 +224,9 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		VolumeHoldPath:   volumeHoldPath,
 		RetentionMaxAge:  cfg.RetentionMaxAge,
 	}}
+	if cfg.NetworkPoolSize > 0 {
+		leaseDeps.Networks = &netpool.Client{Tree: tree, Path: netpoolPath, Timeout: 10 * time.Second}
+	}
 	// Callbacks never reach berthd's own listeners (nor link-local addresses):
 	// refused at admission, and again on the address the outbox dials.
 	callbacks := callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}
@@ -254,6 +259,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			SnapshotEvery:     256,
 			ReconcilerPath:    reconcilerPath,
 			ReclaimerPath:     reclaimerPath,
+			NetpoolPath:       netpoolPath,
 			Callbacks:         callbacks,
 			// Retention: a close keeps the volumes only when there are volumes to keep.
 			RetainOnClose:        cfg.RetainOnClose && d.vols != nil,
@@ -278,7 +284,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		Verifier: verifier, Callbacks: callbacks, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
 		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: now})
 	debugHandler := debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: string(cfg.Debug.Token),
-		RegistryPath: registryPath, OutboxPath: outboxPath, PassPaths: []string{reconcilerPath, reclaimerPath, reaperPath},
+		RegistryPath: registryPath, OutboxPath: outboxPath, PassPaths: []string{reconcilerPath, reclaimerPath, netpoolPath, reaperPath},
 		Store: d.store, Diag: d.diag, Now: now})
 
 	return []supervisors.Spec{
@@ -298,6 +304,10 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			Metrics: reclaimer.NewMetrics(reg), Settings: &reclaimer.Settings{Interval: cfg.ReconcileInterval,
 				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
 				BackendName: cfg.Name, RegistryPath: registryPath}})},
+		{Name: "netpool", Kind: "netpool", Producer: netpool.New(&netpool.Deps{Store: d.store, Engine: eng, Tree: tree,
+			Log: log, Now: now, Metrics: netpool.NewMetrics(reg), Settings: &netpool.Settings{Size: cfg.NetworkPoolSize,
+				Interval: cfg.ReconcileInterval, Quiet: 2 * time.Second, Budget: 30 * time.Second,
+				RegistryPath: registryPath, BackendName: cfg.Name, InstallationID: id.InstallationID}})},
 		{Name: "volumehold", Kind: "volumehold", Producer: volumehold.New(&volumehold.Deps{Store: d.store, Volumes: d.vols,
 			Tree: tree, Log: log, Now: now, Metrics: volumehold.NewMetrics(reg), Settings: &volumehold.Settings{
 				RegistryPath: registryPath, BackoffBase: time.Second, BackoffCap: time.Minute}})},

@@ -118,6 +118,9 @@ func testConfig(dataDir, api, dbg string, extra ...string) string {
 		"callback_secret: " + testSecret,
 		"startup_verify_duration: 1s",
 		"reconcile_interval: 3s",
+		// The warm network pool on, small: a burst of more leases mixes pooled
+		// and own networks (netpool_test.go covers on and off explicitly).
+		"network_pool_size: 4",
 		"provision_timeout: 3m",
 		"container_stop_timeout: 5s",
 		"log_level: warn",

@@ -3,6 +3,8 @@ package engine
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -238,7 +240,7 @@ func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) 
 	return out, nil
 }
 
-// RemoveNetwork removes this installation's lease network whose full ID is id.
+// RemoveNetwork removes this installation's lease or pool network whose full ID is id.
 // Idempotent: when no network has exactly this ID there is nothing to remove. A
 // network that is not ours is refused with dockerio.ErrForeignObject and left
 // alone. A network with containers attached is refused by Docker and reported.
@@ -253,7 +255,8 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	if n.ID != id {
 		return nil
 	}
-	if !e.ours(n.Labels) || n.Labels[dockerio.LabelNetworkScope] != labels.NetworkScopeLease {
+	scope := n.Labels[dockerio.LabelNetworkScope]
+	if !e.ours(n.Labels) || (scope != labels.NetworkScopeLease && scope != labels.NetworkScopePool) {
 		return fmt.Errorf("remove network %s (%s, installation %q): %w", n.Name, trimID(id),
 			n.Labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
 	}
@@ -261,4 +264,48 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 		return dockerErr("remove network "+n.Name, err)
 	}
 	return nil
+}
+
+// CreatePoolNetwork creates one warm-pool network under a fresh random name. A
+// name collision (one in 2^48) answers 409 and is tried once more.
+func (e *Engine) CreatePoolNetwork(ctx context.Context) (dockerio.Network, error) {
+	l := labels.PoolNetworkOwnership(e.opts.BackendName, e.opts.InstallationID)
+	for attempt := 1; ; attempt++ {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return dockerio.Network{}, fmt.Errorf("create pool network: %w", err)
+		}
+		name := labels.PoolNetworkPrefix + hex.EncodeToString(b[:])
+		created, err := e.docker.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: l})
+		switch {
+		case err == nil:
+			return dockerio.Network{ID: created.ID, Name: name, Labels: l}, nil
+		case strings.Contains(err.Error(), poolExhaustedMarker):
+			return dockerio.Network{}, fmt.Errorf("create network %s: %w: %w", name, dockerio.ErrAddressPoolExhausted, err)
+		case isConflict(err) && attempt < 2:
+			continue
+		default:
+			return dockerio.Network{}, dockerErr("create network "+name, err)
+		}
+	}
+}
+
+// PoolNetworks lists this installation's pool networks by label (one request;
+// no container counts), sorted by name.
+func (e *Engine) PoolNetworks(ctx context.Context) ([]dockerio.Network, error) {
+	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: e.ownFilters(
+		filters.Arg("label", dockerio.LabelNetworkScope+"="+labels.NetworkScopePool),
+	)})
+	if err != nil {
+		return nil, dockerErr("list pool networks", err)
+	}
+	out := make([]dockerio.Network, 0, len(list))
+	for _, n := range list {
+		if n.Driver != "bridge" || n.Scope != "local" || !labels.OwnedPoolNetwork(n.Name, n.Labels, e.opts.BackendName, e.opts.InstallationID) {
+			continue
+		}
+		out = append(out, dockerio.Network{ID: n.ID, Name: n.Name, Labels: n.Labels})
+	}
+	slices.SortFunc(out, func(a, b dockerio.Network) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

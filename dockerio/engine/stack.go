@@ -129,7 +129,7 @@ func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.Servic
 
 // verifyLaunchNetwork proves plan.NetworkID is still this lease's network, right
 // before Compose attaches to it: it must exist under exactly that ID and carry
-// our ownership labels. Returns what Docker answered.
+// our ownership labels (a pooled one: our pool labels, no lease label). Returns what Docker answered.
 func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (network.Inspect, error) {
 	n, err := e.docker.NetworkInspect(ctx, plan.NetworkID, network.InspectOptions{})
 	if err != nil {
@@ -138,10 +138,15 @@ func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (n
 	if n.ID != plan.NetworkID {
 		return network.Inspect{}, fmt.Errorf("verify lease network %s: %w: no network has exactly this ID", trimID(plan.NetworkID), dockerio.ErrNotFound)
 	}
-	owner := labels.NetworkOwnership(dockerio.NetworkSpec{
-		Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,
-	})
-	if !ownedLeaseNetwork(n, owner) {
+	var owned bool
+	if plan.NetworkPooled {
+		owned = n.Driver == "bridge" && n.Scope == "local" && labels.OwnedPoolNetwork(n.Name, n.Labels, plan.BackendName, plan.InstallationID)
+	} else {
+		owned = ownedLeaseNetwork(n, labels.NetworkOwnership(dockerio.NetworkSpec{
+			Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,
+		}))
+	}
+	if !owned {
 		return network.Inspect{}, fmt.Errorf("verify lease network %s (%s): %w", n.Name, trimID(n.ID), dockerio.ErrForeignNetwork)
 	}
 	return n, nil

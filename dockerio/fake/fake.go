@@ -42,6 +42,8 @@ const (
 	OpInspectNetwork   Op = "inspect_network"
 	OpLeaseNetworks    Op = "lease_networks"
 	OpRemoveNetwork    Op = "remove_network"
+	OpCreatePool       Op = "create_pool_network"
+	OpPoolNetworks     Op = "pool_networks"
 	OpUp               Op = "up"
 	OpCohort           Op = "cohort"
 	OpLaunched         Op = "launched"
@@ -65,6 +67,15 @@ type Options struct {
 	// InstallationID is the installation the fake engine acts for: only objects
 	// labelled with it are listed, streamed or removed (see dockerio.Engine).
 	InstallationID string
+	// BackendName is fred.backend_name on the pool networks it creates; "" means "docker".
+	BackendName string
+}
+
+func (e *Engine) backendName() string {
+	if e.opts.BackendName == "" {
+		return "docker"
+	}
+	return e.opts.BackendName
 }
 
 // Engine is the in-memory fake. The zero value is not usable; call New.

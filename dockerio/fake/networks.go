@@ -118,7 +118,7 @@ func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) 
 	return out, nil
 }
 
-// RemoveNetwork removes this installation's lease network with exactly this ID;
+// RemoveNetwork removes this installation's lease or pool network with exactly this ID;
 // absent is success, another's is refused (dockerio.ErrForeignObject), one with
 // running containers attached is refused (as Docker does).
 func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
@@ -131,7 +131,8 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	if !ok {
 		return nil
 	}
-	if !e.ours(n.labels) || n.labels[dockerio.LabelNetworkScope] != labels.NetworkScopeLease {
+	scope := n.labels[dockerio.LabelNetworkScope]
+	if !e.ours(n.labels) || (scope != labels.NetworkScopeLease && scope != labels.NetworkScopePool) {
 		return fmt.Errorf("remove network %s (%s, installation %q): %w", n.name, id, n.labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
 	}
 	if k := e.attachedLocked(id); k > 0 {
@@ -151,4 +152,34 @@ func (e *Engine) AddForeignLeaseNetwork(lease, installation string) string {
 	defer e.mu.Unlock()
 	return e.createNetworkLocked(dockerio.ProjectName(lease), labels.Network(dockerio.NetworkSpec{
 		Lease: lease, Tenant: "foreign-tenant", BackendName: "docker", InstallationID: installation}))
+}
+
+// CreatePoolNetwork creates a warm-pool network as the real engine does.
+func (e *Engine) CreatePoolNetwork(ctx context.Context) (dockerio.Network, error) {
+	if err := e.enter(ctx, OpCreatePool); err != nil {
+		return dockerio.Network{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := labels.PoolNetworkOwnership(e.backendName(), e.opts.InstallationID)
+	name := labels.PoolNetworkPrefix + randomHex(12)
+	id := e.createNetworkLocked(name, l)
+	return e.networkLocked(e.networks[id]), nil
+}
+
+// PoolNetworks lists this installation's pool networks, sorted by name.
+func (e *Engine) PoolNetworks(ctx context.Context) ([]dockerio.Network, error) {
+	if err := e.enter(ctx, OpPoolNetworks); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []dockerio.Network
+	for _, n := range e.networks {
+		if labels.OwnedPoolNetwork(n.name, n.labels, e.backendName(), e.opts.InstallationID) {
+			out = append(out, dockerio.Network{ID: n.id, Name: n.name, Labels: copyMap(n.labels)})
+		}
+	}
+	slices.SortFunc(out, func(a, b dockerio.Network) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -236,6 +236,11 @@ type Config struct {
 	// of provisions (defaults.yaml says by how much); it is there for hosts
 	// whose dockerd serves others too.
 	DockerMaxInFlight int
+	// NetworkPoolSize (network_pool_size, 0 = off) is how many pre-created lease
+	// networks the network pool keeps free, so a provision does not wait for a
+	// network create (actors/netpool). Each takes one of Docker's address-pool
+	// networks while it waits.
+	NetworkPoolSize int
 
 	// VolumeDataPath (volume_data_path) is the host directory for managed volumes
 	// (one per stateful instance, with a kernel quota on btrfs); a stateful SKU

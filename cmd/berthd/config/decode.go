@@ -393,6 +393,7 @@ func (d *decoder) decode() *Config {
 		ContainerTmpfsSizeMB:         d.int64("container_tmpfs_size_mb"),
 		RuntimeRefreshMaxConcurrency: d.integer("runtime_refresh_max_concurrency"),
 		DockerMaxInFlight:            d.integer("docker_max_in_flight"),
+		NetworkPoolSize:              d.integer("network_pool_size"),
 
 		VolumeDataPath:   d.str("volume_data_path"),
 		VolumeMountPath:  d.str("volume_mount_path"),

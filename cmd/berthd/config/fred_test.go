@@ -133,6 +133,7 @@ func TestLoad_SeedReferenceFile_EveryKeyAtItsDocumentedDefault_Loads(t *testing.
 		ContainerTmpfsSizeMB:         64,
 		RuntimeRefreshMaxConcurrency: 4,
 		DockerMaxInFlight:            0,
+		NetworkPoolSize:              16,
 		MinAvgFileBytes:              1024,
 		Ingress: Ingress{
 			CustomDomainCertResolver: "http01",

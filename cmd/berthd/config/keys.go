@@ -87,6 +87,7 @@ var schema = &shape{fields: map[string]*shape{
 
 	"runtime_refresh_max_concurrency": nil,
 	"docker_max_in_flight":            nil,
+	"network_pool_size":               nil,
 
 	"volume_data_path":   nil,
 	"volume_mount_path":  nil,

@@ -61,6 +61,7 @@ func TestLoad_EmbeddedDefaults_NoFileNoEnv_ValuesAsDocumented(t *testing.T) {
 		ContainerTmpfsSizeMB:         64,
 		RuntimeRefreshMaxConcurrency: 4,
 		DockerMaxInFlight:            0,
+		NetworkPoolSize:              16,
 		// The starter profiles are stateful: their data lives in managed volumes here.
 		VolumeDataPath:  "./var/berth/volumes",
 		MinAvgFileBytes: 1024,

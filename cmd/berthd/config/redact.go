@@ -83,6 +83,7 @@ func (c *Config) Redacted() map[string]any {
 		"container_tmpfs_size_mb":         c.ContainerTmpfsSizeMB,
 		"runtime_refresh_max_concurrency": c.RuntimeRefreshMaxConcurrency,
 		"docker_max_in_flight":            c.DockerMaxInFlight,
+		"network_pool_size":               c.NetworkPoolSize,
 
 		"volume_data_path":   c.VolumeDataPath,
 		"volume_mount_path":  c.VolumeMountPath,

@@ -411,10 +411,17 @@ func validateHardening(c *Config, ps *problemSet) {
 	if n := c.DockerMaxInFlight; n < 0 || n > maxDockerInFlight {
 		ps.add("docker_max_in_flight", "must be from 0 (unlimited) to %d, got %d", maxDockerInFlight, n)
 	}
+	if n := c.NetworkPoolSize; n < 0 || n > maxNetworkPoolSize {
+		ps.add("network_pool_size", "must be from 0 (no pool) to %d, got %d", maxNetworkPoolSize, n)
+	}
 }
 
 // maxRuntimeRefreshConcurrency is the seed's upper bound for runtime_refresh_max_concurrency.
 const maxRuntimeRefreshConcurrency = 64
+
+// maxNetworkPoolSize bounds network_pool_size: Docker's largest address pools
+// hold a few thousand networks, and every free one is held back from leases.
+const maxNetworkPoolSize = 1024
 
 // maxDockerInFlight bounds docker_max_in_flight (a bigger bound only queues in dockerd).
 const maxDockerInFlight = 1024

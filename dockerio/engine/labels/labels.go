@@ -16,6 +16,32 @@ import (
 // NetworkScopeLease is the fred.network_scope value of a per-lease network.
 const NetworkScopeLease = "lease"
 
+// NetworkScopePool is the fred.network_scope value of a warm-pool network: made
+// before any lease needs it, so it names no lease; which lease holds it is in
+// the netpool journal (Docker can neither rename a network nor relabel it).
+const NetworkScopePool = "pool"
+
+// PoolNetworkPrefix starts every warm-pool network's name.
+const PoolNetworkPrefix = "berth-pool-"
+
+// PoolNetworkOwnership is the label set that proves a pool network is ours, and
+// the set it is created with.
+func PoolNetworkOwnership(backend, installation string) map[string]string {
+	return map[string]string{
+		dockerio.LabelManaged:      "true",
+		dockerio.LabelNetworkScope: NetworkScopePool,
+		dockerio.LabelBackend:      backend,
+		dockerio.LabelInstallation: installation,
+	}
+}
+
+// OwnedPoolNetwork reports whether a network is this installation's pool
+// network: its name, our ownership labels and no lease label.
+func OwnedPoolNetwork(name string, l map[string]string, backend, installation string) bool {
+	_, leased := l[dockerio.LabelLease]
+	return strings.HasPrefix(name, PoolNetworkPrefix) && !leased && HasAll(l, PoolNetworkOwnership(backend, installation))
+}
+
 // Container returns every label of one instance of svc: the tenant's manifest
 // labels first, then the fred.* labels, so a tenant label can never shadow ours
 // (the manifest validator already refuses reserved prefixes; this is the backstop).

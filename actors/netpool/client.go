@@ -1,0 +1,32 @@
+package netpool
+
+import (
+	"context"
+	"time"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Client is how a lease worker reaches the pool (lease.NetworkPool).
+type Client struct {
+	Tree    *supervisors.Tree
+	Path    string
+	Timeout time.Duration // a pool that does not answer in time is passed over
+}
+
+// Claim asks for the lease's pool network; "" when there is none to give.
+func (c *Client) Claim(ctx context.Context, lease string, bind bool) (string, error) {
+	rep, err := supervisors.Ask(ctx, c.Tree, c.Path, c.Timeout, func(r chan<- messages.NetworkClaim) any {
+		return &messages.ClaimNetwork{Lease: lease, Bind: bind, Reply: r}
+	})
+	if err != nil {
+		return "", err
+	}
+	return rep.ID, rep.Err
+}
+
+// Drop tells the pool the lease's bound network is gone.
+func (c *Client) Drop(lease, id string) {
+	c.Tree.Send(c.Path, &messages.DropNetwork{Lease: lease, ID: id})
+}

@@ -1,0 +1,285 @@
+package main
+
+// The warm network pool on the real engine: a lease runs on a pre-created pool
+// network (no fred-<lease> is created), no two leases ever share one, a closed
+// lease's network goes back to the pool (or, surplus, away) once nothing of it
+// is attached, the bindings survive a restart, and with the pool off a lease
+// creates its own network and a pool left from before is removed.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/messages"
+)
+
+// installationOf reads the installation ID of a daemon's data dir.
+func installationOf(t testing.TB, dataDir string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dataDir, "storage-identity"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marker struct {
+		InstallationID string `json:"installation_id"`
+	}
+	if err := json.Unmarshal(raw, &marker); err != nil || marker.InstallationID == "" {
+		t.Fatalf("storage identity: %v", err)
+	}
+	return marker.InstallationID
+}
+
+// poolNetworks lists the installation's pool networks by ID, each with the
+// lease UUIDs of the containers attached to it.
+func poolNetworks(t testing.TB, dc *client.Client, installation string) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", "fred.installation_id="+installation), filters.Arg("label", "fred.network_scope=pool"))})
+	if err != nil {
+		t.Fatalf("list pool networks: %v", err)
+	}
+	out := map[string][]string{}
+	for _, n := range ns {
+		if !strings.HasPrefix(n.Name, "berth-pool-") || n.Labels["fred.lease_uuid"] != "" {
+			t.Fatalf("pool network %s (%s) is not shaped as one: %v", n.Name, n.ID, n.Labels)
+		}
+		in, err := dc.NetworkInspect(ctx, n.ID, network.InspectOptions{})
+		if err != nil {
+			continue // removed since the list
+		}
+		out[n.ID] = []string{}
+		for id := range in.Containers {
+			c, err := dc.ContainerInspect(ctx, id)
+			if err != nil {
+				continue
+			}
+			out[n.ID] = append(out[n.ID], c.Config.Labels["fred.lease_uuid"])
+		}
+	}
+	return out
+}
+
+// waitPool waits until the installation holds want pool networks, and returns them.
+func waitPool(t testing.TB, dc *client.Client, installation string, want int, timeout time.Duration) map[string][]string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := poolNetworks(t, dc, installation)
+		if len(got) == want {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pool networks, want %d: %v", len(got), want, got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// networkOf returns the one network the lease's container is attached to.
+func networkOf(t testing.TB, dc *client.Client, lease string) (id, name string) {
+	t.Helper()
+	cs := leaseContainers(t, dc, lease)
+	if len(cs) != 1 {
+		t.Fatalf("lease %s has %d containers, want 1", lease, len(cs))
+	}
+	c, err := dc.ContainerInspect(context.Background(), cs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.NetworkSettings.Networks) != 1 {
+		t.Fatalf("lease %s's container is on %d networks, want 1", lease, len(c.NetworkSettings.Networks))
+	}
+	for name, ep := range c.NetworkSettings.Networks {
+		return ep.NetworkID, name
+	}
+	return "", ""
+}
+
+// metricValue reads one sample of the daemon's /metrics ("" labels: unlabelled).
+func (d *daemonProc) metricValue(series string) float64 {
+	d.t.Helper()
+	for _, line := range strings.Split(string(d.get("/metrics").Body), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// waitNetworkPoolSettled waits, when the daemon runs a network pool, until it
+// holds at least n free networks (or its configured size) and no pass runs, so
+// a benchmark round starts on a warm pool and not beside its refill.
+func (d *daemonProc) waitNetworkPoolSettled(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		free := d.metricValue(`berth_network_pool_networks{state="free"}`)
+		size := d.configuredPoolSize()
+		if size == 0 || (free >= float64(min(n, size)) && !d.poolPassRunning()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("network pool: %v free after 5 min, want %d", free, min(n, size))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// configuredPoolSize reads network_pool_size from the daemon's config file (16,
+// the default, when absent).
+func (d *daemonProc) configuredPoolSize() int {
+	raw, err := os.ReadFile(d.cfgPath)
+	if err != nil {
+		return 0
+	}
+	size := 16
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "network_pool_size:"); ok {
+			size, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return size
+}
+
+func TestNetworkPool_LeaseRunsOnWarmNetwork_NeverShared_ReturnedAfterClose_SurvivesRestart(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
+	inst := installationOf(t, filepath.Join(d.dir, "data"))
+	warm := waitPool(t, dc, inst, 2, 30*time.Second)
+
+	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
+	a, b := uuid.NewString(), uuid.NewString()
+	for _, l := range []string{a, b} {
+		if r := d.provision(l, cb.callbackURL(), manifest); r.Status != 202 {
+			t.Fatalf("provision: %d %s", r.Status, r.Body)
+		}
+	}
+	for _, l := range []string{a, b} {
+		if got := cb.waitFor(l, 1, 2*time.Minute); got[0].Body.Status != messages.CallbackSuccess {
+			t.Fatalf("callback of %s = %+v", l, got[0])
+		}
+	}
+	netA, nameA := networkOf(t, dc, a)
+	netB, _ := networkOf(t, dc, b)
+	if _, ok := warm[netA]; !ok || !strings.HasPrefix(nameA, "berth-pool-") {
+		t.Fatalf("lease A runs on %s (%s), not on a warm pool network %v", nameA, netA, warm)
+	}
+	if _, ok := warm[netB]; !ok || netB == netA {
+		t.Fatalf("lease B runs on %s: want the other warm network (A has %s)", netB, netA)
+	}
+	for _, l := range []string{a, b} {
+		if ns := leaseNetworks(t, dc, l); len(ns) != 0 {
+			t.Fatalf("lease %s has its own network %s beside the pool's", l, ns[0].Name)
+		}
+	}
+	if n := d.metricValue(`berth_network_pool_claims_total{outcome="warm"}`); n != 2 {
+		t.Fatalf("warm claims %v, want 2", n)
+	}
+	// The pool refills behind them: two free again, two bound.
+	pool := waitPool(t, dc, inst, 4, 30*time.Second)
+	for id, leases := range pool {
+		if len(leases) > 1 {
+			t.Fatalf("pool network %s carries %d containers: %v", id, len(leases), leases)
+		}
+	}
+
+	// Restart: the bindings are journaled; A and B keep their networks, the
+	// free ones are adopted, not re-created.
+	if code := d.stop(); code != 0 {
+		t.Fatalf("stop: exit %d", code)
+	}
+	d.startInProcess()
+	if got := waitPool(t, dc, inst, 4, 10*time.Second); len(got) != 4 {
+		t.Fatal("pool changed over a restart")
+	}
+	for id := range pool {
+		if _, ok := poolNetworks(t, dc, inst)[id]; !ok {
+			t.Fatalf("pool network %s is gone after a restart", id)
+		}
+	}
+	if n := d.metricValue(`berth_network_pool_networks{state="bound"}`); n != 2 {
+		t.Fatalf("bound pool networks after restart %v, want 2", n)
+	}
+
+	// Close A: its network is released once nothing of A is attached; with B
+	// bound and two free already, it is surplus and removed. Nothing named for
+	// A is left.
+	d.deprovisionUntilGone(a)
+	assertGone(t, dc, a)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := poolNetworks(t, dc, inst)
+		_, stillA := got[netA]
+		bound := d.metricValue(`berth_network_pool_networks{state="bound"}`)
+		if len(got) == 3 && bound == 1 && !stillA {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after closing A: pool %v (A's network %s present: %v), bound %v; want 3 networks, 1 bound, A's removed",
+				got, netA, stillA, bound)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if id, _ := networkOf(t, dc, b); id != netB {
+		t.Fatalf("lease B moved from %s to %s", netB, id)
+	}
+	d.deprovisionUntilGone(b)
+	assertGone(t, dc, b)
+	for id, leases := range waitPool(t, dc, inst, 2, 30*time.Second) {
+		if len(leases) != 0 {
+			t.Fatalf("free pool network %s still carries %v", id, leases)
+		}
+	}
+	assertPoolEmpty(t, d)
+}
+
+func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
+	inst := installationOf(t, filepath.Join(d.dir, "data"))
+	waitPool(t, dc, inst, 2, 30*time.Second)
+	if code := d.stop(); code != 0 {
+		t.Fatalf("stop: exit %d", code)
+	}
+	// The operator turns the pool off: what it held is removed.
+	if err := os.WriteFile(d.cfgPath, []byte(testConfig(filepath.Join(d.dir, "data"), d.api, d.debug, "network_pool_size: 0")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.startInProcess()
+	waitPool(t, dc, inst, 0, 30*time.Second)
+
+	lease := uuid.NewString()
+	if r := d.provision(lease, cb.callbackURL(), flatManifest(map[string]any{"args": []string{"serve"}})); r.Status != 202 {
+		t.Fatalf("provision: %d %s", r.Status, r.Body)
+	}
+	if got := cb.waitFor(lease, 1, 2*time.Minute); got[0].Body.Status != messages.CallbackSuccess {
+		t.Fatalf("callback = %+v", got[0])
+	}
+	_, name := networkOf(t, dc, lease)
+	if name != "fred-"+lease {
+		t.Fatalf("lease runs on %s, want its own fred-%s", name, lease)
+	}
+	if n := len(poolNetworks(t, dc, inst)); n != 0 {
+		t.Fatalf("%d pool networks with the pool off", n)
+	}
+	d.deprovisionUntilGone(lease)
+	assertGone(t, dc, lease)
+	assertPoolEmpty(t, d)
+}
