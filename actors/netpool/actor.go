@@ -165,6 +165,7 @@ type Actor struct {
 	soon      bool      // a pass is scheduled
 	lastClaim time.Time // claims in the last Quiet postpone a scheduled pass
 	exhausted bool      // the last refill met Docker's address-pool limit
+	failed    bool      // the journal did not load: inert until the tree goes down
 	last      string
 }
 
@@ -190,6 +191,20 @@ func New(deps *Deps) actor.Producer {
 
 // Receive handles the pool's messages.
 func (a *Actor) Receive(c actor.Context) {
+	if a.failed {
+		switch m := c.Message().(type) {
+		case *messages.ClaimNetwork:
+			m.Reply <- messages.NetworkClaim{}
+		case *messages.GetPass:
+			m.Reply <- a.passes.Report("netpool", a.set.Interval)
+		case *actor.Started:
+			a.started(c)
+		case *actor.Restarting, *actor.Stopping:
+			a.cancel()
+			a.wg.Wait()
+		}
+		return
+	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.started(c)
@@ -248,10 +263,14 @@ func (a *Actor) started(c actor.Context) {
 	a.free, a.pending, a.trim = nil, nil, nil
 	st, seq, err := Load(a.deps.Store)
 	if err != nil {
+		// Without the bindings every pool network would look free: hand out
+		// nothing, pass never, until the failed tree is drained.
+		a.failed = true
 		a.deps.Tree.Fail(fmt.Errorf("netpool: %w", err))
 		a.st = newState()
 		return
 	}
+	a.failed = false
 	a.st = st
 	every := a.set.SnapshotEvery
 	if every <= 0 {
@@ -365,6 +384,18 @@ func (a *Actor) drop(m *messages.DropNetwork) {
 // abandon takes back the network of a first attempt that gave up waiting for
 // its claim: no lease ever learned its ID, so it is free again at once.
 func (a *Actor) abandon(lease string) {
+	// Still in the batch (the give-up overtook the commit): never bound at all.
+	for i, p := range a.pending {
+		if p.lease == lease {
+			a.pending = slices.Delete(a.pending, i, i+1)
+			for _, w := range p.waiters {
+				w <- messages.NetworkClaim{}
+			}
+			a.free = append(a.free, p.network)
+			a.gauges()
+			return
+		}
+	}
 	id, ok := a.byLease[lease]
 	if !ok {
 		return
@@ -658,7 +689,9 @@ func (a *Actor) finish(c actor.Context, m passDone) {
 	} else {
 		a.last = "ok: " + detail
 	}
-	if a.passes.Finish(m.err, detail) || m.more || len(a.trim) > 0 {
+	// New surplus goes at once; surplus a pass already tried to remove (Docker
+	// refused) waits for the next scheduled pass rather than spinning.
+	if a.passes.Finish(m.err, detail) || m.more || (len(a.trim) > 0 && len(m.trimmed) == 0) {
 		a.pass(c)
 	}
 }

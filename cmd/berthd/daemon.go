@@ -127,6 +127,9 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if _, _, err := volumehold.Load(store); err != nil {
 		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
+	if _, _, err := netpool.Load(store); err != nil {
+		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
 	mark = phases.done("journal_verify", mark)
 	dopts := opts
 	if dopts.DiagnosticsFile, err = filepath.Abs(cfg.DiagnosticsDBPath); err != nil {
