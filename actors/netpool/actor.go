@@ -127,6 +127,11 @@ type Settings struct {
 	Quiet          time.Duration // a close or a claim asks for a pass once claims paused this long
 	Budget         time.Duration // one pass
 	Parallel       int           // removals in flight at once; 0 = 4
+	// IdleWait is how long one pass's refill may wait, in all, for berthd to
+	// have no Engine API request in flight before each create (an engine that
+	// reports InFlight): the refill then fills the gaps of a burst instead of
+	// competing with its container starts. 0: create at once.
+	IdleWait time.Duration
 	RegistryPath   string
 	BackendName    string
 	InstallationID string
@@ -562,7 +567,9 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 			have++
 		}
 	}
+	waited := time.Duration(0)
 	for have < in.want && ctx.Err() == nil {
+		waited += a.waitIdle(ctx, a.set.IdleWait-waited)
 		n, err := eng.CreatePoolNetwork(ctx)
 		if errors.Is(err, dockerio.ErrAddressPoolExhausted) {
 			out.exhausted = true
@@ -580,6 +587,32 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 	out.more = have < in.want && ctx.Err() != nil && !out.exhausted
 	return out
 }
+
+// inFlight is an engine that reports how many requests berthd has in flight.
+type inFlight interface{ InFlight() int }
+
+// waitIdle waits, at most limit, until the engine has no request in flight,
+// and returns how long it waited.
+func (a *Actor) waitIdle(ctx context.Context, limit time.Duration) time.Duration {
+	eng, ok := a.deps.Engine.(inFlight)
+	if !ok || limit <= 0 {
+		return 0
+	}
+	start := time.Now()
+	t := time.NewTicker(idlePoll)
+	defer t.Stop()
+	for eng.InFlight() > 0 && time.Since(start) < limit {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return time.Since(start)
+		}
+	}
+	return time.Since(start)
+}
+
+// idlePoll is how often waitIdle samples the engine.
+const idlePoll = 50 * time.Millisecond
 
 // reusable reports whether a gone lease's pool network can carry another lease:
 // ours still, no endpoint attached and no container of that lease left in any

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,7 +75,16 @@ type harness struct {
 	set   Settings
 	tree  *supervisors.Tree // nil while stopped
 	m     *Metrics          // of the running tree's pool
+	busy  *atomic.Int64     // non-nil: the engine reports this many requests in flight
 }
+
+// busyEngine is the fake engine reporting berthd's requests in flight.
+type busyEngine struct {
+	*fake.Engine
+	busy *atomic.Int64
+}
+
+func (e busyEngine) InFlight() int { return int(e.busy.Load()) }
 
 // newHarness opens a store and a fake engine; start runs the pool on them.
 func newHarness(t *testing.T, size int) *harness {
@@ -110,7 +120,11 @@ func (h *harness) startNoWait() {
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
-			deps := &Deps{Store: h.store, Engine: h.eng, Tree: tree, Settings: &set, Metrics: m, Log: zerolog.Nop(), Now: time.Now}
+			var eng dockerio.Engine = h.eng
+			if h.busy != nil {
+				eng = busyEngine{h.eng, h.busy}
+			}
+			deps := &Deps{Store: h.store, Engine: eng, Tree: tree, Settings: &set, Metrics: m, Log: zerolog.Nop(), Now: time.Now}
 			return []supervisors.Spec{
 				{Name: "registry", Kind: "stub", Producer: func() actor.Actor { return h.reg }},
 				{Name: "netpool", Kind: "netpool", Producer: New(deps)},
@@ -666,5 +680,32 @@ func TestNetpool_FailedLoad_PoolStaysInert(t *testing.T) {
 	}
 	if r := h.report(); r.Passes != 0 {
 		t.Fatalf("%d passes ran on a pool whose journal did not load", r.Passes)
+	}
+}
+
+func TestNetpool_RefillWaitsForDockerIdle_BoundedByIdleWait(t *testing.T) {
+	h := newHarness(t, 2)
+	h.busy = new(atomic.Int64)
+	h.busy.Store(3) // a burst of provisions in flight
+	h.set.IdleWait = time.Minute
+	h.startNoWait()
+	time.Sleep(300 * time.Millisecond)
+	if n := len(h.poolNets()); n != 0 {
+		t.Fatalf("%d pool networks created while Docker was busy", n)
+	}
+	h.busy.Store(0)
+	h.eventually("the refill after the burst", func() bool { return len(h.poolNets()) == 2 })
+	h.stop()
+
+	// Busy for good: the wait is bounded, the pool still fills.
+	h2 := newHarness(t, 2)
+	h2.busy = new(atomic.Int64)
+	h2.busy.Store(1)
+	h2.set.IdleWait = 200 * time.Millisecond
+	start := time.Now()
+	h2.startNoWait()
+	h2.eventually("the refill past its idle wait", func() bool { return len(h2.poolNets()) == 2 })
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Fatalf("filled in %s: the refill did not wait for Docker to be idle", took)
 	}
 }

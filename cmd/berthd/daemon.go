@@ -309,7 +309,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 				BackendName: cfg.Name, RegistryPath: registryPath}})},
 		{Name: "netpool", Kind: "netpool", Producer: netpool.New(&netpool.Deps{Store: d.store, Engine: eng, Tree: tree,
 			Log: log, Now: now, Metrics: netpool.NewMetrics(reg), Settings: &netpool.Settings{Size: cfg.NetworkPoolSize,
-				Interval: cfg.ReconcileInterval, Quiet: 2 * time.Second, Budget: 30 * time.Second,
+				Interval: cfg.ReconcileInterval, Quiet: 2 * time.Second, Budget: time.Minute, IdleWait: 40 * time.Second,
 				RegistryPath: registryPath, BackendName: cfg.Name, InstallationID: id.InstallationID}})},
 		{Name: "volumehold", Kind: "volumehold", Producer: volumehold.New(&volumehold.Deps{Store: d.store, Volumes: d.vols,
 			Tree: tree, Log: log, Now: now, Metrics: volumehold.NewMetrics(reg), Settings: &volumehold.Settings{

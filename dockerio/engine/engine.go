@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -50,6 +51,7 @@ type Engine struct {
 	docker   *client.Client
 	base     *http.Transport // the client's own transport, under boundedTransport
 	requests *prometheus.CounterVec
+	busy     *atomic.Int64 // requests in flight, streams and other unbounded ops aside
 	compose  api.Compose
 	opts     Options
 	log      zerolog.Logger
@@ -95,7 +97,8 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	var base *http.Transport
-	bt := boundedTransport{requests: requests, create: opts.CreateTimeout, start: opts.StartTimeout}
+	busy := new(atomic.Int64)
+	bt := boundedTransport{requests: requests, create: opts.CreateTimeout, start: opts.StartTimeout, busy: busy}
 	if opts.MaxInFlight > 0 {
 		bt.slots = make(chan struct{}, opts.MaxInFlight)
 	}
@@ -140,6 +143,7 @@ func New(opts Options) (*Engine, error) {
 		docker:   docker,
 		base:     base,
 		requests: requests,
+		busy:     busy,
 		// The prompt is only asked about destructive changes (e.g. recreating a
 		// diverged volume); berth never agrees to them unattended.
 		compose: compose.NewComposeService(cli, compose.WithPrompt(func(string, bool) (bool, error) { return false, nil })),
@@ -243,3 +247,8 @@ func trimID(id string) string {
 	}
 	return id
 }
+
+// InFlight is how many Engine API requests berthd is waiting on now (event and
+// log streams, pulls, registry look-ups and stops aside): background upkeep
+// waits for zero instead of competing with a burst of provisions.
+func (e *Engine) InFlight() int { return int(e.busy.Load()) }

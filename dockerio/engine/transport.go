@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -159,6 +160,10 @@ type boundedTransport struct {
 	// A slot is held until the answer's headers arrive: dockerd does an API
 	// call's work before it answers, and a body left unread cannot hold a slot.
 	slots chan struct{}
+	// busy counts the requests in flight that are not unbounded (until their
+	// headers arrive): background work (the network pool's refill) waits for
+	// it to reach zero rather than compete with a burst of provisions.
+	busy *atomic.Int64
 }
 
 // unbounded ops hold a request open for as long as something flows (events, logs,
@@ -176,6 +181,10 @@ func unbounded(op string) bool {
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := requestOp(req.Method, req.URL.Path)
 	t.requests.WithLabelValues(op).Inc()
+	if t.busy != nil && !unbounded(op) {
+		t.busy.Add(1)
+		defer t.busy.Add(-1)
+	}
 	if t.slots != nil && !unbounded(op) {
 		select {
 		case t.slots <- struct{}{}:
