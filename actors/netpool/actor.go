@@ -122,16 +122,16 @@ func Load(store *persistence.Store) (*State, uint64, error) {
 
 // Settings of the pool.
 type Settings struct {
-	Size           int           // network_pool_size: free networks kept ready
-	Interval       time.Duration // reconcile_interval: a pass at least this often
-	Quiet          time.Duration // a close or a claim asks for a pass once claims paused this long
-	Budget         time.Duration // one pass
-	Parallel       int           // removals in flight at once; 0 = 4
+	Size     int           // network_pool_size: free networks kept ready
+	Interval time.Duration // reconcile_interval: a pass at least this often
+	Quiet    time.Duration // a close or a claim asks for a pass once claims paused this long
+	Budget   time.Duration // one pass
+	Parallel int           // removals in flight at once; 0 = 4
 	// IdleWait is how long one pass's refill may wait, in all, for berthd to
 	// have no Engine API request in flight before each create (an engine that
 	// reports InFlight): the refill then fills the gaps of a burst instead of
 	// competing with its container starts. 0: create at once.
-	IdleWait time.Duration
+	IdleWait       time.Duration
 	RegistryPath   string
 	BackendName    string
 	InstallationID string
