@@ -171,7 +171,6 @@ type Actor struct {
 	lastClaim time.Time // claims in the last Quiet postpone a scheduled pass
 	exhausted bool      // the last refill met Docker's address-pool limit
 	failed    bool      // the journal did not load: inert until the tree goes down
-	last      string
 }
 
 type pendingClaim struct {
@@ -257,7 +256,9 @@ func (a *Actor) Describe() (string, int) {
 	if a.st == nil {
 		return "loading", 0
 	}
-	return fmt.Sprintf("%d free, %d bound, %d claims committing; last pass %s", len(a.free), len(a.st.Bound), len(a.pending), a.last),
+	// The last pass's outcome is on /debug/freshness (GetPass); this stays one
+	// steady line for the tree views.
+	return fmt.Sprintf("%d free, %d bound, %d claims committing", len(a.free), len(a.st.Bound), len(a.pending)),
 		a.passes.InFlight()
 }
 
@@ -717,10 +718,7 @@ func (a *Actor) finish(c actor.Context, m passDone) {
 	detail := fmt.Sprintf("%d free, %d bound, %d created, %d released, %d trimmed", len(a.free), len(a.st.Bound),
 		len(m.created), len(released), len(m.trimmed))
 	if m.err != nil {
-		a.last = "error: " + m.err.Error()
 		a.log.Warn().Err(m.err).Msg("network pool pass incomplete")
-	} else {
-		a.last = "ok: " + detail
 	}
 	// New surplus goes at once; surplus a pass already tried to remove (Docker
 	// refused) waits for the next scheduled pass rather than spinning.

@@ -300,7 +300,7 @@ func TestDebugAPI_AProvisionedLeaseIsWhatEveryEndpointSays(t *testing.T) {
 				return fmt.Sprintf("pass %+v", p)
 			}
 		}
-		if !slices.Equal(names, []string{"reconciler", "reclaimer", "reaper"}) {
+		if !slices.Equal(names, []string{"reconciler", "reclaimer", "netpool", "reaper"}) {
 			return fmt.Sprintf("passes %v", names)
 		}
 		return ""
