@@ -57,6 +57,10 @@ var (
 	// ErrForeignNetwork is the ErrForeignObject of a lease network: errors.Is
 	// matches both.
 	ErrForeignNetwork = fmt.Errorf("network name taken by a foreign network: %w", ErrForeignObject)
+	// ErrPoolNetworkGone: the warm-pool network a launch was to attach to is
+	// gone (or no longer ours) right before compose would run; nothing was
+	// created. It matches ErrNotFound.
+	ErrPoolNetworkGone = fmt.Errorf("pool network gone: %w", ErrNotFound)
 	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
 	// targets, label count or size); it can never be launched here.
 	ErrImageNotAdmissible = errors.New("image metadata not admissible")

@@ -512,7 +512,7 @@ type gate struct {
 func (g *gate) Release() { g.once.Do(func() { close(g.release) }) }
 
 func newGatedEngine(installation string) *gatedEngine {
-	return &gatedEngine{Engine: fake.New(fake.Options{InstallationID: installation}), queue: map[fake.Op][]*gate{}}
+	return &gatedEngine{Engine: fake.New(fake.Options{InstallationID: installation, BackendName: "berth-unit"}), queue: map[fake.Op][]*gate{}}
 }
 
 // Hold arms a gate for the next call of op not already gated.

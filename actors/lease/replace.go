@@ -66,7 +66,9 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 
 	done = phase("launch")
 	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
-	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, l, j.set, in.images, in.network, in.dirs))
+	upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
+		return plan(j.spec, &j.rel, l, j.set, in.images, net, in.dirs)
+	})
 	done()
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}
@@ -219,7 +221,9 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []dockeri
 		return failed(m.Generation, msg+"; the previous deployment could not be restored")
 	}
 	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
-	upErr := j.eng.Up(ctx, plan(j.spec, j.source, l, j.set, in.images, in.network, in.dirs))
+	upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
+		return plan(j.spec, j.source, l, j.set, in.images, net, in.dirs)
+	})
 	recreated, err := j.eng.Cohort(ctx, j.lease)
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}

@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -149,7 +148,9 @@ func (j *job) attempt(ctx context.Context) Outcome {
 		return out
 	}
 	done := j.provisionPhase("compose_up")
-	upErr := j.eng.Up(ctx, plan(j.spec, &j.rel, j.launch, j.set, in.images, in.network, in.dirs))
+	upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
+		return plan(j.spec, &j.rel, j.launch, j.set, in.images, net, in.dirs)
+	})
 	done()
 	if ctx.Err() != nil {
 		return canceled
@@ -316,22 +317,42 @@ func (j *job) leaseNetwork(ctx context.Context) (leaseNetwork, error) {
 			}
 			j.log.Warn().Err(err).Msg("network pool did not answer; using the lease's own network")
 		case id != "":
-			n, err := j.eng.InspectNetwork(ctx, id)
-			if err == nil && labels.OwnedPoolNetwork(n.Name, n.Labels, j.set.BackendName, j.set.InstallationID) {
-				return leaseNetwork{id: id, pooled: true}, nil
-			}
-			if err != nil && !errors.Is(err, dockerio.ErrNotFound) {
-				return leaseNetwork{}, fmt.Errorf("verify pool network %s: %w", id, err)
-			}
-			j.pool.Drop(j.lease, id)
-			j.log.Warn().Str("network_id", id).Msg("the lease's pool network is gone; using the lease's own network")
+			// Verified by ID, with our pool labels, where compose's launch starts
+			// (up): a network gone by then is dropped and the launch runs again on
+			// the lease's own.
+			return leaseNetwork{id: id, pooled: true}, nil
 		}
 	}
-	// Any attempt but a lease's first may race an earlier one's create (a
-	// process killed mid-create: dockerd carries the request out anyway).
+	return j.ownNetwork(ctx)
+}
+
+// ownNetwork is fred-<lease>, created when absent. Any attempt but a lease's
+// first may race an earlier one's create (a process killed mid-create: dockerd
+// carries the request out anyway).
+func (j *job) ownNetwork(ctx context.Context) (leaseNetwork, error) {
 	id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
 		BackendName: j.set.BackendName, InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1})
 	return leaseNetwork{id: id}, err
+}
+
+// up launches the plan build makes for net. A pool network found gone right
+// before compose (nothing was created) is dropped from the pool, and the
+// launch runs once more on the lease's own network; net is what it ran on.
+func (j *job) up(ctx context.Context, net *leaseNetwork, build func(leaseNetwork) dockerio.Plan) error {
+	err := j.eng.Up(ctx, build(*net))
+	if err == nil || !net.pooled || !errors.Is(err, dockerio.ErrPoolNetworkGone) {
+		return err
+	}
+	j.log.Warn().Err(err).Str("network_id", net.id).Msg("the lease's pool network is gone; using the lease's own network")
+	if j.pool != nil {
+		j.pool.Drop(j.lease, net.id)
+	}
+	own, nerr := j.ownNetwork(ctx)
+	if nerr != nil {
+		return fmt.Errorf("pool network gone, own network: %w", nerr)
+	}
+	*net = own
+	return j.eng.Up(ctx, build(own))
 }
 
 // admitImages admits every service image of r: the recorded content when the

@@ -452,6 +452,8 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 	cfg := slices.Clone(benchPool)
 	for _, line := range strings.Split(os.Getenv("BERTH_BENCH_CONFIG"), ";") {
 		if line = strings.TrimSpace(line); line != "" {
+			key, _, _ := strings.Cut(line, ":")
+			cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
 			cfg = append(cfg, line)
 		}
 	}

@@ -41,14 +41,14 @@ var provisionCallBudget = map[string]int{
 const provisionCallBudgetTotal = 11
 
 // pooledCallBudget is the same lease with the warm pool on, counted until the
-// pool has refilled: the provision itself creates no network (it verifies the
-// bound one by ID, then compose's launch verifies it again); the pool's refill
-// pass, off the critical path, lists the pool once and creates one network.
+// pool has refilled: the provision itself creates no network (compose's launch
+// verifies the bound one by ID); the pool's refill pass, off the critical path,
+// lists the pool once and creates one network.
 var pooledCallBudget = map[string]int{
 	"distribution_inspect": 1,
 	"image_inspect":        1,
 	"network_create":       1, // the refill, after the lease's claim
-	"network_inspect":      2, // the bound network verified by the worker, then before compose
+	"network_inspect":      1, // the bound network verified by ID before compose
 	"network_list":         1, // the refill pass's listing of the pool
 	"container_list":       3,
 	"container_create":     1,
@@ -58,7 +58,7 @@ var pooledCallBudget = map[string]int{
 	"other":                0,
 }
 
-const pooledCallBudgetTotal = 13
+const pooledCallBudgetTotal = 12
 
 func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
 	checkCallBudget(t, "network_pool_size: 0", provisionCallBudget, provisionCallBudgetTotal, nil)

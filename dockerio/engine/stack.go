@@ -132,6 +132,9 @@ func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.Servic
 // our ownership labels (a pooled one: our pool labels, no lease label). Returns what Docker answered.
 func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (network.Inspect, error) {
 	n, err := e.docker.NetworkInspect(ctx, plan.NetworkID, network.InspectOptions{})
+	if plan.NetworkPooled && (isNotFound(err) || err == nil && n.ID != plan.NetworkID) {
+		return network.Inspect{}, fmt.Errorf("verify pool network %s: %w", trimID(plan.NetworkID), dockerio.ErrPoolNetworkGone)
+	}
 	if err != nil {
 		return network.Inspect{}, dockerErr("verify lease network "+trimID(plan.NetworkID), err)
 	}
@@ -145,6 +148,9 @@ func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (n
 		owned = ownedLeaseNetwork(n, labels.NetworkOwnership(dockerio.NetworkSpec{
 			Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,
 		}))
+	}
+	if !owned && plan.NetworkPooled {
+		return network.Inspect{}, fmt.Errorf("verify pool network %s (%s): no longer ours: %w", n.Name, trimID(n.ID), dockerio.ErrPoolNetworkGone)
 	}
 	if !owned {
 		return network.Inspect{}, fmt.Errorf("verify lease network %s (%s): %w", n.Name, trimID(n.ID), dockerio.ErrForeignNetwork)

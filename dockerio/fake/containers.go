@@ -73,12 +73,14 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
 	n, ok := e.networks[plan.NetworkID]
+	if plan.NetworkPooled && (!ok || !labels.OwnedPoolNetwork(n.name, n.labels, plan.BackendName, plan.InstallationID)) {
+		return fmt.Errorf("compose up %s: verify pool network: %w", name, dockerio.ErrPoolNetworkGone)
+	}
 	if !ok {
 		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrNotFound)
 	}
 	owner := labels.NetworkOwnership(dockerio.NetworkSpec{Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID})
-	if plan.NetworkPooled && !labels.OwnedPoolNetwork(n.name, n.labels, plan.BackendName, plan.InstallationID) ||
-		!plan.NetworkPooled && !labels.HasAll(n.labels, owner) {
+	if !plan.NetworkPooled && !labels.HasAll(n.labels, owner) {
 		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrForeignNetwork)
 	}
 	// Like the real engine: a project holding any container that is not ours

@@ -1,0 +1,87 @@
+package lease_test
+
+// A lease and the warm network pool (lease.NetworkPool, a stub here; the pool
+// itself is actors/netpool): a first attempt binds and runs on the pool's
+// network, creating none of its own; a pool network gone before compose runs is
+// dropped and the lease runs on its own network instead, with nothing left on
+// the missing one.
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// stubPool answers every claim with id and records what it was asked.
+type stubPool struct {
+	mu      sync.Mutex
+	id      string
+	binds   []bool
+	dropped []string
+}
+
+func (p *stubPool) Claim(_ context.Context, _ string, bind bool) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.binds = append(p.binds, bind)
+	return p.id, nil
+}
+
+func (p *stubPool) Drop(_, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropped = append(p.dropped, id)
+}
+
+func (p *stubPool) seen() (binds []bool, dropped []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]bool(nil), p.binds...), append([]string(nil), p.dropped...)
+}
+
+func TestLease_FirstAttemptRunsOnItsPoolNetwork_CreatesNoNetwork(t *testing.T) {
+	h := newHarness(t, nil)
+	n, err := h.eng.CreatePoolNetwork(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &stubPool{id: n.ID}
+	h.deps.Networks = pool
+	spec := newSpec(1)
+	h.start(spec)
+	h.awaitReport("ready", isReady)
+	if got, err := h.eng.InspectNetwork(context.Background(), n.ID); err != nil || got.Containers != 1 {
+		t.Fatalf("pool network %+v (%v): want the lease's one container on it", got, err)
+	}
+	if own, _ := h.eng.LeaseNetworks(context.Background()); len(own) != 0 {
+		t.Fatalf("lease networks %+v: the lease created its own beside the pool's", own)
+	}
+	if binds, dropped := pool.seen(); len(binds) != 1 || !binds[0] || len(dropped) != 0 {
+		t.Fatalf("claims %v, drops %v: want one binding claim, no drop", binds, dropped)
+	}
+}
+
+func TestLease_PoolNetworkGoneBeforeLaunch_DroppedAndRunsOnItsOwn(t *testing.T) {
+	h := newHarness(t, nil)
+	n, err := h.eng.CreatePoolNetwork(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.eng.RemoveNetwork(context.Background(), n.ID); err != nil { // an operator's network prune
+		t.Fatal(err)
+	}
+	pool := &stubPool{id: n.ID}
+	h.deps.Networks = pool
+	spec := newSpec(1)
+	h.start(spec)
+	h.awaitReport("ready", isReady)
+	own, err := h.eng.LeaseNetworks(context.Background())
+	if err != nil || len(own) != 1 || own[0].Name != dockerio.ProjectName(spec.Lease) || own[0].Containers != 1 {
+		t.Fatalf("lease networks %+v (%v): want fred-<lease> carrying the container", own, err)
+	}
+	if _, dropped := pool.seen(); len(dropped) != 1 || dropped[0] != n.ID {
+		t.Fatalf("drops %v: want the gone %s dropped", dropped, n.ID)
+	}
+}
