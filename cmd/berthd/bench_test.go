@@ -9,9 +9,10 @@ package main
 //     bridge, and on a per-lease bridge network like berthd's) in the same run,
 //     with a per-phase breakdown of berthd's time from its journal and Docker's
 //     event stream.
-//   - BenchmarkRestart_200ReadyLeases_TimeToHealthy: 200 Ready leases on real
+//   - BenchmarkRestart_300ReadyLeases_TimeToHealthy: 300 Ready leases on real
 //     containers, berthd restarted (a real process restart), time from exec to
-//     /health answering healthy, with the startup phase split.
+//     /health answering healthy, with the startup phase split, and the first
+//     reconcile pass over all of them.
 //
 // Both ignore b.N (each iteration is minutes of real Docker work): run them with
 // -benchtime 1x.
@@ -217,6 +218,32 @@ func benchInstallationID(t testing.TB, dataDir string) string {
 
 // benchWaitInstallationEmpty waits until no container, network or volume of the
 // installation is left (the batched form of assertGone).
+// benchFirstReconcilePass waits for the reconciler's first pass since the
+// daemon started and returns how long it took (/debug/freshness).
+func benchFirstReconcilePass(b *testing.B, d *daemonProc, timeout time.Duration) time.Duration {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var fr struct {
+			Passes []messages.Freshness `json:"passes"`
+		}
+		if r := d.debugGet("/debug/freshness"); r.Status == 200 && json.Unmarshal(r.Body, &fr) == nil {
+			for _, p := range fr.Passes {
+				if p.Name == "reconciler" && p.Passes >= 1 {
+					return time.Duration(p.DurationSeconds * float64(time.Second))
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no reconcile pass within %s of a restart", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// benchWaitInstallationEmpty waits until Docker holds no container, volume or
+// lease network of the installation; the warm pool's free networks stay (a
+// pool network with a container attached is caught by the container check).
 func benchWaitInstallationEmpty(t testing.TB, dc *client.Client, installation string, timeout time.Duration) {
 	t.Helper()
 	f := filters.NewArgs(filters.Arg("label", "fred.installation_id="+installation))
@@ -230,6 +257,7 @@ func benchWaitInstallationEmpty(t testing.TB, dc *client.Client, installation st
 		if err := errors.Join(err1, err2, err3); err != nil {
 			t.Fatal(err)
 		}
+		ns = slices.DeleteFunc(ns, func(n network.Summary) bool { return n.Labels["fred.network_scope"] == "pool" })
 		if len(cs) == 0 && len(ns) == 0 && len(vs.Volumes) == 0 {
 			return
 		}
@@ -831,9 +859,10 @@ func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, r
 // --- Benchmark 2 ---------------------------------------------------------------------
 
 // benchReadyLeases is how many Ready leases the restart benchmark holds.
-const benchReadyLeases = 200
+// 300 is what issue 11 asks of real Docker here.
+const benchReadyLeases = 300
 
-func BenchmarkRestart_200ReadyLeases_TimeToHealthy(b *testing.B) {
+func BenchmarkRestart_300ReadyLeases_TimeToHealthy(b *testing.B) {
 	dc := dockerClient(b)
 	if _, err := dc.ImageInspect(context.Background(), testImage()); err != nil {
 		skipOrFail(b, fmt.Sprintf("test image %s not present (make workload-image): %v", testImage(), err))
@@ -866,7 +895,7 @@ func BenchmarkRestart_200ReadyLeases_TimeToHealthy(b *testing.B) {
 	}
 	b.Logf("%d leases Ready in %s (16 in flight)", len(leases), time.Since(began).Round(time.Millisecond))
 
-	var runs []time.Duration
+	var runs, passes []time.Duration
 	var sb strings.Builder
 	for r := 1; r <= 3; r++ {
 		stopBegan := time.Now()
@@ -887,6 +916,8 @@ func BenchmarkRestart_200ReadyLeases_TimeToHealthy(b *testing.B) {
 		healthyAt := benchWaitHealthyFast(b, d, 5*time.Minute)
 		took := healthyAt.Sub(execAt)
 		runs = append(runs, took)
+		pass := benchFirstReconcilePass(b, d, 2*time.Minute)
+		passes = append(passes, pass)
 
 		phases := benchStartupPhasesFromLog(d.log.String()[logFrom:])
 		metrics := benchStartupPhasesFromMetrics(b, client)
@@ -903,8 +934,8 @@ func BenchmarkRestart_200ReadyLeases_TimeToHealthy(b *testing.B) {
 		for _, p := range benchStartupPhaseNames {
 			sum += phases[p]
 		}
-		fmt.Fprintf(&sb, "restart %d: time to healthy %7.1f ms (SIGTERM → exit %s; recovery saw %.0f leases)\n",
-			r, benchMs(took), stopTook.Round(time.Millisecond), phases["leases"])
+		fmt.Fprintf(&sb, "restart %d: time to healthy %7.1f ms (SIGTERM → exit %s; recovery saw %.0f leases); first reconcile pass %.1f ms\n",
+			r, benchMs(took), stopTook.Round(time.Millisecond), phases["leases"], benchMs(pass))
 		for _, p := range benchStartupPhaseNames {
 			fmt.Fprintf(&sb, "    %-17s log %8.1f ms   metric %8.1f ms\n", p, phases[p], metrics[p]*1000)
 		}
@@ -927,6 +958,8 @@ func BenchmarkRestart_200ReadyLeases_TimeToHealthy(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(benchMs(median), "healthy_median_ms")
 	b.ReportMetric(benchMs(slices.Max(runs)), "healthy_max_ms")
+	b.ReportMetric(benchMs(benchPercentile(passes, 0.5)), "reconcile_pass_median_ms")
+	benchPrint(b, fmt.Sprintf("one reconcile pass over %d leases: median %.1f ms\n", len(leases), benchMs(benchPercentile(passes, 0.5))))
 
 	// Untimed: close every lease and check Docker holds nothing of the installation.
 	if err := benchForEachLimited(len(leases), 16, func(i int) error {

@@ -158,8 +158,8 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	} else {
 		d.docker, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: store.Identity().InstallationID,
 			PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
-			MaxInFlight: cfg.DockerMaxInFlight,
-			Registerer:  reg, Logger: log.With().Str("component", "docker").Logger()})
+			MaxInFlight: cfg.DockerMaxInFlight, MaxStartsInFlight: cfg.DockerMaxStartsInFlight,
+			Registerer: reg, Logger: log.With().Str("component", "docker").Logger()})
 		if err != nil {
 			return nil, fmt.Errorf("docker client: %w", err)
 		}

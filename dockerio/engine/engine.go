@@ -41,6 +41,11 @@ type Options struct {
 	// MaxInFlight bounds the requests in flight at once, long streams (events,
 	// logs, pulls) aside; 0 = unlimited.
 	MaxInFlight int
+	// MaxStartsInFlight bounds container starts in flight at once, first come
+	// first served (0: unlimited). dockerd shares its start path among all it
+	// is given: a hundred at once all finish near the end of the burst, while a
+	// few at a time finish one after another at the same throughput.
+	MaxStartsInFlight int
 	// Registerer receives berth_docker_requests_total{op}; nil = counted, not registered.
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
@@ -101,6 +106,9 @@ func New(opts Options) (*Engine, error) {
 	bt := boundedTransport{requests: requests, create: opts.CreateTimeout, start: opts.StartTimeout, busy: busy}
 	if opts.MaxInFlight > 0 {
 		bt.slots = make(chan struct{}, opts.MaxInFlight)
+	}
+	if opts.MaxStartsInFlight > 0 {
+		bt.starts = make(chan struct{}, opts.MaxStartsInFlight)
 	}
 	bounded := withBoundedTransport(bt, &base)
 	clientOpts := []client.Opt{client.WithAPIVersionNegotiation()}

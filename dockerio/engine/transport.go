@@ -160,6 +160,8 @@ type boundedTransport struct {
 	// A slot is held until the answer's headers arrive: dockerd does an API
 	// call's work before it answers, and a body left unread cannot hold a slot.
 	slots chan struct{}
+	// starts bounds container starts in flight (nil: unlimited), held like a slot.
+	starts chan struct{}
 	// busy counts the requests in flight that are not unbounded (until their
 	// headers arrive): background work (the network pool's refill) waits for
 	// it to reach zero rather than compete with a burst of provisions.
@@ -184,6 +186,14 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if t.busy != nil && !unbounded(op) {
 		t.busy.Add(1)
 		defer t.busy.Add(-1)
+	}
+	if t.starts != nil && op == opContainerStart {
+		select {
+		case t.starts <- struct{}{}:
+			defer func() { <-t.starts }()
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
 	}
 	if t.slots != nil && !unbounded(op) {
 		select {

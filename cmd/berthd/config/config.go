@@ -241,6 +241,9 @@ type Config struct {
 	// network create (actors/netpool). Each takes one of Docker's address-pool
 	// networks while it waits.
 	NetworkPoolSize int
+	// DockerMaxStartsInFlight (docker_max_starts_in_flight, 0 = unlimited)
+	// bounds the container starts berthd has in flight, first come first served.
+	DockerMaxStartsInFlight int
 
 	// VolumeDataPath (volume_data_path) is the host directory for managed volumes
 	// (one per stateful instance, with a kernel quota on btrfs); a stateful SKU

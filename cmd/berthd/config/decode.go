@@ -394,6 +394,7 @@ func (d *decoder) decode() *Config {
 		RuntimeRefreshMaxConcurrency: d.integer("runtime_refresh_max_concurrency"),
 		DockerMaxInFlight:            d.integer("docker_max_in_flight"),
 		NetworkPoolSize:              d.integer("network_pool_size"),
+		DockerMaxStartsInFlight:      d.integer("docker_max_starts_in_flight"),
 
 		VolumeDataPath:   d.str("volume_data_path"),
 		VolumeMountPath:  d.str("volume_mount_path"),

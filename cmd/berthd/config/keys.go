@@ -88,6 +88,7 @@ var schema = &shape{fields: map[string]*shape{
 	"runtime_refresh_max_concurrency": nil,
 	"docker_max_in_flight":            nil,
 	"network_pool_size":               nil,
+	"docker_max_starts_in_flight":     nil,
 
 	"volume_data_path":   nil,
 	"volume_mount_path":  nil,

@@ -84,6 +84,7 @@ func (c *Config) Redacted() map[string]any {
 		"runtime_refresh_max_concurrency": c.RuntimeRefreshMaxConcurrency,
 		"docker_max_in_flight":            c.DockerMaxInFlight,
 		"network_pool_size":               c.NetworkPoolSize,
+		"docker_max_starts_in_flight":     c.DockerMaxStartsInFlight,
 
 		"volume_data_path":   c.VolumeDataPath,
 		"volume_mount_path":  c.VolumeMountPath,

@@ -411,6 +411,9 @@ func validateHardening(c *Config, ps *problemSet) {
 	if n := c.DockerMaxInFlight; n < 0 || n > maxDockerInFlight {
 		ps.add("docker_max_in_flight", "must be from 0 (unlimited) to %d, got %d", maxDockerInFlight, n)
 	}
+	if n := c.DockerMaxStartsInFlight; n < 0 || n > maxDockerInFlight {
+		ps.add("docker_max_starts_in_flight", "must be from 0 (unlimited) to %d, got %d", maxDockerInFlight, n)
+	}
 	if n := c.NetworkPoolSize; n < 0 || n > maxNetworkPoolSize {
 		ps.add("network_pool_size", "must be from 0 (no pool) to %d, got %d", maxNetworkPoolSize, n)
 	}
