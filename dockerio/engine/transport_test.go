@@ -317,3 +317,59 @@ func TestBoundedTransport_RealEngine_ComposeCreatesCountedAndBounded(t *testing.
 		t.Errorf("a create cut off by its timeout left %d containers", len(c))
 	}
 }
+
+// Container starts queue behind their own bound, first come first served, and
+// nothing else queues behind them; InFlight counts what berthd waits on
+// (queued starts included) and drops back to zero.
+func TestBoundedTransport_MaxStartsInFlight_QueuesStartsOnly_InFlightCounts(t *testing.T) {
+	e, d := newFakeDockerdEngineWith(t, Options{MaxStartsInFlight: 2})
+	ctx := testCtx(t, time.Minute)
+	d.set(opContainerStart, 150*time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	start := time.Now()
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- e.docker.ContainerStart(ctx, "c1", container.StartOptions{})
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := e.InFlight(); n != 6 {
+		t.Errorf("InFlight %d while 6 starts run or queue, want 6", n)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+	}
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Fatalf("6 starts of 150 ms two at a time took %s, want ≥ 450 ms", took)
+	}
+	d.mu.Lock()
+	most := d.maxInFlight
+	d.mu.Unlock()
+	if most != 2 {
+		t.Fatalf("dockerd saw %d starts at once, want the bound 2", most)
+	}
+	if n := e.InFlight(); n != 0 {
+		t.Fatalf("InFlight %d after every request answered, want 0", n)
+	}
+
+	// An inspect does not wait behind queued starts.
+	d.set(opContainerStart, time.Second)
+	for range 4 {
+		go func() { _ = e.docker.ContainerStart(ctx, "c1", container.StartOptions{}) }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	began := time.Now()
+	if _, err := e.Inspect(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 500*time.Millisecond {
+		t.Fatalf("an inspect behind queued starts took %s", took)
+	}
+}
