@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,8 @@ type daemon struct {
 
 	recovered     chan struct{} // closed when the registry's startup recovery completes
 	recoveredOnce sync.Once
+	apiAddr       string              // listen_addr: READY=1 also waits for it to accept
+	accepting     atomic.Bool         // apiAddr accepted once
 	systemd       *systemdSupervision // READY/WATCHDOG/STOPPING (notify.go)
 }
 
@@ -86,7 +89,7 @@ var testHooks hooks
 // start opens storage (refusing anything it cannot trust), connects Docker and
 // starts the actor tree. Every error is one line for the operator log.
 func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*daemon, error) {
-	d := &daemon{log: log, recovered: make(chan struct{})}
+	d := &daemon{log: log, recovered: make(chan struct{}), apiAddr: cfg.ListenAddr}
 	ok := false
 	defer func() {
 		if !ok {

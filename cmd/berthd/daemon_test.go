@@ -291,6 +291,9 @@ func TestActorCrash_RestartsWithSamePIDAndStateRebuiltFromJournal(t *testing.T) 
 		t.Fatalf("provision: %d %s", r.Status, r.Body)
 	}
 	cb.waitFor(lease, 1, 2*time.Minute)
+	// The callback can arrive before the registry hears the lease's report:
+	// the pool is read once the registry says ready.
+	d.waitStatus(lease, "ready", 10*time.Second)
 	before := d.stats()
 	leasePath := "root/registry/lease-" + lease
 

@@ -198,6 +198,19 @@ func (s *systemdSupervision) stopping() {
 // health is /health's verdict, asked in-process (an HTTP probe of our own
 // listener could not pass an mTLS listener), within ctx.
 func (d *daemon) health(ctx context.Context) api.HealthVerdict {
+	// The facade, spawned last, may not listen yet when the actors already
+	// answer healthy: systemd is told ready only once the API accepts a TCP
+	// connection (asked until it first does: a TLS listener would log every
+	// bare connect as a failed handshake).
+	if d.apiAddr != "" && !d.accepting.Load() {
+		dialer := net.Dialer{Timeout: time.Second}
+		conn, err := dialer.DialContext(ctx, "tcp", d.apiAddr)
+		if err != nil {
+			return api.HealthVerdict{Reason: "the API listener does not accept yet"}
+		}
+		_ = conn.Close()
+		d.accepting.Store(true)
+	}
 	ask := 10 * time.Second
 	if deadline, ok := ctx.Deadline(); ok {
 		ask = max(time.Until(deadline)-time.Second, 500*time.Millisecond)
