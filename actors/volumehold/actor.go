@@ -77,28 +77,16 @@ func (s *State) Apply(ev persistence.Event) error {
 
 // Load rebuilds the holds from the stream.
 func Load(store *persistence.Store) (*State, uint64, error) {
-	l, err := store.Load(Stream)
-	if err != nil {
-		return nil, 0, fmt.Errorf("load %s: %w", Stream, err)
-	}
 	st := newState()
-	if l.Snapshot != nil {
-		if l.Snapshot.V != eventVersion {
-			return nil, 0, fmt.Errorf("load %s: snapshot version %d not supported", Stream, l.Snapshot.V)
-		}
-		if err := json.Unmarshal(l.Snapshot.Data, st); err != nil {
-			return nil, 0, fmt.Errorf("load %s: snapshot: %w", Stream, err)
-		}
+	seq, err := store.LoadState(Stream, eventVersion, st, func() {
 		if st.Holds == nil {
 			st.Holds = map[string]string{}
 		}
+	}, st.Apply)
+	if err != nil {
+		return nil, 0, err
 	}
-	for _, r := range l.Events {
-		if err := st.Apply(r.Event); err != nil {
-			return nil, 0, fmt.Errorf("load %s: seq %d: %w", Stream, r.Seq, err)
-		}
-	}
-	return st, l.LastSeq, nil
+	return st, seq, nil
 }
 
 // Settings of the hold actor.

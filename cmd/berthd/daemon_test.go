@@ -335,9 +335,17 @@ func TestActorCrash_RestartsWithSamePIDAndStateRebuiltFromJournal(t *testing.T) 
 
 func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouched(t *testing.T) {
 	dockerClient(t)
-	for name, ev := range map[string]persistence.Event{
-		"unknown type":  {Type: "provision.teleported", V: 1, At: time.Now(), Data: []byte(`{}`)},
-		"newer version": {Type: "provision.started", V: 2, At: time.Now(), Data: []byte(`{}`)},
+	lease := uuid.NewString()
+	for name, tc := range map[string]struct {
+		stream string
+		ev     persistence.Event
+		named  string // what the one line must name
+	}{
+		"unknown type":  {"lease/" + lease, persistence.Event{Type: "provision.teleported", V: 1, At: time.Now(), Data: []byte(`{}`)}, lease},
+		"newer version": {"lease/" + lease, persistence.Event{Type: "provision.started", V: 2, At: time.Now(), Data: []byte(`{}`)}, lease},
+		// The network pool's journal is verified at startup too.
+		"netpool unbinds what was never bound": {"netpool", persistence.Event{Type: "pool.unbound", V: 1, At: time.Now(),
+			Data: []byte(`{"network":"0123456789abcdef","lease":"` + lease + `","reason":"released"}`)}, "netpool"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := newDaemonDir(t).startInProcess()
@@ -346,8 +354,7 @@ func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouche
 			if err != nil {
 				t.Fatal(err)
 			}
-			lease := uuid.NewString()
-			if _, err := store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: "lease/" + lease, Events: []persistence.Event{ev}}}}); err != nil {
+			if _, err := store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: tc.stream, Events: []persistence.Event{tc.ev}}}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := store.Close(); err != nil {
@@ -358,8 +365,8 @@ func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouche
 			_ = os.Chtimes(state, old, old)
 			sum, mtime := fileFingerprint(t, state)
 			code, out := runOnce(t, "-config", d.cfgPath)
-			if code != 1 || !strings.Contains(out, lease) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
-				t.Fatalf("exit %d, want 1 with one line naming the lease:\n%s", code, out)
+			if code != 1 || !strings.Contains(out, tc.named) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+				t.Fatalf("exit %d, want 1 with one line naming %s:\n%s", code, tc.named, out)
 			}
 			if s2, m2 := fileFingerprint(t, state); s2 != sum || !m2.Equal(mtime) {
 				t.Fatal("refused state.db was modified")

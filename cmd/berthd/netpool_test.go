@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,24 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/persistence"
 )
-
-// installationOf reads the installation ID of a daemon's data dir.
-func installationOf(t testing.TB, dataDir string) string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dataDir, "storage-identity"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var marker struct {
-		InstallationID string `json:"installation_id"`
-	}
-	if err := json.Unmarshal(raw, &marker); err != nil || marker.InstallationID == "" {
-		t.Fatalf("storage identity: %v", err)
-	}
-	return marker.InstallationID
-}
 
 // poolNetworks lists the installation's pool networks by ID, each with the
 // lease UUIDs of the containers attached to it.
@@ -161,7 +143,7 @@ func TestNetworkPool_LeaseRunsOnWarmNetwork_NeverShared_ReturnedAfterClose_Survi
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
-	inst := installationOf(t, filepath.Join(d.dir, "data"))
+	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
 	warm := waitPool(t, dc, inst, 2, 30*time.Second)
 
 	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
@@ -254,7 +236,7 @@ func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testin
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
-	inst := installationOf(t, filepath.Join(d.dir, "data"))
+	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
 	waitPool(t, dc, inst, 2, 30*time.Second)
 	if code := d.stop(); code != 0 {
 		t.Fatalf("stop: exit %d", code)
@@ -283,33 +265,4 @@ func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testin
 	d.deprovisionUntilGone(lease)
 	assertGone(t, dc, lease)
 	assertPoolEmpty(t, d)
-}
-
-func TestRun_NetpoolJournalUnbindsWhatWasNeverBound_RefusedWithOneLineAndUntouched(t *testing.T) {
-	dockerClient(t)
-	d := newDaemonDir(t).startInProcess()
-	d.stop()
-	store, _, err := persistence.Open(persistence.Options{Dir: filepath.Join(d.dir, "data")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := persistence.Event{Type: "pool.unbound", V: 1, At: time.Now(),
-		Data: []byte(`{"network":"0123456789abcdef","lease":"` + uuid.NewString() + `","reason":"released"}`)}
-	if _, err := store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: "netpool", Events: []persistence.Event{ev}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(d.dir, "data", "state.db")
-	old := time.Now().Add(-time.Hour)
-	_ = os.Chtimes(state, old, old)
-	sum, mtime := fileFingerprint(t, state)
-	code, out := runOnce(t, "-config", d.cfgPath)
-	if code != 1 || !strings.Contains(out, "netpool") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
-		t.Fatalf("exit %d, want 1 with one line naming the netpool stream:\n%s", code, out)
-	}
-	if s2, m2 := fileFingerprint(t, state); s2 != sum || !m2.Equal(mtime) {
-		t.Fatal("refused state.db was modified")
-	}
 }
