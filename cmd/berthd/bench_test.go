@@ -60,7 +60,7 @@ import (
 // pass and the reclaimer's pass after each close still run). The warm network
 // pool holds a burst of 128: an operator sizes it for the bursts the host takes
 // (BERTH_BENCH_CONFIG="network_pool_size: 0" measures without it).
-var benchPool = []string{"total_cpu_cores: 64", "total_memory_mb: 65536", "total_disk_mb: 1000000",
+var benchPool = []string{"total_cpu_cores: 256", "total_memory_mb: 262144", "total_disk_mb: 1000000",
 	"reconcile_interval: 5m", "network_pool_size: 128"}
 
 // benchVerify is the startup_verify_duration of the provision benchmark, the fixed
