@@ -14,7 +14,8 @@
 // reconcile_interval, and shortly after a close or a burst of claims once
 // claims pause) release such networks, adopt unbound pool networks Docker holds
 // (a restart's free ones), remove the surplus over network_pool_size, and
-// create the deficit one at a time within Docker's address-pool capacity.
+// create the deficit, one at a time within Docker's address-pool capacity and
+// each when berthd has nothing else in flight with Docker (within a budget).
 package netpool
 
 import (
@@ -114,11 +115,11 @@ type Settings struct {
 	Interval time.Duration // reconcile_interval: a pass at least this often
 	Quiet    time.Duration // a close or a claim asks for a pass once claims paused this long
 	Budget   time.Duration // one pass
-	Parallel int           // removals in flight at once; 0 = 4
-	// IdleWait is how long one pass's refill may wait, in all, for berthd to
-	// have no Engine API request in flight before each create (an engine that
-	// reports InFlight): the refill then fills the gaps of a burst instead of
-	// competing with its container starts. 0: create at once.
+	// IdleWait is how long one pass may wait, in all, for berthd to have no
+	// Engine API request in flight before each create or surplus removal (an
+	// engine that reports InFlight): the refill then fills the gaps of a burst
+	// instead of competing with its container starts, and the trim of a mass
+	// close's surplus lets the reclaimer's removals go first. 0: at once.
 	IdleWait       time.Duration
 	RegistryPath   string
 	BackendName    string
@@ -544,7 +545,8 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 			}
 		}
 	}
-	out.trimmed = a.remove(ctx, in.trim)
+	waited := time.Duration(0)
+	out.trimmed = a.remove(ctx, in.trim, &waited)
 	// What the pool will hold free after this pass, before creating.
 	trimmed := map[string]bool{}
 	for _, id := range in.trim {
@@ -556,7 +558,6 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 			have++
 		}
 	}
-	waited := time.Duration(0)
 	for have < in.want && ctx.Err() == nil {
 		waited += a.waitIdle(ctx, a.set.IdleWait-waited)
 		n, err := eng.CreatePoolNetwork(ctx)
@@ -624,42 +625,24 @@ func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
 	return len(cohort) == 0, nil
 }
 
-// remove removes the surplus, a few at a time; it returns what it attempted.
-func (a *Actor) remove(ctx context.Context, ids []string) []string {
-	if len(ids) == 0 {
-		return nil
-	}
-	parallel := a.set.Parallel
-	if parallel <= 0 {
-		parallel = 4
-	}
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range parallel {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range work {
-				if err := a.deps.Engine.RemoveNetwork(ctx, id); err != nil {
-					a.log.Warn().Err(err).Str("network", id).Msg("remove surplus pool network")
-					continue
-				}
-				a.deps.Metrics.ops.WithLabelValues("removed").Inc()
-			}
-		}()
-	}
+// remove removes the surplus one at a time, each once berthd has no other
+// Engine API request in flight (within the pass's idle budget): after a mass
+// close the reclaimer's removals of the closed leases' own networks come
+// first. It returns what it attempted.
+func (a *Actor) remove(ctx context.Context, ids []string, waited *time.Duration) []string {
 	var tried []string
 	for _, id := range ids {
-		select {
-		case work <- id:
-			tried = append(tried, id)
-			continue
-		case <-ctx.Done():
+		if ctx.Err() != nil {
+			break
 		}
-		break
+		*waited += a.waitIdle(ctx, a.set.IdleWait-*waited)
+		tried = append(tried, id)
+		if err := a.deps.Engine.RemoveNetwork(ctx, id); err != nil {
+			a.log.Warn().Err(err).Str("network", id).Msg("remove surplus pool network")
+			continue
+		}
+		a.deps.Metrics.ops.WithLabelValues("removed").Inc()
 	}
-	close(work)
-	wg.Wait()
 	return tried
 }
 
