@@ -70,7 +70,7 @@ type passDone struct {
 }
 
 // defaultParallel is how many removals a pass keeps in flight.
-const defaultParallel = 8
+const defaultParallel = 4
 
 // New returns the producer of the reclaimer.
 func New(deps *Deps) actor.Producer {

@@ -53,7 +53,7 @@ func TestReclaimer_MassCloseBeyondOnePassBudget_AllRemovedWithoutWaitingAnInterv
 			closed = append(closed, id)
 		}
 	}
-	// 54 removals at 40 ms each: about 2.2 s serially, 0.3 s eight at a time — far
+	// 54 removals at 40 ms each: about 2.2 s serially, 0.55 s four at a time — far
 	// more than one 150 ms pass can do.
 	eng.Delay(fake.OpRemoveNetwork, 40*time.Millisecond)
 	m := NewMetrics(prometheus.NewRegistry())
