@@ -37,6 +37,9 @@ func startBenchBerthd(t *testing.T) string {
 		"debug_listen_addr: "+freeAddr(t),
 		"callback_secret: "+secret,
 		"log_level: warn",
+		// No warm pool: this daemon is not removed from Docker by an
+		// installation sweep after the test (cmd/berthd's harness covers the pool).
+		"network_pool_size: 0",
 		"startup_verify_duration: 1s",
 		"volume_data_path: "+filepath.Join(root, "volumes"),
 		"volume_filesystem: dir",

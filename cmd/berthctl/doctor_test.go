@@ -347,6 +347,7 @@ func TestDoctor_HealthySetupBesideARunningBerthd(t *testing.T) {
 		"callback_secret: " + secret,
 		"log_level: warn",
 		"reconcile_interval: 3s",
+		"network_pool_size: 0", // nothing of this daemon outlives the test in Docker
 		"debug:",
 		"  token: doctor-test-debug-token-0123",
 	}

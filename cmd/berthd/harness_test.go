@@ -223,10 +223,17 @@ func removeInstallation(t testing.TB, dataDir string) {
 			_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}
 	}
-	if ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: f}); err == nil {
+	// dockerd finishes a network create whose client went away (a pool refill
+	// cut by the daemon's stop or kill): sweep until a look finds none.
+	for round := 0; round < 4; round++ {
+		ns, err := dc.NetworkList(ctx, network.ListOptions{Filters: f})
+		if err != nil || (len(ns) == 0 && round > 0) {
+			break
+		}
 		for _, n := range ns {
 			_ = dc.NetworkRemove(ctx, n.ID)
 		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	if vs, err := dc.VolumeList(ctx, volume.ListOptions{Filters: f}); err == nil {
 		for _, v := range vs.Volumes {
