@@ -162,6 +162,25 @@ type daemonProc struct {
 
 	// child process
 	cmd *exec.Cmd
+
+	// installations is every installation ID this daemon ran as (a test may
+	// overwrite the marker): the cleanup sweeps them all.
+	installsMu    sync.Mutex
+	installations map[string]bool
+}
+
+// rememberInstallation records the installation the data dir holds now.
+func (d *daemonProc) rememberInstallation() {
+	id := readInstallationID(filepath.Join(d.dir, "data"))
+	if id == "" {
+		return
+	}
+	d.installsMu.Lock()
+	defer d.installsMu.Unlock()
+	if d.installations == nil {
+		d.installations = map[string]bool{}
+	}
+	d.installations[id] = true
 }
 
 type syncBuffer struct {
@@ -193,23 +212,35 @@ func newDaemonDir(t testing.TB, extra ...string) *daemonProc {
 	// Registered first, so it runs last: after the daemon stopped, whatever this
 	// installation still has in Docker (a test that failed half-way) is removed, so
 	// runs do not pile networks up in the address pool. Leaks are asserted before.
-	t.Cleanup(func() { removeInstallation(t, filepath.Join(dir, "data")) })
+	t.Cleanup(func() {
+		d.rememberInstallation()
+		d.installsMu.Lock()
+		defer d.installsMu.Unlock()
+		for id := range d.installations {
+			removeInstallation(id)
+		}
+	})
 	return d
 }
 
-// removeInstallation force-removes every container, network and volume labelled
-// with the installation of the data dir.
-func removeInstallation(t testing.TB, dataDir string) {
+// readInstallationID reads the installation ID of a data dir's marker ("" when none).
+func readInstallationID(dataDir string) string {
 	raw, err := os.ReadFile(filepath.Join(dataDir, "storage-identity"))
 	if err != nil {
-		return
+		return ""
 	}
 	var marker struct {
 		InstallationID string `json:"installation_id"`
 	}
-	if json.Unmarshal(raw, &marker) != nil || marker.InstallationID == "" {
-		return
+	if json.Unmarshal(raw, &marker) != nil {
+		return ""
 	}
+	return marker.InstallationID
+}
+
+// removeInstallation force-removes every container, network and volume labelled
+// with the installation.
+func removeInstallation(installation string) {
 	dc, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return
@@ -217,7 +248,7 @@ func removeInstallation(t testing.TB, dataDir string) {
 	defer dc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", "fred.installation_id="+marker.InstallationID))
+	f := filters.NewArgs(filters.Arg("label", "fred.installation_id="+installation))
 	if cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
 		for _, c := range cs {
 			_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
@@ -324,6 +355,7 @@ func (d *daemonProc) waitHealthy(timeout time.Duration) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == 200 && strings.Contains(string(body), `"healthy"`) {
+				d.rememberInstallation()
 				return
 			}
 		}
