@@ -67,6 +67,13 @@ func (p *Passes) Start(c actor.Context, wg *sync.WaitGroup, fn func() any) {
 	Background(c, wg, fn)
 }
 
+// Running reports whether a pass runs now; AskAgain then has another follow it
+// (for an actor that must not build a pass's input twice).
+func (p *Passes) Running() bool { return p.running }
+
+// AskAgain remembers that another pass is asked for once the running one ends.
+func (p *Passes) AskAgain() { p.again = true }
+
 // Done marks the running pass finished and reports whether another was asked for.
 func (p *Passes) Done() (again bool) {
 	p.running, again, p.again = false, p.again, false

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -474,8 +475,8 @@ type passDone struct {
 }
 
 func (a *Actor) pass(c actor.Context) {
-	if a.passes.InFlight() == 1 {
-		a.passes.Start(c, &a.wg, nil) // remembered: another pass follows this one
+	if a.passes.Running() { // its input is taken: another follows it
+		a.passes.AskAgain()
 		return
 	}
 	in := passIn{pending: map[string]bool{}, free: map[string]bool{}, trim: a.trim, want: a.set.Size}
@@ -483,7 +484,7 @@ func (a *Actor) pass(c actor.Context) {
 	for n, l := range a.st.Bound {
 		in.bound = append(in.bound, binding{n, l})
 	}
-	slices.SortFunc(in.bound, func(x, y binding) int { return compare(x.network, y.network) })
+	slices.SortFunc(in.bound, func(x, y binding) int { return strings.Compare(x.network, y.network) })
 	for _, p := range a.pending {
 		in.pending[p.network] = true
 	}
@@ -499,16 +500,6 @@ func (a *Actor) pass(c actor.Context) {
 		out.more = out.more && parent.Err() == nil
 		return out
 	})
-}
-
-func compare(x, y string) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // run is one pass, off the actor.
@@ -731,8 +722,9 @@ func (a *Actor) reconcileFree(m passDone) {
 			a.free = append(a.free, n.ID)
 		}
 	}
+	// Every free network is listed by now (created ones join after this).
 	for id := range a.names {
-		if !listed[id] && a.st.Bound[id] == "" && !slices.Contains(a.free, id) {
+		if !listed[id] && a.st.Bound[id] == "" {
 			delete(a.names, id)
 		}
 	}

@@ -91,20 +91,8 @@ func (d *daemonProc) poolPassRunning() bool {
 	if r.Status != 200 || json.Unmarshal(r.Body, &root) != nil {
 		return true
 	}
-	var find func(n messages.NodeInfo) (messages.NodeInfo, bool)
-	find = func(n messages.NodeInfo) (messages.NodeInfo, bool) {
-		if strings.HasSuffix(n.Path, "/netpool") {
-			return n, true
-		}
-		for _, c := range n.Children {
-			if got, ok := find(c); ok {
-				return got, true
-			}
-		}
-		return messages.NodeInfo{}, false
-	}
-	n, ok := find(root)
-	return !ok || n.InFlight > 0
+	n := find(root, "root/netpool")
+	return n == nil || n.InFlight > 0
 }
 
 func checkCallBudget(t *testing.T, poolLine string, budget map[string]int, budgetTotal int, settle func(*daemonProc)) *daemonProc {
