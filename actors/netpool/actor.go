@@ -146,11 +146,12 @@ type Actor struct {
 	log     zerolog.Logger
 	st      *State
 	journal persistence.Cursor
-	byLease map[string]string // lease → bound network (index of st.Bound)
-	names   map[string]string // network ID → name, as listed or created
-	free    []string          // unbound networks ready to hand out, oldest first
-	pending []*pendingClaim   // bound in memory, awaiting the batch commit
-	trim    []string          // surplus to remove in the next pass
+	byLease map[string]string   // lease → bound network (index of st.Bound)
+	names   map[string]string   // network ID → name, as listed or created
+	made    map[string]struct{} // networks the running pass created (listed after it began)
+	free    []string            // unbound networks ready to hand out, oldest first
+	pending []*pendingClaim     // bound in memory, awaiting the batch commit
+	trim    []string            // surplus to remove in the next pass
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -232,6 +233,11 @@ func (a *Actor) Receive(c actor.Context) {
 			return
 		}
 		a.pass(c)
+	case networkCreated:
+		if m.epoch == a.epoch {
+			a.addCreated(m.net)
+			a.gauges()
+		}
 	case passDone:
 		if m.epoch == a.epoch {
 			a.finish(c, m)
@@ -255,7 +261,7 @@ func (a *Actor) Describe() (string, int) {
 func (a *Actor) started(c actor.Context) {
 	a.epoch = epochs.Add(1)
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.byLease, a.names = map[string]string{}, map[string]string{}
+	a.byLease, a.names, a.made = map[string]string{}, map[string]string{}, map[string]struct{}{}
 	a.free, a.pending, a.trim = nil, nil, nil
 	st, seq, err := Load(a.deps.Store)
 	if err != nil {
@@ -459,6 +465,13 @@ type passIn struct {
 	free    map[string]bool
 	trim    []string
 	want    int
+	created func(dockerio.Network) // tells the actor of a network just made
+}
+
+// networkCreated is one network a running pass made, handed out at once.
+type networkCreated struct {
+	epoch uint64
+	net   dockerio.Network
 }
 
 type passDone struct {
@@ -481,6 +494,7 @@ func (a *Actor) pass(c actor.Context) {
 	}
 	in := passIn{pending: map[string]bool{}, free: map[string]bool{}, trim: a.trim, want: a.set.Size}
 	a.trim = nil
+	clear(a.made)
 	for n, l := range a.st.Bound {
 		in.bound = append(in.bound, binding{n, l})
 	}
@@ -492,6 +506,11 @@ func (a *Actor) pass(c actor.Context) {
 		in.free[id] = true
 	}
 	epoch, parent := a.epoch, a.ctx
+	sys, self := c.ActorSystem(), c.Self()
+	// Each network joins the free list as soon as it exists: a refill can take
+	// the whole idle budget, and a burst arriving meanwhile should get the
+	// networks already made rather than create its own.
+	in.created = func(n dockerio.Network) { sys.Root.Send(self, networkCreated{epoch: epoch, net: n}) }
 	a.passes.Start(c, &a.wg, func() any {
 		ctx, cancel := context.WithTimeout(parent, a.set.Budget)
 		defer cancel()
@@ -563,6 +582,9 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 		}
 		a.deps.Metrics.ops.WithLabelValues("created").Inc()
 		out.created = append(out.created, n)
+		if in.created != nil {
+			in.created(n)
+		}
 		have++
 	}
 	out.more = have < in.want && ctx.Err() != nil && !out.exhausted
@@ -664,8 +686,7 @@ func (a *Actor) finish(c actor.Context, m passDone) {
 		a.reconcileFree(m)
 	}
 	for _, n := range m.created {
-		a.names[n.ID] = n.Name
-		a.free = append(a.free, n.ID)
+		a.addCreated(n) // normally already in by networkCreated
 	}
 	// Keep Size free; the surplus (a mass close's released networks) goes.
 	if len(a.free) > a.set.Size {
@@ -689,6 +710,16 @@ func (a *Actor) finish(c actor.Context, m passDone) {
 	}
 }
 
+// addCreated puts a network this pass made on the free list, once.
+func (a *Actor) addCreated(n dockerio.Network) {
+	if _, seen := a.made[n.ID]; seen {
+		return
+	}
+	a.made[n.ID] = struct{}{}
+	a.names[n.ID] = n.Name
+	a.free = append(a.free, n.ID)
+}
+
 // reconcileFree makes the free list what Docker holds: free networks Docker no
 // longer lists are forgotten, unbound pool networks it lists are adopted, and
 // released ones join.
@@ -701,7 +732,8 @@ func (a *Actor) reconcileFree(m passDone) {
 	known := map[string]bool{}
 	kept := a.free[:0]
 	for _, id := range a.free {
-		if listed[id] {
+		_, made := a.made[id]
+		if listed[id] || made {
 			kept = append(kept, id)
 			known[id] = true
 		}
@@ -722,9 +754,9 @@ func (a *Actor) reconcileFree(m passDone) {
 			a.free = append(a.free, n.ID)
 		}
 	}
-	// Every free network is listed by now (created ones join after this).
+	// Every free network is listed by now, or made by this pass.
 	for id := range a.names {
-		if !listed[id] && a.st.Bound[id] == "" {
+		if _, made := a.made[id]; !made && !listed[id] && a.st.Bound[id] == "" {
 			delete(a.names, id)
 		}
 	}

@@ -76,6 +76,7 @@ type harness struct {
 	tree  *supervisors.Tree // nil while stopped
 	m     *Metrics          // of the running tree's pool
 	busy  *atomic.Int64     // non-nil: the engine reports this many requests in flight
+	wrap  func(dockerio.Engine) dockerio.Engine
 }
 
 // busyEngine is the fake engine reporting berthd's requests in flight.
@@ -123,6 +124,9 @@ func (h *harness) startNoWait() {
 			var eng dockerio.Engine = h.eng
 			if h.busy != nil {
 				eng = busyEngine{h.eng, h.busy}
+			}
+			if h.wrap != nil {
+				eng = h.wrap(eng)
 			}
 			deps := &Deps{Store: h.store, Engine: eng, Tree: tree, Settings: &set, Metrics: m, Log: zerolog.Nop(), Now: time.Now}
 			return []supervisors.Spec{
@@ -707,5 +711,53 @@ func TestNetpool_RefillWaitsForDockerIdle_BoundedByIdleWait(t *testing.T) {
 	h2.eventually("the refill past its idle wait", func() bool { return len(h2.poolNets()) == 2 })
 	if took := time.Since(start); took < 200*time.Millisecond {
 		t.Fatalf("filled in %s: the refill did not wait for Docker to be idle", took)
+	}
+}
+
+// firstThenBusy is an engine whose first pool-network create leaves Docker
+// looking busy, so the refill's next create waits.
+type firstThenBusy struct {
+	dockerio.Engine
+	busy *atomic.Int64
+	n    atomic.Int64
+}
+
+func (e *firstThenBusy) CreatePoolNetwork(ctx context.Context) (dockerio.Network, error) {
+	n, err := e.Engine.CreatePoolNetwork(ctx)
+	if e.n.Add(1) == 1 {
+		e.busy.Store(1)
+	}
+	return n, err
+}
+
+func (e *firstThenBusy) InFlight() int { return int(e.busy.Load()) }
+
+func TestNetpool_NetworkMadeMidRefill_HandedOutBeforeThePassEnds(t *testing.T) {
+	h := newHarness(t, 3)
+	h.busy = new(atomic.Int64)
+	h.set.IdleWait = time.Minute // the second create waits this long for Docker
+	h.wrap = func(e dockerio.Engine) dockerio.Engine { return &firstThenBusy{Engine: e, busy: h.busy} }
+	h.reg.setLive(leaseA, leaseB)
+	h.startNoWait()
+	h.eventually("the first network", func() bool { return len(h.poolNets()) == 1 })
+	if !h.report().Running {
+		t.Fatal("the refill ended after one network: the test needs it still waiting")
+	}
+	nets := h.poolNets()
+	if got := h.claim(leaseA, true); got != nets[0] {
+		t.Fatalf("a claim mid-refill got %q, want the network already made %s", got, nets[0])
+	}
+	if !h.report().Running {
+		t.Fatal("the refill ended before the claim was answered")
+	}
+	// The pass ends (Docker idle again): the claimed network stays bound, the
+	// pool fills up to its size beside it, nothing is handed out twice.
+	h.busy.Store(0)
+	h.idle()
+	if j := h.journal(); j[nets[0]] != leaseA {
+		t.Fatalf("journal %v: %s not bound to A", j, nets[0])
+	}
+	if got := h.claim(leaseB, true); got == "" || got == nets[0] {
+		t.Fatalf("B got %q (A has %s)", got, nets[0])
 	}
 }

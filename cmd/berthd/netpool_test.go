@@ -145,6 +145,8 @@ func TestNetworkPool_LeaseRunsOnWarmNetwork_NeverShared_ReturnedAfterClose_Survi
 	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
 	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
 	warm := waitPool(t, dc, inst, 2, 30*time.Second)
+	// Docker lists a network a moment before the pool hears it was made.
+	d.waitNetworkPoolSettled(t, 2)
 
 	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
 	a, b := uuid.NewString(), uuid.NewString()
