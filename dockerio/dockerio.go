@@ -58,8 +58,7 @@ var (
 	// matches both.
 	ErrForeignNetwork = fmt.Errorf("network name taken by a foreign network: %w", ErrForeignObject)
 	// ErrPoolNetworkGone: the warm-pool network a launch was to attach to is
-	// gone (or no longer ours) right before compose would run; nothing was
-	// created. It matches ErrNotFound.
+	// gone; nothing of the launch is left. It matches ErrNotFound.
 	ErrPoolNetworkGone = fmt.Errorf("pool network gone: %w", ErrNotFound)
 	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
 	// targets, label count or size); it can never be launched here.
@@ -359,6 +358,10 @@ type Engine interface {
 	// Up launches the plan as the lease's Compose project. A container of the
 	// project that is not this installation's fails it with ErrForeignObject.
 	Up(ctx context.Context, plan Plan) error
+	// Launch is Up, then the cohort it launched as Launched reports it (from
+	// the listing the launch made anyway: one request fewer). A pooled plan
+	// whose network is gone fails with ErrPoolNetworkGone, nothing created.
+	Launch(ctx context.Context, plan Plan) ([]Container, error)
 	Cohort(ctx context.Context, lease string) ([]Container, error)
 	// Launched is Cohort from one listing, each container not inspected: its
 	// identity, State, Health and ImageID as the list reports them (no exit code,

@@ -570,6 +570,14 @@ func (e *gatedEngine) Up(ctx context.Context, plan dockerio.Plan) error {
 	return err
 }
 
+// Launch goes through the gated Up.
+func (e *gatedEngine) Launch(ctx context.Context, plan dockerio.Plan) ([]dockerio.Container, error) {
+	if err := e.Up(ctx, plan); err != nil {
+		return nil, err
+	}
+	return e.Engine.Launched(ctx, plan.Lease)
+}
+
 func (e *gatedEngine) Inspect(ctx context.Context, id string) (dockerio.Container, error) {
 	var (
 		c   dockerio.Container

@@ -56,6 +56,9 @@ func (e *memRefusingEngine) PoolNetworks(context.Context) ([]dockerio.Network, e
 	return nil, e.refuse()
 }
 func (e *memRefusingEngine) Up(context.Context, dockerio.Plan) error { return e.refuse() }
+func (e *memRefusingEngine) Launch(context.Context, dockerio.Plan) ([]dockerio.Container, error) {
+	return nil, e.refuse()
+}
 func (e *memRefusingEngine) Launched(context.Context, string) ([]dockerio.Container, error) {
 	return nil, e.refuse()
 }

@@ -66,7 +66,7 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 
 	done = phase("launch")
 	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
-	upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
+	_, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
 		return plan(j.spec, &j.rel, l, j.set, in.images, net, in.dirs)
 	})
 	done()
@@ -221,7 +221,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []dockeri
 		return failed(m.Generation, msg+"; the previous deployment could not be restored")
 	}
 	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
-	upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
+	_, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
 		return plan(j.spec, j.source, l, j.set, in.images, net, in.dirs)
 	})
 	recreated, err := j.eng.Cohort(ctx, j.lease)

@@ -148,22 +148,20 @@ func (j *job) attempt(ctx context.Context) Outcome {
 		return out
 	}
 	done := j.provisionPhase("compose_up")
-	upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
+	cohort, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
 		return plan(j.spec, &j.rel, j.launch, j.set, in.images, net, in.dirs)
 	})
 	done()
 	if ctx.Err() != nil {
 		return canceled
 	}
-	// After a clean launch one listing does: verification inspects every container
-	// next. A refused launch is inspected whole, for its failure capture.
-	listCohort := j.eng.Launched
+	// A clean launch reports its cohort as listed (verification inspects every
+	// container next); a refused one is inspected whole, for its failure capture.
 	if upErr != nil {
-		listCohort = j.eng.Cohort
-	}
-	cohort, err := listCohort(ctx, j.lease)
-	if err != nil {
-		return j.internal(ctx, "list containers", err)
+		var err error
+		if cohort, err = j.eng.Cohort(ctx, j.lease); err != nil {
+			return j.internal(ctx, "list containers", err)
+		}
 	}
 	if upErr != nil {
 		j.log.Warn().Err(upErr).Msg("compose up failed")
@@ -335,13 +333,14 @@ func (j *job) ownNetwork(ctx context.Context) (leaseNetwork, error) {
 	return leaseNetwork{id: id}, err
 }
 
-// up launches the plan build makes for net. A pool network found gone right
-// before compose (nothing was created) is dropped from the pool, and the
-// launch runs once more on the lease's own network; net is what it ran on.
-func (j *job) up(ctx context.Context, net *leaseNetwork, build func(leaseNetwork) dockerio.Plan) error {
-	err := j.eng.Up(ctx, build(*net))
+// up launches the plan build makes for net and returns the cohort it launched
+// (as Launched reports it). A pool network found gone by the launch (nothing
+// was created) is dropped from the pool, and the launch runs once more on the
+// lease's own network; net is what it ran on.
+func (j *job) up(ctx context.Context, net *leaseNetwork, build func(leaseNetwork) dockerio.Plan) ([]dockerio.Container, error) {
+	cohort, err := j.eng.Launch(ctx, build(*net))
 	if err == nil || !net.pooled || !errors.Is(err, dockerio.ErrPoolNetworkGone) {
-		return err
+		return cohort, err
 	}
 	j.log.Warn().Err(err).Str("network_id", net.id).Msg("the lease's pool network is gone; using the lease's own network")
 	if j.pool != nil {
@@ -349,10 +348,10 @@ func (j *job) up(ctx context.Context, net *leaseNetwork, build func(leaseNetwork
 	}
 	own, nerr := j.ownNetwork(ctx)
 	if nerr != nil {
-		return fmt.Errorf("pool network gone, own network: %w", nerr)
+		return nil, fmt.Errorf("pool network gone, own network: %w", nerr)
 	}
 	*net = own
-	return j.eng.Up(ctx, build(own))
+	return j.eng.Launch(ctx, build(own))
 }
 
 // admitImages admits every service image of r: the recorded content when the

@@ -30,7 +30,7 @@ var provisionCallBudget = map[string]int{
 	"network_create":       1, // the create comes first; only a 409 lists
 	"network_inspect":      1, // the lease network verified by its exact ID before compose
 	"network_list":         0, // compose's external-network look-up is answered from that
-	"container_list":       3, // foreign-container check (answers compose's first), compose's start, the launched cohort
+	"container_list":       2, // foreign-container check (answers compose's first), compose's start (it is the launched cohort)
 	"container_create":     1,
 	"container_inspect":    2, // compose's after create, the verification's
 	"container_start":      1,
@@ -38,19 +38,20 @@ var provisionCallBudget = map[string]int{
 	"other":                0,
 }
 
-const provisionCallBudgetTotal = 11
+const provisionCallBudgetTotal = 10
 
 // pooledCallBudget is the same lease with the warm pool on, counted until the
-// pool has refilled: the provision itself creates no network (compose's launch
-// verifies the bound one by ID); the pool's refill pass, off the critical path,
-// lists the pool once and creates one network.
+// pool has refilled: the provision itself neither creates nor inspects a
+// network (the pool's is known by ID; a launch finds it gone only by failing);
+// the pool's refill pass, off the critical path, lists the pool once and
+// creates one network. The provision's own path is 8.
 var pooledCallBudget = map[string]int{
 	"distribution_inspect": 1,
 	"image_inspect":        1,
 	"network_create":       1, // the refill, after the lease's claim
-	"network_inspect":      1, // the bound network verified by ID before compose
+	"network_inspect":      0, // the bound network is not asked about
 	"network_list":         1, // the refill pass's listing of the pool
-	"container_list":       3,
+	"container_list":       2,
 	"container_create":     1,
 	"container_inspect":    2,
 	"container_start":      1,
@@ -58,7 +59,7 @@ var pooledCallBudget = map[string]int{
 	"other":                0,
 }
 
-const pooledCallBudgetTotal = 12
+const pooledCallBudgetTotal = 10
 
 func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
 	checkCallBudget(t, "network_pool_size: 0", provisionCallBudget, provisionCallBudgetTotal, nil)

@@ -50,6 +50,11 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Contain
 	if err != nil {
 		return nil, err
 	}
+	return e.launchedFrom(lease, list), nil
+}
+
+// launchedFrom is Launched's answer from an attributed listing.
+func (e *Engine) launchedFrom(lease string, list []container.Summary) []dockerio.Container {
 	out := make([]dockerio.Container, 0, len(list))
 	for _, s := range list {
 		name := ""
@@ -61,7 +66,7 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Contain
 		out = append(out, c)
 	}
 	dockerio.SortContainers(out)
-	return out, nil
+	return out
 }
 
 // cohortList lists the lease project's containers that are attributed to it.
@@ -73,6 +78,13 @@ func (e *Engine) cohortList(ctx context.Context, lease string) ([]container.Summ
 	if err != nil {
 		return nil, dockerErr("list containers of project "+name, err)
 	}
+	return e.attributed(lease, list), nil
+}
+
+// attributed keeps the containers of a listing of this installation's project
+// containers that are the lease's services (not one-off, labels agreeing with
+// their compose key).
+func (e *Engine) attributed(lease string, list []container.Summary) []container.Summary {
 	out := list[:0]
 	for _, s := range list {
 		if s.Labels[api.OneoffLabel] == "True" {
@@ -88,7 +100,7 @@ func (e *Engine) cohortList(ctx context.Context, lease string) ([]container.Summ
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out
 }
 
 // Inspect reports one container's live state; dockerio.ErrNotFound when absent.

@@ -24,10 +24,21 @@ import (
 
 // launchFacts is what Up established for one compose call.
 type launchFacts struct {
-	network network.Inspect     // the lease network, verified by ID
+	network network.Inspect     // the lease network, verified by ID (a pool network: known by ID)
 	project string              // the Compose project name
 	listing []container.Summary // every container of the project, any state
 	used    atomic.Bool         // the listing answered compose's first look
+
+	mu      sync.Mutex
+	started []container.Summary // compose's listing of what it starts (after its creates)
+	listed  bool
+}
+
+// startListing is what compose listed to start the project, if it did.
+func (f *launchFacts) startListing() ([]container.Summary, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.started, f.listed
 }
 
 type launchFactsKey struct{}
@@ -91,7 +102,25 @@ func (c *composeAPI) ContainerList(ctx context.Context, opts container.ListOptio
 			return out, nil
 		}
 	}
-	return c.APIClient.ContainerList(ctx, opts)
+	list, err := c.APIClient.ContainerList(ctx, opts)
+	if f := launchFactsOf(ctx); f != nil && err == nil && startListing(opts, f.project) {
+		// Kept: the launched cohort is this listing (Engine.Launch), not another.
+		f.mu.Lock()
+		f.started, f.listed = slices.Clone(list), true
+		f.mu.Unlock()
+	}
+	return list, err
+}
+
+// startListing reports whether opts is compose start's listing of the project's
+// service containers (project label and one-off False, any state), made after
+// every create of the up.
+func startListing(opts container.ListOptions, project string) bool {
+	if !opts.All || opts.Filters.Len() != 1 || opts.Limit != 0 || opts.Since != "" || opts.Before != "" || opts.Size || opts.Latest {
+		return false
+	}
+	got := slices.Sorted(slices.Values(opts.Filters.Get("label")))
+	return slices.Equal(got, slices.Sorted(slices.Values([]string{api.ProjectLabel + "=" + project, api.OneoffLabel + "=False"})))
 }
 
 // projectListing reports whether opts is compose's listing of every service

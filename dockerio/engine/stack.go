@@ -33,39 +33,64 @@ import (
 // no atomic check-and-create, so a foreign create racing this check is caught
 // only by the name conflict it causes.
 func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
+	_, err := e.up(ctx, plan)
+	return err
+}
+
+// Launch is Up, then the launched cohort as Launched reports it, taken from the
+// listing compose made to start the project (one Engine API request fewer).
+func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]dockerio.Container, error) {
+	facts, err := e.up(ctx, plan)
+	if err != nil {
+		return nil, err
+	}
+	list, ok := facts.startListing()
+	if !ok { // compose did not list (nothing to start): ask
+		return e.Launched(ctx, plan.Lease)
+	}
+	own := list[:0]
+	for _, s := range list {
+		if e.ours(s.Labels) {
+			own = append(own, s)
+		}
+	}
+	return e.launchedFrom(plan.Lease, e.attributed(plan.Lease, own)), nil
+}
+
+func (e *Engine) up(ctx context.Context, plan dockerio.Plan) (*launchFacts, error) {
 	name := dockerio.ProjectName(plan.Lease)
 	if plan.BackendName == "" {
 		plan.BackendName = e.opts.BackendName
 	}
 	inst, err := e.installation(plan.InstallationID)
 	if err != nil {
-		return fmt.Errorf("compose up %s: %w", name, err)
+		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
 	plan.InstallationID = inst
 	if err := e.ensureCompose(ctx); err != nil {
-		return fmt.Errorf("compose up %s: %w", name, err)
+		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
 	if plan.Services, err = e.admitPlanImages(ctx, plan.Services); err != nil {
-		return fmt.Errorf("compose up %s: %w", name, err)
+		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
 	project, err := buildProject(plan, time.Now())
 	if err != nil {
-		return fmt.Errorf("compose up %s: %w", name, err)
+		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
 	verified, err := e.verifyLaunchNetwork(ctx, plan)
 	if err != nil {
-		return fmt.Errorf("compose up %s: %w", name, err)
+		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
 	listing, err := e.refuseForeignProjectContainers(ctx, name)
 	if err != nil {
-		return fmt.Errorf("compose up %s: %w", name, err)
+		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
 	if err := checkBindSources(bindSources(plan)); err != nil {
-		return fmt.Errorf("compose up %s: %w", name, err)
+		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
 	// Compose asks again what was just established; it is answered from these.
-	facts := withLaunchFacts(ctx, &launchFacts{network: verified, project: name, listing: listing})
-	err = e.compose.Up(facts, project, api.UpOptions{
+	facts := &launchFacts{network: verified, project: name, listing: listing}
+	err = e.compose.Up(withLaunchFacts(ctx, facts), project, api.UpOptions{
 		Create: api.CreateOptions{
 			Recreate:             api.RecreateDiverged,
 			RecreateDependencies: api.RecreateDiverged,
@@ -75,9 +100,37 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		Start: api.StartOptions{Project: project},
 	})
 	if err != nil {
-		return dockerErr("compose up "+name, err)
+		return nil, e.launchFailed(ctx, plan, dockerErr("compose up "+name, err))
 	}
-	return nil
+	return facts, nil
+}
+
+// launchFailed tells a pool network gone under the launch from any other
+// failure. Docker creates a container on a missing network and fails only its
+// start, so what this launch created (never started) is removed: compose would
+// otherwise try to start the same containers again on the lease's own network.
+func (e *Engine) launchFailed(ctx context.Context, plan dockerio.Plan, err error) error {
+	if !plan.NetworkPooled {
+		return err
+	}
+	if _, ierr := e.docker.NetworkInspect(ctx, plan.NetworkID, network.InspectOptions{}); !isNotFound(ierr) {
+		return err
+	}
+	gone := fmt.Errorf("%w (pool network %s: %w)", err, trimID(plan.NetworkID), dockerio.ErrPoolNetworkGone)
+	cohort, lerr := e.Launched(ctx, plan.Lease)
+	if lerr != nil {
+		return errors.Join(gone, lerr)
+	}
+	var created []string
+	for _, c := range cohort {
+		if c.State == "created" {
+			created = append(created, c.ID)
+		}
+	}
+	if rerr := e.RemoveContainers(ctx, created); rerr != nil {
+		return errors.Join(gone, rerr)
+	}
+	return gone
 }
 
 // admitPlanImages re-admits, right before launch, the exact image each service
@@ -129,30 +182,27 @@ func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.Servic
 
 // verifyLaunchNetwork proves plan.NetworkID is still this lease's network, right
 // before Compose attaches to it: it must exist under exactly that ID and carry
-// our ownership labels (a pooled one: our pool labels, no lease label). Returns what Docker answered.
+// our ownership labels. Returns what Docker answered.
+//
+// A pool network is not asked about: the pool found it by our labels (or made
+// it), a network's ID is never reused and its labels never change, so the one
+// thing that can differ is that it is gone, and then compose's first create
+// fails on it before anything exists (launchFailed tells that apart). Compose
+// only needs its ID.
 func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (network.Inspect, error) {
-	n, err := e.docker.NetworkInspect(ctx, plan.NetworkID, network.InspectOptions{})
-	if plan.NetworkPooled && (isNotFound(err) || err == nil && n.ID != plan.NetworkID) {
-		return network.Inspect{}, fmt.Errorf("verify pool network %s: %w", trimID(plan.NetworkID), dockerio.ErrPoolNetworkGone)
+	if plan.NetworkPooled {
+		return network.Inspect{ID: plan.NetworkID, Driver: "bridge", Scope: "local"}, nil
 	}
+	n, err := e.docker.NetworkInspect(ctx, plan.NetworkID, network.InspectOptions{})
 	if err != nil {
 		return network.Inspect{}, dockerErr("verify lease network "+trimID(plan.NetworkID), err)
 	}
 	if n.ID != plan.NetworkID {
 		return network.Inspect{}, fmt.Errorf("verify lease network %s: %w: no network has exactly this ID", trimID(plan.NetworkID), dockerio.ErrNotFound)
 	}
-	var owned bool
-	if plan.NetworkPooled {
-		owned = n.Driver == "bridge" && n.Scope == "local" && labels.OwnedPoolNetwork(n.Name, n.Labels, plan.BackendName, plan.InstallationID)
-	} else {
-		owned = ownedLeaseNetwork(n, labels.NetworkOwnership(dockerio.NetworkSpec{
-			Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,
-		}))
-	}
-	if !owned && plan.NetworkPooled {
-		return network.Inspect{}, fmt.Errorf("verify pool network %s (%s): no longer ours: %w", n.Name, trimID(n.ID), dockerio.ErrPoolNetworkGone)
-	}
-	if !owned {
+	if !ownedLeaseNetwork(n, labels.NetworkOwnership(dockerio.NetworkSpec{
+		Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,
+	})) {
 		return network.Inspect{}, fmt.Errorf("verify lease network %s (%s): %w", n.Name, trimID(n.ID), dockerio.ErrForeignNetwork)
 	}
 	return n, nil

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -265,4 +266,93 @@ func containerIP(t *testing.T, id, networkID string) string {
 	}
 	t.Fatalf("container %s not on network %s", id[:12], networkID[:12])
 	return ""
+}
+
+// TestLaunch_OnPoolNetwork_ReportsItsCohort_GoneNetworkFailsWithNothingCreated:
+// Launch on a warm-pool network (not inspected first) answers the cohort that
+// Launched lists, with one listing fewer; on a pool network removed under it,
+// it fails with ErrPoolNetworkGone, leaves no container, and a launch on the
+// lease's own network then runs.
+func TestLaunch_OnPoolNetwork_ReportsItsCohort_GoneNetworkFailsWithNothingCreated(t *testing.T) {
+	e := newTestEngine(t)
+	info := ensurePulled(t, e)
+	ctx := testCtx(t, 3*time.Minute)
+	pool := func() dockerio.Network {
+		n, err := e.CreatePoolNetwork(ctx)
+		if err != nil {
+			t.Fatalf("CreatePoolNetwork: %v", err)
+		}
+		t.Cleanup(func() { _ = e.RemoveNetwork(context.Background(), n.ID) })
+		return n
+	}
+	l := newTestLease(t, e)
+	l.NetworkID = pool().ID
+	p := l.plan(workloadService("app", 2, info))
+	p.NetworkPooled = true
+
+	inspects, lists := requests(e, "network_inspect"), requests(e, "container_list")
+	cohort, err := e.Launch(ctx, p)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	if d := requests(e, "network_inspect") - inspects; d != 0 {
+		t.Errorf("Launch inspected the pool network %d times", d)
+	}
+	if d := requests(e, "container_list") - lists; d != 2 {
+		t.Errorf("Launch listed containers %d times, want 2 (the foreign check, compose's start)", d)
+	}
+	listed, err := e.Launched(ctx, l.Lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(cs []dockerio.Container) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.ID+"/"+c.Service+"/"+itoa(c.Index)+"/"+c.ImageID)
+		}
+		return out
+	}
+	if len(cohort) != 2 || !slices.Equal(ids(cohort), ids(listed)) {
+		t.Fatalf("Launch's cohort %v, Launched %v", ids(cohort), ids(listed))
+	}
+	for _, c := range cohort {
+		if c.Lease != l.Lease || c.Generation != 1 || c.OperationID != p.OperationID {
+			t.Errorf("cohort member %+v not attributed to the launch", c)
+		}
+	}
+
+	// A second lease on a pool network an operator removed.
+	gone := newTestLease(t, e)
+	n := pool()
+	if err := e.RemoveNetwork(ctx, n.ID); err != nil {
+		t.Fatal(err)
+	}
+	gone.NetworkID = n.ID
+	gp := gone.plan(workloadService("app", 1, info))
+	gp.NetworkPooled = true
+	if _, err := e.Launch(ctx, gp); !errors.Is(err, dockerio.ErrPoolNetworkGone) {
+		t.Fatalf("Launch on a removed pool network: %v, want ErrPoolNetworkGone", err)
+	}
+	// Docker creates a container on a missing network (it fails at start):
+	// the refused launch removes what it created, so the launch on the lease's
+	// own network creates afresh (compose would try to start the same ones).
+	if left, err := e.Cohort(ctx, gone.Lease); err != nil || len(left) != 0 {
+		t.Fatalf("after the refused launch: %d containers left (%v)", len(left), err)
+	}
+	own, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: gone.Lease, Tenant: gp.Tenant, BackendName: "docker", InstallationID: gone.Installation})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.RemoveNetwork(context.Background(), own) })
+	gp.NetworkID, gp.NetworkPooled = own, false
+	if _, err := e.Launch(ctx, gp); err != nil {
+		t.Fatalf("Launch on the lease's own network: %v", err)
+	}
+	after, err := e.Cohort(ctx, gone.Lease)
+	if err != nil || len(after) != 1 || after[0].State != "running" {
+		t.Fatalf("after the launch on its own network: %+v (%v), want one running", after, err)
+	}
+	if got, err := fx.docker.ContainerInspect(ctx, after[0].ID); err != nil || len(got.NetworkSettings.Networks) != 1 ||
+		got.NetworkSettings.Networks[dockerio.ProjectName(gone.Lease)] == nil {
+		t.Fatalf("the relaunched container is not on fred-<lease> only: %v", err)
+	}
 }

@@ -393,6 +393,14 @@ func (e *Engine) cohortOf(lease string) ([]dockerio.Container, error) {
 	return out, nil
 }
 
+// Launch is Up, then Launched (both counted, as their own ops).
+func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]dockerio.Container, error) {
+	if err := e.Up(ctx, plan); err != nil {
+		return nil, err
+	}
+	return e.Launched(ctx, plan.Lease)
+}
+
 // Launched is Cohort as one listing reports it: no exit code, start time or ports.
 func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Container, error) {
 	if err := e.enter(ctx, OpLaunched); err != nil {
