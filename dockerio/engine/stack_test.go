@@ -282,11 +282,18 @@ func TestLaunch_OnPoolNetwork_ReportsItsCohort_GoneNetworkFailsWithNothingCreate
 		if err != nil {
 			t.Fatalf("CreatePoolNetwork: %v", err)
 		}
-		t.Cleanup(func() { _ = e.RemoveNetwork(context.Background(), n.ID) })
+		t.Cleanup(func() {
+			if err := e.RemoveNetwork(context.Background(), n.ID); err != nil {
+				t.Errorf("cleanup: remove pool network %s: %v", n.Name, err)
+			}
+		})
 		return n
 	}
+	// Made before the leases: cleanups run last-first, so each pool network is
+	// removed after its lease's containers.
+	warm, removed := pool(), pool()
 	l := newTestLease(t, e)
-	l.NetworkID = pool().ID
+	l.NetworkID = warm.ID
 	p := l.plan(workloadService("app", 2, info))
 	p.NetworkPooled = true
 
@@ -322,11 +329,10 @@ func TestLaunch_OnPoolNetwork_ReportsItsCohort_GoneNetworkFailsWithNothingCreate
 
 	// A second lease on a pool network an operator removed.
 	gone := newTestLease(t, e)
-	n := pool()
-	if err := e.RemoveNetwork(ctx, n.ID); err != nil {
+	if err := e.RemoveNetwork(ctx, removed.ID); err != nil {
 		t.Fatal(err)
 	}
-	gone.NetworkID = n.ID
+	gone.NetworkID = removed.ID
 	gp := gone.plan(workloadService("app", 1, info))
 	gp.NetworkPooled = true
 	if _, err := e.Launch(ctx, gp); !errors.Is(err, dockerio.ErrPoolNetworkGone) {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,8 +152,49 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if leftovers := leftoverObjects(); len(leftovers) > 0 {
+		fmt.Fprintf(os.Stderr, "\n!!! the engine tests left Docker objects behind (removed now):\n  %s\n", strings.Join(leftovers, "\n  "))
+		code = max(code, 1)
+	}
 	cleanup()
 	os.Exit(code)
+}
+
+// testInstallations is every installation an engine of this run acted for.
+var testInstallations sync.Map
+
+// leftoverObjects finds, and removes, the containers and networks of this
+// run's installations that a test's cleanup did not.
+func leftoverObjects() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ours := func(l map[string]string) bool {
+		_, ok := testInstallations.Load(l[dockerio.LabelInstallation])
+		return ok
+	}
+	var out []string
+	managed := filters.NewArgs(filters.Arg("label", dockerio.LabelManaged+"=true"))
+	cs, err := fx.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: managed})
+	if err != nil {
+		return []string{"list containers: " + err.Error()}
+	}
+	for _, c := range cs {
+		if ours(c.Labels) {
+			out = append(out, "container "+strings.Join(c.Names, ",")+" ("+c.State+")")
+			_ = fx.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		}
+	}
+	ns, err := fx.docker.NetworkList(ctx, network.ListOptions{Filters: managed})
+	if err != nil {
+		return append(out, "list networks: "+err.Error())
+	}
+	for _, n := range ns {
+		if ours(n.Labels) {
+			out = append(out, "network "+n.Name)
+			_ = fx.docker.NetworkRemove(ctx, n.ID)
+		}
+	}
+	return out
 }
 
 func setupFixture() (func(), error) {
@@ -330,6 +372,7 @@ func newTestEngineFor(t *testing.T, installation string, opts ...func(*Options))
 	for _, f := range opts {
 		f(&o)
 	}
+	testInstallations.Store(o.InstallationID, true)
 	e, err := New(o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
