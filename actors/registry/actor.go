@@ -60,6 +60,9 @@ type Deps struct {
 	// AdmissionBatches observes how many admissions each journal commit carried
 	// (berth_admission_batch_size); nil = not recorded.
 	AdmissionBatches prometheus.Observer
+	// ClosureBatches observes how many lease closes each journal commit carried
+	// (berth_closure_batch_size); nil = not recorded.
+	ClosureBatches prometheus.Observer
 	// Transitions is the ring of recent lease transitions (GET /debug/transitions);
 	// nil = a DefaultTransitions ring made on first use.
 	Transitions *Transitions
@@ -100,8 +103,9 @@ type Actor struct {
 	ready     bool // startup recovery finished: accounting is whole
 	stopping  bool // restarting or stopping: children stop because we do
 	startedAt time.Time
-	retaining map[string]int64 // closes that decided to retain, by lease: their footprint (MB)
-	batch     admissionBatch   // validated admissions waiting for their journal commit
+	retaining map[string]int64       // closes that decided to retain, by lease: their footprint (MB)
+	batch     admissionBatch         // validated admissions waiting for their journal commit
+	closures  []messages.LeaseClosed // closes waiting for their journal commit (closures.go)
 }
 
 // New returns the producer of the registry actor.
@@ -113,6 +117,7 @@ func New(deps *Deps) actor.Producer {
 
 // Receive dispatches the registry's messages.
 func (a *Actor) Receive(c actor.Context) {
+	a.closuresBefore(c, c.Message())
 	a.beforeMessage(c, c.Message())
 	switch m := c.Message().(type) {
 	case *actor.Started:
@@ -179,6 +184,8 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 	case messages.LeaseClosed:
 		a.leaseClosed(c, m)
+	case flushClosures:
+		a.flushClosures(c)
 	case *actor.Terminated:
 		a.terminated(c, m)
 	case messages.Recovered:
@@ -528,33 +535,52 @@ func (a *Actor) leaseClosed(c actor.Context, m messages.LeaseClosed) {
 	if e == nil || e.closed {
 		return
 	}
-	if cur := a.st.Leases[m.Lease]; cur != nil && cur.Admission == m.Admission {
+	cur := a.st.Leases[m.Lease]
+	switch {
+	case cur == nil:
+		a.markClosed(c, e, m)
+	case cur.Admission != m.Admission:
+		return // a newer admission superseded the closed one
+	case m.Retention == nil:
+		a.queueClosure(c, m) // committed with the closes behind it (closures.go)
+	default:
+		// A retained close may evict another record of its tenant: decided
+		// against the committed records, alone.
 		evs, evicted := a.closedEvents(m, a.deps.Now())
 		if err := a.commit(evs); err != nil {
 			return
 		}
-		a.pool.Release(m.Lease)
-		delete(a.retaining, m.Lease)
-		touched := []string{m.Lease}
-		if m.Requarantined != "" {
-			touched = append(touched, m.Requarantined)
-		}
-		for id, r := range a.st.Retentions {
-			if r.Status == RetentionReaping {
-				touched = append(touched, id)
-			}
-		}
-		a.afterCommitRetentions(touched...)
-		if m.Retention != nil {
-			a.log.Info().Str("lease_uuid", m.Lease).Time("retained_until", m.Retention.RetainedUntil).
-				Int64("disk_mb", m.Retention.DiskMB()).Msg("lease closed; its data is retained")
-		}
-		if evicted {
-			a.deps.Tree.Send(a.set.ReaperPath, messages.ReapNow{})
-		}
-	} else if cur != nil {
-		return // a newer admission superseded the closed one
+		a.closeCommitted(m, evicted)
+		a.markClosed(c, e, m)
 	}
+}
+
+// closeCommitted brings the pool and the retentions in line with a journaled close.
+func (a *Actor) closeCommitted(m messages.LeaseClosed, evicted bool) {
+	a.pool.Release(m.Lease)
+	delete(a.retaining, m.Lease)
+	touched := []string{m.Lease}
+	if m.Requarantined != "" {
+		touched = append(touched, m.Requarantined)
+	}
+	for id, r := range a.st.Retentions {
+		if r.Status == RetentionReaping {
+			touched = append(touched, id)
+		}
+	}
+	a.afterCommitRetentions(touched...)
+	if m.Retention != nil {
+		a.log.Info().Str("lease_uuid", m.Lease).Time("retained_until", m.Retention.RetainedUntil).
+			Int64("disk_mb", m.Retention.DiskMB()).Msg("lease closed; its data is retained")
+	}
+	if evicted {
+		a.deps.Tree.Send(a.set.ReaperPath, messages.ReapNow{})
+	}
+}
+
+// markClosed forgets a closed lease: the cleanup passes hear it is gone and its
+// actor stops.
+func (a *Actor) markClosed(c actor.Context, e *entry, m messages.LeaseClosed) {
 	e.closed = true
 	a.deps.Tree.Send(a.set.ReclaimerPath, &messages.LeaseGone{Lease: m.Lease})
 	if a.set.NetpoolPath != "" {

@@ -87,6 +87,7 @@ type harness struct {
 	reconciler *probe
 	reclaimer  *probe
 	batches    *batchSizes // what each admission commit carried
+	closures   *batchSizes // what each batched close commit carried
 }
 
 // batchSizes records AdmissionBatches observations.
@@ -128,7 +129,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 		mutate(set)
 	}
 	h := &harness{t: t, store: store, diag: diag, eng: fake.New(fake.Options{InstallationID: store.Identity().InstallationID}), set: set,
-		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}}
+		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}, closures: &batchSizes{}}
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
@@ -152,7 +153,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 			WorkerDrain:      10 * time.Second,
 		}}
 	deps := &Deps{Store: store, Diag: diag, LeaseDeps: leaseDeps, Settings: set, Log: zerolog.Nop(), Now: time.Now,
-		AdmissionBatches: h.batches}
+		AdmissionBatches: h.batches, ClosureBatches: h.closures}
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),

@@ -596,15 +596,17 @@ func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTim
 	manifest := flatManifest(nil)
 	pb.d.waitNetworkPoolSettled(b, n)
 	gate := make(chan struct{})
-	var wg sync.WaitGroup
+	var wg, accepted sync.WaitGroup
 	errs := make([]error, n)
 	for i := range out {
 		wg.Add(1)
+		accepted.Add(1)
 		go func() {
 			defer wg.Done()
 			<-gate
 			lt := &out[i]
 			lt.sent, lt.accepted, errs[i] = pb.client.provision(lt.lease, pb.cb.callbackURL(), manifest)
+			accepted.Done()
 			if errs[i] != nil {
 				return
 			}
@@ -620,7 +622,12 @@ func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTim
 			lt.callback = got.At
 		}()
 	}
+	// BERTH_SCALE_PROFILE=<dir>: a CPU profile of the process (daemon and
+	// client) from the burst until its last 202.
+	stopProfile := scaleProfile(b, fmt.Sprintf("provision-accept-%d", n))
 	close(gate)
+	accepted.Wait()
+	stopProfile()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

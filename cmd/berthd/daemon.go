@@ -253,6 +253,11 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 			Help:    "Admissions carried by each registry journal commit (a burst of concurrent provisions shares one).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
+		ClosureBatches: promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
+			Name:    "berth_closure_batch_size",
+			Help:    "Lease closes carried by each registry journal commit (a mass close shares a few).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
 		Settings: &registry.Settings{
 			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
 			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
