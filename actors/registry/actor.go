@@ -92,20 +92,21 @@ type entry struct {
 
 // Actor is the registry actor.
 type Actor struct {
-	deps      *Deps
-	set       *Settings
-	log       zerolog.Logger
-	st        *State
-	pool      *Pool
-	leases    map[string]*entry
-	byPID     map[string]*entry
-	journal   persistence.Cursor
-	ready     bool // startup recovery finished: accounting is whole
-	stopping  bool // restarting or stopping: children stop because we do
-	startedAt time.Time
-	retaining map[string]int64       // closes that decided to retain, by lease: their footprint (MB)
-	batch     admissionBatch         // validated admissions waiting for their journal commit
-	closures  []messages.LeaseClosed // closes waiting for their journal commit (closures.go)
+	deps       *Deps
+	set        *Settings
+	log        zerolog.Logger
+	st         *State
+	pool       *Pool
+	leases     map[string]*entry
+	byPID      map[string]*entry
+	journal    persistence.Cursor
+	ready      bool // startup recovery finished: accounting is whole
+	stopping   bool // restarting or stopping: children stop because we do
+	startedAt  time.Time
+	retaining  map[string]int64       // closes that decided to retain, by lease: their footprint (MB)
+	batch      admissionBatch         // validated admissions waiting for their journal commit
+	closures   []messages.LeaseClosed // closes waiting for their journal commit (closures.go)
+	closingIDs map[string]bool        // the leases of closures
 }
 
 // New returns the producer of the registry actor.

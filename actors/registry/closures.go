@@ -8,7 +8,9 @@ package registry
 // flushClosures it sent itself behind the first.
 //
 // As with admissions, the batch is invisible: any other message (an Admit, whose
-// capacity check must see the released pool, included) commits it first. A
+// capacity check must see the released pool, included) commits it first, except
+// the reports and terminations of leases not in the batch, which cannot observe
+// it — a mass close interleaves them with its closes. A
 // close that retains data is decided alone against the committed records (it
 // may evict another retained lease of its tenant). A failed commit leaves the
 // closes unrecorded, as a failed single commit did: the store has latched and
@@ -29,8 +31,10 @@ type flushClosures struct{}
 func (a *Actor) queueClosure(c actor.Context, m messages.LeaseClosed) {
 	if len(a.closures) == 0 {
 		c.Send(c.Self(), flushClosures{})
+		a.closingIDs = map[string]bool{}
 	}
 	a.closures = append(a.closures, m)
+	a.closingIDs[m.Lease] = true
 }
 
 // closuresBefore commits the queued closes before a message that could observe
@@ -47,17 +51,28 @@ func (a *Actor) closuresBefore(c actor.Context, msg any) {
 		if m.Retention == nil {
 			return
 		}
+	case messages.LeaseReport:
+		if !a.closing(m.Lease) {
+			return
+		}
+	case *actor.Terminated:
+		if e := a.byPID[m.Who.Id]; e != nil && !a.closing(e.spec.Load().Lease) {
+			return
+		}
 	case *actor.Restarting, *actor.Stopping:
-		a.closures = nil
+		a.closures, a.closingIDs = nil, nil
 		return
 	}
 	a.flushClosures(c)
 }
 
+// closing reports whether the lease's close is in the batch.
+func (a *Actor) closing(lease string) bool { return a.closingIDs[lease] }
+
 // flushClosures journals every queued close in one write, then settles each.
 func (a *Actor) flushClosures(c actor.Context) {
 	items := a.closures
-	a.closures = nil
+	a.closures, a.closingIDs = nil, nil
 	now := a.deps.Now()
 	var (
 		events []persistence.Event

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -36,7 +37,17 @@ func TestClosures_MassClose_SharesCommits_AdmissionRightBehindFits(t *testing.T)
 	// The leases tell their closes as a mass close's actors do, all at once
 	// (in a real close each follows its own teardown: sent here directly, the
 	// batching is certain to be exercised).
+	// Each close is preceded by a report of the next lease, as a mass close
+	// interleaves them: a report of a lease not in the batch does not commit it.
+	infos := map[string]messages.ProvisionInfo{}
 	for _, id := range ids {
+		infos[id] = *h.get(id).Info
+	}
+	for i, id := range ids {
+		if i+1 < n {
+			next := ids[i+1]
+			h.tree.Send(regPath, messages.LeaseReport{Lease: next, Admission: admissions[next], Status: string(lease.Ready), Info: infos[next], Running: 1})
+		}
 		h.tree.Send(regPath, messages.LeaseClosed{Lease: id, Admission: admissions[id]})
 	}
 	// Right behind them: a full pool's worth of new leases. Each must see the
@@ -61,7 +72,8 @@ func TestClosures_MassClose_SharesCommits_AdmissionRightBehindFits(t *testing.T)
 	for _, s := range sizes {
 		total += s
 	}
-	if total != n || len(sizes) >= n {
+	// Sent at once, they reach the registry within a commit or two.
+	if total != n || len(sizes) > n/4 {
 		t.Fatalf("%d commits carried %d closes (%v): a mass close must share commits", len(sizes), total, sizes)
 	}
 	t.Logf("%d closes in %d commits: %v", n, len(sizes), sizes)
