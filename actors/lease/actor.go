@@ -21,6 +21,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -66,6 +67,9 @@ type Deps struct {
 	Preloaded *Preloaded
 	// Networks is the warm network pool (nil: every lease creates fred-<lease>).
 	Networks NetworkPool
+	// Quiet holds a provision's first Engine API request until a burst of
+	// admissions has been answered (nil: never held).
+	Quiet *supervisors.Quiet
 }
 
 // NetworkPool hands a lease a pre-created network (actors/netpool).

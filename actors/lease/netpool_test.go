@@ -10,8 +10,11 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // stubPool answers every claim with id and records what it was asked.
@@ -83,5 +86,23 @@ func TestLease_PoolNetworkGoneBeforeLaunch_DroppedAndRunsOnItsOwn(t *testing.T) 
 	}
 	if _, dropped := pool.seen(); len(dropped) != 1 || dropped[0] != n.ID {
 		t.Fatalf("drops %v: want the gone %s dropped", dropped, n.ID)
+	}
+}
+
+// A provision's worker waits out an admission burst (Deps.Quiet) before its
+// first Engine API request, and then provisions as usual.
+func TestLease_ProvisionWaitsOutAnAdmissionBurst_ThenRuns(t *testing.T) {
+	h := newHarness(t, nil)
+	quiet := &supervisors.Quiet{Window: 300 * time.Millisecond, Max: 5 * time.Second}
+	h.deps.Quiet = quiet
+	quiet.Mark() // an admission was queued just now
+	began := time.Now()
+	h.start(newSpec(1))
+	h.stayQuiet("an Engine API request inside the admission burst", 200*time.Millisecond, func() bool {
+		return h.eng.Calls(fake.OpResolveImage)+h.eng.Calls(fake.OpPinnedImage)+h.eng.Calls(fake.OpEnsureNetwork) > 0
+	})
+	h.awaitReport("ready", isReady)
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Fatalf("ready after %s: the worker did not wait for the 300ms quiet window", took)
 	}
 }

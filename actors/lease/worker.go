@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -25,13 +26,14 @@ type job struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	metrics  *Metrics
-	report   func(Input)       // sends an intermediate input (Pinned) to the actor
-	hold     func(name string) // hands a busy volume to the volumehold actor
-	vols     dockerio.Volumes  // nil: no volume root configured
-	pool     NetworkPool       // nil: every lease creates fred-<lease>
-	close    *CloseRequested   // the close in progress (teardown)
-	rel      Release           // the release this work deploys or runs
-	source   *Release          // a maintenance's source release (nil: none)
+	report   func(Input)        // sends an intermediate input (Pinned) to the actor
+	hold     func(name string)  // hands a busy volume to the volumehold actor
+	vols     dockerio.Volumes   // nil: no volume root configured
+	pool     NetworkPool        // nil: every lease creates fred-<lease>
+	quiet    *supervisors.Quiet // a provision waits out an admission burst (nil: never)
+	close    *CloseRequested    // the close in progress (teardown)
+	rel      Release            // the release this work deploys or runs
+	source   *Release           // a maintenance's source release (nil: none)
 	pins     map[string]dockerio.ImagePin
 	launch   launch
 	deadline time.Time
@@ -43,7 +45,7 @@ type job struct {
 func (a *Actor) job() *job {
 	st := a.st
 	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
-		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput, vols: a.deps.Volumes, pool: a.deps.Networks, hold: a.holdVolume,
+		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
 		pins: knownPins(st), deadline: st.Deadline, cohort: cloneInstances(st.Containers),
 		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}}
 	if r := st.Running(); r != nil {
@@ -109,6 +111,7 @@ var canceled = Outcome{Kind: OutcomeCanceled}
 func (j *job) provision(parent context.Context) Outcome {
 	ctx, cancel := context.WithDeadline(parent, j.deadline)
 	defer cancel()
+	j.quiet.Wait(ctx)
 	return j.timedOut(parent, j.attempt(ctx))
 }
 

@@ -63,6 +63,9 @@ type Deps struct {
 	// ClosureBatches observes how many lease closes each journal commit carried
 	// (berth_closure_batch_size); nil = not recorded.
 	ClosureBatches prometheus.Observer
+	// Quiet is marked with every admission queued, so provisions' workers wait
+	// out a burst before their Docker work (nil: not marked).
+	Quiet *supervisors.Quiet
 	// Transitions is the ring of recent lease transitions (GET /debug/transitions);
 	// nil = a DefaultTransitions ring made on first use.
 	Transitions *Transitions

@@ -50,6 +50,9 @@ func (a *Actor) queueAdmission(c actor.Context, ad admission) {
 	}
 	a.batch.items = append(a.batch.items, ad)
 	a.batch.byID[ad.spec.Lease] = true
+	if a.deps.Quiet != nil {
+		a.deps.Quiet.Mark()
+	}
 }
 
 // beforeMessage commits the batch before any message that could observe it.

@@ -186,3 +186,19 @@ func TestAdmission_CommitFails_BatchRefusedPoolUntouched(t *testing.T) {
 		}
 	}
 }
+
+// Every admission queued marks the burst its provisions' workers wait out.
+func TestAdmission_MarksTheBurstForTheWorkers(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	if !h.quiet.LastMark().IsZero() {
+		t.Fatal("marked before any admission")
+	}
+	before := time.Now()
+	if err := h.admit(leaseRequest(uuid.NewString(), "docker-small", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if at := h.quiet.LastMark(); at.Before(before) {
+		t.Fatalf("last mark %v, before the admission at %v", at, before)
+	}
+}

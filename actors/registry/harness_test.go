@@ -88,6 +88,7 @@ type harness struct {
 	reclaimer  *probe
 	batches    *batchSizes // what each admission commit carried
 	closures   *batchSizes // what each batched close commit carried
+	quiet      *supervisors.Quiet
 }
 
 // batchSizes records AdmissionBatches observations.
@@ -129,7 +130,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 		mutate(set)
 	}
 	h := &harness{t: t, store: store, diag: diag, eng: fake.New(fake.Options{InstallationID: store.Identity().InstallationID}), set: set,
-		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}, closures: &batchSizes{}}
+		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}, closures: &batchSizes{}, quiet: &supervisors.Quiet{}}
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
@@ -153,7 +154,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 			WorkerDrain:      10 * time.Second,
 		}}
 	deps := &Deps{Store: store, Diag: diag, LeaseDeps: leaseDeps, Settings: set, Log: zerolog.Nop(), Now: time.Now,
-		AdmissionBatches: h.batches, ClosureBatches: h.closures}
+		AdmissionBatches: h.batches, ClosureBatches: h.closures, Quiet: h.quiet}
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),

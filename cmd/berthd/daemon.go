@@ -240,7 +240,10 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 	for name, p := range cfg.SKUProfiles {
 		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
 	}
-	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now, Replayed: d.replayed,
+	// A burst of admissions is answered before its provisions start their Docker
+	// work (supervisors.Quiet): measured at 100 concurrent POSTs on real Docker.
+	leaseDeps.Quiet = &supervisors.Quiet{Window: admissionQuietWindow, Max: admissionQuietMax}
+	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now, Replayed: d.replayed, Quiet: leaseDeps.Quiet,
 		Phase: func(p string, took time.Duration) {
 			phases.record(p, took)
 			if p == "recovery" {
@@ -425,3 +428,10 @@ func warnNetworkCapacity(eng *engine.Engine, cfg *config.Config, log zerolog.Log
 		log.Warn().Int("networks", networks).Int("lease_capacity", leases).Msg(short + "; " + addresspool.Fix)
 	}
 }
+
+// How long a provision's worker waits for admissions to pause (and at most)
+// before its first Engine API request.
+const (
+	admissionQuietWindow = 20 * time.Millisecond
+	admissionQuietMax    = 250 * time.Millisecond
+)
