@@ -21,8 +21,8 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/supervisors"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // Settings of lease actors, mapped from the config by cmd/berthd.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/supervisors"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // job is the Docker work of one lease, run on a worker goroutine. It holds copies

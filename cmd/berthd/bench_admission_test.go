@@ -106,4 +106,3 @@ func BenchmarkAdmission_100ConcurrentProvisions_FakeEngine(b *testing.B) {
 	benchPrint(b, fmt.Sprintf("%d concurrent POST /provision on the fake engine, %d rounds: p50 %s p99 %s\n",
 		burst, b.N, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond)))
 }
-
