@@ -54,6 +54,19 @@ func objectsOf(t *testing.T, dc *client.Client, d *daemonProc, lease, installati
 	for _, n := range ns {
 		o.networks = append(o.networks, n.ID)
 	}
+	// A lease on a warm pool network: that network carries no lease label, so
+	// it is found through the containers attached to it.
+	for id := range o.containers {
+		c, err := dc.ContainerInspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ep := range c.NetworkSettings.Networks {
+			if !slices.Contains(o.networks, ep.NetworkID) {
+				o.networks = append(o.networks, ep.NetworkID)
+			}
+		}
+	}
 	root := filepath.Join(d.dir, "volumes") // testConfig's volume_data_path
 	entries, err := os.ReadDir(root)
 	if err != nil && !os.IsNotExist(err) {
