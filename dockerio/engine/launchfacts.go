@@ -116,26 +116,27 @@ func (c *composeAPI) ContainerList(ctx context.Context, opts container.ListOptio
 // service containers (project label and one-off False, any state), made after
 // every create of the up.
 func startListing(opts container.ListOptions, project string) bool {
-	if !opts.All || opts.Filters.Len() != 1 || opts.Limit != 0 || opts.Since != "" || opts.Before != "" || opts.Size || opts.Latest {
+	return opts.All && labelsOnly(opts, api.ProjectLabel+"="+project, api.OneoffLabel+"=False")
+}
+
+// labelsOnly reports whether opts filters by exactly these labels and nothing
+// else (no other filter, limit, paging or size).
+func labelsOnly(opts container.ListOptions, want ...string) bool {
+	if opts.Filters.Len() != 1 || opts.Limit != 0 || opts.Since != "" || opts.Before != "" || opts.Size || opts.Latest {
 		return false
 	}
-	got := slices.Sorted(slices.Values(opts.Filters.Get("label")))
-	return slices.Equal(got, slices.Sorted(slices.Values([]string{api.ProjectLabel + "=" + project, api.OneoffLabel + "=False"})))
+	return slices.Equal(slices.Sorted(slices.Values(opts.Filters.Get("label"))), slices.Sorted(slices.Values(want)))
 }
 
 // projectListing reports whether opts is compose's listing of every service
 // container of project (its getContainers filter), and whether it excludes
 // one-off containers.
 func projectListing(opts container.ListOptions, project string) (excludeOneOff, ok bool) {
-	if opts.Filters.Len() != 1 || opts.Limit != 0 || opts.Since != "" || opts.Before != "" || opts.Size || opts.Latest {
-		return false, false
-	}
-	got := slices.Sorted(slices.Values(opts.Filters.Get("label")))
 	base := []string{api.ProjectLabel + "=" + project, api.ConfigHashLabel}
 	switch {
-	case slices.Equal(got, slices.Sorted(slices.Values(base))):
+	case labelsOnly(opts, base...):
 		return false, true
-	case slices.Equal(got, slices.Sorted(slices.Values(append(base, api.OneoffLabel+"=False")))):
+	case labelsOnly(opts, append(base, api.OneoffLabel+"=False")...):
 		return true, true
 	}
 	return false, false
