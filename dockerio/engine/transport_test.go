@@ -14,6 +14,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/berth-dev/berth/dockerio"
 )
 
 func TestRequestOp_FixedVocabularyFromMethodAndPathTemplate(t *testing.T) {
@@ -316,6 +318,17 @@ func TestBoundedTransport_RealEngine_ComposeCreatesCountedAndBounded(t *testing.
 	if c, _ := impatient.Cohort(ctx, li.Lease); len(c) != 0 {
 		t.Errorf("a create cut off by its timeout left %d containers", len(c))
 	}
+	// dockerd may still finish a create whose client went away: give it a
+	// moment, then remove what it made, before the lease's own cleanup (which
+	// removes the network) and TestMain's leftover check.
+	t.Cleanup(func() {
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := impatient.Down(ctx, li.Lease, dockerio.DownOptions{StopTimeout: time.Second}); err != nil {
+			t.Errorf("remove a late create: %v", err)
+		}
+	})
 }
 
 // Container starts queue behind their own bound, first come first served, and
