@@ -176,12 +176,16 @@ type ListRetentions struct {
 
 // ClaimNetwork asks the network pool for the lease's warm network: the one
 // already bound to it, else (Bind) a free one, bound in the pool's journal
-// before the reply. An empty NetworkClaim: none to give; the lease creates
-// fred-<lease>.
+// before the reply. An empty NetworkClaim: none to give. With Made, the lease
+// found the pool empty and created a pool network itself: the pool binds that
+// one (so it comes back to the pool when the lease closes, instead of being
+// removed), unless the lease holds a network already or another lease got it.
 type ClaimNetwork struct {
-	Lease string
-	Bind  bool
-	Reply chan<- NetworkClaim
+	Lease    string
+	Bind     bool
+	Made     string // ID of a pool network the lease just created for itself
+	MadeName string
+	Reply    chan<- NetworkClaim
 }
 
 // NetworkClaim is the pool's answer: the bound network, or empty.

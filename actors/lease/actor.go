@@ -77,6 +77,10 @@ type NetworkPool interface {
 	// Claim returns the pool network bound to lease; with bind, a free one is
 	// bound when it holds none. "" when there is none to give.
 	Claim(ctx context.Context, lease string, bind bool) (id string, err error)
+	// Bind binds a pool network the lease's first attempt created because
+	// none was free; it answers the network the lease holds ("" when the pool
+	// would not bind it: the lease uses its own network).
+	Bind(ctx context.Context, lease string, made dockerio.Network) (id string, err error)
 	// Drop forgets a bound network the lease found gone or no longer ours
 	// ("": whatever a first attempt's unanswered claim bound, unused).
 	Drop(lease, id string)

@@ -17,12 +17,25 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// stubPool answers every claim with id and records what it was asked.
+// stubPool answers every claim with id and records what it was asked; a Bind
+// of a network the lease made is answered with that network unless refuse.
 type stubPool struct {
 	mu      sync.Mutex
 	id      string
+	refuse  bool
 	binds   []bool
+	made    []string
 	dropped []string
+}
+
+func (p *stubPool) Bind(_ context.Context, _ string, made dockerio.Network) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.made = append(p.made, made.ID)
+	if p.refuse {
+		return "", nil
+	}
+	return made.ID, nil
 }
 
 func (p *stubPool) Claim(_ context.Context, _ string, bind bool) (string, error) {
@@ -36,6 +49,12 @@ func (p *stubPool) Drop(_, id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dropped = append(p.dropped, id)
+}
+
+func (p *stubPool) seenMade() (binds []bool, made []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]bool(nil), p.binds...), append([]string(nil), p.made...)
 }
 
 func (p *stubPool) seen() (binds []bool, dropped []string) {
@@ -86,6 +105,51 @@ func TestLease_PoolNetworkGoneBeforeLaunch_DroppedAndRunsOnItsOwn(t *testing.T) 
 	}
 	if _, dropped := pool.seen(); len(dropped) != 1 || dropped[0] != n.ID {
 		t.Fatalf("drops %v: want the gone %s dropped", dropped, n.ID)
+	}
+}
+
+// The pool had nothing free: the first attempt creates a pool network itself
+// and has it bound, so the lease's network goes back to the pool on close.
+func TestLease_EmptyPool_FirstAttemptMakesAPoolNetworkAndRunsOnIt(t *testing.T) {
+	h := newHarness(t, nil)
+	pool := &stubPool{}
+	h.deps.Networks = pool
+	h.start(newSpec(1))
+	h.awaitReport("ready", isReady)
+	pooled, err := h.eng.PoolNetworks(context.Background())
+	if err != nil || len(pooled) != 1 {
+		t.Fatalf("pool networks %+v (%v): want the one the lease made", pooled, err)
+	}
+	if got, err := h.eng.InspectNetwork(context.Background(), pooled[0].ID); err != nil || got.Containers != 1 {
+		t.Fatalf("made pool network %+v (%v): want the lease's one container on it", got, err)
+	}
+	if own, _ := h.eng.LeaseNetworks(context.Background()); len(own) != 0 {
+		t.Fatalf("lease networks %+v: the lease created its own beside the pool's", own)
+	}
+	if _, made := pool.seenMade(); len(made) != 1 || made[0] != pooled[0].ID {
+		t.Fatalf("bound %v: want the made network %s bound", made, pooled[0].ID)
+	}
+}
+
+// The pool would not bind the made network: the lease runs on its own, and
+// the made one is left empty for the pool to adopt.
+func TestLease_EmptyPool_BindRefused_RunsOnItsOwnNetwork(t *testing.T) {
+	h := newHarness(t, nil)
+	pool := &stubPool{refuse: true}
+	h.deps.Networks = pool
+	spec := newSpec(1)
+	h.start(spec)
+	h.awaitReport("ready", isReady)
+	own, err := h.eng.LeaseNetworks(context.Background())
+	if err != nil || len(own) != 1 || own[0].Name != dockerio.ProjectName(spec.Lease) || own[0].Containers != 1 {
+		t.Fatalf("lease networks %+v (%v): want fred-<lease> carrying the container", own, err)
+	}
+	pooled, _ := h.eng.PoolNetworks(context.Background())
+	if len(pooled) != 1 {
+		t.Fatalf("pool networks %+v: want the made one", pooled)
+	}
+	if got, err := h.eng.InspectNetwork(context.Background(), pooled[0].ID); err != nil || got.Containers != 0 {
+		t.Fatalf("made pool network %+v (%v): want it empty", got, err)
 	}
 }
 

@@ -322,7 +322,31 @@ func (j *job) leaseNetwork(ctx context.Context) (leaseNetwork, error) {
 			// (up): a network gone by then is dropped and the launch runs again on
 			// the lease's own.
 			return leaseNetwork{id: id, pooled: true}, nil
+		case first:
+			return j.madePoolNetwork(ctx)
 		}
+	}
+	return j.ownNetwork(ctx)
+}
+
+// madePoolNetwork is a first attempt's network when the pool had none free:
+// the lease creates a pool network itself (the create it would have made for
+// fred-<lease>) and has the pool bind it, so that when the lease closes the
+// network goes back to the pool instead of being removed — a mass close then
+// removes nothing on its leases' behalf. A crash between the create and the
+// binding leaves an unbound pool network, which the pool adopts as free.
+func (j *job) madePoolNetwork(ctx context.Context) (leaseNetwork, error) {
+	n, err := j.eng.CreatePoolNetwork(ctx)
+	if err != nil {
+		return leaseNetwork{}, fmt.Errorf("create a pool network for the lease: %w", err)
+	}
+	id, err := j.pool.Bind(ctx, j.lease, n)
+	switch {
+	case err != nil:
+		j.pool.Drop(j.lease, "") // a late binding must not outlive this attempt's choice
+		j.log.Warn().Err(err).Msg("network pool did not bind the lease's network; using the lease's own network")
+	case id != "":
+		return leaseNetwork{id: id, pooled: true}, nil
 	}
 	return j.ownNetwork(ctx)
 }

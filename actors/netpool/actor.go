@@ -166,6 +166,7 @@ type Actor struct {
 
 type pendingClaim struct {
 	lease, network string
+	made           bool // the lease created it (the pool was empty)
 	waiters        []chan<- messages.NetworkClaim
 }
 
@@ -290,14 +291,17 @@ func (a *Actor) started(c actor.Context) {
 // claim answers with the lease's bound network, or binds a free one (answered
 // once the batch commit lands), or answers empty when none is free.
 func (a *Actor) claim(c actor.Context, m *messages.ClaimNetwork) {
+	made := a.takeMade(m)
 	if id, ok := a.byLease[m.Lease]; ok {
 		a.deps.Metrics.claims.WithLabelValues("rebound").Inc()
 		m.Reply <- messages.NetworkClaim{ID: id, Name: a.names[id]}
+		a.keepFree(made)
 		return
 	}
 	for _, p := range a.pending {
 		if p.lease == m.Lease {
 			p.waiters = append(p.waiters, m.Reply)
+			a.keepFree(made)
 			return
 		}
 	}
@@ -306,21 +310,56 @@ func (a *Actor) claim(c actor.Context, m *messages.ClaimNetwork) {
 		return
 	}
 	a.lastClaim = a.deps.Now()
-	if len(a.free) == 0 {
+	id := made
+	switch {
+	case id != "":
+	case len(a.free) == 0:
 		a.deps.Metrics.claims.WithLabelValues("empty").Inc()
 		m.Reply <- messages.NetworkClaim{}
 		a.schedule(c)
 		return
+	default:
+		id = a.free[0]
+		a.free = a.free[1:]
 	}
-	id := a.free[0]
-	a.free = a.free[1:]
-	a.pending = append(a.pending, &pendingClaim{lease: m.Lease, network: id, waiters: []chan<- messages.NetworkClaim{m.Reply}})
+	a.pending = append(a.pending, &pendingClaim{lease: m.Lease, network: id, made: made != "", waiters: []chan<- messages.NetworkClaim{m.Reply}})
 	if len(a.pending) == 1 {
 		// Claims already in the mailbox join this commit.
 		c.Send(c.Self(), flushClaims{epoch: a.epoch})
 	}
 	if len(a.free) < a.set.Size {
 		a.schedule(c)
+	}
+}
+
+// takeMade returns the network a claim made itself when the pool may bind it:
+// not bound, not being bound, and taken off the free list and the trim if a
+// pass adopted it between its create and this claim. "": none, or it went to
+// another lease meanwhile (the claim is then an ordinary one).
+func (a *Actor) takeMade(m *messages.ClaimNetwork) string {
+	id := m.Made
+	if id == "" {
+		return ""
+	}
+	if _, bound := a.st.Bound[id]; bound {
+		return ""
+	}
+	for _, p := range a.pending {
+		if p.network == id {
+			return ""
+		}
+	}
+	a.names[id] = m.MadeName
+	a.free = slices.DeleteFunc(a.free, func(f string) bool { return f == id })
+	a.trim = slices.DeleteFunc(a.trim, func(f string) bool { return f == id })
+	return id
+}
+
+// keepFree puts a network a lease made but does not need on the free list.
+func (a *Actor) keepFree(id string) {
+	if id != "" {
+		a.free = append(a.free, id)
+		a.gauges()
 	}
 }
 
@@ -351,8 +390,12 @@ func (a *Actor) flush() {
 		for _, w := range p.waiters {
 			w <- messages.NetworkClaim{ID: p.network, Name: a.names[p.network]}
 		}
+		if p.made {
+			a.deps.Metrics.claims.WithLabelValues("made").Inc()
+		} else {
+			a.deps.Metrics.claims.WithLabelValues("warm").Inc()
+		}
 	}
-	a.deps.Metrics.claims.WithLabelValues("warm").Add(float64(len(batch)))
 }
 
 // abandonPending answers claims that will not be committed: their leases
@@ -539,21 +582,34 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 	if liveErr != nil {
 		out.err = liveErr // nothing is released without the registry's word
 	} else {
+		// Checked four at a time: after a mass close every lease's network is
+		// due, two requests each.
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, removeParallel)
 		for _, b := range in.bound {
 			if live[b.lease] || ctx.Err() != nil {
 				continue
 			}
-			switch free, err := a.reusable(ctx, b); {
-			case errors.Is(err, dockerio.ErrNotFound):
-				out.vanished = append(out.vanished, b)
-			case err != nil:
-				out.err = err
-			case free:
-				out.released = append(out.released, b)
-			default:
-				a.deps.Metrics.ops.WithLabelValues("in_use").Inc()
-			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				free, err := a.reusable(ctx, b)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case errors.Is(err, dockerio.ErrNotFound):
+					out.vanished = append(out.vanished, b)
+				case err != nil:
+					out.err = err
+				case free:
+					out.released = append(out.released, b)
+				default:
+					a.deps.Metrics.ops.WithLabelValues("in_use").Inc()
+				}
+			})
 		}
+		wg.Wait()
 	}
 	waited := time.Duration(0)
 	out.trimmed = a.remove(ctx, in.trim, &waited)
@@ -638,26 +694,36 @@ func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
 	return len(cohort) == 0, nil
 }
 
-// remove removes the surplus one at a time, each once berthd has no other
-// Engine API request in flight (within the pass's idle budget): after a mass
-// close the reclaimer's removals of the closed leases' own networks come
+// remove removes the surplus four at a time, each four once berthd has no
+// other Engine API request in flight (within the pass's idle budget): a burst's
+// starts and the reclaimer's removals of closed leases' own networks come
 // first. It returns what it attempted.
 func (a *Actor) remove(ctx context.Context, ids []string, waited *time.Duration) []string {
 	var tried []string
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			break
-		}
+	for len(ids) > 0 && ctx.Err() == nil {
 		*waited += a.waitIdle(ctx, a.set.IdleWait-*waited)
-		tried = append(tried, id)
-		if err := a.deps.Engine.RemoveNetwork(ctx, id); err != nil {
-			a.log.Warn().Err(err).Str("network", id).Msg("remove surplus pool network")
-			continue
+		batch := ids[:min(len(ids), removeParallel)]
+		ids = ids[len(batch):]
+		tried = append(tried, batch...)
+		var wg sync.WaitGroup
+		for _, id := range batch {
+			wg.Go(func() {
+				if err := a.deps.Engine.RemoveNetwork(ctx, id); err != nil {
+					a.log.Warn().Err(err).Str("network", id).Msg("remove surplus pool network")
+					return
+				}
+				a.deps.Metrics.ops.WithLabelValues("removed").Inc()
+			})
 		}
-		a.deps.Metrics.ops.WithLabelValues("removed").Inc()
+		wg.Wait()
 	}
 	return tried
 }
+
+// removeParallel is how many surplus removals go to dockerd at once: a mass
+// close's surplus can be hundreds, and dockerd removes about twice as many a
+// second four at a time as one at a time (measured: 3.7/s at ~420 networks).
+const removeParallel = 4
 
 // finish folds a pass's findings into the pool.
 func (a *Actor) finish(c actor.Context, m passDone) {
@@ -780,7 +846,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		networks: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "berth_network_pool_networks",
 			Help: "Warm-pool lease networks by state (free: ready to hand out; bound: held by a lease)."}, []string{"state"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_network_pool_claims_total",
-			Help: "Lease network claims by outcome (warm: a free network bound; rebound: the lease's own again; empty: none free, the lease creates its own; error: not journaled)."},
+			Help: "Lease network claims by outcome (warm: a free network bound; made: none was free, the lease created a pool network and it was bound; rebound: the lease's own again; empty: none free; error: not journaled)."},
 			[]string{"outcome"}),
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_network_pool_operations_total",
 			Help: "Pool network operations (created, create_error, released, vanished, dropped, removed, in_use)."}, []string{"op"}),
@@ -788,7 +854,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"free", "bound"} {
 		m.networks.WithLabelValues(s)
 	}
-	for _, o := range []string{"warm", "rebound", "empty", "error"} {
+	for _, o := range []string{"warm", "made", "rebound", "empty", "error"} {
 		m.claims.WithLabelValues(o)
 	}
 	if reg != nil {

@@ -761,3 +761,99 @@ func TestNetpool_NetworkMadeMidRefill_HandedOutBeforeThePassEnds(t *testing.T) {
 		t.Fatalf("B got %q (A has %s)", got, nets[0])
 	}
 }
+
+// bindMade asks as a lease worker whose claim found the pool empty does: bind
+// the pool network it just created (netpool.Client.Bind).
+func (h *harness) bindMade(lease string, made dockerio.Network) string {
+	h.t.Helper()
+	cl := &Client{Tree: h.tree, Path: poolPath, Timeout: waitFor}
+	id, err := cl.Bind(context.Background(), lease, made)
+	if err != nil {
+		h.t.Fatalf("bind %s's made network: %v", lease, err)
+	}
+	return id
+}
+
+// exhaustedEngine cannot create pool networks: the pool stays empty unless a
+// test (standing in for a lease) makes one on the fake engine itself.
+type exhaustedEngine struct{ dockerio.Engine }
+
+func (exhaustedEngine) CreatePoolNetwork(context.Context) (dockerio.Network, error) {
+	return dockerio.Network{}, dockerio.ErrAddressPoolExhausted
+}
+
+// A lease that found the pool empty makes a pool network and the pool binds
+// it like a warm one: journaled, stable, and released to the free list when the
+// lease is gone, not removed. A lease that holds a network already keeps it
+// and the made one is free; a made network bound already is not bound twice;
+// one a pass adopted meanwhile is taken off the free list.
+func TestNetpool_MadeByALease_BoundAndReturnedToThePoolOnClose(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, 1)
+	h.wrap = func(e dockerio.Engine) dockerio.Engine { return exhaustedEngine{e} }
+	h.reg.setLive(leaseA, leaseB, leaseC, leaseD)
+	h.start()
+	if got := h.claim(leaseA, true); got != "" {
+		t.Fatalf("an empty pool handed out %q", got)
+	}
+	madeA, err := h.eng.CreatePoolNetwork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.bindMade(leaseA, madeA); got != madeA.ID {
+		t.Fatalf("A bound %q, want its made %s", got, madeA.ID)
+	}
+	if got := h.claim(leaseA, false); got != madeA.ID {
+		t.Fatalf("A asked again: %q, want %s", got, madeA.ID)
+	}
+	if j := h.journal(); j[madeA.ID] != leaseA {
+		t.Fatalf("journal %v: want %s bound to A", j, madeA.ID)
+	}
+	h.eventually("the made claim counted", func() bool { return h.claims("made") == 1 })
+
+	// A holds a network already: it keeps it, and the made one is free.
+	extra, _ := h.eng.CreatePoolNetwork(ctx)
+	if got := h.bindMade(leaseA, extra); got != madeA.ID {
+		t.Fatalf("A re-bound to %q, want it to keep %s", got, madeA.ID)
+	}
+	if h.free() != 1 {
+		t.Fatalf("free %d: the made network A did not need is not free", h.free())
+	}
+	// B names A's network as its own made one: not bound twice; B's claim is
+	// an ordinary one and gets the free network.
+	if got := h.bindMade(leaseB, madeA); got != extra.ID {
+		t.Fatalf("B got %q, want the free %s (A holds %s)", got, extra.ID, madeA.ID)
+	}
+
+	// C's made network is adopted by a pass before C's claim arrives.
+	madeC, _ := h.eng.CreatePoolNetwork(ctx)
+	h.tree.Send(poolPath, &messages.LeaseGone{Lease: leaseX}) // asks for a pass
+	h.eventually("a pass adopted C's network", func() bool { return h.free() == 1 && !h.report().Running })
+	if got := h.bindMade(leaseC, madeC); got != madeC.ID {
+		t.Fatalf("C bound %q, want its made %s", got, madeC.ID)
+	}
+	if h.free() != 0 {
+		t.Fatalf("free %d after C bound the adopted network: it is still handed out", h.free())
+	}
+	if got := h.claim(leaseD, true); got != "" {
+		t.Fatalf("D got %q: a bound network was handed out again", got)
+	}
+
+	// A closes: its network goes back to the free list (the pool holds fewer
+	// than its size), it is not removed.
+	h.up(leaseA, madeA.ID)
+	if err := h.eng.Down(ctx, leaseA, dockerio.DownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.reg.setLive(leaseB, leaseC, leaseD)
+	h.tree.Send(poolPath, &messages.LeaseGone{Lease: leaseA})
+	h.eventually("A's network released to the free list", func() bool {
+		return h.op("released") == 1 && h.free() == 1 && !h.report().Running
+	})
+	if _, held := h.journal()[madeA.ID]; held || !slices.Contains(h.poolNets(), madeA.ID) || h.op("removed") != 0 {
+		t.Fatalf("A's network: bound %v, in Docker %v, removed %d; want unbound, kept", held, slices.Contains(h.poolNets(), madeA.ID), h.op("removed"))
+	}
+	if got := h.claim(leaseD, true); got != madeA.ID {
+		t.Fatalf("D got %q, want A's released %s", got, madeA.ID)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -19,6 +20,17 @@ type Client struct {
 func (c *Client) Claim(ctx context.Context, lease string, bind bool) (string, error) {
 	rep, err := supervisors.Ask(ctx, c.Tree, c.Path, c.Timeout, func(r chan<- messages.NetworkClaim) any {
 		return &messages.ClaimNetwork{Lease: lease, Bind: bind, Reply: r}
+	})
+	if err != nil {
+		return "", err
+	}
+	return rep.ID, rep.Err
+}
+
+// Bind asks the pool to bind made, a pool network the lease created itself.
+func (c *Client) Bind(ctx context.Context, lease string, made dockerio.Network) (string, error) {
+	rep, err := supervisors.Ask(ctx, c.Tree, c.Path, c.Timeout, func(r chan<- messages.NetworkClaim) any {
+		return &messages.ClaimNetwork{Lease: lease, Bind: true, Made: made.ID, MadeName: made.Name, Reply: r}
 	})
 	if err != nil {
 		return "", err

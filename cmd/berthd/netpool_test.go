@@ -234,6 +234,82 @@ func TestNetworkPool_LeaseRunsOnWarmNetwork_NeverShared_ReturnedAfterClose_Survi
 	assertPoolEmpty(t, d)
 }
 
+// With the pool drained by a burst, the leases that found it empty create pool
+// networks themselves and have them bound: every lease runs on a network of
+// its own that is a pool network, and a close gives it back to the pool (or,
+// surplus, the pool removes it) — the reclaimer has nothing to remove.
+func TestNetworkPool_BurstBeyondThePool_LeasesMakePoolNetworks_ClosesReturnThem(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "network_pool_size: 1").startInProcess()
+	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
+	waitPool(t, dc, inst, 1, 30*time.Second)
+	d.waitNetworkPoolSettled(t, 1)
+
+	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
+	leases := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	for _, l := range leases {
+		if r := d.provision(l, cb.callbackURL(), manifest); r.Status != 202 {
+			t.Fatalf("provision: %d %s", r.Status, r.Body)
+		}
+	}
+	seen := map[string]string{}
+	for _, l := range leases {
+		if got := cb.waitFor(l, 1, 2*time.Minute); got[0].Body.Status != messages.CallbackSuccess {
+			t.Fatalf("callback of %s = %+v", l, got[0])
+		}
+		id, name := networkOf(t, dc, l)
+		if !strings.HasPrefix(name, "berth-pool-") {
+			t.Fatalf("lease %s runs on %s, not on a pool network", l, name)
+		}
+		if other, shared := seen[id]; shared {
+			t.Fatalf("leases %s and %s share network %s", other, l, name)
+		}
+		seen[id] = l
+		if ns := leaseNetworks(t, dc, l); len(ns) != 0 {
+			t.Fatalf("lease %s has its own network %s beside the pool's", l, ns[0].Name)
+		}
+	}
+	warm := d.metricValue(`berth_network_pool_claims_total{outcome="warm"}`)
+	made := d.metricValue(`berth_network_pool_claims_total{outcome="made"}`)
+	if warm+made != 3 || made < 2 {
+		t.Fatalf("claims: %v warm, %v made; want 3 in all, at least 2 made (one was warm)", warm, made)
+	}
+	if n := d.metricValue(`berth_network_pool_networks{state="bound"}`); n != 3 {
+		t.Fatalf("bound pool networks %v, want 3", n)
+	}
+
+	for _, l := range leases {
+		d.deprovisionUntilGone(l)
+	}
+	for _, l := range leases {
+		assertGone(t, dc, l)
+	}
+	// All three go back to the pool, which keeps one free and removes the rest.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := poolNetworks(t, dc, inst)
+		bound := d.metricValue(`berth_network_pool_networks{state="bound"}`)
+		released := d.metricValue(`berth_network_pool_operations_total{op="released"}`)
+		if len(got) == 1 && bound == 0 && released == 3 {
+			for id, on := range got {
+				if len(on) != 0 {
+					t.Fatalf("free pool network %s still carries %v", id, on)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after closing all: pool %v, %v bound, %v released; want 1 free network, 0 bound, 3 released", got, bound, released)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if n := d.metricValue(`berth_network_reclamation_total{outcome="removed"}`); n > 0 {
+		t.Fatalf("the reclaimer removed %v networks: the leases' networks were not the pool's", n)
+	}
+	assertPoolEmpty(t, d)
+}
+
 func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testing.T) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
