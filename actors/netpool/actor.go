@@ -771,9 +771,24 @@ func (a *Actor) finish(c actor.Context, m passDone) {
 	}
 	// New surplus goes at once; surplus a pass already tried to remove (Docker
 	// refused) waits for the next scheduled pass rather than spinning.
-	if a.passes.Finish(m.err, detail) || m.more || (len(a.trim) > 0 && len(m.trimmed) == 0) {
+	if a.passes.Finish(m.err, detail) || m.more || newSurplus(a.trim, m.trimmed) {
 		a.pass(c)
 	}
+}
+
+// newSurplus reports whether trim holds a network the pass did not try to
+// remove: a release's surplus, or what the pass's budget left.
+func newSurplus(trim, tried []string) bool {
+	seen := make(map[string]bool, len(tried))
+	for _, id := range tried {
+		seen[id] = true
+	}
+	for _, id := range trim {
+		if !seen[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // addCreated puts a network this pass made on the free list, once.

@@ -475,17 +475,7 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 	pb := &benchProvisionBench{dc: dc, cb: newCallbackReceiver(b), runID: uuid.NewString()}
 	b.Cleanup(func() { benchRemoveRaw(dc, pb.runID) })
 	pb.ev = benchWatchDockerEvents(b, dc)
-	// BERTH_BENCH_CONFIG: extra config lines ("docker_max_in_flight: 0;…"), to
-	// compare settings in one command.
-	cfg := slices.Clone(benchPool)
-	for _, line := range strings.Split(os.Getenv("BERTH_BENCH_CONFIG"), ";") {
-		if line = strings.TrimSpace(line); line != "" {
-			key, _, _ := strings.Cut(line, ":")
-			cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
-			cfg = append(cfg, line)
-		}
-	}
-	pb.d = newDaemonDir(b, cfg...).startInProcess()
+	pb.d = newDaemonDir(b, benchConfig()...).startInProcess()
 	pb.client = newBenchClient(pb.d)
 	pb.install = benchInstallationID(b, filepath.Join(pb.d.dir, "data"))
 
@@ -876,7 +866,7 @@ func BenchmarkRestart_300ReadyLeases_TimeToHealthy(b *testing.B) {
 	}
 	b.StopTimer()
 	cb := newCallbackReceiver(b)
-	d := newDaemonDir(b, append(slices.Clone(benchPool), "log_level: info")...).startChild(true)
+	d := newDaemonDir(b, append(benchConfig(), "log_level: info")...).startChild(true)
 	client := newBenchClient(d)
 	install := benchInstallationID(b, filepath.Join(d.dir, "data"))
 
@@ -983,12 +973,19 @@ func BenchmarkRestart_300ReadyLeases_TimeToHealthy(b *testing.B) {
 	}
 	// The mass close's networks go within a minute of the last close (a
 	// reclaimer pass out of budget starts the next at once).
+	// Pool networks count too: none may stay bound to a closed lease, and the
+	// pool trims what it holds back to its size afterwards (reported, not a goal).
 	closed := time.Now()
 	benchWaitInstallationEmpty(b, dc, install, 3*time.Minute)
+	benchWaitMetric(b, client, `berth_network_pool_networks{state="bound"}`, func(v float64) bool { return v == 0 }, 3*time.Minute)
 	emptied := time.Since(closed)
-	benchPrint(b, fmt.Sprintf("%d leases closed: Docker held nothing of the installation %.1f s after the last close (goal ≤ 60 s)\n",
-		len(leases), emptied.Seconds()))
+	size := benchConfiguredPoolSize()
+	benchWaitPoolAtMost(b, dc, install, size, 5*time.Minute)
+	trimmed := time.Since(closed)
+	benchPrint(b, fmt.Sprintf("%d leases closed: Docker held nothing of the installation and no pool network was bound %.1f s after the last close (goal ≤ 60 s); the pool was back to %d networks after %.1f s\n",
+		len(leases), emptied.Seconds(), size, trimmed.Seconds()))
 	b.ReportMetric(emptied.Seconds(), "mass_close_cleanup_s")
+	b.ReportMetric(trimmed.Seconds(), "pool_trimmed_s")
 	if emptied > time.Minute {
 		b.Errorf("lease networks left %s after a mass close of %d, goal ≤ 60 s", emptied.Round(time.Second), len(leases))
 	}
@@ -1000,6 +997,73 @@ func BenchmarkRestart_300ReadyLeases_TimeToHealthy(b *testing.B) {
 	}
 	if code := d.waitExit(2 * time.Minute); code != 0 {
 		b.Fatalf("berthd exited %d on the final SIGTERM", code)
+	}
+}
+
+// benchWaitMetric polls one series of /metrics until ok holds.
+func benchWaitMetric(b *testing.B, c *benchClient, series string, ok func(float64) bool, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		code, body, err := c.do(http.MethodGet, "/metrics", nil)
+		if err == nil && code == http.StatusOK {
+			for _, line := range strings.Split(string(body), "\n") {
+				if rest, found := strings.CutPrefix(line, series+" "); found {
+					if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil && ok(v) {
+						return
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s did not settle within %s", series, timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// benchConfig is benchPool with BERTH_BENCH_CONFIG's lines ("docker_max_in_flight: 0;…")
+// in place of the same keys, to compare settings in one command.
+func benchConfig() []string {
+	cfg := slices.Clone(benchPool)
+	for _, line := range strings.Split(os.Getenv("BERTH_BENCH_CONFIG"), ";") {
+		if line = strings.TrimSpace(line); line != "" {
+			key, _, _ := strings.Cut(line, ":")
+			cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
+			cfg = append(cfg, line)
+		}
+	}
+	return cfg
+}
+
+// benchConfiguredPoolSize is network_pool_size as the benchmarks configure it.
+func benchConfiguredPoolSize() int {
+	size := 16
+	for _, line := range benchConfig() {
+		if v, ok := strings.CutPrefix(line, "network_pool_size:"); ok {
+			size, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return size
+}
+
+// benchWaitPoolAtMost waits until the installation holds at most n pool networks.
+func benchWaitPoolAtMost(b *testing.B, dc *client.Client, installation string, n int, timeout time.Duration) {
+	b.Helper()
+	f := filters.NewArgs(filters.Arg("label", "fred.installation_id="+installation), filters.Arg("label", "fred.network_scope=pool"))
+	deadline := time.Now().Add(timeout)
+	for {
+		ns, err := dc.NetworkList(context.Background(), network.ListOptions{Filters: f})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ns) <= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d pool networks after %s, want at most %d", len(ns), timeout, n)
+		}
+		time.Sleep(time.Second)
 	}
 }
 
