@@ -715,7 +715,7 @@ func (s *State) refuse(ev persistence.Event) error {
 }
 
 func decode(ev persistence.Event, into any) error {
-	if err := json.Unmarshal(ev.Data, into); err != nil {
+	if err := persistence.DecodeValid(ev.Data, into); err != nil {
 		return fmt.Errorf("event %s: %w", ev.Type, err)
 	}
 	return nil
@@ -1391,18 +1391,18 @@ func pruneReleases(st *State, next *Release, env Env) (evs []persistence.Event, 
 			return nil, false
 		}
 	}
+	latest := st.Latest()
+	if !slices.ContainsFunc(st.Releases, func(r Release) bool { return droppable(&r, next, latest) }) {
+		return nil, true // nothing could go: no need to weigh the history (a restart at 10k leases asks each)
+	}
 	for i := range st.Releases {
 		total += encodedSize(st.Releases[i])
 	}
-	latest := st.Latest()
 	var drop []int
 	for i := range st.Releases {
 		r := &st.Releases[i]
-		if r.Status != messages.ReleaseSuperseded && r.Status != messages.ReleaseFailed {
+		if !droppable(r, next, latest) {
 			continue
-		}
-		if next == nil && latest != nil && r.Version == latest.Version {
-			continue // the latest stays the latest
 		}
 		expired := env.Limits.ReleasesMaxAge > 0 && env.Now.Sub(r.CreatedAt) > env.Limits.ReleasesMaxAge
 		if expired || (limit > 0 && total > limit) {
@@ -1414,6 +1414,15 @@ func pruneReleases(st *State, next *Release, env Env) (evs []persistence.Event, 
 		return nil, true
 	}
 	return []persistence.Event{event(EvReleasesPruned, env.Now, ReleasesPruned{Versions: drop})}, true
+}
+
+// droppable reports whether the history may drop r: superseded or failed, and
+// not the latest when nothing new is appended (the latest stays the latest).
+func droppable(r *Release, next, latest *Release) bool {
+	if r.Status != messages.ReleaseSuperseded && r.Status != messages.ReleaseFailed {
+		return false
+	}
+	return next != nil || latest == nil || r.Version != latest.Version
 }
 
 func encodedSize(r Release) int {
@@ -1598,7 +1607,7 @@ func Load(store *persistence.Store, lease string) (*State, uint64, error) {
 		if l.Snapshot.V != eventVersion {
 			return nil, 0, fmt.Errorf("load lease %s: snapshot version %d not supported (this berthd reads %d)", lease, l.Snapshot.V, eventVersion)
 		}
-		if err := json.Unmarshal(l.Snapshot.Data, st); err != nil {
+		if err := persistence.DecodeValid(l.Snapshot.Data, st); err != nil {
 			return nil, 0, fmt.Errorf("load lease %s: snapshot: %w", lease, err)
 		}
 	}
