@@ -242,7 +242,7 @@ func (s *Store) Load(stream string) (Loaded, error) {
 		if sb := nested(tx, bucketSnapshot, stream); sb != nil {
 			if raw := sb.Get(snapshotKey); raw != nil {
 				var snap Snapshot
-				if err := json.Unmarshal(raw, &snap); err != nil {
+				if err := Decode(raw, &snap); err != nil {
 					return refuseCause(ErrCorrupt, err, "state.db %s: stream %q snapshot does not decode: %v", s.path, stream, err)
 				}
 				out.Snapshot = &snap
@@ -266,7 +266,7 @@ func (s *Store) Load(stream string) (Loaded, error) {
 				return refuse(ErrCorrupt, "state.db %s: stream %q jumps from seq %d to %d", s.path, stream, want-1, seq)
 			}
 			var ev Event
-			if err := json.Unmarshal(v, &ev); err != nil {
+			if err := Decode(v, &ev); err != nil {
 				return refuseCause(ErrCorrupt, err, "state.db %s: stream %q seq %d does not decode: %v", s.path, stream, seq, err)
 			}
 			if ev.Type == "" {

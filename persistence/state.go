@@ -1,7 +1,6 @@
 package persistence
 
 import (
-	"encoding/json"
 	"fmt"
 )
 
@@ -19,7 +18,7 @@ func (s *Store) LoadState(stream string, v int, into any, decoded func(), apply 
 		if l.Snapshot.V != v {
 			return 0, fmt.Errorf("load %s: snapshot version %d not supported", stream, l.Snapshot.V)
 		}
-		if err := json.Unmarshal(l.Snapshot.Data, into); err != nil {
+		if err := DecodeValid(l.Snapshot.Data, into); err != nil {
 			return 0, fmt.Errorf("load %s: snapshot: %w", stream, err)
 		}
 	}
