@@ -51,6 +51,15 @@ func (p *stubPool) Drop(_, id string) {
 	p.dropped = append(p.dropped, id)
 }
 
+// assertOnOwnNetwork checks that the lease runs on fred-<lease>, the only lease network.
+func assertOnOwnNetwork(t *testing.T, h *harness, lease string) {
+	t.Helper()
+	own, err := h.eng.LeaseNetworks(context.Background())
+	if err != nil || len(own) != 1 || own[0].Name != dockerio.ProjectName(lease) || own[0].Containers != 1 {
+		t.Fatalf("lease networks %+v (%v): want fred-<lease> carrying the container", own, err)
+	}
+}
+
 func (p *stubPool) seenMade() (binds []bool, made []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -99,10 +108,7 @@ func TestLease_PoolNetworkGoneBeforeLaunch_DroppedAndRunsOnItsOwn(t *testing.T) 
 	spec := newSpec(1)
 	h.start(spec)
 	h.awaitReport("ready", isReady)
-	own, err := h.eng.LeaseNetworks(context.Background())
-	if err != nil || len(own) != 1 || own[0].Name != dockerio.ProjectName(spec.Lease) || own[0].Containers != 1 {
-		t.Fatalf("lease networks %+v (%v): want fred-<lease> carrying the container", own, err)
-	}
+	assertOnOwnNetwork(t, h, spec.Lease)
 	if _, dropped := pool.seen(); len(dropped) != 1 || dropped[0] != n.ID {
 		t.Fatalf("drops %v: want the gone %s dropped", dropped, n.ID)
 	}
@@ -140,10 +146,7 @@ func TestLease_EmptyPool_BindRefused_RunsOnItsOwnNetwork(t *testing.T) {
 	spec := newSpec(1)
 	h.start(spec)
 	h.awaitReport("ready", isReady)
-	own, err := h.eng.LeaseNetworks(context.Background())
-	if err != nil || len(own) != 1 || own[0].Name != dockerio.ProjectName(spec.Lease) || own[0].Containers != 1 {
-		t.Fatalf("lease networks %+v (%v): want fred-<lease> carrying the container", own, err)
-	}
+	assertOnOwnNetwork(t, h, spec.Lease)
 	pooled, _ := h.eng.PoolNetworks(context.Background())
 	if len(pooled) != 1 {
 		t.Fatalf("pool networks %+v: want the made one", pooled)
