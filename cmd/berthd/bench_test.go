@@ -615,6 +615,7 @@ func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTim
 	// BERTH_SCALE_PROFILE=<dir>: a CPU profile of the process (daemon and
 	// client) from the burst until its last 202.
 	stopProfile := scaleProfile(b, fmt.Sprintf("provision-accept-%d", n))
+	before := benchDockerLatencies(b, pb.client)
 	close(gate)
 	accepted.Wait()
 	stopProfile()
@@ -622,6 +623,7 @@ func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTim
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	benchPrintDockerLatencies(b, n, before, benchDockerLatencies(b, pb.client))
 
 	// Journal and Docker event times, taken while berthd is quiet: the outbox
 	// deletes each delivered row right after the 2xx.
@@ -998,6 +1000,47 @@ func BenchmarkRestart_300ReadyLeases_TimeToHealthy(b *testing.B) {
 	if code := d.waitExit(2 * time.Minute); code != 0 {
 		b.Fatalf("berthd exited %d on the final SIGTERM", code)
 	}
+}
+
+// benchDockerLatencies reads berth_docker_request_seconds' sum and count by op.
+func benchDockerLatencies(b *testing.B, c *benchClient) map[string][2]float64 {
+	b.Helper()
+	code, body, err := c.do(http.MethodGet, "/metrics", nil)
+	if err != nil || code != http.StatusOK {
+		b.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	out := map[string][2]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		for i, suffix := range []string{"_sum", "_count"} {
+			rest, ok := strings.CutPrefix(line, "berth_docker_request_seconds"+suffix+`{op="`)
+			if !ok {
+				continue
+			}
+			op, val, ok := strings.Cut(rest, `"} `)
+			if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); ok && err == nil {
+				got := out[op]
+				got[i] = v
+				out[op] = got
+			}
+		}
+	}
+	return out
+}
+
+// benchPrintDockerLatencies prints, per op, how many requests a round sent and
+// how long dockerd took to answer them on average (its queueing, not berthd's).
+func benchPrintDockerLatencies(b *testing.B, n int, before, after map[string][2]float64) {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "dockerd answer time during the round of %d (berth_docker_request_seconds):\n", n)
+	ops := slices.Sorted(maps.Keys(after))
+	for _, op := range ops {
+		count := after[op][1] - before[op][1]
+		if count == 0 {
+			continue
+		}
+		fmt.Fprintf(&sb, "  %-22s %5.0f requests, mean %8.1f ms\n", op, count, 1000*(after[op][0]-before[op][0])/count)
+	}
+	benchPrint(b, sb.String())
 }
 
 // benchWaitMetric polls one series of /metrics until ok holds.

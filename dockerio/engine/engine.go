@@ -53,13 +53,14 @@ type Options struct {
 
 // Engine is the Docker + Compose adapter. Safe for concurrent use.
 type Engine struct {
-	docker   *client.Client
-	base     *http.Transport // the client's own transport, under boundedTransport
-	requests *prometheus.CounterVec
-	busy     *atomic.Int64 // requests in flight, streams and other unbounded ops aside
-	compose  api.Compose
-	opts     Options
-	log      zerolog.Logger
+	docker    *client.Client
+	base      *http.Transport // the client's own transport, under boundedTransport
+	requests  *prometheus.CounterVec
+	durations *prometheus.HistogramVec
+	busy      *atomic.Int64 // requests in flight, streams and other unbounded ops aside
+	compose   api.Compose
+	opts      Options
+	log       zerolog.Logger
 
 	netLocks leaseLocks  // serialises EnsureNetwork per lease (Docker allows duplicate names)
 	users    userCache   // image ID + user → numeric uid/gid (imageuser.go)
@@ -103,7 +104,11 @@ func New(opts Options) (*Engine, error) {
 	}
 	var base *http.Transport
 	busy := new(atomic.Int64)
-	bt := boundedTransport{requests: requests, create: opts.CreateTimeout, start: opts.StartTimeout, busy: busy}
+	durations, err := newRequestDurations(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	bt := boundedTransport{requests: requests, durations: durations, create: opts.CreateTimeout, start: opts.StartTimeout, busy: busy}
 	if opts.MaxInFlight > 0 {
 		bt.slots = make(chan struct{}, opts.MaxInFlight)
 	}
@@ -150,8 +155,8 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		docker:   docker,
 		base:     base,
-		requests: requests,
-		busy:     busy,
+		requests: requests, durations: durations,
+		busy: busy,
 		// The prompt is only asked about destructive changes (e.g. recreating a
 		// diverged volume); berth never agrees to them unattended.
 		compose: compose.NewComposeService(cli, compose.WithPrompt(func(string, bool) (bool, error) { return false, nil })),

@@ -125,22 +125,12 @@ func requestOp(method, urlPath string) string {
 // newRequestCounter registers berth_docker_requests_total on reg (nil: counted,
 // not registered). A second engine on the same registry shares the first's counter.
 func newRequestCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	c, err := registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "berth_docker_requests_total",
 		Help: "Docker Engine API requests berth sent (compose's included), by operation.",
-	}, []string{"op"})
-	if reg != nil {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("register berth_docker_requests_total: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("register berth_docker_requests_total: %w", err)
-			}
-			c = existing
-		}
+	}, []string{"op"}))
+	if err != nil {
+		return nil, err
 	}
 	for _, op := range allOps {
 		c.WithLabelValues(op) // every op shows, 0 until used
@@ -148,14 +138,46 @@ func newRequestCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error
 	return c, nil
 }
 
+// newRequestDurations registers berth_docker_request_seconds on reg (nil: kept,
+// not registered), shared like the counter.
+func newRequestDurations(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
+	return registerShared(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "berth_docker_request_seconds",
+		Help: "Time dockerd took to answer a request berth sent (to the response headers; berthd's own queueing excluded), by operation.",
+		// 1 ms … ~65 s: a list answers in milliseconds, a start under a burst in tens of seconds.
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 17),
+	}, []string{"op"}))
+}
+
+// registerShared registers c on reg, or returns the collector of the same name
+// an earlier engine on reg registered.
+func registerShared[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if reg == nil {
+		return c, nil
+	}
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	var zero C
+	return zero, fmt.Errorf("register docker request metrics: %w", err)
+}
+
 // boundedTransport is the Docker client's RoundTripper: it counts every request
 // and bounds container create and start by their configured timeouts. The SDK and
 // compose (which runs on the same client) both go through it.
 type boundedTransport struct {
-	base     http.RoundTripper
-	requests *prometheus.CounterVec
-	create   time.Duration // container_create_timeout
-	start    time.Duration // container_start_timeout
+	base      http.RoundTripper
+	requests  *prometheus.CounterVec
+	durations *prometheus.HistogramVec // nil: not timed
+	create    time.Duration            // container_create_timeout
+	start     time.Duration            // container_start_timeout
 	// slots bounds the requests in flight (nil: unlimited), unbounded ops aside.
 	// A slot is held until the answer's headers arrive: dockerd does an API
 	// call's work before it answers, and a body left unread cannot hold a slot.
@@ -202,6 +224,10 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		case <-req.Context().Done():
 			return nil, req.Context().Err()
 		}
+	}
+	if t.durations != nil {
+		began := time.Now()
+		defer func() { t.durations.WithLabelValues(op).Observe(time.Since(began).Seconds()) }()
 	}
 	var limit time.Duration
 	switch op {

@@ -244,7 +244,18 @@ func TestBoundedTransport_CreateStartTimeoutsCountsAndInspectCap_AgainstAStandIn
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
+	var inspectSeconds float64
+	var inspectTimed uint64
 	for _, f := range families {
+		if f.GetName() == "berth_docker_request_seconds" {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "op" && l.GetValue() == opContainerInspect {
+						inspectSeconds, inspectTimed = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
 		if f.GetName() != "berth_docker_requests_total" {
 			continue
 		}
@@ -267,11 +278,18 @@ func TestBoundedTransport_CreateStartTimeoutsCountsAndInspectCap_AgainstAStandIn
 	if served < 1 {
 		t.Errorf("the stand-in served %d creates", served)
 	}
+	// The 400 ms inspect is timed as dockerd's answer took.
+	if inspectTimed != 1 || inspectSeconds < 0.4 || inspectSeconds > 2 {
+		t.Errorf("berth_docker_request_seconds{op=container_inspect}: %d samples, %.3f s; want one of ~0.4 s", inspectTimed, inspectSeconds)
+	}
 
 	// A second engine on the same registry shares the counter.
 	e2, _ := newFakeDockerdEngine(t, reg, 0, 0)
 	if e2.requests != e.requests {
 		t.Error("a second engine on one registry registered a second counter")
+	}
+	if e2.durations != e.durations {
+		t.Error("a second engine on one registry registered a second request histogram")
 	}
 	if e2.opts.CreateTimeout != defaultCallTimeout || e2.opts.StartTimeout != defaultCallTimeout {
 		t.Errorf("default timeouts = %s/%s, want 30s", e2.opts.CreateTimeout, e2.opts.StartTimeout)
