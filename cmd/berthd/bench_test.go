@@ -6,7 +6,8 @@ package main
 //   - BenchmarkProvision_vsRawDocker: POST /provision → success callback for
 //     single-container leases with startup_verify_duration 1s, 1, 20 and 100 at a time,
 //     against raw Docker create+start+inspect of the same container (default
-//     bridge, and on a per-lease bridge network like berthd's) in the same run,
+//     bridge, on a per-lease bridge network like berthd's, and on one shared
+//     network like fred's) in the same run,
 //     with a per-phase breakdown of berthd's time from its journal and Docker's
 //     event stream.
 //   - BenchmarkRestart_300ReadyLeases_TimeToHealthy: 300 Ready leases on real
@@ -483,10 +484,10 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 	if _, err := pb.berthdRound(b, 1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := pb.rawRound(1, false); err != nil {
+	if _, err := pb.rawRound(1, rawDefaultBridge); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := pb.rawRound(1, true); err != nil {
+	if _, err := pb.rawRound(1, rawOwnNetwork); err != nil {
 		b.Fatal(err)
 	}
 
@@ -498,7 +499,7 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", tc.concurrency), func(b *testing.B) {
 			b.StopTimer()
 			var berthd []benchLeaseTiming
-			var raw, rawNet []benchRawTiming
+			var raw, rawNet, rawShared []benchRawTiming
 			var walls benchWalls
 			// Rounds interleave the three variants so background load drifts hit all alike.
 			for r := 0; r < tc.rounds; r++ {
@@ -507,19 +508,24 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 					b.Fatal(err)
 				}
 				berthd = append(berthd, got...)
-				rt, err := pb.rawRound(tc.concurrency, false)
+				rt, err := pb.rawRound(tc.concurrency, rawDefaultBridge)
 				if err != nil {
 					b.Fatal(err)
 				}
 				raw = append(raw, rt...)
-				rn, err := pb.rawRound(tc.concurrency, true)
+				rn, err := pb.rawRound(tc.concurrency, rawOwnNetwork)
 				if err != nil {
 					b.Fatal(err)
 				}
 				rawNet = append(rawNet, rn...)
-				walls.add(got, rn)
+				rs, err := pb.rawRound(tc.concurrency, rawSharedNetwork)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rawShared = append(rawShared, rs...)
+				walls.add(got, rn, rs)
 			}
-			pb.report(b, berthd, raw, rawNet)
+			pb.report(b, berthd, raw, rawNet, rawShared)
 			accept := walls.report(b, tc.concurrency)
 			// Admission must not queue behind other leases' journal commits or Docker.
 			if p99 := benchPercentile(accept, 0.99); tc.concurrency >= 100 && p99 > admissionP99Target {
@@ -539,10 +545,10 @@ const admissionP99Target = 50 * time.Millisecond
 // verify wait (first POST → last callback) against the raw own-network round's
 // (its slowest container), and every lease's accept latency.
 type benchWalls struct {
-	berthd, raw, accept []time.Duration
+	berthd, raw, shared, accept []time.Duration
 }
 
-func (w *benchWalls) add(berthd []benchLeaseTiming, rawNet []benchRawTiming) {
+func (w *benchWalls) add(berthd []benchLeaseTiming, rawNet, rawShared []benchRawTiming) {
 	var first, last time.Time
 	for _, lt := range berthd {
 		if first.IsZero() || lt.sent.Before(first) {
@@ -553,23 +559,30 @@ func (w *benchWalls) add(berthd []benchLeaseTiming, rawNet []benchRawTiming) {
 		}
 		w.accept = append(w.accept, lt.accepted.Sub(lt.sent))
 	}
-	var slowest time.Duration
-	for _, r := range rawNet {
-		slowest = max(slowest, r.total)
+	slowest := func(rs []benchRawTiming) time.Duration {
+		var s time.Duration
+		for _, r := range rs {
+			s = max(s, r.total)
+		}
+		return s
 	}
 	w.berthd = append(w.berthd, last.Sub(first)-benchVerify)
-	w.raw = append(w.raw, slowest)
+	w.raw = append(w.raw, slowest(rawNet))
+	w.shared = append(w.shared, slowest(rawShared))
 }
 
 // report prints the walls and their ratio and returns the accept latencies.
 func (w *benchWalls) report(b *testing.B, concurrency int) []time.Duration {
-	bw, rw := benchPercentile(w.berthd, 0.5), benchPercentile(w.raw, 0.5)
-	benchPrint(b, fmt.Sprintf("concurrency %d: wall beyond verify berthd %s, raw own-network %s: %.2f×; POST → 202 p50 %s p99 %s\n",
+	bw, rw, sw := benchPercentile(w.berthd, 0.5), benchPercentile(w.raw, 0.5), benchPercentile(w.shared, 0.5)
+	benchPrint(b, fmt.Sprintf("concurrency %d: wall beyond verify berthd %s, raw own-network %s: %.2f×, raw one shared network %s: %.2f×; POST → 202 p50 %s p99 %s\n",
 		concurrency, bw.Round(time.Millisecond), rw.Round(time.Millisecond), float64(bw)/float64(rw),
+		sw.Round(time.Millisecond), float64(bw)/float64(sw),
 		benchPercentile(w.accept, 0.5).Round(100*time.Microsecond), benchPercentile(w.accept, 0.99).Round(100*time.Microsecond)))
 	b.ReportMetric(benchMs(bw), "wall_beyond_verify_ms")
 	b.ReportMetric(benchMs(rw), "rawnet_wall_ms")
 	b.ReportMetric(float64(bw)/float64(rw), "ratio_wall_rawnet")
+	b.ReportMetric(benchMs(sw), "rawshared_wall_ms")
+	b.ReportMetric(float64(bw)/float64(sw), "ratio_wall_rawshared")
 	b.ReportMetric(benchMs(benchPercentile(w.accept, 0.5)), "accept_p50_ms")
 	b.ReportMetric(benchMs(benchPercentile(w.accept, 0.99)), "accept_p99_ms")
 	return w.accept
@@ -613,17 +626,19 @@ func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTim
 		}()
 	}
 	// BERTH_SCALE_PROFILE=<dir>: a CPU profile of the process (daemon and
-	// client) from the burst until its last 202.
-	stopProfile := scaleProfile(b, fmt.Sprintf("provision-accept-%d", n))
+	// client) from the burst until its last callback.
+	stopProfile := scaleProfile(b, fmt.Sprintf("provision-round-%d", n))
 	before := benchDockerLatencies(b, pb.client)
 	close(gate)
 	accepted.Wait()
-	stopProfile()
 	wg.Wait()
+	stopProfile()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	benchPrintDockerLatencies(b, n, before, benchDockerLatencies(b, pb.client))
+	if n >= 20 { // one lease's round is noise; the warm-up and the single rounds would print twenty
+		benchPrintDockerLatencies(b, n, before, benchDockerLatencies(b, pb.client))
+	}
 
 	// Journal and Docker event times, taken while berthd is quiet: the outbox
 	// deletes each delivered row right after the 2xx.
@@ -677,8 +692,9 @@ func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTim
 // docker-micro instance of the flat manifest (same image, 8080/tcp published on
 // 127.0.0.1 with an ephemeral port, CapDrop ALL, no-new-privileges, read-only
 // rootfs with tmpfs /tmp and /run, pids limit, memory and CPU limits, restart no).
-// withNetwork first creates a bridge network for it, as berthd does per lease.
-func (pb *benchProvisionBench) rawContainer(ctx context.Context, withNetwork bool) (benchRawTiming, error) {
+// rawOwnNetwork first creates a bridge network for it, as berthd does per lease;
+// rawSharedNetwork attaches it to the round's one network, as fred attaches every lease to one.
+func (pb *benchProvisionBench) rawContainer(ctx context.Context, mode benchRawNet, shared string) (benchRawTiming, error) {
 	name := "berth-bench-" + uuid.NewString()
 	labels := map[string]string{"berth.bench.run": pb.runID}
 	cfg := &container.Config{Image: testImage(), Labels: labels,
@@ -697,7 +713,8 @@ func (pb *benchProvisionBench) rawContainer(ctx context.Context, withNetwork boo
 	var netCfg *network.NetworkingConfig
 	var rt benchRawTiming
 	start := time.Now()
-	if withNetwork {
+	switch mode {
+	case rawOwnNetwork:
 		if _, err := pb.dc.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Labels: labels}); err != nil {
 			return rt, fmt.Errorf("network create: %w", err)
 		}
@@ -705,6 +722,10 @@ func (pb *benchProvisionBench) rawContainer(ctx context.Context, withNetwork boo
 		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			name: {Aliases: []string{"app"}}}}
 		rt.network = time.Since(start)
+	case rawSharedNetwork:
+		host.NetworkMode = container.NetworkMode(shared)
+		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			shared: {Aliases: []string{name}}}}
 	}
 	t := time.Now()
 	created, err := pb.dc.ContainerCreate(ctx, cfg, host, netCfg, nil, name)
@@ -730,10 +751,28 @@ func (pb *benchProvisionBench) rawContainer(ctx context.Context, withNetwork boo
 	return rt, nil
 }
 
-// rawRound runs n raw launches at once, then removes them (untimed).
-func (pb *benchProvisionBench) rawRound(n int, withNetwork bool) ([]benchRawTiming, error) {
+// benchRawNet is where a raw launch's container runs.
+type benchRawNet int
+
+const (
+	rawDefaultBridge benchRawNet = iota
+	rawOwnNetwork                // a bridge network created for it, as berthd's per lease
+	rawSharedNetwork             // one user-defined network for the whole round, as fred's tenant network
+)
+
+// rawRound runs n raw launches at once, then removes them (untimed). For
+// rawSharedNetwork the round's one network is created before the clock starts.
+func (pb *benchProvisionBench) rawRound(n int, mode benchRawNet) ([]benchRawTiming, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	shared := ""
+	if mode == rawSharedNetwork {
+		shared = "berth-bench-shared-" + uuid.NewString()
+		if _, err := pb.dc.NetworkCreate(ctx, shared, network.CreateOptions{Driver: "bridge",
+			Labels: map[string]string{"berth.bench.run": pb.runID}}); err != nil {
+			return nil, fmt.Errorf("shared network create: %w", err)
+		}
+	}
 	out := make([]benchRawTiming, n)
 	errs := make([]error, n)
 	gate := make(chan struct{})
@@ -743,7 +782,7 @@ func (pb *benchProvisionBench) rawRound(n int, withNetwork bool) ([]benchRawTimi
 		go func() {
 			defer wg.Done()
 			<-gate
-			out[i], errs[i] = pb.rawContainer(ctx, withNetwork)
+			out[i], errs[i] = pb.rawContainer(ctx, mode, shared)
 		}()
 	}
 	close(gate)
@@ -788,7 +827,7 @@ func (p benchPhases) names() []string {
 
 // report logs the distributions and the per-phase breakdown and reports the key
 // numbers as benchmark metrics.
-func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, raw, rawNet []benchRawTiming) {
+func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, raw, rawNet, rawShared []benchRawTiming) {
 	var total, beyond []time.Duration
 	phase := benchPhases{}
 	add := phase.add
@@ -816,6 +855,7 @@ func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, r
 	}
 	rawTotal := pick(raw, func(r benchRawTiming) time.Duration { return r.total })
 	rawNetTotal := pick(rawNet, func(r benchRawTiming) time.Duration { return r.total })
+	rawSharedTotal := pick(rawShared, func(r benchRawTiming) time.Duration { return r.total })
 
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nberthd total (POST → callback)      %s\n", benchP50p95(total))
@@ -831,11 +871,15 @@ func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, r
 		benchP50p95(pick(rawNet, func(r benchRawTiming) time.Duration { return r.create })),
 		benchP50p95(pick(rawNet, func(r benchRawTiming) time.Duration { return r.start })),
 		benchP50p95(pick(rawNet, func(r benchRawTiming) time.Duration { return r.inspect })))
+	fmt.Fprintf(&sb, "raw docker, one shared network      %s\n", benchP50p95(rawSharedTotal))
+	fmt.Fprintf(&sb, "  create  %s\n  start   %s\n",
+		benchP50p95(pick(rawShared, func(r benchRawTiming) time.Duration { return r.create })),
+		benchP50p95(pick(rawShared, func(r benchRawTiming) time.Duration { return r.start })))
 	ratio := func(a, c []time.Duration) float64 {
 		return float64(benchPercentile(a, 0.5)) / float64(benchPercentile(c, 0.5))
 	}
-	fmt.Fprintf(&sb, "ratio beyond-verify p50 / raw p50: %.2f× (default bridge), %.2f× (own network)\n",
-		ratio(beyond, rawTotal), ratio(beyond, rawNetTotal))
+	fmt.Fprintf(&sb, "ratio beyond-verify p50 / raw p50: %.2f× (default bridge), %.2f× (own network), %.2f× (one shared network)\n",
+		ratio(beyond, rawTotal), ratio(beyond, rawNetTotal), ratio(beyond, rawSharedTotal))
 	fmt.Fprintf(&sb, "berthd per-phase breakdown:\n")
 	for _, k := range phase.names() {
 		fmt.Fprintf(&sb, "  %-48s %s\n", k, benchP50p95(phase[k]))
@@ -853,6 +897,8 @@ func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, r
 	b.ReportMetric(benchMs(benchPercentile(rawNetTotal, 0.95)), "rawnet_p95_ms")
 	b.ReportMetric(ratio(beyond, rawTotal), "ratio_raw")
 	b.ReportMetric(ratio(beyond, rawNetTotal), "ratio_rawnet")
+	b.ReportMetric(benchMs(benchPercentile(rawSharedTotal, 0.5)), "rawshared_p50_ms")
+	b.ReportMetric(ratio(beyond, rawSharedTotal), "ratio_rawshared")
 }
 
 // --- Benchmark 2 ---------------------------------------------------------------------

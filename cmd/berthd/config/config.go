@@ -241,8 +241,9 @@ type Config struct {
 	// network create (actors/netpool). Each takes one of Docker's address-pool
 	// networks while it waits.
 	NetworkPoolSize int
-	// DockerMaxStartsInFlight (docker_max_starts_in_flight, 0 = unlimited)
-	// bounds the container starts berthd has in flight, first come first served.
+	// DockerMaxStartsInFlight (docker_max_starts_in_flight, default 8, 0 =
+	// unlimited) bounds the container starts berthd has in flight, first come
+	// first served: dockerd given a whole burst finishes every start late.
 	DockerMaxStartsInFlight int
 
 	// VolumeDataPath (volume_data_path) is the host directory for managed volumes

@@ -62,7 +62,7 @@ func TestLoad_EmbeddedDefaults_NoFileNoEnv_ValuesAsDocumented(t *testing.T) {
 		RuntimeRefreshMaxConcurrency: 4,
 		DockerMaxInFlight:            0,
 		NetworkPoolSize:              16,
-		DockerMaxStartsInFlight:      0,
+		DockerMaxStartsInFlight:      8,
 		// The starter profiles are stateful: their data lives in managed volumes here.
 		VolumeDataPath:  "./var/berth/volumes",
 		MinAvgFileBytes: 1024,
