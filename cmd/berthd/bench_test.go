@@ -466,6 +466,45 @@ type benchProvisionBench struct {
 	ev      *benchDockerEventLog
 	install string
 	runID   string // label value of this run's raw containers and networks
+	// dockerd's CPU time during each variant's launches (teardown excluded),
+	// and how many leases or containers it launched, for the per-lease figure.
+	cpu      map[string]time.Duration
+	launched map[string]int
+}
+
+// addCPU books dockerd's CPU time since from (a benchDockerdCPU reading) to variant.
+func (pb *benchProvisionBench) addCPU(variant string, from time.Duration, n int) {
+	if pb.cpu == nil {
+		pb.cpu, pb.launched = map[string]time.Duration{}, map[string]int{}
+	}
+	pb.cpu[variant] += benchDockerdCPU() - from
+	pb.launched[variant] += n
+}
+
+// benchDockerdCPU is the user+system CPU time dockerd has used so far (0 when
+// no dockerd process is visible here).
+func benchDockerdCPU() time.Duration {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		comm, err := os.ReadFile(filepath.Join("/proc", d.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "dockerd" {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			return 0
+		}
+		// Fields after the parenthesised command: state is field 3; utime, stime are 14, 15.
+		_, rest, ok := strings.Cut(string(stat), ") ")
+		f := strings.Fields(rest)
+		if !ok || len(f) < 13 {
+			return 0
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(ut+st) * (time.Second / 100) // USER_HZ is 100 on Linux
+	}
+	return 0
 }
 
 func BenchmarkProvision_vsRawDocker(b *testing.B) {
@@ -500,6 +539,8 @@ func BenchmarkProvision_vsRawDocker(b *testing.B) {
 			b.StopTimer()
 			var berthd []benchLeaseTiming
 			var raw, rawNet, rawShared []benchRawTiming
+			clear(pb.cpu) // the warm-up's launches are not this size's
+			clear(pb.launched)
 			var walls benchWalls
 			// Rounds interleave the three variants so background load drifts hit all alike.
 			for r := 0; r < tc.rounds; r++ {
@@ -629,9 +670,11 @@ func (pb *benchProvisionBench) berthdRound(b *testing.B, n int) ([]benchLeaseTim
 	// client) from the burst until its last callback.
 	stopProfile := scaleProfile(b, fmt.Sprintf("provision-round-%d", n))
 	before := benchDockerLatencies(b, pb.client)
+	cpuFrom := benchDockerdCPU()
 	close(gate)
 	accepted.Wait()
 	wg.Wait()
+	pb.addCPU("berthd", cpuFrom, n)
 	stopProfile()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -760,6 +803,10 @@ const (
 	rawSharedNetwork             // one user-defined network for the whole round, as fred's tenant network
 )
 
+func (m benchRawNet) String() string {
+	return [...]string{"raw default bridge", "raw own network", "raw one shared network"}[m]
+}
+
 // rawRound runs n raw launches at once, then removes them (untimed). For
 // rawSharedNetwork the round's one network is created before the clock starts.
 func (pb *benchProvisionBench) rawRound(n int, mode benchRawNet) ([]benchRawTiming, error) {
@@ -785,8 +832,10 @@ func (pb *benchProvisionBench) rawRound(n int, mode benchRawNet) ([]benchRawTimi
 			out[i], errs[i] = pb.rawContainer(ctx, mode, shared)
 		}()
 	}
+	cpuFrom := benchDockerdCPU()
 	close(gate)
 	wg.Wait()
+	pb.addCPU(mode.String(), cpuFrom, n)
 	benchRemoveRaw(pb.dc, pb.runID)
 	return out, errors.Join(errs...)
 }
@@ -880,6 +929,15 @@ func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, r
 	}
 	fmt.Fprintf(&sb, "ratio beyond-verify p50 / raw p50: %.2f× (default bridge), %.2f× (own network), %.2f× (one shared network)\n",
 		ratio(beyond, rawTotal), ratio(beyond, rawNetTotal), ratio(beyond, rawSharedTotal))
+	if pb.cpu["berthd"] > 0 {
+		fmt.Fprintf(&sb, "dockerd CPU per launch (its launches only, teardown excluded):")
+		for _, v := range []string{"berthd", rawDefaultBridge.String(), rawOwnNetwork.String(), rawSharedNetwork.String()} {
+			if n := pb.launched[v]; n > 0 {
+				fmt.Fprintf(&sb, " %s %.0f ms;", v, benchMs(pb.cpu[v])/float64(n))
+			}
+		}
+		sb.WriteString("\n")
+	}
 	fmt.Fprintf(&sb, "berthd per-phase breakdown:\n")
 	for _, k := range phase.names() {
 		fmt.Fprintf(&sb, "  %-48s %s\n", k, benchP50p95(phase[k]))
@@ -899,6 +957,14 @@ func (pb *benchProvisionBench) report(b *testing.B, berthd []benchLeaseTiming, r
 	b.ReportMetric(ratio(beyond, rawNetTotal), "ratio_rawnet")
 	b.ReportMetric(benchMs(benchPercentile(rawSharedTotal, 0.5)), "rawshared_p50_ms")
 	b.ReportMetric(ratio(beyond, rawSharedTotal), "ratio_rawshared")
+	if n := pb.launched["berthd"]; n > 0 {
+		b.ReportMetric(benchMs(pb.cpu["berthd"])/float64(n), "dockerd_cpu_ms/lease")
+	}
+	if n := pb.launched[rawSharedNetwork.String()]; n > 0 {
+		b.ReportMetric(benchMs(pb.cpu[rawSharedNetwork.String()])/float64(n), "dockerd_cpu_ms/rawshared")
+	}
+	clear(pb.cpu) // each concurrency reports its own
+	clear(pb.launched)
 }
 
 // --- Benchmark 2 ---------------------------------------------------------------------
