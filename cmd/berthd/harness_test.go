@@ -99,13 +99,32 @@ func skipOrFail(t testing.TB, why string) {
 
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	// The kernel may hand a just-closed port out again at once (seen in CI: one
+	// daemon's listen and debug addresses came back equal), so no address is
+	// given twice in this process.
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port not handed out before in 100 tries")
+	return ""
 }
+
+// handedOut is every address freePort returned in this test process.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // testConfig is a config file body for a test daemon; extra lines are appended.
 func testConfig(dataDir, api, dbg string, extra ...string) string {
