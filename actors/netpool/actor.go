@@ -32,6 +32,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
@@ -148,7 +149,7 @@ type Actor struct {
 	journal persistence.Cursor
 	byLease map[string]string   // lease → bound network (index of st.Bound)
 	names   map[string]string   // network ID → name, as listed or created
-	made    map[string]struct{} // networks the running pass created (listed after it began)
+	made    map[string]struct{} // networks made since the running pass began (by it, or by a lease): its listing may miss them
 	free    []string            // unbound networks ready to hand out, oldest first
 	pending []*pendingClaim     // bound in memory, awaiting the batch commit
 	trim    []string            // surplus to remove in the next pass
@@ -294,8 +295,8 @@ func (a *Actor) claim(c actor.Context, m *messages.ClaimNetwork) {
 	made := a.takeMade(m)
 	if id, ok := a.byLease[m.Lease]; ok {
 		a.deps.Metrics.claims.WithLabelValues("rebound").Inc()
-		m.Reply <- messages.NetworkClaim{ID: id, Name: a.names[id]}
 		a.keepFree(made)
+		m.Reply <- messages.NetworkClaim{ID: id, Name: a.names[id]}
 		return
 	}
 	for _, p := range a.pending {
@@ -356,8 +357,10 @@ func (a *Actor) takeMade(m *messages.ClaimNetwork) string {
 }
 
 // keepFree puts a network a lease made but does not need on the free list.
+// Marked made: a pass listing from before its create must not forget it.
 func (a *Actor) keepFree(id string) {
 	if id != "" {
+		a.made[id] = struct{}{}
 		a.free = append(a.free, id)
 		a.gauges()
 	}
@@ -585,15 +588,13 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 		// Checked four at a time: after a mass close every lease's network is
 		// due, two requests each.
 		var mu sync.Mutex
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, removeParallel)
+		var g errgroup.Group
+		g.SetLimit(removeParallel)
 		for _, b := range in.bound {
 			if live[b.lease] || ctx.Err() != nil {
 				continue
 			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
+			g.Go(func() error {
 				free, err := a.reusable(ctx, b)
 				mu.Lock()
 				defer mu.Unlock()
@@ -607,9 +608,10 @@ func (a *Actor) run(ctx context.Context, in passIn) passDone {
 				default:
 					a.deps.Metrics.ops.WithLabelValues("in_use").Inc()
 				}
+				return nil
 			})
 		}
-		wg.Wait()
+		_ = g.Wait() // each outcome is recorded above; none stops the others
 	}
 	waited := time.Duration(0)
 	out.trimmed = a.remove(ctx, in.trim, &waited)
@@ -694,10 +696,11 @@ func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
 	return len(cohort) == 0, nil
 }
 
-// remove removes the surplus four at a time, each four once berthd has no
+// remove removes the surplus in batches of four, each batch once berthd has no
 // other Engine API request in flight (within the pass's idle budget): a burst's
 // starts and the reclaimer's removals of closed leases' own networks come
-// first. It returns what it attempted.
+// first. Batches, not a rolling four, because the pool's own removals count as
+// in flight. It returns what it attempted.
 func (a *Actor) remove(ctx context.Context, ids []string, waited *time.Duration) []string {
 	var tried []string
 	for len(ids) > 0 && ctx.Err() == nil {
