@@ -115,6 +115,11 @@ func newIdleFixture(tb testing.TB, n int) *idleFixture {
 	f := &idleFixture{n: n, at: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), store: store, engine: &memRefusingEngine{}}
 	tb.Cleanup(func() { f.close(tb) })
 	f.journalReadyLeases(tb)
+	// The journal codec compiles and caches one decoder per type on first use
+	// (go-json): a cost of the process, not of any lease, so it is paid here.
+	if _, _, err := lease.Load(store, f.ids[0]); err != nil {
+		tb.Fatalf("warm the journal codec: %v", err)
+	}
 	f.probes = make([]weak.Pointer[lease.Spec], (n+probeEvery-1)/probeEvery)
 
 	// The daemon's logger and lease settings (cmd/berthd), writing nowhere.
