@@ -66,7 +66,13 @@ func (t *Tree) middleware(node *Node) actor.ReceiverMiddleware {
 				next(c, env)
 				releaseChildSlot(c)
 				return
-			case actor.SystemMessage, *actor.Restarting, *actor.Stopping:
+			case *actor.Restarting, *actor.Stopping:
+				// lifecycle, not mailbox traffic: the actor handles it, then its
+				// tasks are drained (a restarted instance starts with none)
+				t.handle(c, env, node, msg, next)
+				t.stopTasks(c, node)
+				return
+			case actor.SystemMessage:
 				// lifecycle: handled by the actor, not counted as mailbox traffic
 			case *actor.Stopped:
 				next(c, env)
@@ -78,6 +84,14 @@ func (t *Tree) middleware(node *Node) actor.ReceiverMiddleware {
 				node.depth.Add(-1)
 				t.answerDescribe(c, node, m)
 				return
+			case stamped:
+				node.depth.Add(-1)
+				if !fresh(c, m) {
+					return // a result of an earlier instance's task
+				}
+				msg, env = m.msg, &actor.MessageEnvelope{Header: env.Header, Message: m.msg, Sender: env.Sender}
+				t.handle(c, env, node, msg, next)
+				return
 			case *messages.Crash:
 				node.depth.Add(-1)
 				if t.chaos {
@@ -88,17 +102,44 @@ func (t *Tree) middleware(node *Node) actor.ReceiverMiddleware {
 			default:
 				node.depth.Add(-1)
 			}
-			start := time.Now()
-			completed := false
-			defer func() {
-				if !completed {
-					t.Metrics.panic(node.Kind) // the panic continues to the supervisor
-				}
-			}()
-			next(c, env)
-			completed = true
-			t.Metrics.observe(node.Kind, msg, time.Since(start))
+			t.handle(c, env, node, msg, next)
 		}
+	}
+}
+
+// handle runs the actor on one user message, timing it for the kind's metrics.
+func (t *Tree) handle(c actor.ReceiverContext, env *actor.MessageEnvelope, node *Node, msg any, next actor.ReceiverFunc) {
+	start := time.Now()
+	completed := false
+	defer func() {
+		if !completed {
+			t.Metrics.panic(node.Kind) // the panic continues to the supervisor
+		}
+	}()
+	next(c, env)
+	completed = true
+	t.Metrics.observe(node.Kind, msg, time.Since(start))
+}
+
+// tasksOf is the running instance's Tasks (nil when it has none).
+func tasksOf(c actor.ReceiverContext) *Tasks {
+	if tk, ok := c.Actor().(Tasked); ok {
+		return tk.Tasks()
+	}
+	return nil
+}
+
+// fresh reports whether a stamped message belongs to the running instance.
+func fresh(c actor.ReceiverContext, m stamped) bool {
+	tasks := tasksOf(c)
+	return tasks != nil && tasks.epoch == m.epoch
+}
+
+// stopTasks drains a stopping or restarting instance's tasks, naming any that
+// outlived the drain bound.
+func (t *Tree) stopTasks(c actor.ReceiverContext, node *Node) {
+	if left := tasksOf(c).Stop(); len(left) > 0 {
+		t.log.Error().Str("actor", node.Path).Strs("tasks", left).Msg("tasks did not drain in time")
 	}
 }
 
@@ -113,6 +154,7 @@ func (t *Tree) answerDescribe(c actor.ReceiverContext, node *Node, m *messages.D
 	if d, ok := c.Actor().(Describer); ok {
 		info.State, info.InFlight = d.Describe()
 	}
+	info.Tasks = tasksOf(c).Names()
 	if full, ok := c.(actor.Context); ok {
 		for _, child := range full.Children() {
 			info.ChildPaths = append(info.ChildPaths, child.Id)

@@ -1,10 +1,35 @@
 package supervisors
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
+
+// Retry is the house's one backoff: waits double from Base up to Cap, and each is
+// lengthened by up to a fifth at random, so many actors retrying after one fault
+// (a Docker outage, a restart storm) do not come back in step. Jitter only ever
+// lengthens a wait: never sooner than the nominal Delay.
+type Retry struct{ Base, Cap time.Duration }
+
+// Delay is the nominal wait before the n-th attempt (n ≥ 1).
+func (r Retry) Delay(n int) time.Duration {
+	d := r.Base
+	for i := 1; i < n && d < r.Cap; i++ {
+		d *= 2
+	}
+	return min(d, r.Cap)
+}
+
+// Jittered is Delay(n) plus up to a fifth of it at random.
+func (r Retry) Jittered(n int) time.Duration {
+	d := r.Delay(n)
+	if d <= 0 {
+		return 0
+	}
+	return d + rand.N(d/5+1)
+}
 
 // Backoff restarts a failed child after a capped exponential delay (Base, 2×Base, …
 // up to Cap) and gives up once more than MaxFailures happened within Window.
@@ -25,17 +50,8 @@ func DefaultBackoff() Backoff {
 	return Backoff{Base: 100 * time.Millisecond, Cap: 30 * time.Second, MaxFailures: 10, Window: 5 * time.Minute}
 }
 
-// Delay is the wait before the n-th restart within the window (n ≥ 1).
-func (b Backoff) Delay(n int) time.Duration {
-	d := b.Base
-	for i := 1; i < n && d < b.Cap; i++ {
-		d *= 2
-	}
-	if d > b.Cap {
-		d = b.Cap
-	}
-	return d
-}
+// Delay is the nominal wait before the n-th restart within the window (n ≥ 1).
+func (b Backoff) Delay(n int) time.Duration { return Retry{b.Base, b.Cap}.Delay(n) }
 
 // HandleFailure implements actor.SupervisorStrategy.
 func (b Backoff) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, msg any) {
@@ -52,7 +68,7 @@ func (b Backoff) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, chi
 		b.GiveUp(child, reason)
 		return
 	}
-	time.AfterFunc(b.Delay(n), func() {
+	time.AfterFunc(Retry{b.Base, b.Cap}.Jittered(n), func() {
 		publish(sys, child, reason, actor.RestartDirective)
 		sup.RestartChildren(child)
 	})
