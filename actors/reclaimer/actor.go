@@ -46,27 +46,11 @@ type Deps struct {
 
 // Actor is the reclaimer.
 type Actor struct {
-	deps   *Deps
-	set    *Settings
-	log    zerolog.Logger
-	epoch  uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	passes supervisors.Passes
-	soon   bool // a close-triggered pass is scheduled
-	last   string
-}
-
-var epochs atomic.Uint64
-
-type tick struct{ epoch uint64 }
-
-type passDone struct {
-	epoch   uint64
-	removed int
-	err     error
-	more    bool // the budget ran out with candidates left
+	deps  *Deps
+	set   *Settings
+	log   zerolog.Logger
+	tasks *supervisors.Tasks
+	loop  *supervisors.Periodic
 }
 
 // defaultParallel is how many removals a pass keeps in flight.
@@ -79,62 +63,37 @@ func New(deps *Deps) actor.Producer {
 	}
 }
 
+// Tasks are the reclaimer's goroutines and timers.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
 // Receive handles the reclaimer's messages.
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		a.epoch = epochs.Add(1)
-		a.ctx, a.cancel = context.WithCancel(context.Background())
-		supervisors.Tick(c, a.ctx, &a.wg, a.set.Interval, tick{epoch: a.epoch})
-		a.pass(c)
-	case *actor.Restarting, *actor.Stopping:
-		a.cancel()
-		a.wg.Wait()
+		a.tasks = supervisors.NewTasks(c, 0)
+		a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "reclaimer",
+			Interval: a.set.Interval, Timeout: a.set.Budget, Begin: a.begin})
 	case *messages.LeaseGone:
-		if !a.soon {
-			a.soon = true
-			self, sys, epoch := c.Self(), c.ActorSystem(), a.epoch
-			time.AfterFunc(a.set.AfterClose, func() { sys.Root.Send(self, tick{epoch: epoch}) })
-		}
-	case tick:
-		if m.epoch == a.epoch {
-			a.soon = false
-			a.pass(c)
-		}
-	case passDone:
-		if m.epoch != a.epoch {
-			return
-		}
-		detail := ""
-		if m.err != nil {
-			a.last = "error: " + m.err.Error()
-			a.log.Warn().Err(m.err).Msg("network reclamation pass incomplete")
-		} else {
-			detail = fmt.Sprintf("%d networks removed", m.removed)
-			a.last = "ok: " + detail
-		}
-		if a.passes.Finish(m.err, detail) || m.more {
-			a.pass(c)
-		}
-	case *messages.GetPass:
-		m.Reply <- a.passes.Report("reclaimer", a.set.Interval)
+		a.loop.Soon(a.set.AfterClose)
+	default:
+		a.loop.Receive(m)
 	}
 }
 
 // Describe summarises the reclaimer for /debug/actors.
-func (a *Actor) Describe() (string, int) {
-	return "last pass " + a.last, a.passes.InFlight()
-}
+func (a *Actor) Describe() (string, int) { return a.loop.Describe() }
 
-func (a *Actor) pass(c actor.Context) {
-	epoch, parent := a.epoch, a.ctx
-	a.passes.Start(c, &a.wg, func() any {
-		ctx, cancel := context.WithTimeout(parent, a.set.Budget)
-		defer cancel()
+// begin is one pass: a pass that runs out of budget with candidates left starts
+// the next at once.
+func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
+	return func(ctx context.Context) supervisors.Outcome {
 		removed, err := a.run(ctx)
-		more := errors.Is(err, errBudget) && parent.Err() == nil
-		return passDone{epoch: epoch, removed: removed, err: err, more: more}
-	})
+		if err != nil {
+			a.log.Warn().Err(err).Msg("network reclamation pass incomplete")
+			return supervisors.Outcome{Err: err, Again: errors.Is(err, errBudget)}
+		}
+		return supervisors.Outcome{Detail: fmt.Sprintf("%d networks removed", removed)}
+	}
 }
 
 var errBudget = errors.New("budget exhausted with candidates left")
