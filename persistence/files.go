@@ -115,8 +115,8 @@ func checkShape(f *os.File, what string, ceiling int64) (fileID, int64, error) {
 	return fileID{dev: uint64(st.Dev), ino: st.Ino}, st.Size, nil
 }
 
-// fsyncDir makes a rename or create in dir durable.
-func fsyncDir(dir string) error {
+// SyncDir makes a rename or create in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open dir %s for fsync: %w", dir, err)
@@ -199,5 +199,5 @@ func publish(tmp, final string, rename func(tmp, final string) error) error {
 		os.Remove(tmp)
 		return err
 	}
-	return fsyncDir(filepath.Dir(final))
+	return SyncDir(filepath.Dir(final))
 }

@@ -150,7 +150,7 @@ func createStore(opts Options, statePath, markerPath, location string) (Identity
 	}
 	if err := writeMarker(markerPath, id); err != nil {
 		if rmErr := os.Remove(statePath); rmErr == nil {
-			_ = fsyncDir(opts.Dir)
+			_ = SyncDir(opts.Dir)
 		}
 		return Identity{}, fmt.Errorf("publish storage identity marker %s: %w", markerPath, err)
 	}

@@ -3,13 +3,11 @@ package persistence
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // appendFillPercent packs journal pages tightly: keys only ever grow at the end.
@@ -220,15 +218,6 @@ func (s *Store) Commit(w Write) (Committed, error) {
 	return out, nil
 }
 
-// nested returns root/<name>, or nil.
-func nested(tx *bolt.Tx, root []byte, name string) *bolt.Bucket {
-	r := tx.Bucket(root)
-	if r == nil {
-		return nil
-	}
-	return r.Bucket([]byte(name))
-}
-
 // Load returns a stream's latest snapshot and every event after it. Anything that
 // does not decode, or a gap in the sequence, is ErrCorrupt naming the stream and seq.
 func (s *Store) Load(stream string) (Loaded, error) {
@@ -396,7 +385,7 @@ func (s *Store) DeleteStream(stream string) error {
 			if r == nil {
 				continue
 			}
-			if err := r.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+			if err := deleteBucket(r, name); err != nil {
 				return fmt.Errorf("delete %s/%s: %w", root, stream, err)
 			}
 		}
