@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -138,19 +137,9 @@ func OpenReadOnly(ctx context.Context, opts ReadOnlyOptions) (*Store, ReadOnlyIn
 		return nil, info, classifyOpenError(files.state, "state.db", err)
 	}
 	ok = true
-	return &Store{
-		db:         db,
-		path:       files.state,
-		markerPath: files.marker,
-		dir:        opts.Dir,
-		location:   location,
-		identity:   st.id,
-		findings:   slices.Clone(info.Findings),
-		opts:       Options{Dir: opts.Dir, MaxFileBytes: opts.MaxFileBytes}.withDefaults(),
-		latchedCh:  make(chan struct{}),
-		readOnly:   true,
-		cleanup:    cleanup,
-	}, info, nil
+	s := storeOver(db, files, Options{Dir: opts.Dir, MaxFileBytes: opts.MaxFileBytes}.withDefaults(), location, st.id, info.Findings)
+	s.readOnly, s.cleanup = true, cleanup
+	return s, info, nil
 }
 
 // privateCopy makes a consistent copy of statePath in a fresh temp directory,

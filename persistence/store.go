@@ -145,7 +145,7 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 		if opts.ProductionMode {
 			return nil, refuse(ErrNoIdentity, "%s has no storage identity (%s) and production mode never creates one implicitly; run berthd -initialize-storage-identity new", opts.Dir, markerFileName)
 		}
-		if _, err := createStore(opts, files.state, files.marker, location); err != nil {
+		if _, err := createStore(opts, files, location); err != nil {
 			return nil, err
 		}
 		info.Initialized = true
@@ -193,28 +193,29 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 	}
 	db.MaxBatchDelay = batchMaxDelay
 	db.MaxBatchSize = batchMaxSize
-	return &Store{
-		db:         db,
-		path:       files.state,
-		markerPath: files.marker,
-		dir:        opts.Dir,
-		location:   location,
-		identity:   identity,
-		lastRekey:  lastRekey,
-		findings:   slices.Clone(info.Findings),
-		opts:       opts,
-		latchedCh:  make(chan struct{}),
-	}, nil
+	s := storeOver(db, files, opts, location, identity, info.Findings)
+	s.lastRekey = lastRekey
+	return s, nil
+}
+
+// storeOver is a Store over the validated, opened db.
+func storeOver(db *bolt.DB, files storeFiles, opts Options, location string, id Identity, findings []string) *Store {
+	return &Store{db: db, path: files.state, markerPath: files.marker, dir: opts.Dir, location: location,
+		identity: id, findings: slices.Clone(findings), opts: opts, latchedCh: make(chan struct{})}
 }
 
 // storeFiles are the paths of a data dir's state.db and storage identity marker.
 type storeFiles struct{ state, marker string }
 
+func filesIn(dir string) storeFiles {
+	return storeFiles{state: filepath.Join(dir, stateFileName), marker: filepath.Join(dir, markerFileName)}
+}
+
 // findStore reports whether dir holds a store, refusing half of one (either file
 // without the other) as foreign. refusing and kept finish its message: what the
 // caller does ("refusing to start") and what becomes of the files.
 func findStore(dir, refusing, kept string) (files storeFiles, found bool, err error) {
-	files = storeFiles{state: filepath.Join(dir, stateFileName), marker: filepath.Join(dir, markerFileName)}
+	files = filesIn(dir)
 	markerExists, err := lexists(files.marker)
 	if err != nil {
 		return files, false, err
