@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -279,10 +280,7 @@ func (s *Store) Load(stream string) (Loaded, error) {
 // entries it covers (seq ≤ snap.Seq), in one transaction. A snapshot beyond the
 // stream's last seq, or older than the stored one, is refused as bad input.
 func (s *Store) SaveSnapshot(stream string, snap Snapshot) error {
-	if err := s.writable(); err != nil {
-		return err
-	}
-	if err := validName("stream", stream); err != nil {
+	if err := s.writableFor("stream", stream); err != nil {
 		return err
 	}
 	if snap.At.IsZero() {
@@ -361,21 +359,13 @@ func (s *Store) Streams(prefix string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list streams in %s: %w", s.path, err)
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // DeleteStream removes a stream's journal and snapshot; a missing stream is a no-op.
 // Its sequence starts again at 1 if it is ever written again.
 func (s *Store) DeleteStream(stream string) error {
-	if err := s.writable(); err != nil {
-		return err
-	}
-	if err := validName("stream", stream); err != nil {
+	if err := s.writableFor("stream", stream); err != nil {
 		return err
 	}
 	name := []byte(stream)

@@ -250,10 +250,7 @@ func (s *Store) OutboxPending(lease, kind string) (int, error) {
 
 // DeleteOutbox deletes exactly one row (after its delivery); a missing row is a no-op.
 func (s *Store) DeleteOutbox(key OutboxKey) error {
-	if err := s.writable(); err != nil {
-		return err
-	}
-	if err := validName("outbox lease", key.Lease); err != nil {
+	if err := s.writableFor("outbox lease", key.Lease); err != nil {
 		return err
 	}
 	return s.update("delete outbox row", func(tx *bolt.Tx) error {

@@ -337,7 +337,7 @@ func (s *Store) Latch(cause error) {
 	close(s.latchedCh)
 }
 
-// writable refuses a write on a latched or closed store.
+// writable refuses a write on a latched, closed or read-only store.
 func (s *Store) writable() error {
 	if first := s.Err(); first != nil {
 		return &latchedError{path: s.path, first: first}
@@ -349,6 +349,14 @@ func (s *Store) writable() error {
 		return fmt.Errorf("%s: %w", s.path, errReadOnly)
 	}
 	return nil
+}
+
+// writableFor is writable, then validName: a write to the stream or lease name.
+func (s *Store) writableFor(kind, name string) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	return validName(kind, name)
 }
 
 // update runs fn in a shared db.Batch transaction. fn may run more than once (bbolt

@@ -2,9 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -240,14 +241,7 @@ func (d *decoder) asStringList(key string, v any) []string {
 }
 
 // sortedKeys returns m's keys in order, so problems come out deterministically.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // freeMap is the map with free keys (SKU ids, profile names) at key: nil when
 // unset, or when it is not a map (a problem saying what it must map).
