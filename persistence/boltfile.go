@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -60,95 +59,108 @@ func inspectBoltAs(path, shown, what string, ceiling int64, check func(*bolt.Tx)
 	if err := checkEntry(path, what); err != nil {
 		return fileID{}, err
 	}
-	var size int64
-	opener := noFollowOpener(what, ceiling, func(id fileID, sz int64) error {
+	in := &boltInspection{path: path, shown: shown, what: what}
+	in.opener = noFollowOpener(what, ceiling, func(id fileID, sz int64) error {
 		if sz < minFileBytes {
 			return refuse(ErrCorrupt, "%s %s is truncated: %d bytes, smaller than two bbolt pages; refusing to start (file left untouched)", what, shown, sz)
 		}
-		fid, size = id, sz
+		in.fid, in.size = id, sz
 		return nil
 	})
 
 	old := debug.SetPanicOnFault(true)
 	defer debug.SetPanicOnFault(old)
-	var (
-		db *bolt.DB
-		tx *bolt.Tx
-	)
 	defer func() {
 		p := recover()
 		if p == nil {
 			return
 		}
-		if tx != nil {
-			swallowPanic(func() { _ = tx.Rollback() })
+		if in.tx != nil {
+			swallowPanic(func() { _ = in.tx.Rollback() })
 		}
-		if db != nil {
-			swallowPanic(func() { _ = db.Close() })
+		if in.db != nil {
+			swallowPanic(func() { _ = in.db.Close() })
 		}
 		fid = fileID{}
 		err = refuse(ErrCorrupt, "%s %s is corrupt: reading it failed (%v); refusing to start (file left untouched)", what, shown, p)
 	}()
-	closeDB := func() {
-		if tx != nil {
-			_ = tx.Rollback()
-			tx = nil
-		}
-		if db != nil {
-			_ = db.Close()
-			db = nil
-		}
-	}
-	corrupt := func(cause error, format string, args ...any) (fileID, error) {
-		closeDB()
-		return fileID{}, refuseCause(ErrCorrupt, cause, format, args...)
-	}
 
 	// Pass 1 reads only the meta pages: a file shorter than its own high-water mark
 	// is truncated, and saying so beats whatever bbolt would trip over first.
-	db, err = bolt.Open(path, fileMode, &bolt.Options{ReadOnly: true, Timeout: lockTimeout, OpenFile: opener})
-	if err != nil {
-		return fileID{}, classifyOpenError(shown, what, err)
+	if err := in.begin(false, nil); err != nil {
+		return fileID{}, err
 	}
-	if tx, err = db.Begin(false); err != nil {
-		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, shown, err)
-	}
-	if hwm := tx.Size(); hwm > size {
-		return corrupt(nil, "%s %s is truncated: %d bytes on disk but its meta page says %d; refusing to start (file left untouched)", what, shown, size, hwm)
-	}
-	firstID := fid
-	closeDB()
+	firstID := in.fid
+	in.close()
 
 	// Pass 2 loads the freelist here (under SetPanicOnFault, not in tx.Check's own
 	// goroutine), walks every bucket and value, and runs tx.Check.
-	db, err = bolt.Open(path, fileMode, &bolt.Options{ReadOnly: true, Timeout: lockTimeout, OpenFile: opener, PreLoadFreelist: true})
-	if err != nil {
-		return fileID{}, classifyOpenError(shown, what, err)
+	if err := in.begin(true, &firstID); err != nil {
+		return fileID{}, err
 	}
-	if fid != firstID {
-		closeDB()
-		return fileID{}, refuse(ErrUnsafeFile, "%s %s was replaced during validation; refusing it", what, shown)
+	if err := walkTx(in.tx); err != nil {
+		return fileID{}, in.corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, shown, err)
 	}
-	if tx, err = db.Begin(false); err != nil {
-		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, shown, err)
-	}
-	if hwm := tx.Size(); hwm > size {
-		return corrupt(nil, "%s %s is truncated: %d bytes on disk but its meta page says %d; refusing to start (file left untouched)", what, shown, size, hwm)
-	}
-	if err := walkTx(tx); err != nil {
-		return corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", what, shown, err)
-	}
-	if err := consistencyCheck(tx); err != nil {
-		return corrupt(err, "%s %s failed bbolt's consistency check: %v; refusing to start (file left untouched)", what, shown, err)
+	if err := consistencyCheck(in.tx); err != nil {
+		return fileID{}, in.corrupt(err, "%s %s failed bbolt's consistency check: %v; refusing to start (file left untouched)", what, shown, err)
 	}
 	if check != nil {
-		if err := check(tx); err != nil {
-			closeDB()
+		if err := check(in.tx); err != nil {
+			in.close()
 			return fileID{}, err
 		}
 	}
-	closeDB()
-	return fid, nil
+	in.close()
+	return in.fid, nil
+}
+
+// boltInspection is one inspectBoltAs: the file it reads, what its opener saw, and
+// the handles a refusal or a recovered fault must release.
+type boltInspection struct {
+	path, shown, what string
+	opener            func(string, int, os.FileMode) (*os.File, error)
+	fid               fileID
+	size              int64
+	db                *bolt.DB
+	tx                *bolt.Tx
+}
+
+// begin opens the file read-only and starts a read transaction, refusing a file
+// shorter than its meta page's high-water mark; with same, also one that is no
+// longer the inode an earlier pass validated.
+func (in *boltInspection) begin(preloadFreelist bool, same *fileID) error {
+	var err error
+	in.db, err = bolt.Open(in.path, fileMode, &bolt.Options{ReadOnly: true, Timeout: lockTimeout, OpenFile: in.opener, PreLoadFreelist: preloadFreelist})
+	if err != nil {
+		return classifyOpenError(in.shown, in.what, err)
+	}
+	if same != nil && in.fid != *same {
+		in.close()
+		return refuse(ErrUnsafeFile, "%s %s was replaced during validation; refusing it", in.what, in.shown)
+	}
+	if in.tx, err = in.db.Begin(false); err != nil {
+		return in.corrupt(err, "%s %s is corrupt: %v; refusing to start (file left untouched)", in.what, in.shown, err)
+	}
+	if hwm := in.tx.Size(); hwm > in.size {
+		return in.corrupt(nil, "%s %s is truncated: %d bytes on disk but its meta page says %d; refusing to start (file left untouched)", in.what, in.shown, in.size, hwm)
+	}
+	return nil
+}
+
+func (in *boltInspection) close() {
+	if in.tx != nil {
+		_ = in.tx.Rollback()
+		in.tx = nil
+	}
+	if in.db != nil {
+		_ = in.db.Close()
+		in.db = nil
+	}
+}
+
+func (in *boltInspection) corrupt(cause error, format string, args ...any) error {
+	in.close()
+	return refuseCause(ErrCorrupt, cause, format, args...)
 }
 
 // classifyOpenError maps a bbolt.Open failure to a refusal.
@@ -268,9 +280,5 @@ func createBoltFile(final string, init func(tx *bolt.Tx) error) error {
 		os.Remove(tmp)
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
-	if err := renameNoReplace(tmp, final); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return fsyncDir(filepath.Dir(final))
+	return publish(tmp, final, renameNoReplace)
 }

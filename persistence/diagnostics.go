@@ -140,7 +140,7 @@ func setAsideFile(path string, now time.Time) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return aside, fsyncDir(filepath.Dir(path))
+		return aside, SyncDir(filepath.Dir(path))
 	}
 	return "", fmt.Errorf("set aside %s: 100 names under %s* already taken", path, base)
 }
@@ -250,16 +250,10 @@ func (d *Diagnostics) Latest(lease string) (json.RawMessage, bool, error) {
 	var out json.RawMessage
 	err := d.db.View(func(tx *bolt.Tx) error {
 		out = nil
-		root := tx.Bucket(bucketDiagLeases)
-		if root == nil {
-			return nil
-		}
-		lb := root.Bucket([]byte(lease))
-		if lb == nil {
-			return nil
-		}
-		if k, v := lb.Cursor().Last(); k != nil {
-			out = append(json.RawMessage(nil), v...)
+		if lb := nested(tx, bucketDiagLeases, lease); lb != nil {
+			if k, v := lb.Cursor().Last(); k != nil {
+				out = append(json.RawMessage(nil), v...)
+			}
 		}
 		return nil
 	})
@@ -283,11 +277,7 @@ func (d *Diagnostics) Recent(lease string, n int) ([]DiagnosticsEntry, error) {
 	var out []DiagnosticsEntry
 	err := d.db.View(func(tx *bolt.Tx) error {
 		out = out[:0]
-		root := tx.Bucket(bucketDiagLeases)
-		if root == nil {
-			return nil
-		}
-		lb := root.Bucket([]byte(lease))
+		lb := nested(tx, bucketDiagLeases, lease)
 		if lb == nil {
 			return nil
 		}
@@ -322,10 +312,8 @@ func (d *Diagnostics) Count(lease string) (int, error) {
 	n := 0
 	err := d.db.View(func(tx *bolt.Tx) error {
 		n = 0
-		if root := tx.Bucket(bucketDiagLeases); root != nil {
-			if lb := root.Bucket([]byte(lease)); lb != nil {
-				n = lb.Stats().KeyN
-			}
+		if lb := nested(tx, bucketDiagLeases, lease); lb != nil {
+			n = lb.Stats().KeyN
 		}
 		return nil
 	})

@@ -115,8 +115,8 @@ func checkShape(f *os.File, what string, ceiling int64) (fileID, int64, error) {
 	return fileID{dev: uint64(st.Dev), ino: st.Ino}, st.Size, nil
 }
 
-// fsyncDir makes a rename or create in dir durable.
-func fsyncDir(dir string) error {
+// SyncDir makes a rename or create in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open dir %s for fsync: %w", dir, err)
@@ -159,60 +159,45 @@ func createExclusive(path string) (*os.File, error) {
 // writeFileAtomic publishes data at final: temp file + fsync + rename (never over an
 // existing file) + directory fsync. A crash leaves either nothing or the whole file.
 func writeFileAtomic(final string, data []byte) error {
-	tmp := tempPath(final)
-	f, err := createExclusive(tmp)
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(fmt.Errorf("write %s: %w", tmp, err))
-	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("fsync %s: %w", tmp, err))
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := renameNoReplace(tmp, final); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return fsyncDir(filepath.Dir(final))
+	return stageFile(final, data, renameNoReplace)
 }
 
 // replaceFileAtomic publishes data at final, replacing what is there: temp file +
 // fsync + rename(2) (which replaces the directory entry itself, never following a
 // symlink) + directory fsync. A crash leaves the old file or the whole new one.
 func replaceFileAtomic(final string, data []byte) error {
+	return stageFile(final, data, os.Rename)
+}
+
+// stageFile writes data to a fresh temp sibling of final, fsyncs it and publishes it
+// with rename.
+func stageFile(final string, data []byte, rename func(tmp, final string) error) error {
 	tmp := tempPath(final)
 	f, err := createExclusive(tmp)
 	if err != nil {
 		return err
 	}
-	fail := func(err error) error {
-		f.Close()
+	if _, err = f.Write(data); err != nil {
+		err = fmt.Errorf("write %s: %w", tmp, err)
+	} else if err = f.Sync(); err != nil {
+		err = fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", tmp, cerr)
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		return fail(fmt.Errorf("write %s: %w", tmp, err))
-	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("fsync %s: %w", tmp, err))
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
+	return publish(tmp, final, rename)
+}
+
+// publish renames the staged tmp to final and makes the rename durable; a failed
+// rename removes tmp.
+func publish(tmp, final string, rename func(tmp, final string) error) error {
+	if err := rename(tmp, final); err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return fsyncDir(filepath.Dir(final))
+	return SyncDir(filepath.Dir(final))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
@@ -123,9 +122,8 @@ func InitializeIdentity(opts Options) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	statePath := filepath.Join(opts.Dir, stateFileName)
-	markerPath := filepath.Join(opts.Dir, markerFileName)
-	for _, p := range []string{markerPath, statePath} {
+	files := filesIn(opts.Dir)
+	for _, p := range []string{files.marker, files.state} {
 		exists, err := lexists(p)
 		if err != nil {
 			return Identity{}, err
@@ -134,25 +132,25 @@ func InitializeIdentity(opts Options) (Identity, error) {
 			return Identity{}, refuse(ErrIdentityExists, "%s already exists; refusing to initialise a new storage identity over an existing store (nothing changed)", p)
 		}
 	}
-	return createStore(opts, statePath, markerPath, location)
+	return createStore(opts, files, location)
 }
 
 // createStore creates state.db (staged under a temp name, then renamed into place),
 // its installation id claimed by location, and then the marker. The marker is published last: it is what says "this store is
 // initialised". If publishing it fails, the fresh, empty state.db is removed again.
-func createStore(opts Options, statePath, markerPath, location string) (Identity, error) {
+func createStore(opts Options, files storeFiles, location string) (Identity, error) {
 	id, err := newIdentity(opts.Now())
 	if err != nil {
 		return Identity{}, err
 	}
-	if err := createBoltFile(statePath, func(tx *bolt.Tx) error { return initStateTx(tx, id, location) }); err != nil {
+	if err := createBoltFile(files.state, func(tx *bolt.Tx) error { return initStateTx(tx, id, location) }); err != nil {
 		return Identity{}, err
 	}
-	if err := writeMarker(markerPath, id); err != nil {
-		if rmErr := os.Remove(statePath); rmErr == nil {
-			_ = fsyncDir(opts.Dir)
+	if err := writeMarker(files.marker, id); err != nil {
+		if rmErr := os.Remove(files.state); rmErr == nil {
+			_ = SyncDir(opts.Dir)
 		}
-		return Identity{}, fmt.Errorf("publish storage identity marker %s: %w", markerPath, err)
+		return Identity{}, fmt.Errorf("publish storage identity marker %s: %w", files.marker, err)
 	}
 	return id, nil
 }

@@ -3,13 +3,12 @@ package persistence
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // appendFillPercent packs journal pages tightly: keys only ever grow at the end.
@@ -220,15 +219,6 @@ func (s *Store) Commit(w Write) (Committed, error) {
 	return out, nil
 }
 
-// nested returns root/<name>, or nil.
-func nested(tx *bolt.Tx, root []byte, name string) *bolt.Bucket {
-	r := tx.Bucket(root)
-	if r == nil {
-		return nil
-	}
-	return r.Bucket([]byte(name))
-}
-
 // Load returns a stream's latest snapshot and every event after it. Anything that
 // does not decode, or a gap in the sequence, is ErrCorrupt naming the stream and seq.
 func (s *Store) Load(stream string) (Loaded, error) {
@@ -290,10 +280,7 @@ func (s *Store) Load(stream string) (Loaded, error) {
 // entries it covers (seq ≤ snap.Seq), in one transaction. A snapshot beyond the
 // stream's last seq, or older than the stored one, is refused as bad input.
 func (s *Store) SaveSnapshot(stream string, snap Snapshot) error {
-	if err := s.writable(); err != nil {
-		return err
-	}
-	if err := validName("stream", stream); err != nil {
+	if err := s.writableFor("stream", stream); err != nil {
 		return err
 	}
 	if snap.At.IsZero() {
@@ -372,21 +359,13 @@ func (s *Store) Streams(prefix string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list streams in %s: %w", s.path, err)
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // DeleteStream removes a stream's journal and snapshot; a missing stream is a no-op.
 // Its sequence starts again at 1 if it is ever written again.
 func (s *Store) DeleteStream(stream string) error {
-	if err := s.writable(); err != nil {
-		return err
-	}
-	if err := validName("stream", stream); err != nil {
+	if err := s.writableFor("stream", stream); err != nil {
 		return err
 	}
 	name := []byte(stream)
@@ -396,7 +375,7 @@ func (s *Store) DeleteStream(stream string) error {
 			if r == nil {
 				continue
 			}
-			if err := r.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+			if err := deleteBucket(r, name); err != nil {
 				return fmt.Errorf("delete %s/%s: %w", root, stream, err)
 			}
 		}

@@ -3,11 +3,13 @@ package persistence
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // SchemaVersion is the layout version written to meta.schema_version. A store with a
@@ -36,6 +38,23 @@ var (
 	metaPreviousLocation       = []byte("previous_installation_location")
 	metaRekeyedAt              = []byte("installation_rekeyed_at")
 )
+
+// nested returns root/<name>, or nil.
+func nested(tx *bolt.Tx, root []byte, name string) *bolt.Bucket {
+	r := tx.Bucket(root)
+	if r == nil {
+		return nil
+	}
+	return r.Bucket([]byte(name))
+}
+
+// deleteBucket deletes parent/<name>; one already gone is no error.
+func deleteBucket(parent *bolt.Bucket, name []byte) error {
+	if err := parent.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+		return err
+	}
+	return nil
+}
 
 // snapshotKey is the single key inside snapshot/<stream>.
 var snapshotKey = []byte("latest")

@@ -2,13 +2,11 @@ package persistence
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // OutboxRow is a durable callback waiting for delivery.
@@ -45,7 +43,7 @@ func deleteOutboxRow(ob *bolt.Bucket, k OutboxKey) error {
 		return fmt.Errorf("outbox/%s delete %d: %w", k.Lease, k.Seq, err)
 	}
 	if first, _ := lb.Cursor().First(); first == nil {
-		if err := ob.DeleteBucket([]byte(k.Lease)); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+		if err := deleteBucket(ob, []byte(k.Lease)); err != nil {
 			return fmt.Errorf("outbox/%s drop empty bucket: %w", k.Lease, err)
 		}
 	}
@@ -63,6 +61,19 @@ func (s *Store) decodeOutbox(lease string, k, v []byte) (OutboxEntry, error) {
 		return OutboxEntry{}, refuseCause(ErrCorrupt, err, "state.db %s: outbox/%s row %d does not decode: %v", s.path, lease, seq, err)
 	}
 	return OutboxEntry{Key: OutboxKey{Lease: lease, Seq: seq}, Row: row}, nil
+}
+
+// appendOutboxRows appends the rows of lease's bucket lb to rows, oldest first.
+func (s *Store) appendOutboxRows(rows []OutboxEntry, lease string, lb *bolt.Bucket) ([]OutboxEntry, error) {
+	c := lb.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		e, err := s.decodeOutbox(lease, k, v)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, e)
+	}
+	return rows, nil
 }
 
 // forEachOutboxLease calls fn for every lease bucket with at least one row.
@@ -141,21 +152,12 @@ func (s *Store) OutboxOf(lease string) ([]OutboxEntry, error) {
 		return nil, err
 	}
 	var rows []OutboxEntry
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
 		rows = rows[:0]
-		lb := nested(tx, bucketOutbox, lease)
-		if lb == nil {
-			return nil
+		if lb := nested(tx, bucketOutbox, lease); lb != nil {
+			rows, err = s.appendOutboxRows(rows, lease, lb)
 		}
-		c := lb.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			e, err := s.decodeOutbox(lease, k, v)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, e)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read outbox of %s: %w", lease, err)
@@ -169,16 +171,9 @@ func (s *Store) OutboxAll() ([]OutboxEntry, error) {
 	var all []OutboxEntry
 	err := s.db.View(func(tx *bolt.Tx) error {
 		all = all[:0]
-		return forEachOutboxLease(tx, func(lease string, lb *bolt.Bucket) error {
-			c := lb.Cursor()
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				e, err := s.decodeOutbox(lease, k, v)
-				if err != nil {
-					return err
-				}
-				all = append(all, e)
-			}
-			return nil
+		return forEachOutboxLease(tx, func(lease string, lb *bolt.Bucket) (err error) {
+			all, err = s.appendOutboxRows(all, lease, lb)
+			return err
 		})
 	})
 	if err != nil {
@@ -255,10 +250,7 @@ func (s *Store) OutboxPending(lease, kind string) (int, error) {
 
 // DeleteOutbox deletes exactly one row (after its delivery); a missing row is a no-op.
 func (s *Store) DeleteOutbox(key OutboxKey) error {
-	if err := s.writable(); err != nil {
-		return err
-	}
-	if err := validName("outbox lease", key.Lease); err != nil {
+	if err := s.writableFor("outbox lease", key.Lease); err != nil {
 		return err
 	}
 	return s.update("delete outbox row", func(tx *bolt.Tx) error {

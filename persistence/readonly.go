@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -91,61 +90,28 @@ func OpenReadOnly(ctx context.Context, opts ReadOnlyOptions) (*Store, ReadOnlyIn
 		return nil, ReadOnlyInfo{}, err
 	}
 	info := ReadOnlyInfo{Location: location}
-	statePath := filepath.Join(opts.Dir, stateFileName)
-	markerPath := filepath.Join(opts.Dir, markerFileName)
-	markerExists, err := lexists(markerPath)
+	files, found, err := findStore(opts.Dir, "berthd refuses to start", "")
 	if err != nil {
 		return nil, info, err
 	}
-	stateExists, err := lexists(statePath)
-	if err != nil {
-		return nil, info, err
-	}
-	switch {
-	case !markerExists && !stateExists:
+	if !found {
 		return nil, info, refuse(ErrNoIdentity, "%s has no storage identity (%s) and no state.db yet: berthd creates them at its first start outside production_mode; in production run berthd -initialize-storage-identity new", opts.Dir, markerFileName)
-	case stateExists && !markerExists:
-		return nil, info, refuse(ErrForeign, "state.db %s exists but storage identity marker %s is missing; berthd refuses to start rather than adopt or re-initialise it", statePath, markerPath)
-	case markerExists && !stateExists:
-		return nil, info, refuse(ErrForeign, "storage identity marker %s exists but state.db %s is missing; berthd refuses to start rather than create an empty store under an existing identity", markerPath, statePath)
 	}
-	marker, err := readMarker(markerPath)
+	marker, err := readMarker(files.marker)
 	if err != nil {
 		return nil, info, err
 	}
 
-	tmp, err := os.MkdirTemp(opts.TempDir, "berth-state-copy-")
+	copyPath, cleanup, err := privateCopy(ctx, files.state, opts, &info.Copies)
 	if err != nil {
-		return nil, info, fmt.Errorf("make a private copy of %s: %w", statePath, err)
+		return nil, info, err
 	}
-	cleanup := func() { _ = os.RemoveAll(tmp) }
 	ok := false
 	defer func() {
 		if !ok {
 			cleanup()
 		}
 	}()
-	copyPath := filepath.Join(tmp, stateFileName)
-	for info.Copies = 1; ; info.Copies++ {
-		stable, err := copyConsistent(ctx, statePath, copyPath, opts.MaxFileBytes)
-		if err != nil {
-			return nil, info, err
-		}
-		if stable {
-			break
-		}
-		if err := os.Remove(copyPath); err != nil {
-			return nil, info, fmt.Errorf("discard the copy of %s: %w", statePath, err)
-		}
-		if info.Copies == opts.Attempts {
-			return nil, info, fmt.Errorf("state.db %s: a commit landed during each of %d copies (berthd is writing steadily); try again", statePath, info.Copies)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, info, fmt.Errorf("copy %s: %w", statePath, ctx.Err())
-		case <-time.After(time.Duration(info.Copies) * 20 * time.Millisecond):
-		}
-	}
 
 	m0, m1, found, _, err := readMetaPages(copyPath, "state.db", opts.MaxFileBytes)
 	if err != nil {
@@ -154,21 +120,11 @@ func OpenReadOnly(ctx context.Context, opts ReadOnlyOptions) (*Store, ReadOnlyIn
 	fallback := ""
 	if found {
 		var findings []string
-		fallback, findings = judgeMetaPages(statePath, m0, m1)
+		fallback, findings = judgeMetaPages(files.state, m0, m1)
 		info.Findings = append(info.Findings, findings...)
 	}
-	var (
-		st     stateMeta
-		action identityAction
-	)
-	if _, err := inspectBoltAs(copyPath, statePath, "state.db", opts.MaxFileBytes, func(tx *bolt.Tx) error {
-		var err error
-		if st, err = readStateMeta(tx, statePath); err != nil {
-			return err
-		}
-		action, err = planIdentity(st, marker, location, statePath, markerPath)
-		return err
-	}); err != nil {
+	st, action, _, err := planOpen(copyPath, files, marker, location, opts.MaxFileBytes)
+	if err != nil {
 		return nil, info, withFinding(err, fallback)
 	}
 	info.RecordedLocation = st.location
@@ -178,22 +134,52 @@ func OpenReadOnly(ctx context.Context, opts ReadOnlyOptions) (*Store, ReadOnlyIn
 	db, err := bolt.Open(copyPath, fileMode, &bolt.Options{ReadOnly: true, Timeout: lockTimeout,
 		OpenFile: noFollowOpener("state.db", opts.MaxFileBytes, nil)})
 	if err != nil {
-		return nil, info, classifyOpenError(statePath, "state.db", err)
+		return nil, info, classifyOpenError(files.state, "state.db", err)
 	}
 	ok = true
-	return &Store{
-		db:         db,
-		path:       statePath,
-		markerPath: markerPath,
-		dir:        opts.Dir,
-		location:   location,
-		identity:   st.id,
-		findings:   slices.Clone(info.Findings),
-		opts:       Options{Dir: opts.Dir, MaxFileBytes: opts.MaxFileBytes}.withDefaults(),
-		latchedCh:  make(chan struct{}),
-		readOnly:   true,
-		cleanup:    cleanup,
-	}, info, nil
+	s := storeOver(db, files, Options{Dir: opts.Dir, MaxFileBytes: opts.MaxFileBytes}.withDefaults(), location, st.id, info.Findings)
+	s.readOnly, s.cleanup = true, cleanup
+	return s, info, nil
+}
+
+// privateCopy makes a consistent copy of statePath in a fresh temp directory,
+// counting the copies taken; cleanup removes the directory (a failed privateCopy
+// has already run it).
+func privateCopy(ctx context.Context, statePath string, opts ReadOnlyOptions, copies *int) (copyPath string, cleanup func(), err error) {
+	tmp, err := os.MkdirTemp(opts.TempDir, "berth-state-copy-")
+	if err != nil {
+		return "", nil, fmt.Errorf("make a private copy of %s: %w", statePath, err)
+	}
+	cleanup = func() { _ = os.RemoveAll(tmp) }
+	copyPath = filepath.Join(tmp, stateFileName)
+	if *copies, err = copyUntilConsistent(ctx, statePath, copyPath, opts); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return copyPath, cleanup, nil
+}
+
+// copyUntilConsistent copies statePath to copyPath until a copy is consistent (see
+// copyConsistent), at most opts.Attempts times, backing off between tries; it
+// returns the number of copies taken.
+func copyUntilConsistent(ctx context.Context, statePath, copyPath string, opts ReadOnlyOptions) (int, error) {
+	for copies := 1; ; copies++ {
+		stable, err := copyConsistent(ctx, statePath, copyPath, opts.MaxFileBytes)
+		if err != nil || stable {
+			return copies, err
+		}
+		if err := os.Remove(copyPath); err != nil {
+			return copies, fmt.Errorf("discard the copy of %s: %w", statePath, err)
+		}
+		if copies == opts.Attempts {
+			return copies, fmt.Errorf("state.db %s: a commit landed during each of %d copies (berthd is writing steadily); try again", statePath, copies)
+		}
+		select {
+		case <-ctx.Done():
+			return copies, fmt.Errorf("copy %s: %w", statePath, ctx.Err())
+		case <-time.After(time.Duration(copies) * 20 * time.Millisecond):
+		}
+	}
 }
 
 // copyConsistent copies src to dst (created 0600, never replacing anything) and

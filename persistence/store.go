@@ -137,38 +137,25 @@ func Open(opts Options) (*Store, OpenInfo, error) {
 // openOnce is one validation-and-open pass; it returns errIdentityRaced when an
 // identity compare-and-swap found meta changed since validation.
 func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
-	statePath := filepath.Join(opts.Dir, stateFileName)
-	markerPath := filepath.Join(opts.Dir, markerFileName)
-	markerExists, err := lexists(markerPath)
+	files, found, err := findStore(opts.Dir, "refusing to start", " (files left untouched)")
 	if err != nil {
 		return nil, err
 	}
-	stateExists, err := lexists(statePath)
-	if err != nil {
-		return nil, err
-	}
-
-	switch {
-	case !markerExists && !stateExists:
+	if !found {
 		if opts.ProductionMode {
 			return nil, refuse(ErrNoIdentity, "%s has no storage identity (%s) and production mode never creates one implicitly; run berthd -initialize-storage-identity new", opts.Dir, markerFileName)
 		}
-		if _, err := createStore(opts, statePath, markerPath, location); err != nil {
+		if _, err := createStore(opts, files, location); err != nil {
 			return nil, err
 		}
 		info.Initialized = true
-	case stateExists && !markerExists:
-		return nil, refuse(ErrForeign, "state.db %s exists but storage identity marker %s is missing; refusing to start rather than adopt or re-initialise it (files left untouched)", statePath, markerPath)
-	case markerExists && !stateExists:
-		return nil, refuse(ErrForeign, "storage identity marker %s exists but state.db %s is missing; refusing to start rather than create an empty store under an existing identity (files left untouched)", markerPath, statePath)
 	}
-
-	marker, err := readMarker(markerPath)
+	marker, err := readMarker(files.marker)
 	if err != nil {
 		return nil, err
 	}
 	// Before anything writes: the first commit overwrites a bad meta page.
-	fallback, findings, metaFID, err := inspectMetaPages(statePath, "state.db", opts.MaxFileBytes)
+	fallback, findings, metaFID, err := inspectMetaPages(files.state, "state.db", opts.MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -180,69 +167,24 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 			info.Findings = append(info.Findings, f)
 		}
 	}
-	var (
-		st     stateMeta
-		action identityAction
-	)
-	fid, err := inspectBolt(statePath, "state.db", opts.MaxFileBytes, func(tx *bolt.Tx) error {
-		var err error
-		if st, err = readStateMeta(tx, statePath); err != nil {
-			return err
-		}
-		action, err = planIdentity(st, marker, location, statePath, markerPath)
-		return err
-	})
+	st, action, fid, err := planOpen(files.state, files, marker, location, opts.MaxFileBytes)
 	if err != nil {
 		return nil, withFinding(err, fallback)
 	}
 	if fid != metaFID {
-		return nil, refuse(ErrUnsafeFile, "state.db %s was replaced during validation; refusing it", statePath)
+		return nil, refuse(ErrUnsafeFile, "state.db %s was replaced during validation; refusing it", files.state)
 	}
 	if action != identityCurrent && opts.beforeIdentityWrite != nil {
 		opts.beforeIdentityWrite()
 	}
-	db, err := openBoltRW(statePath, "state.db", fid, opts.MaxFileBytes)
+	db, err := openBoltRW(files.state, "state.db", fid, opts.MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}
-	identity := st.id
-	fail := func(err error) (*Store, error) {
+	identity, err := settleIdentity(db, opts, files, st, action, location, info)
+	if err != nil {
 		db.Close()
 		return nil, err
-	}
-	switch action {
-	case identityBind:
-		if err := db.Update(func(tx *bolt.Tx) error { return bindLocationTx(tx, statePath, st, location) }); err != nil {
-			if errors.Is(err, errIdentityRaced) {
-				return fail(err)
-			}
-			return fail(fmt.Errorf("bind installation identity of state.db %s to %s: %w", statePath, location, err))
-		}
-		info.LocationBound = true
-	case identityRekey:
-		newID, err := newInstallationID()
-		if err != nil {
-			return fail(err)
-		}
-		at := opts.Now().UTC().Round(0)
-		if err := db.Update(func(tx *bolt.Tx) error { return rekeyTx(tx, statePath, st, newID, location, at) }); err != nil {
-			if errors.Is(err, errIdentityRaced) {
-				return fail(err)
-			}
-			return fail(fmt.Errorf("re-key installation identity of state.db %s: %w", statePath, err))
-		}
-		identity.InstallationID = newID
-		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.id.InstallationID, NewInstallationID: newID,
-			OldLocation: st.location, NewLocation: location, At: at}
-		if err := replaceMarker(markerPath, identity); err != nil {
-			return fail(fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed (the next start completes it): %w", statePath, newID, markerPath, err))
-		}
-	case identityRepublish:
-		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
-			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt, Resumed: true}
-		if err := replaceMarker(markerPath, identity); err != nil {
-			return fail(fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed again (the next start retries): %w", statePath, identity.InstallationID, markerPath, err))
-		}
 	}
 	lastRekey := info.Rekey
 	if lastRekey == nil && st.prevID != "" {
@@ -251,18 +193,101 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 	}
 	db.MaxBatchDelay = batchMaxDelay
 	db.MaxBatchSize = batchMaxSize
-	return &Store{
-		db:         db,
-		path:       statePath,
-		markerPath: markerPath,
-		dir:        opts.Dir,
-		location:   location,
-		identity:   identity,
-		lastRekey:  lastRekey,
-		findings:   slices.Clone(info.Findings),
-		opts:       opts,
-		latchedCh:  make(chan struct{}),
-	}, nil
+	s := storeOver(db, files, opts, location, identity, info.Findings)
+	s.lastRekey = lastRekey
+	return s, nil
+}
+
+// storeOver is a Store over the validated, opened db.
+func storeOver(db *bolt.DB, files storeFiles, opts Options, location string, id Identity, findings []string) *Store {
+	return &Store{db: db, path: files.state, markerPath: files.marker, dir: opts.Dir, location: location,
+		identity: id, findings: slices.Clone(findings), opts: opts, latchedCh: make(chan struct{})}
+}
+
+// storeFiles are the paths of a data dir's state.db and storage identity marker.
+type storeFiles struct{ state, marker string }
+
+func filesIn(dir string) storeFiles {
+	return storeFiles{state: filepath.Join(dir, stateFileName), marker: filepath.Join(dir, markerFileName)}
+}
+
+// findStore reports whether dir holds a store, refusing half of one (either file
+// without the other) as foreign. refusing and kept finish its message: what the
+// caller does ("refusing to start") and what becomes of the files.
+func findStore(dir, refusing, kept string) (files storeFiles, found bool, err error) {
+	files = filesIn(dir)
+	markerExists, err := lexists(files.marker)
+	if err != nil {
+		return files, false, err
+	}
+	stateExists, err := lexists(files.state)
+	if err != nil {
+		return files, false, err
+	}
+	switch {
+	case stateExists && !markerExists:
+		return files, false, refuse(ErrForeign, "state.db %s exists but storage identity marker %s is missing; %s rather than adopt or re-initialise it%s", files.state, files.marker, refusing, kept)
+	case markerExists && !stateExists:
+		return files, false, refuse(ErrForeign, "storage identity marker %s exists but state.db %s is missing; %s rather than create an empty store under an existing identity%s", files.marker, files.state, refusing, kept)
+	}
+	return files, stateExists, nil
+}
+
+// planOpen validates the bbolt file at path (state.db or a private copy of it) and
+// its meta against the marker, and plans what Open does about the installation
+// identity. It returns the validated inode.
+func planOpen(path string, files storeFiles, marker Identity, location string, ceiling int64) (st stateMeta, action identityAction, fid fileID, err error) {
+	fid, err = inspectBoltAs(path, files.state, "state.db", ceiling, func(tx *bolt.Tx) error {
+		var err error
+		if st, err = readStateMeta(tx, files.state); err != nil {
+			return err
+		}
+		action, err = planIdentity(st, marker, location, files.state, files.marker)
+		return err
+	})
+	return st, action, fid, err
+}
+
+// settleIdentity carries out action on the opened state.db — binds the location,
+// re-keys, or republishes a committed re-key in the marker — and returns the
+// identity the store now has.
+func settleIdentity(db *bolt.DB, opts Options, files storeFiles, st stateMeta, action identityAction, location string, info *OpenInfo) (Identity, error) {
+	identity := st.id
+	switch action {
+	case identityBind:
+		if err := db.Update(func(tx *bolt.Tx) error { return bindLocationTx(tx, files.state, st, location) }); err != nil {
+			if errors.Is(err, errIdentityRaced) {
+				return identity, err
+			}
+			return identity, fmt.Errorf("bind installation identity of state.db %s to %s: %w", files.state, location, err)
+		}
+		info.LocationBound = true
+	case identityRekey:
+		newID, err := newInstallationID()
+		if err != nil {
+			return identity, err
+		}
+		at := opts.Now().UTC().Round(0)
+		if err := db.Update(func(tx *bolt.Tx) error { return rekeyTx(tx, files.state, st, newID, location, at) }); err != nil {
+			if errors.Is(err, errIdentityRaced) {
+				return identity, err
+			}
+			return identity, fmt.Errorf("re-key installation identity of state.db %s: %w", files.state, err)
+		}
+		identity.InstallationID = newID
+		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.id.InstallationID, NewInstallationID: newID,
+			OldLocation: st.location, NewLocation: location, At: at}
+		if err := replaceMarker(files.marker, identity); err != nil {
+			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed (the next start completes it): %w", files.state, newID, files.marker, err)
+		}
+	case identityRepublish:
+		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
+			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt, Resumed: true}
+		if err := replaceMarker(files.marker, identity); err != nil {
+			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed again (the next start retries): %w", files.state, identity.InstallationID, files.marker, err)
+		}
+	}
+	return identity, nil
 }
 
 // Identity is the storage identity (marker = meta).
@@ -312,7 +337,7 @@ func (s *Store) Latch(cause error) {
 	close(s.latchedCh)
 }
 
-// writable refuses a write on a latched or closed store.
+// writable refuses a write on a latched, closed or read-only store.
 func (s *Store) writable() error {
 	if first := s.Err(); first != nil {
 		return &latchedError{path: s.path, first: first}
@@ -324,6 +349,14 @@ func (s *Store) writable() error {
 		return fmt.Errorf("%s: %w", s.path, errReadOnly)
 	}
 	return nil
+}
+
+// writableFor is writable, then validName: a write to the stream or lease name.
+func (s *Store) writableFor(kind, name string) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	return validName(kind, name)
 }
 
 // update runs fn in a shared db.Batch transaction. fn may run more than once (bbolt

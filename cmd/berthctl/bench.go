@@ -58,7 +58,7 @@ type benchSettings struct {
 	tmpfsSizeMB  int64
 }
 
-func (c *client) bench(args []string, daemon *daemonConfig) error {
+func (c *client) bench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o benchOptions
 	fs.IntVar(&o.n, "n", 20, "leases to provision at once (and raw launches)")
@@ -90,7 +90,7 @@ func (c *client) bench(args []string, daemon *daemonConfig) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
 	}
-	set, err := resolveBenchSettings(daemon, o)
+	set, err := resolveBenchSettings(c.daemon, o)
 	if err != nil {
 		return err
 	}
@@ -162,12 +162,8 @@ func resolveBenchSettings(daemon *daemonConfig, o benchOptions) (benchSettings, 
 // insufficient_resources, and the run would measure a refusal, not a launch.
 // An SKU the config read does not know is left for berthd to judge.
 func (c *client) checkBenchCapacity(o benchOptions, set benchSettings) error {
-	body, err := c.getAPI("/stats")
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
 	var st messages.Stats
-	if err := decode("/stats", body, &st); err != nil {
+	if err := c.getAPIJSON("/stats", &st); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 	p, n := set.profile, float64(o.n)
@@ -446,15 +442,10 @@ func (c *client) listedProvisions(leases []string) ([]string, error) {
 		for _, l := range chunk {
 			q.Add("lease_uuid", l)
 		}
-		uri := "/provisions?" + q.Encode()
-		body, err := c.getAPI(uri)
-		if err != nil {
-			return left, err
-		}
 		var page struct {
 			Provisions []messages.ProvisionInfo `json:"provisions"`
 		}
-		if err := decode(uri, body, &page); err != nil {
+		if err := c.getAPIJSON("/provisions?"+q.Encode(), &page); err != nil {
 			return left, err
 		}
 		for _, p := range page.Provisions {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -84,9 +83,9 @@ func worse(a, b string) string {
 	return a
 }
 
-func (c *client) doctor(args []string, daemon *daemonConfig) error {
+func (c *client) doctor(args []string) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	output := fs.String("o", "table", "table or json")
+	output := outputFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,8 +94,8 @@ func (c *client) doctor(args []string, daemon *daemonConfig) error {
 	}
 	cfgFile := ""
 	var cfg *config.Config
-	if daemon != nil {
-		cfg, cfgFile = daemon.cfg, daemon.cfg.File
+	if c.daemon != nil {
+		cfg, cfgFile = c.daemon.cfg, c.daemon.cfg.File
 	} else {
 		loaded, err := loadDaemonConfig("", os.Environ())
 		if err != nil {
@@ -155,9 +154,7 @@ func runDoctor(ctx context.Context, env *doctorEnv) doctorReport {
 // finding) or as JSON.
 func (r doctorReport) write(out io.Writer, format string) error {
 	if format == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return writeJSON(out, r)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tVERDICT\tFINDING")

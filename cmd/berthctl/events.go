@@ -25,20 +25,17 @@ func (c *client) events(args []string) error {
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
 	since := fs.Uint64("since", 0, "first replay the transitions after this seq, then follow")
 	last := fs.Int("n", 0, "print the last N transitions and exit (no following)")
-	output := outputFlag(fs)
-	rest, err := parseWithArgs(fs, args)
+	const usage = "usage: berthctl events [-since SEQ] [-n N] [-o table|json]"
+	_, asJSON, err := parseView(fs, args, 0, usage)
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 || *last < 0 {
-		return errors.New("usage: berthctl events [-since SEQ] [-n N] [-o table|json]")
-	}
-	if err := checkOutput(*output); err != nil {
-		return err
+	if *last < 0 {
+		return errors.New(usage)
 	}
 	sinceSet := false
 	fs.Visit(func(f *flag.Flag) { sinceSet = sinceSet || f.Name == "since" })
-	p := &transitionPrinter{out: c.out, json: *output == outputJSON}
+	p := &transitionPrinter{out: c.out, json: asJSON}
 	if *last > 0 {
 		return c.lastTransitions(*last, *since, sinceSet, p)
 	}

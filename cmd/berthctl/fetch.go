@@ -82,6 +82,32 @@ func (c *client) getDebug(uri string) ([]byte, error) {
 	return body, nil
 }
 
+// getAPIJSON is getAPI decoding the answer into into.
+func (c *client) getAPIJSON(uri string, into any) error {
+	body, err := c.getAPI(uri)
+	if err != nil {
+		return err
+	}
+	return decode(uri, body, into)
+}
+
+// showDebug prints the debug read model at uri: with -o json the daemon's own
+// bytes, else the table print makes of it decoded.
+func showDebug[T any](c *client, uri string, asJSON bool, print func(T) error) error {
+	body, err := c.getDebug(uri)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeRawJSON(c.out, body)
+	}
+	var page T
+	if err := decode(uri, body, &page); err != nil {
+		return err
+	}
+	return print(page)
+}
+
 // decode unmarshals an answer, naming what it was when it does not fit.
 func decode(uri string, body []byte, into any) error {
 	if err := json.Unmarshal(body, into); err != nil {
@@ -89,7 +115,3 @@ func decode(uri string, body []byte, into any) error {
 	}
 	return nil
 }
-
-// debugOnly are the subcommands that talk only to the debug listener, so they
-// need no callback secret.
-var debugOnly = map[string]bool{"actors": true, "leases": true, "tree": true, "outbox": true, "events": true}

@@ -2,12 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,16 +21,8 @@ import (
 // from the API's GET /info/{lease}, which answers only while the lease is ready
 // — otherwise they are the read model's view of them.
 func (c *client) lease(args []string) error {
-	fs := flag.NewFlagSet("lease", flag.ContinueOnError)
-	output := outputFlag(fs)
-	rest, err := parseWithArgs(fs, args)
+	rest, asJSON, err := parseView(flag.NewFlagSet("lease", flag.ContinueOnError), args, 1, "usage: berthctl lease <uuid> [-o table|json]")
 	if err != nil {
-		return err
-	}
-	if len(rest) != 1 {
-		return errors.New("usage: berthctl lease <uuid> [-o table|json]")
-	}
-	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	id := rest[0]
@@ -53,7 +46,7 @@ func (c *client) lease(args []string) error {
 			return err
 		}
 	}
-	if *output == outputJSON {
+	if asJSON {
 		merged, err := withField(raw, "info", rawInfo)
 		if err != nil {
 			return fmt.Errorf("GET %s: %w", uri, err)
@@ -245,11 +238,8 @@ func leaseContainers(l messages.LeaseRow, info *messages.LeaseInfo) ([]container
 			}
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].service != rows[j].service {
-			return rows[i].service < rows[j].service
-		}
-		return rows[i].index < rows[j].index
+	slices.SortFunc(rows, func(a, b containerRow) int {
+		return cmp.Or(cmp.Compare(a.service, b.service), cmp.Compare(a.index, b.index))
 	})
 	return rows, source
 }

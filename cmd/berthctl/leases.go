@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -18,15 +17,8 @@ func (c *client) leases(args []string) error {
 	fs := flag.NewFlagSet("leases", flag.ContinueOnError)
 	status := fs.String("status", "", "only leases in this status (e.g. ready, failed)")
 	tenant := fs.String("tenant", "", "only this tenant's leases")
-	output := outputFlag(fs)
-	rest, err := parseWithArgs(fs, args)
+	_, asJSON, err := parseView(fs, args, 0, "usage: berthctl leases [-status S] [-tenant T] [-o table|json]")
 	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return errors.New("usage: berthctl leases [-status S] [-tenant T] [-o table|json]")
-	}
-	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	q := url.Values{}
@@ -40,23 +32,14 @@ func (c *client) leases(args []string) error {
 	if len(q) > 0 {
 		uri += "?" + q.Encode()
 	}
-	body, err := c.getDebug(uri)
-	if err != nil {
-		return err
-	}
-	if *output == outputJSON {
-		return writeRawJSON(c.out, body)
-	}
-	var page leasesPage
-	if err := decode(uri, body, &page); err != nil {
-		return err
-	}
-	t := newTable(c.out, "LEASE", "TENANT", "STATUS", "AGE", "FAILS", "BUDGET", "SERVICES", "PORTS")
-	for _, l := range page.Leases {
-		t.row(l.LeaseUUID, l.Tenant, l.Status, ageSeconds(l.AgeSeconds), strconv.Itoa(l.FailCount),
-			budget(l.TerminalBudget), itemsSummary(l.Items), hostPorts(l.Services))
-	}
-	return t.flush()
+	return showDebug(c, uri, asJSON, func(page leasesPage) error {
+		t := newTable(c.out, "LEASE", "TENANT", "STATUS", "AGE", "FAILS", "BUDGET", "SERVICES", "PORTS")
+		for _, l := range page.Leases {
+			t.row(l.LeaseUUID, l.Tenant, l.Status, ageSeconds(l.AgeSeconds), strconv.Itoa(l.FailCount),
+				budget(l.TerminalBudget), itemsSummary(l.Items), hostPorts(l.Services))
+		}
+		return t.flush()
+	})
 }
 
 // hostPorts is every published port of a lease as "32768->8080/tcp", by

@@ -65,6 +65,33 @@ type client struct {
 	debugToken string
 	secret     []byte
 	out        io.Writer
+	stdin      io.Reader     // post and sign read a body from it
+	daemon     *daemonConfig // -config, when given
+}
+
+// signed are the subcommands that sign API requests, so need the callback secret.
+var signed = map[string]func(*client, []string) error{
+	"provision":   (*client).provision,
+	"deprovision": (*client).deprovision,
+	"restore":     (*client).restore,
+	"get":         (*client).get,
+	"post":        (*client).post,
+	"sign":        (*client).sign,
+	"callbacks":   (*client).callbacks,
+	"bench":       (*client).bench,
+	"lease":       (*client).lease,
+	"retentions":  (*client).retentions,
+}
+
+// unsigned are the subcommands that need no callback secret: they read only the
+// debug listener, or (doctor) the host.
+var unsigned = map[string]func(*client, []string) error{
+	"actors": (*client).actors,
+	"doctor": (*client).doctor,
+	"leases": (*client).leases,
+	"tree":   view("tree", "/debug/actors?format=json", (*client).printTree),
+	"outbox": view("outbox", "/debug/outbox", (*client).printOutbox),
+	"events": (*client).events,
 }
 
 func run(args []string, stdin io.Reader, out io.Writer) error {
@@ -81,94 +108,77 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	if len(rest) == 0 {
 		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|bench|leases|lease|tree|outbox|retentions|events …")
 	}
-	var daemon *daemonConfig
+	c := &client{stdin: stdin, out: out}
 	if *configFile != "" {
 		var err error
-		if daemon, err = loadDaemonConfig(*configFile, os.Environ()); err != nil {
+		if c.daemon, err = loadDaemonConfig(*configFile, os.Environ()); err != nil {
 			return err
 		}
-		if err := daemon.applyTo(global); err != nil {
+		if err := c.daemon.applyTo(global); err != nil {
 			return err
 		}
 	}
-	c := &client{api: strings.TrimRight(*api, "/"), debug: strings.TrimRight(*dbg, "/"), debugToken: *debugToken, out: out}
-	needSecret := rest[0] != "doctor" && !debugOnly[rest[0]]
-	if needSecret {
-		s, err := resolveSecret(global, daemon, *secretFile)
+	c.api, c.debug, c.debugToken = strings.TrimRight(*api, "/"), strings.TrimRight(*dbg, "/"), *debugToken
+	cmd, unsignedCmd := unsigned[rest[0]]
+	if !unsignedCmd {
+		s, err := resolveSecret(global, c.daemon, *secretFile)
 		if err != nil {
 			return err
 		}
 		c.secret = s
+		if cmd = signed[rest[0]]; cmd == nil {
+			return fmt.Errorf("unknown command %q", rest[0])
+		}
 	}
-	switch rest[0] {
-	case "leases":
-		return c.leases(rest[1:])
-	case "lease":
-		return c.lease(rest[1:])
-	case "tree":
-		return c.tree(rest[1:])
-	case "outbox":
-		return c.outbox(rest[1:])
-	case "events":
-		return c.events(rest[1:])
-	case "retentions":
-		return c.retentions(rest[1:])
-	case "provision":
-		return c.provision(rest[1:])
-	case "deprovision":
-		fs := flag.NewFlagSet("deprovision", flag.ContinueOnError)
-		lease := fs.String("lease", "", "lease UUID")
-		if err := fs.Parse(rest[1:]); err != nil {
-			return err
-		}
-		body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: *lease})
-		return c.do(http.MethodPost, "/deprovision", body)
-	case "restore":
-		return c.restore(rest[1:])
-	case "get":
-		if len(rest) != 2 {
-			return errors.New("usage: berthctl get PATH")
-		}
-		return c.do(http.MethodGet, rest[1], nil)
-	case "post":
-		if len(rest) < 2 {
-			return errors.New("usage: berthctl post PATH [FILE]")
-		}
-		body, err := readBody(rest[2:], stdin)
-		if err != nil {
-			return err
-		}
-		return c.do(http.MethodPost, rest[1], body)
-	case "sign":
-		if len(rest) < 3 {
-			return errors.New("usage: berthctl sign METHOD URI [FILE]")
-		}
-		body, err := readBody(rest[3:], stdin)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(out, hmac.Sign(c.secret, strings.ToUpper(rest[1]), rest[2], body, time.Now()))
-		return nil
-	case "actors":
-		fs := flag.NewFlagSet("actors", flag.ContinueOnError)
-		format := fs.String("format", "text", "text, json or dot")
-		if err := fs.Parse(rest[1:]); err != nil {
-			return err
-		}
-		body, err := c.getDebug("/debug/actors?format=" + url.QueryEscape(*format))
-		if err != nil {
-			return err
-		}
-		_, err = c.out.Write(body)
+	return cmd(c, rest[1:])
+}
+
+func (c *client) deprovision(args []string) error {
+	fs := flag.NewFlagSet("deprovision", flag.ContinueOnError)
+	lease := fs.String("lease", "", "lease UUID")
+	if err := fs.Parse(args); err != nil {
 		return err
-	case "callbacks":
-		return c.callbacks(rest[1:])
-	case "doctor":
-		return c.doctor(rest[1:], daemon)
-	case "bench":
-		return c.bench(rest[1:], daemon)
 	}
-	return fmt.Errorf("unknown command %q", rest[0])
+	body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: *lease})
+	return c.do(http.MethodPost, "/deprovision", body)
+}
+
+func (c *client) get(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: berthctl get PATH")
+	}
+	return c.do(http.MethodGet, args[0], nil)
+}
+
+func (c *client) post(args []string) error {
+	path, body, err := c.withBody(args, 1, "usage: berthctl post PATH [FILE]")
+	if err != nil {
+		return err
+	}
+	return c.do(http.MethodPost, path[0], body)
+}
+
+func (c *client) sign(args []string) error {
+	req, body, err := c.withBody(args, 2, "usage: berthctl sign METHOD URI [FILE]")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.out, hmac.Sign(c.secret, strings.ToUpper(req[0]), req[1], body, time.Now()))
+	return nil
+}
+
+func (c *client) actors(args []string) error {
+	fs := flag.NewFlagSet("actors", flag.ContinueOnError)
+	format := fs.String("format", "text", "text, json or dot")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	body, err := c.getDebug("/debug/actors?format=" + url.QueryEscape(*format))
+	if err != nil {
+		return err
+	}
+	_, err = c.out.Write(body)
+	return err
 }
 
 func loadSecret(path string) ([]byte, error) {
@@ -182,11 +192,18 @@ func loadSecret(path string) ([]byte, error) {
 	return bytes.TrimRight(b, "\r\n"), nil
 }
 
-func readBody(args []string, stdin io.Reader) ([]byte, error) {
-	if len(args) > 0 && args[0] != "-" {
-		return os.ReadFile(args[0])
+// withBody splits args into their n leading arguments and a body read from the
+// FILE after them, or from stdin when there is none or it is "-".
+func (c *client) withBody(args []string, n int, usage string) ([]string, []byte, error) {
+	if len(args) < n {
+		return nil, nil, errors.New(usage)
 	}
-	return io.ReadAll(stdin)
+	if len(args) > n && args[n] != "-" {
+		body, err := os.ReadFile(args[n])
+		return args[:n], body, err
+	}
+	body, err := io.ReadAll(c.stdin)
+	return args[:n], body, err
 }
 
 // do sends a signed request and prints the status and body; an answer other

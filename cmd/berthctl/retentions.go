@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -18,23 +17,15 @@ const retentionsPageSize = 500
 // retentions lists the closed leases whose data is retained (signed
 // GET /retentions), following every page.
 func (c *client) retentions(args []string) error {
-	fs := flag.NewFlagSet("retentions", flag.ContinueOnError)
-	output := outputFlag(fs)
-	rest, err := parseWithArgs(fs, args)
+	_, asJSON, err := parseView(flag.NewFlagSet("retentions", flag.ContinueOnError), args, 0, "usage: berthctl retentions [-o table|json]")
 	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return errors.New("usage: berthctl retentions [-o table|json]")
-	}
-	if err := checkOutput(*output); err != nil {
 		return err
 	}
 	entries, err := c.allRetentions()
 	if err != nil {
 		return err
 	}
-	if *output == outputJSON {
+	if asJSON {
 		return writeJSON(c.out, struct {
 			Retentions []json.RawMessage `json:"retentions"`
 		}{entries})
@@ -66,15 +57,11 @@ func (c *client) allRetentions() ([]json.RawMessage, error) {
 			q.Set("continue", cont)
 		}
 		uri := "/retentions?" + q.Encode()
-		body, err := c.getAPI(uri)
-		if err != nil {
-			return nil, err
-		}
 		var page struct {
 			Retentions []json.RawMessage `json:"retentions"`
 			Continue   string            `json:"continue"`
 		}
-		if err := decode(uri, body, &page); err != nil {
+		if err := c.getAPIJSON(uri, &page); err != nil {
 			return nil, err
 		}
 		entries = append(entries, page.Retentions...)

@@ -8,10 +8,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,6 +38,34 @@ func checkOutput(o string) error {
 		return fmt.Errorf("-o must be %s or %s, not %q", outputTable, outputJSON, o)
 	}
 	return nil
+}
+
+// parseView parses an operator view's command line: fs's own flags, -o, and
+// exactly positional arguments (anything else is usage). asJSON is -o json.
+func parseView(fs *flag.FlagSet, args []string, positional int, usage string) (rest []string, asJSON bool, err error) {
+	output := outputFlag(fs)
+	if rest, err = parseWithArgs(fs, args); err != nil {
+		return nil, false, err
+	}
+	if len(rest) != positional {
+		return nil, false, errors.New(usage)
+	}
+	if err := checkOutput(*output); err != nil {
+		return nil, false, err
+	}
+	return rest, *output == outputJSON, nil
+}
+
+// view is the command of an operator view with no flags but -o and no
+// arguments: the debug read model at uri, as print tabulates it.
+func view[T any](name, uri string, print func(*client, T) error) func(*client, []string) error {
+	return func(c *client, args []string) error {
+		_, asJSON, err := parseView(flag.NewFlagSet(name, flag.ContinueOnError), args, 0, "usage: berthctl "+name+" [-o table|json]")
+		if err != nil {
+			return err
+		}
+		return showDebug(c, uri, asJSON, func(page T) error { return print(c, page) })
+	}
 }
 
 // parseWithArgs parses fs allowing positional arguments before, between and
@@ -209,13 +239,8 @@ func portsSummary(ports map[string]messages.PortBinding) string {
 }
 
 func portList(ports map[string]messages.PortBinding) []string {
-	keys := make([]string, 0, len(ports))
-	for k := range ports {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(ports))
+	for _, k := range slices.Sorted(maps.Keys(ports)) {
 		if p := ports[k]; p.HostPort != "" {
 			parts = append(parts, p.HostPort+"->"+k)
 		} else {
@@ -227,13 +252,8 @@ func portList(ports map[string]messages.PortBinding) []string {
 
 // countsSummary is a count per kind as "lifecycle:2,operation:1", by kind.
 func countsSummary(counts map[string]int) string {
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(counts))
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%s:%d", k, counts[k]))
 	}
 	return strings.Join(parts, ",")

@@ -1,42 +1,16 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"strconv"
 	"strings"
 
 	"github.com/berth-dev/berth/messages"
 )
 
-// tree shows the live actor tree (GET /debug/actors) as a table, one actor a
-// row, indented under its parent in the order the parent lists its children
-// (the root's are its spawn order).
-func (c *client) tree(args []string) error {
-	fs := flag.NewFlagSet("tree", flag.ContinueOnError)
-	output := outputFlag(fs)
-	rest, err := parseWithArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return errors.New("usage: berthctl tree [-o table|json]")
-	}
-	if err := checkOutput(*output); err != nil {
-		return err
-	}
-	const uri = "/debug/actors?format=json"
-	body, err := c.getDebug(uri)
-	if err != nil {
-		return err
-	}
-	if *output == outputJSON {
-		return writeRawJSON(c.out, body)
-	}
-	var root messages.NodeInfo
-	if err := decode(uri, body, &root); err != nil {
-		return err
-	}
+// printTree is berthctl tree: the live actor tree (GET /debug/actors) as a
+// table, one actor a row, indented under its parent in the order the parent
+// lists its children (the root's are its spawn order).
+func (c *client) printTree(root messages.NodeInfo) error {
 	t := newTable(c.out, "ACTOR", "KIND", "STATUS", "MAILBOX", "RESTARTS", "IN-FLIGHT", "STATE")
 	var walk func(n messages.NodeInfo, depth int)
 	walk = func(n messages.NodeInfo, depth int) {

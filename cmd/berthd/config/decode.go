@@ -2,9 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -240,26 +241,25 @@ func (d *decoder) asStringList(key string, v any) []string {
 }
 
 // sortedKeys returns m's keys in order, so problems come out deterministically.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// freeMap is the map with free keys (SKU ids, profile names) at key: nil when
+// unset, or when it is not a map (a problem saying what it must map).
+func (d *decoder) freeMap(key, of string) map[string]any {
+	v, _ := d.lookup(key)
+	if v == nil {
+		return nil
 	}
-	sort.Strings(keys)
-	return keys
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.ps.badValue(key, "must be a map of %s, not %s", of, kind(v))
+	}
+	return m
 }
 
 func (d *decoder) skuMapping() map[string]string {
 	out := map[string]string{}
-	v, _ := d.lookup("sku_mapping")
-	if v == nil {
-		return out
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.ps.badValue("sku_mapping", "must be a map of SKU id to profile name, not %s", kind(v))
-		return out
-	}
+	m := d.freeMap("sku_mapping", "SKU id to profile name")
 	for _, sku := range sortedKeys(m) {
 		out[sku] = d.asString("sku_mapping."+sku, m[sku])
 	}
@@ -268,15 +268,7 @@ func (d *decoder) skuMapping() map[string]string {
 
 func (d *decoder) skuProfiles() map[string]SKUProfile {
 	out := map[string]SKUProfile{}
-	v, _ := d.lookup("sku_profiles")
-	if v == nil {
-		return out
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.ps.badValue("sku_profiles", "must be a map of profile name to {cpu_cores, memory_mb, disk_mb}, not %s", kind(v))
-		return out
-	}
+	m := d.freeMap("sku_profiles", "profile name to {cpu_cores, memory_mb, disk_mb}")
 	for _, name := range sortedKeys(m) {
 		key := "sku_profiles." + name
 		fields, ok := m[name].(map[string]any)

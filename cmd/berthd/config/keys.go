@@ -1,9 +1,6 @@
 package config
 
-import (
-	"fmt"
-	"sort"
-)
+import "fmt"
 
 // shape describes which keys a config map may hold, so typos are caught.
 // A nil *shape is a leaf: any value, checked later by the decoder.
@@ -133,12 +130,7 @@ func unknownKeys(where, prefix string, m map[string]any, s *shape) []string {
 		return nil
 	}
 	var out []string
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range sortedKeys(m) {
 		path := k
 		if prefix != "" {
 			path = prefix + "." + k

@@ -1,26 +1,12 @@
 package config
 
+import "maps"
+
 // Redacted returns the configuration keyed by YAML key, fit for one startup log
 // line: callback_secret, callback_secret_next and debug.token read "<redacted>"
 // when set and "<unset>" when not; durations are strings such as "5m0s".
 func (c *Config) Redacted() map[string]any {
-	profiles := make(map[string]any, len(c.SKUProfiles))
-	for name, p := range c.SKUProfiles {
-		profiles[name] = map[string]any{"cpu_cores": p.CPUCores, "memory_mb": p.MemoryMB, "disk_mb": p.DiskMB}
-	}
-	mapping := make(map[string]any, len(c.SKUMapping))
-	for sku, profile := range c.SKUMapping {
-		mapping[sku] = profile
-	}
-	var quota any = unsetText
-	if c.TenantQuota.Set {
-		quota = map[string]any{
-			"max_cpu_cores": c.TenantQuota.MaxCPUCores,
-			"max_memory_mb": c.TenantQuota.MaxMemoryMB,
-			"max_disk_mb":   c.TenantQuota.MaxDiskMB,
-		}
-	}
-	return map[string]any{
+	out := map[string]any{
 		"config_file":           c.File,
 		"name":                  c.Name,
 		"listen_addr":           c.ListenAddr,
@@ -38,15 +24,6 @@ func (c *Config) Redacted() map[string]any {
 		"tls_key_file":             c.TLSKeyFile,
 		"tls_client_ca_file":       c.TLSClientCAFile,
 		"tls_client_allowed_names": append([]string{}, c.TLSClientAllowedNames...),
-
-		"total_cpu_cores": c.TotalCPUCores,
-		"total_memory_mb": c.TotalMemoryMB,
-		"total_disk_mb":   c.TotalDiskMB,
-
-		"sku_mapping":        mapping,
-		"sku_profiles":       profiles,
-		"tenant_quota":       quota,
-		"allowed_registries": append([]string{}, c.AllowedRegistries...),
 
 		"callback_secret":               c.CallbackSecret.String(),
 		"callback_secret_next":          c.CallbackSecretNext.String(),
@@ -68,6 +45,47 @@ func (c *Config) Redacted() map[string]any {
 		"retention_orphan_confirmations": c.RetentionOrphanConfirmations,
 		"max_retained_disk_mb":           c.MaxRetainedDiskMB,
 
+		"debug": map[string]any{"chaos": c.Debug.Chaos, "token": c.Debug.Token.String()},
+	}
+	maps.Copy(out, c.redactedCapacity())
+	maps.Copy(out, c.redactedContainers())
+	return out
+}
+
+// redactedCapacity is Redacted's pool, SKU and quota keys.
+func (c *Config) redactedCapacity() map[string]any {
+	profiles := make(map[string]any, len(c.SKUProfiles))
+	for name, p := range c.SKUProfiles {
+		profiles[name] = map[string]any{"cpu_cores": p.CPUCores, "memory_mb": p.MemoryMB, "disk_mb": p.DiskMB}
+	}
+	mapping := make(map[string]any, len(c.SKUMapping))
+	for sku, profile := range c.SKUMapping {
+		mapping[sku] = profile
+	}
+	var quota any = unsetText
+	if c.TenantQuota.Set {
+		quota = map[string]any{
+			"max_cpu_cores": c.TenantQuota.MaxCPUCores,
+			"max_memory_mb": c.TenantQuota.MaxMemoryMB,
+			"max_disk_mb":   c.TenantQuota.MaxDiskMB,
+		}
+	}
+	return map[string]any{
+		"total_cpu_cores": c.TotalCPUCores,
+		"total_memory_mb": c.TotalMemoryMB,
+		"total_disk_mb":   c.TotalDiskMB,
+
+		"sku_mapping":        mapping,
+		"sku_profiles":       profiles,
+		"tenant_quota":       quota,
+		"allowed_registries": append([]string{}, c.AllowedRegistries...),
+	}
+}
+
+// redactedContainers is Redacted's keys of how containers are run: timeouts,
+// limits, Docker concurrency, volumes and ingress.
+func (c *Config) redactedContainers() map[string]any {
+	return map[string]any{
 		"image_pull_timeout":          c.ImagePullTimeout.String(),
 		"storage_attestation_timeout": c.StorageAttestationTimeout.String(),
 		"container_create_timeout":    c.ContainerCreateTimeout.String(),
@@ -101,7 +119,5 @@ func (c *Config) Redacted() map[string]any {
 			"custom_domain_dns_quorum":         c.Ingress.CustomDomainDNSQuorum,
 			"custom_domain_dns_check_disabled": c.Ingress.CustomDomainDNSCheckDisabled,
 		},
-
-		"debug": map[string]any{"chaos": c.Debug.Chaos, "token": c.Debug.Token.String()},
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/berth-dev/berth/persistence"
 )
 
 // CallbackSecretFile is the name, inside data_dir, of the generated callback secret.
@@ -148,22 +150,10 @@ func createSecretFile(path string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("publish callback secret %s: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	// Durable before use: a crash must not leave a daemon that signed callbacks
+	// with a secret that vanished.
+	if err := persistence.SyncDir(dir); err != nil {
 		return nil, err
 	}
 	return secret, nil
-}
-
-// syncDir makes the new directory entry durable, so a crash cannot leave a
-// daemon that signed callbacks with a secret that vanished.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }
