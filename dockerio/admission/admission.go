@@ -185,6 +185,28 @@ func refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", dockerio.ErrImageNotAdmissible, fmt.Sprintf(format, args...))
 }
 
+// Service is the engine's and the fake's check of one planned service before
+// Up: a resolved image ID, admissible VOLUMEs, no tenant tmpfs over one, and
+// the volume directories it needs. The image was admitted when it was
+// resolved; a plan is checked again because it may come from a journal
+// written by an older release.
+func Service(svc dockerio.ServicePlan) error {
+	if svc.ImageID == "" {
+		return fmt.Errorf("plan: service %q: no resolved image ID", svc.Name)
+	}
+	_, err := Volumes(svc.ImageVolumes)
+	if err == nil {
+		err = TmpfsOverlap(svc.Tmpfs, svc.ImageVolumes)
+	}
+	if err == nil {
+		err = VolumeDirs(svc)
+	}
+	if err != nil {
+		return fmt.Errorf("plan: service %q: %w", svc.Name, err)
+	}
+	return nil
+}
+
 // VolumeDirs checks a service's managed volume directories against its plan: a
 // stateful service (DiskMB > 0) with image VOLUMEs needs one absolute, clean
 // directory per instance (VolumeDirs[i] for instance i); a diskless one has

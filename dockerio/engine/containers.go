@@ -57,16 +57,22 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Contain
 func (e *Engine) launchedFrom(lease string, list []container.Summary) []dockerio.Container {
 	out := make([]dockerio.Container, 0, len(list))
 	for _, s := range list {
-		name := ""
-		if len(s.Names) > 0 {
-			name = strings.TrimPrefix(s.Names[0], "/")
-		}
-		c := fromLabels(s.ID, name, s.Labels)
-		c.ImageID, c.State, c.Health = s.ImageID, s.State, labels.HealthFromStatus(s.Status)
-		out = append(out, c)
+		out = append(out, fromSummary(s))
 	}
 	dockerio.SortContainers(out)
 	return out
+}
+
+// fromSummary is what a container listing says of one container: its labels'
+// attribution, image, state and health (from the Status text).
+func fromSummary(s container.Summary) dockerio.Container {
+	name := ""
+	if len(s.Names) > 0 {
+		name = strings.TrimPrefix(s.Names[0], "/")
+	}
+	c := fromLabels(s.ID, name, s.Labels)
+	c.ImageID, c.State, c.Health = s.ImageID, s.State, labels.HealthFromStatus(s.Status)
+	return c
 }
 
 // cohortList lists the lease project's containers that are attributed to it.
@@ -277,14 +283,7 @@ func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) 
 	}
 	out := make([]dockerio.Container, 0, len(list))
 	for _, s := range list {
-		name := ""
-		if len(s.Names) > 0 {
-			name = strings.TrimPrefix(s.Names[0], "/")
-		}
-		c := fromLabels(s.ID, name, s.Labels)
-		c.ImageID = s.ImageID
-		c.State = s.State
-		c.Health = labels.HealthFromStatus(s.Status)
+		c := fromSummary(s)
 		c.ExitCode = exitCodeFromStatus(s.Status)
 		c.Ports = map[string]dockerio.Binding{}
 		for _, p := range s.Ports {

@@ -102,48 +102,17 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	var base *http.Transport
-	busy := new(atomic.Int64)
 	durations, err := newRequestDurations(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	bt := boundedTransport{requests: requests, durations: durations, create: opts.CreateTimeout, start: opts.StartTimeout, busy: busy}
-	if opts.MaxInFlight > 0 {
-		bt.slots = make(chan struct{}, opts.MaxInFlight)
-	}
-	if opts.MaxStartsInFlight > 0 {
-		bt.starts = make(chan struct{}, opts.MaxStartsInFlight)
-	}
-	bounded := withBoundedTransport(bt, &base)
-	clientOpts := []client.Opt{client.WithAPIVersionNegotiation()}
-	if opts.Host == "" {
-		clientOpts = append([]client.Opt{client.FromEnv}, clientOpts...)
-	} else {
-		clientOpts = append(clientOpts, client.WithHost(opts.Host))
-	}
-	docker, err := client.NewClientWithOpts(append(clientOpts, bounded)...)
+	busy := new(atomic.Int64)
+	var base *http.Transport
+	bounded := withBoundedTransport(boundedTransport{requests: requests, durations: durations, create: opts.CreateTimeout, start: opts.StartTimeout,
+		busy: busy, slots: semaphore(opts.MaxInFlight), starts: semaphore(opts.MaxStartsInFlight)}, &base)
+	docker, err := dockerClient(opts, bounded, &base)
 	if err != nil {
-		return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
-	}
-	// Negotiate now, once: the SDK's lazy negotiation writes the client's version
-	// while concurrent calls read it (a data race under -race). When the engine is
-	// not reachable yet, pin the API version the engine we target speaks instead.
-	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	ping, perr := docker.Ping(pctx)
-	pcancel()
-	if perr == nil {
-		docker.NegotiateAPIVersionPing(ping)
-	} else {
-		_ = docker.Close()
-		if base != nil {
-			base.CloseIdleConnections()
-		}
-		pinned := append(clientOpts[:len(clientOpts):len(clientOpts)], client.WithVersion(pinnedAPIVersion), bounded)
-		if docker, err = client.NewClientWithOpts(pinned...); err != nil {
-			return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
-		}
-		opts.Logger.Warn().Err(perr).Str("api_version", pinnedAPIVersion).Msg("docker not reachable at start; API version pinned")
+		return nil, err
 	}
 	images := &imageCache{}
 	cli, err := newComposeCLI(&composeAPI{APIClient: docker, images: images})
@@ -165,6 +134,40 @@ func New(opts Options) (*Engine, error) {
 		images:  images,
 	}
 	return e, nil
+}
+
+// dockerClient is the SDK client over bounded. It negotiates the API version
+// now, once: the SDK's lazy negotiation writes the client's version while
+// concurrent calls read it (a data race under -race). When the engine is not
+// reachable yet, it pins the API version the engine we target speaks instead.
+func dockerClient(opts Options, bounded client.Opt, base **http.Transport) (*client.Client, error) {
+	clientOpts := []client.Opt{client.WithAPIVersionNegotiation()}
+	if opts.Host == "" {
+		clientOpts = append([]client.Opt{client.FromEnv}, clientOpts...)
+	} else {
+		clientOpts = append(clientOpts, client.WithHost(opts.Host))
+	}
+	docker, err := client.NewClientWithOpts(append(clientOpts, bounded)...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ping, perr := docker.Ping(pctx)
+	pcancel()
+	if perr == nil {
+		docker.NegotiateAPIVersionPing(ping)
+		return docker, nil
+	}
+	_ = docker.Close()
+	if *base != nil {
+		(*base).CloseIdleConnections()
+	}
+	pinned := append(clientOpts[:len(clientOpts):len(clientOpts)], client.WithVersion(pinnedAPIVersion), bounded)
+	if docker, err = client.NewClientWithOpts(pinned...); err != nil {
+		return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
+	}
+	opts.Logger.Warn().Err(perr).Str("api_version", pinnedAPIVersion).Msg("docker not reachable at start; API version pinned")
+	return docker, nil
 }
 
 // Close releases the Docker client's connections.

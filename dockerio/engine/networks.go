@@ -217,27 +217,16 @@ func toNetwork(n network.Inspect) dockerio.Network {
 // attached-container counts (a list does not carry them on API 1.41, so each is
 // inspected). Sorted by name.
 func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) {
-	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: e.ownFilters(
-		filters.Arg("label", dockerio.LabelNetworkScope+"="+labels.NetworkScopeLease),
-	)})
-	if err != nil {
-		return nil, dockerErr("list lease networks", err)
-	}
-	out := make([]dockerio.Network, 0, len(list))
-	for _, s := range list {
+	return e.scopeNetworks(ctx, labels.NetworkScopeLease, func(s network.Summary) (dockerio.Network, bool, error) {
 		n, err := e.docker.NetworkInspect(ctx, s.ID, network.InspectOptions{})
 		if isNotFound(err) {
-			continue // removed since the list
+			return dockerio.Network{}, false, nil // removed since the list
 		}
 		if err != nil {
-			return nil, dockerErr("inspect network "+s.Name, err)
+			return dockerio.Network{}, false, dockerErr("inspect network "+s.Name, err)
 		}
-		out = append(out, toNetwork(n))
-	}
-	slices.SortFunc(out, func(a, b dockerio.Network) int {
-		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+		return toNetwork(n), true, nil
 	})
-	return out, nil
 }
 
 // RemoveNetwork removes this installation's lease or pool network whose full ID is id.
@@ -293,19 +282,34 @@ func (e *Engine) CreatePoolNetwork(ctx context.Context) (dockerio.Network, error
 // PoolNetworks lists this installation's pool networks by label (one request;
 // no container counts), sorted by name.
 func (e *Engine) PoolNetworks(ctx context.Context) ([]dockerio.Network, error) {
+	return e.scopeNetworks(ctx, labels.NetworkScopePool, func(n network.Summary) (dockerio.Network, bool, error) {
+		owned := n.Driver == "bridge" && n.Scope == "local" && labels.OwnedPoolNetwork(n.Name, n.Labels, e.opts.BackendName, e.opts.InstallationID)
+		return dockerio.Network{ID: n.ID, Name: n.Name, Labels: n.Labels}, owned, nil
+	})
+}
+
+// scopeNetworks lists this installation's networks of one scope ("lease" or
+// "pool") by label, each as view reports it (ok false: left out), sorted by
+// name (then ID).
+func (e *Engine) scopeNetworks(ctx context.Context, scope string, view func(network.Summary) (n dockerio.Network, ok bool, err error)) ([]dockerio.Network, error) {
 	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: e.ownFilters(
-		filters.Arg("label", dockerio.LabelNetworkScope+"="+labels.NetworkScopePool),
+		filters.Arg("label", dockerio.LabelNetworkScope+"="+scope),
 	)})
 	if err != nil {
-		return nil, dockerErr("list pool networks", err)
+		return nil, dockerErr("list "+scope+" networks", err)
 	}
 	out := make([]dockerio.Network, 0, len(list))
-	for _, n := range list {
-		if n.Driver != "bridge" || n.Scope != "local" || !labels.OwnedPoolNetwork(n.Name, n.Labels, e.opts.BackendName, e.opts.InstallationID) {
-			continue
+	for _, s := range list {
+		n, ok, err := view(s)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, dockerio.Network{ID: n.ID, Name: n.Name, Labels: n.Labels})
+		if ok {
+			out = append(out, n)
+		}
 	}
-	slices.SortFunc(out, func(a, b dockerio.Network) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b dockerio.Network) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
 	return out, nil
 }

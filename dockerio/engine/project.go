@@ -60,24 +60,10 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 
 	for key, inst := range keys {
 		svc := byName[inst.Service]
-		if svc.ImageID == "" {
-			return nil, fmt.Errorf("plan: service %q: no resolved image ID", svc.Name)
-		}
-		// The image was admitted when it was resolved; a plan is checked again
-		// here because it may come from a journal written by an older release.
-		if _, err := admission.Volumes(svc.ImageVolumes); err != nil {
-			return nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
-		}
-		if err := admission.TmpfsOverlap(svc.Tmpfs, svc.ImageVolumes); err != nil {
-			return nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
-		}
-		if err := admission.VolumeDirs(svc); err != nil {
-			return nil, fmt.Errorf("plan: service %q: %w", svc.Name, err)
-		}
-		sc, err := buildService(plan, svc, key, inst.Index, createdAt)
-		if err != nil {
+		if err := admission.Service(svc); err != nil {
 			return nil, err
 		}
+		sc := buildService(plan, svc, key, inst.Index, createdAt)
 		for target, condition := range svc.DependsOn {
 			targetKeys, ok := keysOf[target]
 			if _, known := byName[target]; !known {
@@ -102,21 +88,79 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 }
 
 // buildService is the Compose service of one instance.
-func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, createdAt time.Time) (types.ServiceConfig, error) {
-	project := dockerio.ProjectName(plan.Lease)
-	fred := labels.Container(plan, svc, index, createdAt)
+func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, createdAt time.Time) types.ServiceConfig {
+	fred, custom := serviceLabels(plan, svc, key, index, createdAt)
+	memBytes := types.UnitBytes(svc.MemoryMB * 1024 * 1024)
+	sc := types.ServiceConfig{
+		Name: key,
+		// The exact content resolved before the launch; a tag here would run
+		// whatever the local cache holds under it.
+		Image:        svc.ImageID,
+		PullPolicy:   types.PullPolicyNever, // images are pulled and pinned before Up
+		Labels:       fred,
+		CustomLabels: custom,
+		CapDrop:      []string{"ALL"},
+		SecurityOpt:  []string{"no-new-privileges:true"},
+		ReadOnly:     plan.ReadonlyRootfs,
+		PidsLimit:    plan.PidsLimit,
+		MemLimit:     memBytes,
+		MemSwapLimit: memBytes, // equal to the limit: no swap at all
+		CPUS:         float32(svc.CPUCores),
+		Restart:      types.RestartPolicyNo,
+		Init:         svc.Init,
+		User:         svc.User,
+		Networks: map[string]*types.ServiceNetworkConfig{
+			// The bare service name is the in-lease DNS name: web reaches db, and
+			// every fan-out instance answers to its service's name.
+			leaseNetworkKey: {Aliases: []string{svc.Name}},
+		},
+		HealthCheck: healthCheck(svc.HealthCheck),
+		Volumes:     buildMounts(plan, svc, index),
+	}
+	if svc.StopGracePeriod > 0 {
+		d := types.Duration(svc.StopGracePeriod)
+		sc.StopGracePeriod = &d
+	}
+	if len(svc.Env) > 0 {
+		sc.Environment = types.MappingWithEquals{}
+		for k, v := range svc.Env {
+			sc.Environment[k] = &v
+		}
+	}
+	if len(svc.Command) > 0 {
+		sc.Entrypoint = types.ShellCommand(slices.Clone(svc.Command))
+	}
+	if len(svc.Args) > 0 {
+		sc.Command = types.ShellCommand(slices.Clone(svc.Args))
+	}
+	for _, p := range svc.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		sc.Ports = append(sc.Ports, types.ServicePortConfig{
+			Mode:     "ingress",
+			HostIP:   plan.HostBindIP,
+			Target:   uint32(p.Port),
+			Protocol: proto,
+			// Published empty: Docker picks an ephemeral host port.
+		})
+	}
+	if len(svc.Expose) > 0 {
+		sc.Expose = types.StringOrNumberList(slices.Clone(svc.Expose))
+	}
+	return sc
+}
+
+// serviceLabels are one instance's hashed labels (the seed's fred.* labels and
+// the masks of reserved image labels) and Compose's own, unhashed ones.
+func serviceLabels(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, createdAt time.Time) (fred, custom types.Labels) {
+	fred = types.Labels(labels.Container(plan, svc, index, createdAt))
 	// created_at changes on every Up; keeping it out of the hashed labels keeps
 	// Compose's config hash stable, so a repeated Up does not recreate anything.
 	delete(fred, dockerio.LabelCreatedAt)
-
-	// The exact content resolved before the launch; a tag here would run
-	// whatever the local cache holds under it.
-	image := svc.ImageID
-	memBytes := types.UnitBytes(svc.MemoryMB * 1024 * 1024)
-	restart := types.RestartPolicyNo
-
-	custom := types.Labels{
-		api.ProjectLabel:        project,
+	custom = types.Labels{
+		api.ProjectLabel:        dockerio.ProjectName(plan.Lease),
 		api.ServiceLabel:        key,
 		api.VersionLabel:        api.ComposeVersion,
 		api.WorkingDirLabel:     "/",
@@ -136,67 +180,7 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 			fred[k] = ""
 		}
 	}
-
-	sc := types.ServiceConfig{
-		Name:         key,
-		Image:        image,
-		PullPolicy:   types.PullPolicyNever, // images are pulled and pinned before Up
-		Labels:       types.Labels(fred),
-		CustomLabels: custom,
-		CapDrop:      []string{"ALL"},
-		SecurityOpt:  []string{"no-new-privileges:true"},
-		ReadOnly:     plan.ReadonlyRootfs,
-		PidsLimit:    plan.PidsLimit,
-		MemLimit:     memBytes,
-		MemSwapLimit: memBytes, // equal to the limit: no swap at all
-		CPUS:         float32(svc.CPUCores),
-		Restart:      restart,
-		Init:         svc.Init,
-		User:         svc.User,
-		Networks: map[string]*types.ServiceNetworkConfig{
-			// The bare service name is the in-lease DNS name: web reaches db, and
-			// every fan-out instance answers to its service's name.
-			leaseNetworkKey: {Aliases: []string{svc.Name}},
-		},
-	}
-	if svc.StopGracePeriod > 0 {
-		d := types.Duration(svc.StopGracePeriod)
-		sc.StopGracePeriod = &d
-	}
-	if len(svc.Env) > 0 {
-		sc.Environment = types.MappingWithEquals{}
-		for k, v := range svc.Env {
-			sc.Environment[k] = &v
-		}
-	}
-	if len(svc.Command) > 0 {
-		sc.Entrypoint = types.ShellCommand(slices.Clone(svc.Command))
-	}
-	if len(svc.Args) > 0 {
-		sc.Command = types.ShellCommand(slices.Clone(svc.Args))
-	}
-	if hc := healthCheck(svc.HealthCheck); hc != nil {
-		sc.HealthCheck = hc
-	}
-	for _, p := range svc.Ports {
-		proto := p.Protocol
-		if proto == "" {
-			proto = "tcp"
-		}
-		sc.Ports = append(sc.Ports, types.ServicePortConfig{
-			Mode:     "ingress",
-			HostIP:   plan.HostBindIP,
-			Target:   uint32(p.Port),
-			Protocol: proto,
-			// Published empty: Docker picks an ephemeral host port.
-		})
-	}
-	if len(svc.Expose) > 0 {
-		sc.Expose = types.StringOrNumberList(slices.Clone(svc.Expose))
-	}
-
-	sc.Volumes = buildMounts(plan, svc, index)
-	return sc, nil
+	return fred, custom
 }
 
 // buildMounts lays out every filesystem mount of one instance: the read-only

@@ -57,6 +57,13 @@ const maxImageInspectBytes = 2 << 20
 // apiVersionPrefix is the "/v1.41" the SDK puts in front of every path.
 var apiVersionPrefix = regexp.MustCompile(`^/v[0-9]+(\.[0-9]+)?/`)
 
+// crudOps are the list, create, inspect and remove ops of the resources whose
+// endpoints follow that one pattern.
+var crudOps = map[string][]string{
+	"networks": {opNetworkList, opNetworkCreate, opNetworkInspect, opNetworkRemove},
+	"volumes":  {opVolumeList, opVolumeCreate, opVolumeInspect, opVolumeRemove},
+}
+
 // requestOp names a Docker API request by its method and path template.
 func requestOp(method, urlPath string) string {
 	p := urlPath
@@ -87,16 +94,17 @@ func requestOp(method, urlPath string) string {
 		case n == 3 && method == http.MethodPost && seg[2] == "stop":
 			return opContainerStop
 		}
-	case seg[0] == "networks":
+	case crudOps[seg[0]] != nil:
+		ops := crudOps[seg[0]]
 		switch {
 		case n == 1 && method == http.MethodGet:
-			return opNetworkList
+			return ops[0]
 		case n == 2 && seg[1] == "create" && method == http.MethodPost:
-			return opNetworkCreate
+			return ops[1]
 		case n == 2 && method == http.MethodGet:
-			return opNetworkInspect
+			return ops[2]
 		case n == 2 && method == http.MethodDelete:
-			return opNetworkRemove
+			return ops[3]
 		}
 	case seg[0] == "images":
 		switch {
@@ -107,17 +115,6 @@ func requestOp(method, urlPath string) string {
 		}
 	case seg[0] == "distribution" && n >= 3 && seg[n-1] == "json" && method == http.MethodGet:
 		return opDistributionInspect
-	case seg[0] == "volumes":
-		switch {
-		case n == 1 && method == http.MethodGet:
-			return opVolumeList
-		case n == 2 && seg[1] == "create" && method == http.MethodPost:
-			return opVolumeCreate
-		case n == 2 && method == http.MethodGet:
-			return opVolumeInspect
-		case n == 2 && method == http.MethodDelete:
-			return opVolumeRemove
-		}
 	}
 	return opOther
 }
@@ -167,6 +164,14 @@ func registerShared[C prometheus.Collector](reg prometheus.Registerer, c C) (C, 
 	}
 	var zero C
 	return zero, fmt.Errorf("register docker request metrics: %w", err)
+}
+
+// semaphore is a channel of n slots; nil (unlimited) when n is not positive.
+func semaphore(n int) chan struct{} {
+	if n <= 0 {
+		return nil
+	}
+	return make(chan struct{}, n)
 }
 
 // boundedTransport is the Docker client's RoundTripper: it counts every request

@@ -138,19 +138,10 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 			return nil, fmt.Errorf("plan: service %q listed twice", s.Name)
 		}
 		known[s.Name] = true
-		if s.ImageID == "" {
-			return nil, fmt.Errorf("plan: service %q: no resolved image ID", s.Name)
-		}
-		if _, err := admission.Volumes(s.ImageVolumes); err != nil {
-			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
-		}
-		if err := admission.TmpfsOverlap(s.Tmpfs, s.ImageVolumes); err != nil {
-			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
-		}
-		// The real engine also requires each directory to exist on the host; the
-		// fake touches no filesystem.
-		if err := admission.VolumeDirs(s); err != nil {
-			return nil, fmt.Errorf("plan: service %q: %w", s.Name, err)
+		// The real engine also requires each volume directory to exist on the
+		// host; the fake touches no filesystem.
+		if err := admission.Service(s); err != nil {
+			return nil, err
 		}
 	}
 	for _, s := range plan.Services {
@@ -416,16 +407,7 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Contain
 
 // Inspect reports one container; dockerio.ErrNotFound when absent.
 func (e *Engine) Inspect(ctx context.Context, id string) (dockerio.Container, error) {
-	if err := e.enter(ctx, OpInspect); err != nil {
-		return dockerio.Container{}, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c, ok := e.containers[id]
-	if !ok {
-		return dockerio.Container{}, fmt.Errorf("inspect container %s: %w", id, dockerio.ErrNotFound)
-	}
-	return c.snapshot(), nil
+	return inspect(ctx, e, OpInspect, "container", id, e.containers, (*fakeContainer).snapshot)
 }
 
 // Down removes this installation's containers of the lease (stopping running
@@ -524,41 +506,32 @@ func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) 
 // ErrUnknownContainer is returned by the controls for an ID the fake does not hold.
 var ErrUnknownContainer = errors.New("fake: no such container")
 
-// Kill makes a running container exit with exitCode (events kill, die).
-func (e *Engine) Kill(id string, exitCode int) error {
+// control runs f on the container id under the lock; an ID the fake does not
+// hold is ErrUnknownContainer, said as "<doing> <id>".
+func (e *Engine) control(doing, id string, f func(c *fakeContainer)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c, ok := e.containers[id]
 	if !ok {
-		return fmt.Errorf("kill %s: %w", id, ErrUnknownContainer)
+		return fmt.Errorf("%s %s: %w", doing, id, ErrUnknownContainer)
 	}
-	e.stopLocked(c, exitCode, false)
+	f(c)
 	return nil
+}
+
+// Kill makes a running container exit with exitCode (events kill, die).
+func (e *Engine) Kill(id string, exitCode int) error {
+	return e.control("kill", id, func(c *fakeContainer) { e.stopLocked(c, exitCode, false) })
 }
 
 // OOMKill makes a running container die of OOM (events oom, kill, die; exit 137).
 func (e *Engine) OOMKill(id string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c, ok := e.containers[id]
-	if !ok {
-		return fmt.Errorf("oom-kill %s: %w", id, ErrUnknownContainer)
-	}
-	e.stopLocked(c, exitKilled, true)
-	return nil
+	return e.control("oom-kill", id, func(c *fakeContainer) { e.stopLocked(c, exitKilled, true) })
 }
 
 // SetHealth pins a container's health ("starting", "healthy", "unhealthy").
 func (e *Engine) SetHealth(id, health string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c, ok := e.containers[id]
-	if !ok {
-		return fmt.Errorf("set health of %s: %w", id, ErrUnknownContainer)
-	}
-	c.healthPinned = true
-	c.c.Health = health
-	return nil
+	return e.control("set health of", id, func(c *fakeContainer) { c.healthPinned, c.c.Health = true, health })
 }
 
 // PinHealth pins the health of the lease's service's containers created from
@@ -571,14 +544,7 @@ func (e *Engine) PinHealth(lease, service, health string) {
 
 // AppendLogs adds output lines to a container's log.
 func (e *Engine) AppendLogs(id string, lines ...string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c, ok := e.containers[id]
-	if !ok {
-		return fmt.Errorf("append logs of %s: %w", id, ErrUnknownContainer)
-	}
-	c.logs = append(c.logs, lines...)
-	return nil
+	return e.control("append logs of", id, func(c *fakeContainer) { c.logs = append(c.logs, lines...) })
 }
 
 // maxLogBytes mirrors the real engine's hard cap.

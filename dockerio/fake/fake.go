@@ -265,6 +265,23 @@ func (e *Engine) Calls(op Op) int {
 	return e.calls[op]
 }
 
+// inspect is an inspect call of op: the object of kind whose ID is id in
+// objects (a map New made, never replaced), as view shows it under the lock;
+// dockerio.ErrNotFound when absent.
+func inspect[T, V any](ctx context.Context, e *Engine, op Op, kind, id string, objects map[string]T, view func(T) V) (V, error) {
+	var zero V
+	if err := e.enter(ctx, op); err != nil {
+		return zero, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, ok := objects[id]
+	if !ok {
+		return zero, fmt.Errorf("inspect %s %s: %w", kind, id, dockerio.ErrNotFound)
+	}
+	return view(o), nil
+}
+
 // enter accounts a call of op, applies its delay and the unavailable switch.
 func (e *Engine) enter(ctx context.Context, op Op) error {
 	e.mu.Lock()

@@ -61,16 +61,7 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 
 // InspectNetwork reports the network with exactly this ID.
 func (e *Engine) InspectNetwork(ctx context.Context, id string) (dockerio.Network, error) {
-	if err := e.enter(ctx, OpInspectNetwork); err != nil {
-		return dockerio.Network{}, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n, ok := e.networks[id]
-	if !ok {
-		return dockerio.Network{}, fmt.Errorf("inspect network %s: %w", id, dockerio.ErrNotFound)
-	}
-	return e.networkLocked(n), nil
+	return inspect(ctx, e, OpInspectNetwork, "network", id, e.networks, e.networkLocked)
 }
 
 func (e *Engine) networkLocked(n *fakeNetwork) dockerio.Network {

@@ -3,8 +3,9 @@ package fake
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -43,6 +44,18 @@ func (v *Volumes) enter(op string, ctx context.Context) error {
 	return ctx.Err()
 }
 
+// volume counts a call of op and finds name (v.mu held); absent is
+// dockerio.ErrNotFound, said as "<doing> <name>".
+func (v *Volumes) volume(ctx context.Context, op, doing, name string) (*fakeVolume, error) {
+	if err := v.enter(op, ctx); err != nil {
+		return nil, err
+	}
+	if fv := v.vols[name]; fv != nil {
+		return fv, nil
+	}
+	return nil, fmt.Errorf("%s %s: %w", doing, name, dockerio.ErrNotFound)
+}
+
 // Kind is "fake".
 func (v *Volumes) Kind() string { return "fake" }
 
@@ -69,7 +82,7 @@ func (v *Volumes) Ensure(ctx context.Context, name string, quotaMB int64, subdir
 	}
 	fv.quotaMB, fv.uid, fv.gid = quotaMB, uid, gid
 	for _, s := range subdirs {
-		if !contains(fv.subdirs, s) {
+		if !slices.Contains(fv.subdirs, s) {
 			fv.subdirs = append(fv.subdirs, s)
 		}
 	}
@@ -80,12 +93,9 @@ func (v *Volumes) Ensure(ctx context.Context, name string, quotaMB int64, subdir
 func (v *Volumes) SetQuota(ctx context.Context, name string, quotaMB int64) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.enter("set_quota", ctx); err != nil {
+	fv, err := v.volume(ctx, "set_quota", "set quota of", name)
+	if err != nil {
 		return err
-	}
-	fv := v.vols[name]
-	if fv == nil {
-		return fmt.Errorf("set quota of %s: %w", name, dockerio.ErrNotFound)
 	}
 	fv.quotaMB = quotaMB
 	return nil
@@ -95,12 +105,9 @@ func (v *Volumes) SetQuota(ctx context.Context, name string, quotaMB int64) erro
 func (v *Volumes) Usage(ctx context.Context, name string) (int64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.enter("usage", ctx); err != nil {
+	fv, err := v.volume(ctx, "usage", "usage of", name)
+	if err != nil {
 		return 0, err
-	}
-	fv := v.vols[name]
-	if fv == nil {
-		return 0, fmt.Errorf("usage of %s: %w", name, dockerio.ErrNotFound)
 	}
 	return fv.used, nil
 }
@@ -109,12 +116,9 @@ func (v *Volumes) Usage(ctx context.Context, name string) (int64, error) {
 func (v *Volumes) Rename(ctx context.Context, from, to string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.enter("rename", ctx); err != nil {
+	fv, err := v.volume(ctx, "rename", "rename", from)
+	if err != nil {
 		return err
-	}
-	fv := v.vols[from]
-	if fv == nil {
-		return fmt.Errorf("rename %s: %w", from, dockerio.ErrNotFound)
 	}
 	if _, taken := v.vols[to]; taken {
 		return fmt.Errorf("rename %s to %s: the target exists", from, to)
@@ -165,12 +169,7 @@ func (v *Volumes) List(ctx context.Context) ([]string, error) {
 	if v.listDown {
 		return nil, fmt.Errorf("list %s: root unreadable", v.root)
 	}
-	out := make([]string, 0, len(v.vols))
-	for n := range v.vols {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out, nil
+	return slices.Sorted(maps.Keys(v.vols)), nil
 }
 
 // --- test controls ------------------------------------------------------------
@@ -220,12 +219,7 @@ func (v *Volumes) Quota(name string) (int64, bool) {
 func (v *Volumes) Names() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make([]string, 0, len(v.vols))
-	for n := range v.vols {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(v.vols))
 }
 
 // Calls is how often op (ensure, rename, destroy, …) was called.
@@ -233,15 +227,6 @@ func (v *Volumes) Calls(op string) int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.calls[op]
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Owner is the uid:gid name's mount points were last given, and whether it exists.

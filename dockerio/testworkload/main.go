@@ -18,7 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 func main() {
@@ -47,3 +49,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 }
+
+// watchSignals returns a channel that receives SIGTERM and SIGINT. With
+// ignoreSigterm, SIGTERM is ignored at the OS level instead: the process keeps
+// running until SIGKILL (as PID 1 in a container, an ignored signal is simply
+// dropped).
+func watchSignals(ignoreSigterm bool) chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	if ignoreSigterm {
+		signal.Ignore(syscall.SIGTERM)
+		signal.Notify(ch, syscall.SIGINT)
+	} else {
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	}
+	return ch
+}
+
+func stopSignals(ch chan os.Signal) { signal.Stop(ch) }

@@ -3,28 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+	"net/http"
 	"time"
 )
-
-// watchSignals returns a channel that receives SIGTERM and SIGINT. With
-// ignoreSigterm, SIGTERM is ignored at the OS level instead: the process keeps
-// running until SIGKILL (as PID 1 in a container, an ignored signal is simply
-// dropped).
-func watchSignals(ignoreSigterm bool) chan os.Signal {
-	ch := make(chan os.Signal, 1)
-	if ignoreSigterm {
-		signal.Ignore(syscall.SIGTERM)
-		signal.Notify(ch, syscall.SIGINT)
-	} else {
-		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
-	}
-	return ch
-}
-
-func stopSignals(ch chan os.Signal) { signal.Stop(ch) }
 
 // urlArg returns the URL of probe/fetch: the positional argument, else -url
 // (WORKLOAD_URL).
@@ -44,16 +25,26 @@ func urlArg(mode string, args []string, stderr io.Writer) (string, bool) {
 	return *u, true
 }
 
-// runProbe is the health-check command: exit 0 when GET URL answers 2xx.
-func runProbe(args []string, stdout, stderr io.Writer) int {
-	target, ok := urlArg("probe", args, stderr)
+// getArg GETs the URL argument of mode; when it cannot, resp is nil and code
+// the exit code (a failed request is reported on failOut).
+func getArg(mode string, args []string, failOut, stderr io.Writer) (resp *http.Response, target string, code int) {
+	target, ok := urlArg(mode, args, stderr)
 	if !ok {
-		return 2
+		return nil, "", 2
 	}
 	resp, err := newFetchClient().Get(target)
 	if err != nil {
-		fmt.Fprintf(stdout, "probe %s: %v\n", target, err)
-		return 1
+		fmt.Fprintf(failOut, "%s %s: %v\n", mode, target, err)
+		return nil, target, 1
+	}
+	return resp, target, 0
+}
+
+// runProbe is the health-check command: exit 0 when GET URL answers 2xx.
+func runProbe(args []string, stdout, stderr io.Writer) int {
+	resp, target, code := getArg("probe", args, stdout, stderr)
+	if resp == nil {
+		return code
 	}
 	resp.Body.Close()
 	fmt.Fprintf(stdout, "probe %s: %s\n", target, resp.Status)
@@ -65,14 +56,9 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 
 // runFetch GETs URL once and prints the body.
 func runFetch(args []string, stdout, stderr io.Writer) int {
-	target, ok := urlArg("fetch", args, stderr)
-	if !ok {
-		return 2
-	}
-	resp, err := newFetchClient().Get(target)
-	if err != nil {
-		fmt.Fprintf(stderr, "fetch %s: %v\n", target, err)
-		return 1
+	resp, target, code := getArg("fetch", args, stderr, stderr)
+	if resp == nil {
+		return code
 	}
 	defer resp.Body.Close()
 	if _, err := io.Copy(stdout, io.LimitReader(resp.Body, maxFileBody)); err != nil {

@@ -26,11 +26,11 @@ const btrfsSubvolRootIno = 256
 // It holds no mutable state: safe for concurrent use (callers serialise work
 // on one volume).
 type btrfsDriver struct {
-	cli    btrfsCLI
-	root   string // resolved volume_data_path
-	mount  string // the mount point the root is on
-	fsDev  string // the filesystem's "major:minor" in mountinfo
-	fsRoot string // the path within the filesystem mounted at mount ("/" for the top level)
+	volumeRoot // root: the resolved volume_data_path
+	cli        btrfsCLI
+	mount      string // the mount point the root is on
+	fsDev      string // the filesystem's "major:minor" in mountinfo
+	fsRoot     string // the path within the filesystem mounted at mount ("/" for the top level)
 }
 
 var _ dockerio.Volumes = (*btrfsDriver)(nil)
@@ -59,7 +59,7 @@ func openBtrfs(ctx context.Context, mnt mountEntry, data string) (*btrfsDriver, 
 		return nil, fmt.Errorf("volumes: btrfs volumes need %s, which this process lacks (set AmbientCapabilities on the unit): without them no quota could be set and mount points could not be given to the image user",
 			strings.Join(missing, " and "))
 	}
-	d := &btrfsDriver{cli: btrfsCLI{bin: bin}, root: data, mount: mnt.MountPoint, fsDev: mnt.Dev, fsRoot: mnt.Root}
+	d := &btrfsDriver{volumeRoot: volumeRoot{root: data, kind: isSubvolume}, cli: btrfsCLI{bin: bin}, mount: mnt.MountPoint, fsDev: mnt.Dev, fsRoot: mnt.Root}
 	if err := checkQuotas(ctx, d.cli, d.mount); err != nil {
 		return nil, err
 	}
@@ -114,7 +114,6 @@ func checkQuotas(ctx context.Context, cli btrfsCLI, mount string) error {
 
 func (d *btrfsDriver) Kind() string   { return FSBtrfs }
 func (d *btrfsDriver) Enforced() bool { return true }
-func (d *btrfsDriver) Root() string   { return d.root }
 
 // fsPath is p's path within the filesystem ("/exp/fred-…"), as mountinfo's
 // root field and (without the leading slash) `btrfs subvolume list` name it.
@@ -137,40 +136,12 @@ func (d *btrfsDriver) hostPath(listed string) string {
 	return filepath.Join(d.mount, filepath.FromSlash(rel))
 }
 
-// subvol checks that the volume entry at p is a subvolume of ours: anything
-// else (symlink, file, plain directory) is refused and left alone. ok is false
-// when p does not exist.
-func (d *btrfsDriver) subvol(p string) (ok bool, err error) {
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("volumes: %w", err)
-	}
-	if err := isSubvolume(p, fi); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
+// isSubvolume is the btrfs volumes' kind: a directory in the root that is not
+// a subvolume's root (a plain directory) is refused and left alone.
 func isSubvolume(p string, fi fs.FileInfo) error {
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return fmt.Errorf("volumes: %s is a symlink, not a volume; refusing to use or remove it", p)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("volumes: %s is a %s, not a volume; refusing to use or remove it", p, typeName(fi))
-	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok || st.Ino != btrfsSubvolRootIno {
 		return fmt.Errorf("volumes: %s is a plain directory, not a btrfs subvolume; refusing to use or remove it", p)
-	}
-	return nil
-}
-
-func checkQuota(quotaMB int64) error {
-	if quotaMB <= 0 || quotaMB > 1<<40 {
-		return fmt.Errorf("volumes: quota %d MiB is out of range: a managed volume always has a positive quota", quotaMB)
 	}
 	return nil
 }
@@ -179,59 +150,30 @@ func checkQuota(quotaMB int64) error {
 // keep their data), sets its quota, creates the subdirectories and gives their
 // mount points to uid:gid.
 func (d *btrfsDriver) Ensure(ctx context.Context, name string, quotaMB int64, subdirs []string, uid, gid int) (string, error) {
-	if err := checkName(name); err != nil {
+	if err := checkRequest(name, quotaMB, subdirs); err != nil {
 		return "", err
 	}
-	if err := checkQuota(quotaMB); err != nil {
-		return "", err
-	}
-	for _, s := range subdirs {
-		if err := checkSubdir(s); err != nil {
-			return "", err
+	return d.ensureVolume(name, subdirs, uid, gid, func(p string) error {
+		_, _, err := d.cli.run(ctx, "subvolume", "create", p)
+		return err
+	}, func(p string) error {
+		// Only the daemon walks the volume root; containers see the
+		// subdirectories, which are mounted directly.
+		if err := os.Chmod(p, 0o700); err != nil {
+			return fmt.Errorf("volumes: %w", err)
 		}
-	}
-	p := filepath.Join(d.root, name)
-	exists, err := d.subvol(p)
-	if err != nil {
-		return "", err
-	}
-	if !exists {
-		if _, _, err := d.cli.run(ctx, "subvolume", "create", p); err != nil {
-			return "", fmt.Errorf("volumes: create %s: %w", name, err)
-		}
-		if _, err := d.subvol(p); err != nil {
-			return "", err
-		}
-	}
-	// Only the daemon walks the volume root; containers see the subdirectories,
-	// which are mounted directly.
-	if err := os.Chmod(p, 0o700); err != nil {
-		return "", fmt.Errorf("volumes: %w", err)
-	}
-	if err := d.setQuota(ctx, name, p, quotaMB); err != nil {
-		return "", err
-	}
-	if err := ensureSubdirs(p, subdirs, uid, gid); err != nil {
-		return "", err
-	}
-	return p, nil
+		return d.setQuota(ctx, name, p, quotaMB)
+	})
 }
 
 // SetQuota changes the volume's qgroup limit.
 func (d *btrfsDriver) SetQuota(ctx context.Context, name string, quotaMB int64) error {
-	if err := checkName(name); err != nil {
+	if err := checkRequest(name, quotaMB, nil); err != nil {
 		return err
 	}
-	if err := checkQuota(quotaMB); err != nil {
-		return err
-	}
-	p := filepath.Join(d.root, name)
-	exists, err := d.subvol(p)
+	p, err := d.existing(name, "set quota of")
 	if err != nil {
 		return err
-	}
-	if !exists {
-		return fmt.Errorf("volumes: set quota of %s: %w", name, dockerio.ErrNotFound)
 	}
 	return d.setQuota(ctx, name, p, quotaMB)
 }
@@ -279,16 +221,9 @@ func (d *btrfsDriver) nested(ctx context.Context, p string) ([]subvolume, error)
 // Usage is the referenced bytes of the volume's qgroup plus those of any
 // subvolume nested inside it, read after a commit so they are current.
 func (d *btrfsDriver) Usage(ctx context.Context, name string) (int64, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	p := filepath.Join(d.root, name)
-	exists, err := d.subvol(p)
+	p, err := d.existing(name, "usage of")
 	if err != nil {
 		return 0, err
-	}
-	if !exists {
-		return 0, fmt.Errorf("volumes: usage of %s: %w", name, dockerio.ErrNotFound)
 	}
 	id, err := d.cli.rootID(ctx, p)
 	if err != nil {
@@ -318,12 +253,6 @@ func (d *btrfsDriver) Usage(ctx context.Context, name string) (int64, error) {
 	return total, nil
 }
 
-// Rename moves the subvolume within the filesystem (rename(2)); its qgroup,
-// keyed by the subvolume ID, follows it.
-func (d *btrfsDriver) Rename(ctx context.Context, from, to string) error {
-	return renameVolume(ctx, d.root, from, to, d.subvol)
-}
-
 // Destroy deletes the volume's subvolume (nested ones first) and its qgroup,
 // unless something still uses it (dockerio.ErrVolumeBusy).
 func (d *btrfsDriver) Destroy(ctx context.Context, name string) error {
@@ -331,7 +260,7 @@ func (d *btrfsDriver) Destroy(ctx context.Context, name string) error {
 		return err
 	}
 	p := filepath.Join(d.root, name)
-	exists, err := d.subvol(p)
+	exists, err := d.entry(p)
 	if err != nil || !exists {
 		return err
 	}
@@ -402,24 +331,4 @@ func (d *btrfsDriver) Destroy(ctx context.Context, name string) error {
 		return fmt.Errorf("volumes: destroy %s: the subvolume is deleted, but its qgroup is not removed yet: %w", name, errors.Join(errs...))
 	}
 	return nil
-}
-
-// Exists reports whether the volume's subvolume exists; an entry of that name
-// that is not a subvolume is an error, never "absent".
-func (d *btrfsDriver) Exists(ctx context.Context, name string) (bool, error) {
-	if err := checkName(name); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return d.subvol(filepath.Join(d.root, name))
-}
-
-// List names the root's entries with the managed prefix.
-func (d *btrfsDriver) List(ctx context.Context) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return listManaged(d.root)
 }

@@ -177,85 +177,99 @@ type qgroupRow struct {
 // field. (v6.2's JSON output aborts when a limit is set, so text it is.)
 func parseQgroupTable(text string) (map[string]qgroupRow, error) {
 	lines := strings.Split(text, "\n")
-	var cols []string
-	start := -1
-	for i, l := range lines {
-		if strings.HasPrefix(strings.TrimSpace(l), "Qgroupid") {
-			// Two column names hold a space, and v6.2 pads some columns with one
-			// space only: name those two as one word, then split on blanks.
-			h := strings.NewReplacer("Max referenced", "Max_referenced", "Max exclusive", "Max_exclusive").Replace(l)
-			cols = strings.Fields(h)
-			for j := range cols {
-				cols[j] = strings.ReplaceAll(cols[j], "_", " ")
-			}
-			start = i + 1
-			break
-		}
+	h, start, err := findQgroupHeader(text, lines)
+	if err != nil {
+		return nil, err
 	}
-	if start < 0 {
-		return nil, fmt.Errorf("btrfs qgroup show: no header in output %q", firstLine(text))
-	}
-	idx := map[string]int{}
-	for i, c := range cols {
-		idx[strings.ToLower(c)] = i
-	}
-	for _, need := range []string{"qgroupid", "referenced", "exclusive"} {
-		if _, ok := idx[need]; !ok {
-			return nil, fmt.Errorf("btrfs qgroup show: header %q has no %s column", strings.Join(cols, " | "), need)
-		}
-	}
-	pathCol, hasPath := idx["path"]
 	rows := map[string]qgroupRow{}
 	for _, l := range lines[start:] {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, "---") {
 			continue
 		}
-		f := strings.Fields(l)
-		if hasPath && pathCol == len(cols)-1 && len(f) >= len(cols)-1 {
-			if len(f) >= len(cols) {
-				f = append(f[:len(cols)-1], strings.Join(f[len(cols)-1:], " "))
-			} else {
-				f = append(f, "") // an empty path
-			}
-		}
-		if len(f) != len(cols) {
-			return nil, fmt.Errorf("btrfs qgroup show: row %q does not match header %q", l, strings.Join(cols, " | "))
-		}
-		num := func(col string) (int64, error) {
-			i, ok := idx[col]
-			if !ok {
-				return -1, nil
-			}
-			if f[i] == "none" || f[i] == "-" {
-				return -1, nil
-			}
-			v, err := strconv.ParseInt(f[i], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("btrfs qgroup show: %s %q in row %q is not a byte count (--raw)", col, f[i], l)
-			}
-			return v, nil
-		}
-		r := qgroupRow{ID: f[idx["qgroupid"]]}
-		var err error
-		if r.Referenced, err = num("referenced"); err != nil {
+		r, err := h.row(l)
+		if err != nil {
 			return nil, err
-		}
-		if r.Exclusive, err = num("exclusive"); err != nil {
-			return nil, err
-		}
-		if r.MaxRfer, err = num("max referenced"); err != nil {
-			return nil, err
-		}
-		if r.MaxExcl, err = num("max exclusive"); err != nil {
-			return nil, err
-		}
-		if hasPath {
-			r.Path = f[pathCol]
 		}
 		rows[r.ID] = r
 	}
 	return rows, nil
+}
+
+// qgroupHeader is the column layout of a `btrfs qgroup show` table.
+type qgroupHeader struct {
+	cols []string
+	idx  map[string]int // lower-case column name → index
+}
+
+// findQgroupHeader reads the header among lines and returns the index of the
+// line after it; the columns parseQgroupTable reads must be there.
+func findQgroupHeader(text string, lines []string) (qgroupHeader, int, error) {
+	h := qgroupHeader{idx: map[string]int{}}
+	start := -1
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "Qgroupid") {
+			// Two column names hold a space, and v6.2 pads some columns with one
+			// space only: name those two as one word, then split on blanks.
+			l = strings.NewReplacer("Max referenced", "Max_referenced", "Max exclusive", "Max_exclusive").Replace(l)
+			h.cols = strings.Fields(l)
+			for j := range h.cols {
+				h.cols[j] = strings.ReplaceAll(h.cols[j], "_", " ")
+			}
+			start = i + 1
+			break
+		}
+	}
+	if start < 0 {
+		return h, 0, fmt.Errorf("btrfs qgroup show: no header in output %q", firstLine(text))
+	}
+	for i, c := range h.cols {
+		h.idx[strings.ToLower(c)] = i
+	}
+	for _, need := range []string{"qgroupid", "referenced", "exclusive"} {
+		if _, ok := h.idx[need]; !ok {
+			return h, 0, fmt.Errorf("btrfs qgroup show: header %q has no %s column", strings.Join(h.cols, " | "), need)
+		}
+	}
+	return h, start, nil
+}
+
+// row reads one trimmed, non-empty row line; a byte count "none" or "-" is -1,
+// as is one of a column the table lacks.
+func (h qgroupHeader) row(l string) (qgroupRow, error) {
+	f := strings.Fields(l)
+	pathCol, hasPath := h.idx["path"]
+	last := len(h.cols) - 1
+	if hasPath && pathCol == last && len(f) >= last {
+		if len(f) >= len(h.cols) {
+			f = append(f[:last], strings.Join(f[last:], " "))
+		} else {
+			f = append(f, "") // an empty path
+		}
+	}
+	if len(f) != len(h.cols) {
+		return qgroupRow{}, fmt.Errorf("btrfs qgroup show: row %q does not match header %q", l, strings.Join(h.cols, " | "))
+	}
+	r := qgroupRow{ID: f[h.idx["qgroupid"]]}
+	if hasPath {
+		r.Path = f[pathCol]
+	}
+	for _, n := range []struct {
+		col string
+		to  *int64
+	}{{"referenced", &r.Referenced}, {"exclusive", &r.Exclusive}, {"max referenced", &r.MaxRfer}, {"max exclusive", &r.MaxExcl}} {
+		i, ok := h.idx[n.col]
+		if !ok || f[i] == "none" || f[i] == "-" {
+			*n.to = -1
+			continue
+		}
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return qgroupRow{}, fmt.Errorf("btrfs qgroup show: %s %q in row %q is not a byte count (--raw)", n.col, f[i], l)
+		}
+		*n.to = v
+	}
+	return r, nil
 }
 
 func firstLine(s string) string {

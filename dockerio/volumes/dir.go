@@ -2,7 +2,6 @@ package volumes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,7 +15,7 @@ import (
 // embedded default config only. Quotas are not enforced (Enforced is false, so
 // berthd can say so); Destroy is never busy. Safe for concurrent use.
 type dirDriver struct {
-	root string
+	volumeRoot
 }
 
 var _ dockerio.Volumes = (*dirDriver)(nil)
@@ -33,97 +32,37 @@ func NewDir(root string) (dockerio.Volumes, error) {
 
 func (d *dirDriver) Kind() string   { return FSDir }
 func (d *dirDriver) Enforced() bool { return false }
-func (d *dirDriver) Root() string   { return d.root }
-
-// dir checks the volume entry at p: a symlink or non-directory is refused and
-// left alone; ok is false when p does not exist.
-func (d *dirDriver) dir(p string) (bool, error) {
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("volumes: %w", err)
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return false, fmt.Errorf("volumes: %s is a symlink, not a volume; refusing to use or remove it", p)
-	}
-	if !fi.IsDir() {
-		return false, fmt.Errorf("volumes: %s is a %s, not a volume; refusing to use or remove it", p, typeName(fi))
-	}
-	return true, nil
-}
 
 // Ensure creates (or reuses) the directory and its subdirectories; the quota is
 // checked for range and otherwise not enforced.
 func (d *dirDriver) Ensure(ctx context.Context, name string, quotaMB int64, subdirs []string, uid, gid int) (string, error) {
-	if err := checkName(name); err != nil {
+	if err := checkRequest(name, quotaMB, subdirs); err != nil {
 		return "", err
-	}
-	if err := checkQuota(quotaMB); err != nil {
-		return "", err
-	}
-	for _, s := range subdirs {
-		if err := checkSubdir(s); err != nil {
-			return "", err
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	p := filepath.Join(d.root, name)
-	exists, err := d.dir(p)
-	if err != nil {
-		return "", err
-	}
-	if !exists {
-		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("volumes: create %s: %w", name, err)
-		}
-		if _, err := d.dir(p); err != nil {
-			return "", err
-		}
-	}
-	if err := ensureSubdirs(p, subdirs, uid, gid); err != nil {
-		return "", err
-	}
-	return p, nil
+	return d.ensureVolume(name, subdirs, uid, gid, func(p string) error { return os.Mkdir(p, 0o700) }, nil)
 }
 
 // SetQuota only checks that the volume exists: plain directories have no quota.
 func (d *dirDriver) SetQuota(ctx context.Context, name string, quotaMB int64) error {
-	if err := checkName(name); err != nil {
-		return err
-	}
-	if err := checkQuota(quotaMB); err != nil {
+	if err := checkRequest(name, quotaMB, nil); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	exists, err := d.dir(filepath.Join(d.root, name))
-	if err != nil {
-		return err
-	}
-	if !exists {
-		return fmt.Errorf("volumes: set quota of %s: %w", name, dockerio.ErrNotFound)
-	}
-	return nil
+	_, err := d.existing(name, "set quota of")
+	return err
 }
 
 // Usage walks the tree (never following links) and adds up the allocated
 // bytes (st_blocks × 512, what du counts), at most maxUsageEntries entries.
 func (d *dirDriver) Usage(ctx context.Context, name string) (int64, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	p := filepath.Join(d.root, name)
-	exists, err := d.dir(p)
+	p, err := d.existing(name, "usage of")
 	if err != nil {
 		return 0, err
-	}
-	if !exists {
-		return 0, fmt.Errorf("volumes: usage of %s: %w", name, dockerio.ErrNotFound)
 	}
 	var total int64
 	entries := 0
@@ -155,11 +94,6 @@ func (d *dirDriver) Usage(ctx context.Context, name string) (int64, error) {
 	return total, nil
 }
 
-// Rename renames the directory; the target must not exist.
-func (d *dirDriver) Rename(ctx context.Context, from, to string) error {
-	return renameVolume(ctx, d.root, from, to, d.dir)
-}
-
 // Destroy removes the directory tree; absent is success. Never busy: a plain
 // directory gives no way to tell that a container still mounts it.
 func (d *dirDriver) Destroy(ctx context.Context, name string) error {
@@ -170,7 +104,7 @@ func (d *dirDriver) Destroy(ctx context.Context, name string) error {
 		return err
 	}
 	p := filepath.Join(d.root, name)
-	exists, err := d.dir(p)
+	exists, err := d.entry(p)
 	if err != nil || !exists {
 		return err
 	}
@@ -178,23 +112,4 @@ func (d *dirDriver) Destroy(ctx context.Context, name string) error {
 		return fmt.Errorf("volumes: destroy %s: %w", name, err)
 	}
 	return nil
-}
-
-// Exists reports whether the volume's directory exists.
-func (d *dirDriver) Exists(ctx context.Context, name string) (bool, error) {
-	if err := checkName(name); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return d.dir(filepath.Join(d.root, name))
-}
-
-// List names the root's entries with the managed prefix.
-func (d *dirDriver) List(ctx context.Context) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return listManaged(d.root)
 }

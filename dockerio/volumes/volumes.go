@@ -156,7 +156,7 @@ func openDir(opts Options) (dockerio.Volumes, error) {
 	if err := requireDir(data); err != nil {
 		return nil, err
 	}
-	return &dirDriver{root: data}, nil
+	return &dirDriver{volumeRoot{root: data}}, nil
 }
 
 // makeDataDir creates dataPath (0711: the daemon reaches the volumes, nobody
@@ -385,9 +385,113 @@ func missingCaps(status string, want ...int) ([]string, error) {
 	return nil, fmt.Errorf("volumes: no CapEff line in /proc/self/status")
 }
 
-// renameVolume is both drivers' Rename: the names checked, from required to be
-// a volume of the driver's kind (isVolume), the target never replaced.
-func renameVolume(ctx context.Context, root, from, to string, isVolume func(string) (bool, error)) error {
+// volumeRoot is what both drivers share: the directory holding one entry per
+// volume, and kind, which refuses a directory there that is not a volume of
+// the driver's kind (nil: every directory is one).
+type volumeRoot struct {
+	root string
+	kind func(p string, fi fs.FileInfo) error
+}
+
+func (v volumeRoot) Root() string { return v.root }
+
+// entry checks the volume entry at p: a symlink, a non-directory or a
+// directory of the wrong kind is refused and left alone; ok is false when p
+// does not exist.
+func (v volumeRoot) entry(p string) (ok bool, err error) {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("volumes: %w", err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return false, fmt.Errorf("volumes: %s is a symlink, not a volume; refusing to use or remove it", p)
+	}
+	if !fi.IsDir() {
+		return false, fmt.Errorf("volumes: %s is a %s, not a volume; refusing to use or remove it", p, typeName(fi))
+	}
+	if v.kind != nil {
+		if err := v.kind(p, fi); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// existing is the path of the volume name, which must be a managed name and
+// exist: absent is dockerio.ErrNotFound, said as "<doing> <name>".
+func (v volumeRoot) existing(name, doing string) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	p := filepath.Join(v.root, name)
+	ok, err := v.entry(p)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("volumes: %s %s: %w", doing, name, dockerio.ErrNotFound)
+	}
+	return p, nil
+}
+
+// ensureVolume is both drivers' Ensure after the request checks: the volume
+// made by create when missing (one made meanwhile by a concurrent call is no
+// error) and checked like any entry, then set up (nil: nothing to do), then
+// its subdirectories made for uid:gid. Returns the volume's path.
+func (v volumeRoot) ensureVolume(name string, subdirs []string, uid, gid int, create, setup func(p string) error) (string, error) {
+	p := filepath.Join(v.root, name)
+	exists, err := v.entry(p)
+	if err != nil {
+		return "", err
+	}
+	if !exists {
+		if err := create(p); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("volumes: create %s: %w", name, err)
+		}
+		if _, err := v.entry(p); err != nil {
+			return "", err
+		}
+	}
+	if setup != nil {
+		if err := setup(p); err != nil {
+			return "", err
+		}
+	}
+	if err := ensureSubdirs(p, subdirs, uid, gid); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// checkRequest refuses a bad volume name, quota or subdirectory before any work.
+func checkRequest(name string, quotaMB int64, subdirs []string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if err := checkQuota(quotaMB); err != nil {
+		return err
+	}
+	for _, s := range subdirs {
+		if err := checkSubdir(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkQuota(quotaMB int64) error {
+	if quotaMB <= 0 || quotaMB > 1<<40 {
+		return fmt.Errorf("volumes: quota %d MiB is out of range: a managed volume always has a positive quota", quotaMB)
+	}
+	return nil
+}
+
+// Rename renames the volume's entry (for btrfs its qgroup, keyed by the
+// subvolume ID, follows it); the target is never replaced.
+func (v volumeRoot) Rename(ctx context.Context, from, to string) error {
 	if err := checkName(from); err != nil {
 		return err
 	}
@@ -397,15 +501,31 @@ func renameVolume(ctx context.Context, root, from, to string, isVolume func(stri
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	src := filepath.Join(root, from)
-	exists, err := isVolume(src)
+	src, err := v.existing(from, "rename")
 	if err != nil {
 		return err
 	}
-	if !exists {
-		return fmt.Errorf("volumes: rename %s: %w", from, dockerio.ErrNotFound)
+	return renameNoReplace(src, filepath.Join(v.root, to))
+}
+
+// Exists reports whether the volume exists; an entry of that name that is not
+// a volume of the driver's kind is an error, never "absent".
+func (v volumeRoot) Exists(ctx context.Context, name string) (bool, error) {
+	if err := checkName(name); err != nil {
+		return false, err
 	}
-	return renameNoReplace(src, filepath.Join(root, to))
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return v.entry(filepath.Join(v.root, name))
+}
+
+// List names the root's entries with the managed prefix.
+func (v volumeRoot) List(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return listManaged(v.root)
 }
 
 // deepestExisting is path itself when it exists, else its deepest existing ancestor.

@@ -51,6 +51,20 @@ type node struct {
 	kids []*node
 }
 
+// eachMember calls f on each member of the object n in document order,
+// skipping null values (a null field counts as absent), until f fails.
+func (n *node) eachMember(f func(key string, v *node) error) error {
+	for i, key := range n.keys {
+		if n.kids[i].kind == kindNull {
+			continue
+		}
+		if err := f(key, n.kids[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // get returns the value of key in an object, or nil when absent.
 func (n *node) get(key string) *node {
 	for i, k := range n.keys {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,12 +116,7 @@ func decodeService(name string, n *node, stack bool) (*Service, error) {
 		return nil, d.fail("must be an object, not %s", n.kind)
 	}
 	s := &Service{}
-	for i, key := range n.keys {
-		v := n.kids[i]
-		if v.kind == kindNull {
-			continue
-		}
-		var err error
+	err := n.eachMember(func(key string, v *node) (err error) {
 		switch key {
 		case "image":
 			err = d.image(v, s)
@@ -146,17 +142,18 @@ func decodeService(name string, n *node, stack bool) (*Service, error) {
 			s.StopGracePeriod, err = d.stopGracePeriod(v)
 		case "init":
 			if v.kind != kindBool {
-				return nil, d.fail("init must be a boolean, not %s", v.kind)
+				return d.fail("init must be a boolean, not %s", v.kind)
 			}
 			s.Init = &v.b
 		case "expose":
 			s.Expose, err = d.expose(v)
 		default:
-			return nil, d.fail("unknown field %s", excerpt(key))
+			return d.fail("unknown field %s", excerpt(key))
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if s.Image == "" {
 		return nil, d.fail("image is required")
@@ -243,29 +240,26 @@ func (d *serviceDecoder) port(canon string, v *node) (Port, error) {
 	if v.kind != kindObject {
 		return p, d.fail("ports: %s must be an object, not %s", canon, v.kind)
 	}
-	for i, key := range v.keys {
-		f := v.kids[i]
-		if f.kind == kindNull {
-			continue
-		}
+	err := v.eachMember(func(key string, f *node) error {
 		switch key {
 		case "host_port":
 			if f.kind != kindNumber {
-				return p, d.fail("ports: %s: host_port must be a number, not %s", canon, f.kind)
+				return d.fail("ports: %s: host_port must be a number, not %s", canon, f.kind)
 			}
 			if n, err := strconv.ParseInt(f.str, 10, 64); err != nil || n != 0 {
-				return p, d.fail("ports: %s: host_port must be 0; fixed host ports are not allowed, the host port is assigned", canon)
+				return d.fail("ports: %s: host_port must be 0; fixed host ports are not allowed, the host port is assigned", canon)
 			}
 		case "ingress":
 			if f.kind != kindBool {
-				return p, d.fail("ports: %s: ingress must be a boolean, not %s", canon, f.kind)
+				return d.fail("ports: %s: ingress must be a boolean, not %s", canon, f.kind)
 			}
 			p.Ingress = f.b
 		default:
-			return p, d.fail("ports: %s: unknown field %s", canon, excerpt(key))
+			return d.fail("ports: %s: unknown field %s", canon, excerpt(key))
 		}
-	}
-	return p, nil
+		return nil
+	})
+	return p, err
 }
 
 // stringMap decodes an object of string values whose keys pass keyProblem.
@@ -394,12 +388,7 @@ func (d *serviceDecoder) healthCheck(v *node) (*HealthCheck, error) {
 		return nil, d.fail("health_check must be an object, not %s", v.kind)
 	}
 	h := &HealthCheck{}
-	for i, key := range v.keys {
-		f := v.kids[i]
-		if f.kind == kindNull {
-			continue
-		}
-		var err error
+	err := v.eachMember(func(key string, f *node) (err error) {
 		switch key {
 		case "test":
 			h.Test, err = d.stringList(f, "health_check.test", maxArgv, maxValueBytes)
@@ -412,11 +401,12 @@ func (d *serviceDecoder) healthCheck(v *node) (*HealthCheck, error) {
 		case "retries":
 			h.Retries, err = d.retries(f)
 		default:
-			return nil, d.fail("health_check: unknown field %s", excerpt(key))
+			return d.fail("health_check: unknown field %s", excerpt(key))
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	const forms = `["CMD", executable, args...], ["CMD-SHELL", "command"] or ["NONE"]`
 	t := h.Test
@@ -468,15 +458,13 @@ func (d *serviceDecoder) tmpfs(v *node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]struct{}, len(list))
 	for i, p := range list {
 		if problem := tmpfsProblem(p); problem != "" {
 			return nil, d.fail("tmpfs[%d] %s %s", i, excerpt(p), problem)
 		}
-		if _, dup := seen[p]; dup {
+		if slices.Contains(list[:i], p) {
 			return nil, d.fail("tmpfs[%d] %s is listed twice", i, excerpt(p))
 		}
-		seen[p] = struct{}{}
 	}
 	return list, nil
 }
@@ -599,16 +587,14 @@ func (d *serviceDecoder) expose(v *node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]struct{}, len(list))
 	for i, e := range list {
 		canon, ok := parsePortSpec(e)
 		if !ok {
 			return nil, d.fail("expose[%d] %s must be \"<1-65535>\", \"<1-65535>/tcp\" or \"<1-65535>/udp\" (no ranges)", i, excerpt(e))
 		}
-		if _, dup := seen[canon]; dup {
+		if slices.Contains(list[:i], canon) { // the entries before are canonical already
 			return nil, d.fail("expose: %s is listed twice", canon)
 		}
-		seen[canon] = struct{}{}
 		list[i] = canon
 	}
 	return list, nil

@@ -193,51 +193,7 @@ func ensureImage(ctx context.Context, dc *client.Client, ref string) (volumes []
 // (none are expected: each is removed with it and checked after).
 func launch(ctx context.Context, dc *client.Client, opts Options, imageVolumes []string, runID string, l *Launch) []string {
 	labels := map[string]string{RunLabel: runID}
-	cfg := &container.Config{Image: opts.Image, Labels: labels}
-	host := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(l.Name),
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges:true"},
-		ReadonlyRootfs: opts.ReadonlyRootfs,
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
-	}
-	if opts.MemoryMB > 0 {
-		host.Memory = opts.MemoryMB << 20
-		host.MemorySwap = host.Memory // no swap, as berthd sets it
-	}
-	if opts.CPUCores > 0 {
-		host.NanoCPUs = int64(opts.CPUCores * 1e9)
-	}
-	if opts.PidsLimit > 0 {
-		host.PidsLimit = &opts.PidsLimit
-	}
-	tmpfs := ""
-	if opts.TmpfsSizeMB > 0 {
-		tmpfs = fmt.Sprintf("size=%dm", opts.TmpfsSizeMB)
-	}
-	host.Tmpfs = map[string]string{}
-	if opts.ReadonlyRootfs {
-		host.Tmpfs["/tmp"], host.Tmpfs["/run"] = tmpfs, tmpfs
-	}
-	// berthd never lets Docker make an anonymous volume (and copy the image's
-	// content into it): an image VOLUME is a bind of the lease's managed
-	// volume, or tmpfs when diskless. tmpfs stands in for both here.
-	for _, target := range imageVolumes {
-		host.Tmpfs[target] = tmpfs
-	}
-	if opts.Port != "" {
-		bindIP := opts.HostBindIP
-		if bindIP == "" {
-			bindIP = "127.0.0.1"
-		}
-		port := nat.Port(opts.Port)
-		cfg.ExposedPorts = nat.PortSet{port: struct{}{}}
-		host.PortBindings = nat.PortMap{port: []nat.PortBinding{{HostIP: bindIP}}}
-	}
-	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-		l.Name: {Aliases: []string{"app"}}, // berthd's in-lease DNS name of a flat service
-	}}
-
+	cfg, host, netCfg := launchConfig(opts, imageVolumes, labels, l.Name)
 	begin := time.Now()
 	step := func(d *time.Duration, f func() error) error {
 		t := time.Now()
@@ -292,6 +248,56 @@ func launch(ctx context.Context, dc *client.Client, opts Options, imageVolumes [
 		l.Err = fmt.Errorf("container %s has no host port for %s", l.Name, opts.Port)
 	}
 	return vols
+}
+
+// launchConfig is the container of one launch as berthd would create it for
+// a flat lease's instance, on its own network name.
+func launchConfig(opts Options, imageVolumes []string, labels map[string]string, name string) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	cfg := &container.Config{Image: opts.Image, Labels: labels}
+	host := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(name),
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		ReadonlyRootfs: opts.ReadonlyRootfs,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	if opts.MemoryMB > 0 {
+		host.Memory = opts.MemoryMB << 20
+		host.MemorySwap = host.Memory // no swap, as berthd sets it
+	}
+	if opts.CPUCores > 0 {
+		host.NanoCPUs = int64(opts.CPUCores * 1e9)
+	}
+	if opts.PidsLimit > 0 {
+		host.PidsLimit = &opts.PidsLimit
+	}
+	tmpfs := ""
+	if opts.TmpfsSizeMB > 0 {
+		tmpfs = fmt.Sprintf("size=%dm", opts.TmpfsSizeMB)
+	}
+	host.Tmpfs = map[string]string{}
+	if opts.ReadonlyRootfs {
+		host.Tmpfs["/tmp"], host.Tmpfs["/run"] = tmpfs, tmpfs
+	}
+	// berthd never lets Docker make an anonymous volume (and copy the image's
+	// content into it): an image VOLUME is a bind of the lease's managed
+	// volume, or tmpfs when diskless. tmpfs stands in for both here.
+	for _, target := range imageVolumes {
+		host.Tmpfs[target] = tmpfs
+	}
+	if opts.Port != "" {
+		bindIP := opts.HostBindIP
+		if bindIP == "" {
+			bindIP = "127.0.0.1"
+		}
+		port := nat.Port(opts.Port)
+		cfg.ExposedPorts = nat.PortSet{port: struct{}{}}
+		host.PortBindings = nat.PortMap{port: []nat.PortBinding{{HostIP: bindIP}}}
+	}
+	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		name: {Aliases: []string{"app"}}, // berthd's in-lease DNS name of a flat service
+	}}
+	return cfg, host, netCfg
 }
 
 // removeRun removes every container of the run (with any volume Docker made for it),
