@@ -51,6 +51,7 @@ import (
 
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 func main() {
@@ -147,7 +148,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(out, hmac.Sign(c.secret, strings.ToUpper(rest[1]), rest[2], body, time.Now()))
+		fmt.Fprintln(out, callback.Sign(c.secret, strings.ToUpper(rest[1]), rest[2], body, time.Now()))
 		return nil
 	case "actors":
 		fs := flag.NewFlagSet("actors", flag.ContinueOnError)
@@ -213,7 +214,7 @@ func (c *client) call(method, uri string, body []byte) (string, []byte, error) {
 		return "", nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if err := hmac.SignRequest(c.secret, req, body, time.Now()); err != nil {
+	if err := callback.SignRequest(c.secret, req, body, time.Now()); err != nil {
 		return "", nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)

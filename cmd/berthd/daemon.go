@@ -31,9 +31,9 @@ import (
 	"github.com/berth-dev/berth/dockerio/addresspool"
 	"github.com/berth-dev/berth/dockerio/engine"
 	"github.com/berth-dev/berth/http/api"
-	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/debug"
 	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // Exact refusal bodies. Each ends in "\n", like json.Encoder output, so they read
@@ -44,7 +46,7 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 		if errors.Is(readErr, ErrTooSlow) {
 			w.Header().Set("Connection", "close") // the body is cut off mid-stream
 		}
-		values := r.Header.Values(Header)
+		values := r.Header.Values(callback.Header)
 		var err error
 		switch {
 		case len(values) == 0:

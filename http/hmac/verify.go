@@ -1,3 +1,6 @@
+// Package hmac verifies the X-Fred-Signature header on providerd's requests to
+// berthd (CONTRACT.md, "Transport and authentication"); the signature's format,
+// and signing, are messages/callback's.
 package hmac
 
 import (
@@ -8,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // Defaults from CONTRACT.md.
@@ -169,10 +174,10 @@ func (v *Verifier) Verify(header, method, requestURI string, body []byte) error 
 	if err != nil {
 		return err
 	}
-	msg := canonical(sig.ts, method, requestURI, bodyDigest(body))
+	msg := callback.Canonical(sig.ts, method, requestURI, body)
 	// Both keys are always tried so the time taken does not say which one matched.
-	okCurrent := len(v.Secret) > 0 && hmac.Equal(mac(v.Secret, msg), sig.mac)
-	okNext := len(v.NextSecret) > 0 && hmac.Equal(mac(v.NextSecret, msg), sig.mac)
+	okCurrent := len(v.Secret) > 0 && hmac.Equal(callback.MAC(v.Secret, msg), sig.mac)
+	okNext := len(v.NextSecret) > 0 && hmac.Equal(callback.MAC(v.NextSecret, msg), sig.mac)
 	if !okCurrent && !okNext {
 		return ErrMismatch
 	}

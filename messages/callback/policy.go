@@ -1,4 +1,6 @@
-// Package callback is berthd's policy for the URLs it sends callbacks to: what
+// Package callback is how berthd calls Fred back: the signature on its requests
+// and callbacks (sign.go), the lifecycle URL and operation ID a callback URL gives
+// (lifecycle.go), and the policy for the URLs it sends callbacks to: what
 // admission accepts (CheckURL) and what the outbox's dialer may connect to
 // (Control). A callback URL is tenant input, so without a policy a tenant could
 // make berthd POST to its own API or debug listener (the chaos endpoint, or
