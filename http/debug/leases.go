@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -28,7 +27,7 @@ const leaseAskParallel = 32
 var statuses = []string{
 	messages.StatusProvisioning, messages.StatusReady, messages.StatusFailing, messages.StatusFailed,
 	messages.StatusUnknown, messages.StatusRestarting, messages.StatusUpdating, messages.StatusDeprovisioning,
-	messages.StatusRetained, string(lease.Reserved), string(lease.Closed),
+	messages.StatusRetained, messages.LeaseStatusReserved, messages.LeaseStatusClosed,
 }
 
 // leases is GET /debug/leases?status=S&tenant=T: {"leases": [LeaseRow…]}, newest first.
@@ -118,7 +117,7 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
 		return
 	}
-	if s.opts.Store == nil {
+	if s.opts.Reads == nil {
 		writeError(w, messages.Refuse(messages.ErrUnavailable, "no state store to read"))
 		return
 	}
@@ -128,25 +127,25 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	hist, err := lease.LoadHistory(s.opts.Store, id)
+	journal, err := s.opts.Reads.Journal(id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	diags, err := lease.DiagnosticSummaries(s.opts.Diag, id)
+	diags, err := s.opts.Reads.Diagnostics(id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if len(rows) == 0 && hist.State == nil && len(diags) == 0 {
+	if len(rows) == 0 && !journal.Stored && len(diags) == 0 {
 		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
 		return
 	}
-	out := messages.LeaseHistory{Events: hist.Events, CompactedBeforeSeq: hist.CompactedBefore, Diagnostics: diags}
+	out := messages.LeaseHistory{Events: journal.Events, CompactedBeforeSeq: journal.CompactedBefore, Diagnostics: diags}
 	if len(rows) > 0 {
 		out.Lease = rows[0]
 	} else {
-		out.Lease = hist.Row(id)
+		out.Lease = journal.Row
 		if !out.Lease.CreatedAt.IsZero() {
 			out.Lease.AgeSeconds = seconds(s.opts.Now().Sub(out.Lease.CreatedAt))
 		}
@@ -162,7 +161,7 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 // callbacksOf is a lease's queued rows (from the store, with the attempts the
 // outbox actor counted) followed by the deliveries it remembers.
 func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCallback, error) {
-	rows, err := s.opts.Store.OutboxOf(id)
+	rows, err := s.opts.Reads.Outbox(id)
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +172,10 @@ func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCa
 	out := make([]messages.DebugCallback, 0, len(rows)+len(book.Delivered))
 	queued := make(map[string]bool, len(rows))
 	for _, e := range rows {
-		queued[e.Row.DeliveryID] = true
-		cb := messages.DebugCallback{DeliveryID: e.Row.DeliveryID, Kind: e.Row.Kind, Status: bodyStatus(e.Row.Body),
-			URLPath: urlPath(e.Row.URL), CreatedAt: e.Row.CreatedAt, State: messages.CallbackQueued}
-		if t, ok := book.Attempts[e.Row.DeliveryID]; ok {
+		queued[e.DeliveryID] = true
+		cb := messages.DebugCallback{DeliveryID: e.DeliveryID, Kind: e.Kind, Status: bodyStatus(e.Body),
+			URLPath: urlPath(e.URL), CreatedAt: e.CreatedAt, State: messages.CallbackQueued}
+		if t, ok := book.Attempts[e.DeliveryID]; ok {
 			cb.Attempts, cb.LastError = t.Attempts, t.LastError
 			cb.LastAttemptAt = timePtr(t.LastAttemptAt)
 		}
