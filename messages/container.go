@@ -2,8 +2,7 @@ package messages
 
 import "time"
 
-// Docker's objects as the actors exchange them: the engine (dockerio) reports
-// them, and the lease messages and records carry them.
+// Docker's objects as dockerio reports them and the lease's messages carry them.
 
 // Container is one managed container as Docker reports it.
 type Container struct {

@@ -8,20 +8,20 @@ import (
 )
 
 // debugReads are the debug API's reads (debug.Reads) of the state and
-// diagnostics stores: the lease actor's readers of its journal and captures, and
-// the outbox rows.
+// diagnostics stores, through the lease's readers of its journal and captures.
 type debugReads struct {
 	store *persistence.Store
 	diag  *persistence.Diagnostics
 }
 
-func (r debugReads) Journal(id string) (debug.Journal, error) {
+func (r debugReads) History(id string) (messages.LeaseHistory, bool, error) {
 	h, err := lease.LoadHistory(r.store, id)
-	return debug.Journal{Events: h.Events, CompactedBefore: h.CompactedBefore, Stored: h.State != nil, Row: h.Row(id)}, err
-}
-
-func (r debugReads) Diagnostics(id string) ([]messages.DebugDiagnostic, error) {
-	return lease.DiagnosticSummaries(r.diag, id)
+	if err != nil {
+		return messages.LeaseHistory{}, false, err
+	}
+	diags, err := lease.DiagnosticSummaries(r.diag, id)
+	out := messages.LeaseHistory{Lease: h.Row(id), Events: h.Events, CompactedBeforeSeq: h.CompactedBefore, Diagnostics: diags}
+	return out, h.State != nil || len(diags) > 0, err
 }
 
 func (r debugReads) Outbox(id string) ([]debug.QueuedCallback, error) {
@@ -30,13 +30,10 @@ func (r debugReads) Outbox(id string) ([]debug.QueuedCallback, error) {
 		read = func() ([]persistence.OutboxEntry, error) { return r.store.OutboxOf(id) }
 	}
 	rows, err := read()
-	if err != nil {
-		return nil, err
-	}
 	out := make([]debug.QueuedCallback, len(rows))
 	for i, e := range rows {
 		out[i] = debug.QueuedCallback{Lease: e.Key.Lease, DeliveryID: e.Row.DeliveryID, Kind: e.Row.Kind,
 			URL: e.Row.URL, Body: e.Row.Body, CreatedAt: e.Row.CreatedAt}
 	}
-	return out, nil
+	return out, err
 }

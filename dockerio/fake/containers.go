@@ -40,10 +40,7 @@ type fakeContainer struct {
 func (c *fakeContainer) snapshot() messages.Container {
 	out := c.c
 	out.Labels = copyMap(c.c.Labels)
-	out.Ports = make(map[string]messages.PortBinding, len(c.c.Ports))
-	for k, v := range c.c.Ports {
-		out.Ports[k] = v
-	}
+	out.Ports = copyMap(c.c.Ports)
 	return out
 }
 

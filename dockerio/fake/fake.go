@@ -301,8 +301,8 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
+func copyMap[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
 	for k, v := range m {
 		out[k] = v
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // leaseAskTimeout bounds each lease actor's answer when rows are filled in; one
@@ -127,28 +127,19 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	journal, err := s.opts.Reads.Journal(id)
+	out, stored, err := s.opts.Reads.History(id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	diags, err := s.opts.Reads.Diagnostics(id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if len(rows) == 0 && !journal.Stored && len(diags) == 0 {
+	switch {
+	case len(rows) > 0:
+		out.Lease = rows[0]
+	case !stored:
 		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
 		return
-	}
-	out := messages.LeaseHistory{Events: journal.Events, CompactedBeforeSeq: journal.CompactedBefore, Diagnostics: diags}
-	if len(rows) > 0 {
-		out.Lease = rows[0]
-	} else {
-		out.Lease = journal.Row
-		if !out.Lease.CreatedAt.IsZero() {
-			out.Lease.AgeSeconds = seconds(s.opts.Now().Sub(out.Lease.CreatedAt))
-		}
+	case !out.Lease.CreatedAt.IsZero():
+		out.Lease.AgeSeconds = seconds(s.opts.Now().Sub(out.Lease.CreatedAt))
 	}
 	if out.Callbacks, err = s.callbacksOf(ctx, id); err != nil {
 		writeError(w, err)
@@ -173,8 +164,8 @@ func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCa
 	queued := make(map[string]bool, len(rows))
 	for _, e := range rows {
 		queued[e.DeliveryID] = true
-		cb := messages.DebugCallback{DeliveryID: e.DeliveryID, Kind: e.Kind, Status: bodyStatus(e.Body),
-			URLPath: urlPath(e.URL), CreatedAt: e.CreatedAt, State: messages.CallbackQueued}
+		cb := messages.DebugCallback{DeliveryID: e.DeliveryID, Kind: e.Kind, Status: callback.Status(e.Body),
+			URLPath: callback.URLPath(e.URL), CreatedAt: e.CreatedAt, State: messages.CallbackQueued}
 		if t, ok := book.Attempts[e.DeliveryID]; ok {
 			cb.Attempts, cb.LastError = t.Attempts, t.LastError
 			cb.LastAttemptAt = timePtr(t.LastAttemptAt)
@@ -218,14 +209,4 @@ func timePtr(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
-}
-
-// urlPath is the path of a callback URL: it tells provision from lifecycle
-// callbacks without the host or the query.
-func urlPath(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Path
 }

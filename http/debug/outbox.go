@@ -1,7 +1,6 @@
 package debug
 
 import (
-	"encoding/json"
 	"net/http"
 	"sort"
 	"time"
@@ -73,13 +72,4 @@ func summarizeOutbox(rows []QueuedCallback, book messages.DebugOutboxReply, now 
 		return out.Leases[i].LeaseUUID < out.Leases[k].LeaseUUID
 	})
 	return out
-}
-
-// bodyStatus is the "status" of a callback body ("" when it has none).
-func bodyStatus(body json.RawMessage) string {
-	var cb struct {
-		Status string `json:"status"`
-	}
-	_ = json.Unmarshal(body, &cb)
-	return cb.Status
 }

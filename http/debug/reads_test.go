@@ -9,20 +9,21 @@ import (
 	"github.com/berth-dev/berth/persistence"
 )
 
-// storeReads fills debug.Reads from real stores, as berthd's main does
-// (cmd/berthd/debugreads.go, which a test here cannot import).
+// storeReads fills debug.Reads as berthd's main does (cmd/berthd/debugreads.go,
+// which a test here cannot import).
 type storeReads struct {
 	store *persistence.Store
 	diag  *persistence.Diagnostics
 }
 
-func (r storeReads) Journal(id string) (debug.Journal, error) {
+func (r storeReads) History(id string) (messages.LeaseHistory, bool, error) {
 	h, err := lease.LoadHistory(r.store, id)
-	return debug.Journal{Events: h.Events, CompactedBefore: h.CompactedBefore, Stored: h.State != nil, Row: h.Row(id)}, err
-}
-
-func (r storeReads) Diagnostics(id string) ([]messages.DebugDiagnostic, error) {
-	return lease.DiagnosticSummaries(r.diag, id)
+	if err != nil {
+		return messages.LeaseHistory{}, false, err
+	}
+	diags, err := lease.DiagnosticSummaries(r.diag, id)
+	out := messages.LeaseHistory{Lease: h.Row(id), Events: h.Events, CompactedBeforeSeq: h.CompactedBefore, Diagnostics: diags}
+	return out, h.State != nil || len(diags) > 0, err
 }
 
 func (r storeReads) Outbox(id string) ([]debug.QueuedCallback, error) {
@@ -31,15 +32,12 @@ func (r storeReads) Outbox(id string) ([]debug.QueuedCallback, error) {
 		read = func() ([]persistence.OutboxEntry, error) { return r.store.OutboxOf(id) }
 	}
 	rows, err := read()
-	if err != nil {
-		return nil, err
-	}
 	out := make([]debug.QueuedCallback, len(rows))
 	for i, e := range rows {
 		out[i] = debug.QueuedCallback{Lease: e.Key.Lease, DeliveryID: e.Row.DeliveryID, Kind: e.Row.Kind,
 			URL: e.Row.URL, Body: e.Row.Body, CreatedAt: e.Row.CreatedAt}
 	}
-	return out, nil
+	return out, err
 }
 
 // The ?status= filter names the lease's own statuses through messages, which
