@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/messages"
 )
 
 // Labels carried by every managed container, network and volume (seed: Container Labels).
@@ -165,40 +167,13 @@ func ComposeKeys(services []ServicePlan) map[string]InstanceKey {
 
 func composeKey(name string, i int) string { return name + "-" + strconv.Itoa(i) }
 
-// Container is one managed container as Docker reports it.
-type Container struct {
-	ID          string // full ID
-	Name        string
-	Lease       string
-	Service     string
-	Index       int
-	OperationID string
-	Generation  uint64
-	Image       string // reference (fred.image_reference)
-	ImageID     string
-	State       string // created | running | paused | restarting | removing | exited | dead
-	Health      string // "" (no check) | starting | healthy | unhealthy
-	ExitCode    int
-	OOMKilled   bool
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	Ports       map[string]Binding // "8080/tcp" → binding
-	Labels      map[string]string
-}
-
 // SortContainers orders containers by lease, service, instance index, then ID:
 // the order Cohort and ListManaged return.
-func SortContainers(cs []Container) {
-	slices.SortFunc(cs, func(a, b Container) int {
+func SortContainers(cs []messages.Container) {
+	slices.SortFunc(cs, func(a, b messages.Container) int {
 		return cmp.Or(strings.Compare(a.Lease, b.Lease), strings.Compare(a.Service, b.Service),
 			cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
 	})
-}
-
-// Binding is a published port.
-type Binding struct {
-	HostIP   string
-	HostPort string
 }
 
 // ImageInfo is an admitted image: the exact content a lease runs.
@@ -220,13 +195,8 @@ type ImageInfo struct {
 // Pin records exactly what a reference resolved to, so every later launch of the
 // same lease (retry, re-provision, restart, compensation) runs that content and
 // never resolves the tag again.
-func (i ImageInfo) Pin(ref string) ImagePin { return ImagePin{Ref: ref, ID: i.ID, Digest: i.Digest} }
-
-// ImagePin is the recorded content of one service image.
-type ImagePin struct {
-	Ref    string `json:"ref"`              // manifest reference
-	ID     string `json:"id"`               // sha256:… image ID
-	Digest string `json:"digest,omitempty"` // repository@sha256:… to re-fetch it by, never by tag
+func (i ImageInfo) Pin(ref string) messages.ImagePin {
+	return messages.ImagePin{Ref: ref, ID: i.ID, Digest: i.Digest}
 }
 
 // NetworkSpec asks for the lease network fred-<lease>.
@@ -339,7 +309,7 @@ type Engine interface {
 	ResolveImage(ctx context.Context, ref string) (ImageInfo, error)
 	// PinnedImage admits the exact recorded content: the local image with pin.ID,
 	// else pin.Digest fetched and checked to be pin.ID. Never the tag.
-	PinnedImage(ctx context.Context, pin ImagePin) (ImageInfo, error)
+	PinnedImage(ctx context.Context, pin messages.ImagePin) (ImageInfo, error)
 	// ImageUser resolves a manifest's user override to the uid:gid a container
 	// of image imageID runs as (names through the image's own /etc/passwd), so
 	// a stateful volume's mount points belong to whoever will write them.
@@ -361,13 +331,13 @@ type Engine interface {
 	// Launch is Up, then the cohort it launched as Launched reports it (from
 	// the listing the launch made anyway: one request fewer). A pooled plan
 	// whose network is gone fails with ErrPoolNetworkGone, nothing created.
-	Launch(ctx context.Context, plan Plan) ([]Container, error)
-	Cohort(ctx context.Context, lease string) ([]Container, error)
+	Launch(ctx context.Context, plan Plan) ([]messages.Container, error)
+	Cohort(ctx context.Context, lease string) ([]messages.Container, error)
 	// Launched is Cohort from one listing, each container not inspected: its
 	// identity, State, Health and ImageID as the list reports them (no exit code,
 	// start time or ports). For right after Up, where verification inspects next.
-	Launched(ctx context.Context, lease string) ([]Container, error)
-	Inspect(ctx context.Context, id string) (Container, error)
+	Launched(ctx context.Context, lease string) ([]messages.Container, error)
+	Inspect(ctx context.Context, id string) (messages.Container, error)
 	Down(ctx context.Context, lease string, opts DownOptions) error
 	// StopRemove is the gentle removal of automatic cleanup: re-inspect the exact
 	// ID, require this installation's label, stop it within stopTimeout, remove it
@@ -376,7 +346,7 @@ type Engine interface {
 	// RemoveContainers force-removes this installation's containers by exact ID
 	// (a close's stragglers); an absent one is success, a foreign one is refused.
 	RemoveContainers(ctx context.Context, ids []string) error
-	ListManaged(ctx context.Context) ([]Container, error)
+	ListManaged(ctx context.Context) ([]messages.Container, error)
 	Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error)
 	Events(ctx context.Context) (<-chan Event, <-chan error)
 }

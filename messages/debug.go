@@ -55,6 +55,12 @@ type LeaseRow struct {
 	InstancesError string         `json:"instances_error,omitempty"` // why services carry no instances (the lease actor did not answer)
 }
 
+// The lease statuses (LeaseRow.LeaseStatus, lease.Status) that are no wire status.
+const (
+	LeaseStatusReserved = "reserved"
+	LeaseStatusClosed   = "closed"
+)
+
 // DebugLeases asks the registry for lease rows: one lease (Lease set), else every
 // live and retained lease, filtered by wire or lease status and tenant when set.
 // The registry fills what its read model knows; services carry names only, their
@@ -249,6 +255,10 @@ type Transition struct {
 	To        string    `json:"to"`
 	Reason    string    `json:"reason,omitempty"`
 }
+
+// TransitionsKept is how many recent lease transitions the registry keeps, so
+// also the most one DebugTransitions can return.
+const TransitionsKept = 1024
 
 // DebugTransitions asks the registry for the transitions after seq Since, at most
 // Limit of them, oldest first.

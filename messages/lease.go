@@ -3,8 +3,6 @@ package messages
 import (
 	"regexp"
 	"time"
-
-	"github.com/berth-dev/berth/dockerio"
 )
 
 // Messages between the actors that keep leases: the registry, its lease actors,
@@ -42,7 +40,7 @@ type LeaseClosed struct {
 // Inventory hands a lease the managed containers Docker lists for it (startup and
 // periodic reconciliation). The lease answers on Reply once it has acted on it.
 type Inventory struct {
-	Containers []dockerio.Container
+	Containers []Container
 	Reply      chan<- InventoryAck // buffered by the sender; nil = no answer wanted
 }
 
@@ -103,7 +101,7 @@ type RetainedVolume struct {
 // ServicePin is the recorded image of one service.
 type ServicePin struct {
 	Service string `json:"service"`
-	dockerio.ImagePin
+	ImagePin
 }
 
 // RetentionRecord is a closed lease's retained data: everything a restore needs to

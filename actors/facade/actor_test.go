@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/actors/facade"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -80,7 +81,7 @@ func openFor(t *testing.T, addr, path string, signed bool, length int, every tim
 	start := time.Now()
 	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: berthd\r\nContent-Length: %d\r\n", path, length)
 	if signed {
-		head += hmac.Header + ": " + hmac.Sign(secret, http.MethodPost, path, []byte("x"), time.Now()) + "\r\n"
+		head += callback.Header + ": " + callback.Sign(secret, http.MethodPost, path, []byte("x"), time.Now()) + "\r\n"
 	}
 	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestFacade_NormalClientWith2MiBBody_Works(t *testing.T) {
 	api, _ := start(t, facade.Settings{}, verifier(), ignoreBody)
 	body := bytes.Repeat([]byte{'b'}, 2<<20)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+api+"/update", bytes.NewReader(body))
-	req.Header.Set(hmac.Header, hmac.Sign(secret, http.MethodPost, "/update", body, time.Now()))
+	req.Header.Set(callback.Header, callback.Sign(secret, http.MethodPost, "/update", body, time.Now()))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

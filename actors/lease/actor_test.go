@@ -23,7 +23,7 @@ import (
 func isReady(r messages.LeaseReport) bool { return r.Status == string(lease.Ready) }
 
 // readyLease starts a one-container lease and waits until it is Ready.
-func readyLease(t *testing.T, h *harness) (*leaseUnderTest, dockerio.Container) {
+func readyLease(t *testing.T, h *harness) (*leaseUnderTest, messages.Container) {
 	t.Helper()
 	l := h.start(newSpec(1))
 	h.awaitReport("ready", isReady)
@@ -727,20 +727,20 @@ func TestLease_ResumeAfterRestart(t *testing.T) {
 func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		list func(ctr dockerio.Container) []dockerio.Container
-		die  func(h *harness, ctr dockerio.Container) // what really happened in Docker
+		list func(ctr messages.Container) []messages.Container
+		die  func(h *harness, ctr messages.Container) // what really happened in Docker
 		exit int
 	}{
-		{"container missing", func(dockerio.Container) []dockerio.Container { return nil },
-			func(h *harness, c dockerio.Container) {
+		{"container missing", func(messages.Container) []messages.Container { return nil },
+			func(h *harness, c messages.Container) {
 				if err := h.eng.RemoveContainers(context.Background(), []string{c.ID}); err != nil {
 					h.t.Fatal(err)
 				}
 			}, -1},
-		{"container exited", func(c dockerio.Container) []dockerio.Container {
+		{"container exited", func(c messages.Container) []messages.Container {
 			c.State, c.ExitCode = "exited", 3
-			return []dockerio.Container{c}
-		}, func(h *harness, c dockerio.Container) {
+			return []messages.Container{c}
+		}, func(h *harness, c messages.Container) {
 			if err := h.eng.Kill(c.ID, 3); err != nil {
 				h.t.Fatal(err)
 			}
@@ -749,7 +749,7 @@ func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
 			l, ctr := readyLease(t, h)
-			inventory := func(list []dockerio.Container) {
+			inventory := func(list []messages.Container) {
 				t.Helper()
 				reply := make(chan messages.InventoryAck, 1)
 				l.send(&messages.Inventory{Containers: list, Reply: reply})
@@ -759,7 +759,7 @@ func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
 					t.Fatalf("the lease never answered the inventory")
 				}
 			}
-			inventory([]dockerio.Container{ctr})
+			inventory([]messages.Container{ctr})
 			wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded)
 
 			// A listing that predates the cohort (the container still runs) is only a

@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -29,7 +28,7 @@ func TestSummary_OneLinePerEvent(t *testing.T) {
 		{mkEvent(lease.EvProvisionStarted, t0, lease.ProvisionStarted{Admission: 2, Generation: 3, At: t0, Deadline: at(10 * time.Minute),
 			Release: &lease.Release{Kind: lease.KindProvision}}), "provision.started: admission 2, generation 3, new provision release, deadline 12:10:00Z"},
 		{mkEvent(lease.EvReleasePinned, t0, lease.ReleasePinned{Version: 1, Images: []lease.ServiceImage{{Service: "app",
-			ImagePin: dockerio.ImagePin{Ref: unitImage, ID: "sha256:" + strings.Repeat("0123456789", 7)}}}}),
+			ImagePin: messages.ImagePin{Ref: unitImage, ID: "sha256:" + strings.Repeat("0123456789", 7)}}}}),
 			"release.pinned: v1 app " + unitImage + " → 012345678901"},
 		{mkEvent(lease.EvProvisionSucceeded, t0, lease.ProvisionSucceeded{Generation: 1, Containers: []lease.Instance{inst}}),
 			"provision.succeeded: generation 1 ready, app/0 127.0.0.1:32768"},

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
@@ -129,7 +128,7 @@ func imageID(ref string) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(
 func pinsOf(services []lease.ServiceSpec) []lease.ServiceImage {
 	var out []lease.ServiceImage
 	for _, s := range services {
-		out = append(out, lease.ServiceImage{Service: s.Name, ImagePin: dockerio.ImagePin{Ref: s.Manifest.Image,
+		out = append(out, lease.ServiceImage{Service: s.Name, ImagePin: messages.ImagePin{Ref: s.Manifest.Image,
 			ID: imageID(s.Manifest.Image), Digest: "127.0.0.1:5000/berth/" + s.Name + "@sha256:0"}})
 	}
 	return out
@@ -153,16 +152,16 @@ func ctrID(service string, index int, gen uint64) string {
 
 // listed is what Docker lists for instances of generation gen: running, labelled,
 // each running the content its reference was pinned to.
-func listed(insts []lease.Instance, gen uint64) []dockerio.Container {
-	var out []dockerio.Container
+func listed(insts []lease.Instance, gen uint64) []messages.Container {
+	var out []messages.Container
 	for _, in := range insts {
 		out = append(out, container(in.Service, in.Index, gen, in.ContainerID, in.Image, "running"))
 	}
 	return out
 }
 
-func container(service string, index int, gen uint64, id, image, state string) dockerio.Container {
-	return dockerio.Container{ID: id, Name: "fred-" + dLease + "-" + service + "-" + fmt.Sprint(index), Lease: dLease,
+func container(service string, index int, gen uint64, id, image, state string) messages.Container {
+	return messages.Container{ID: id, Name: "fred-" + dLease + "-" + service + "-" + fmt.Sprint(index), Lease: dLease,
 		Service: service, Index: index, Generation: gen, Image: image, ImageID: imageID(image), State: state}
 }
 
@@ -1149,10 +1148,10 @@ func TestDecide_Listed(t *testing.T) {
 	two := twoServices(1)
 	ready := func() *journal { return newJournal(two).provision(two).pin().ready() }
 	cohort := cohortOf(two.Services, 1)
-	without := func(cs []dockerio.Container, id string) []dockerio.Container {
-		return slices.DeleteFunc(slices.Clone(cs), func(c dockerio.Container) bool { return c.ID == id })
+	without := func(cs []messages.Container, id string) []messages.Container {
+		return slices.DeleteFunc(slices.Clone(cs), func(c messages.Container) bool { return c.ID == id })
 	}
-	with := func(cs []dockerio.Container, more ...dockerio.Container) []dockerio.Container {
+	with := func(cs []messages.Container, more ...messages.Container) []messages.Container {
 		return append(slices.Clone(cs), more...)
 	}
 	running := listed(cohort, 1)
@@ -1178,7 +1177,7 @@ func TestDecide_Listed(t *testing.T) {
 	retried := func() *journal { return newJournal(two).provision(two).retry().pin() }
 	gen1 := listed(cohort, 1)
 	gen2 := listed(cohortOf(two.Services, 2), 2)
-	ids := func(cs []dockerio.Container) []string {
+	ids := func(cs []messages.Container) []string {
 		var out []string
 		for _, c := range cs {
 			out = append(out, c.ID)
@@ -1233,8 +1232,8 @@ func TestDecide_Listed(t *testing.T) {
 			in: lease.Listed{Containers: with(listed(cohortOf(dspec(1).Services, 1), 1), container("app", 0, 2, ctrID("app", 0, 2), imgApp, "running"),
 				container("app", 0, 0, "older", imgApp, "exited"))}},
 		{name: "updating: nothing swept, no divergence judged", j: jUpdating(),
-			in: lease.Listed{Containers: []dockerio.Container{container("app", 5, 2, "x", imgDB, "running")}}},
-		{name: "failing: the capture owns the cohort", j: jFailing(), in: lease.Listed{Containers: []dockerio.Container{container("app", 0, 0, "older", imgApp, "exited")}}},
+			in: lease.Listed{Containers: []messages.Container{container("app", 5, 2, "x", imgDB, "running")}}},
+		{name: "failing: the capture owns the cohort", j: jFailing(), in: lease.Listed{Containers: []messages.Container{container("app", 0, 0, "older", imgApp, "exited")}}},
 		{name: "deprovisioning: the teardown owns everything", j: jDeprovisioning(), in: lease.Listed{Containers: running}},
 		{name: "closed: nothing", j: jClosed(), in: lease.Listed{Containers: running}},
 	})

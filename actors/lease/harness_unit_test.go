@@ -468,18 +468,18 @@ func awaitReply(t *testing.T, what string, reply <-chan error, within time.Durat
 
 // containers is what the fake holds for the lease (every managed container of the
 // installation whose lease label is this lease).
-func (l *leaseUnderTest) containers() []dockerio.Container {
+func (l *leaseUnderTest) containers() []messages.Container {
 	l.h.t.Helper()
 	return leaseContainers(l.h.t, l.h, l.id)
 }
 
-func leaseContainers(t *testing.T, h *harness, leaseID string) []dockerio.Container {
+func leaseContainers(t *testing.T, h *harness, leaseID string) []messages.Container {
 	t.Helper()
 	all, err := h.eng.Engine.ListManaged(context.Background())
 	if err != nil {
 		t.Fatalf("list fake containers: %v", err)
 	}
-	var out []dockerio.Container
+	var out []messages.Container
 	for _, c := range all {
 		if c.Lease == leaseID {
 			out = append(out, c)
@@ -571,20 +571,20 @@ func (e *gatedEngine) Up(ctx context.Context, plan dockerio.Plan) error {
 }
 
 // Launch goes through the gated Up.
-func (e *gatedEngine) Launch(ctx context.Context, plan dockerio.Plan) ([]dockerio.Container, error) {
+func (e *gatedEngine) Launch(ctx context.Context, plan dockerio.Plan) ([]messages.Container, error) {
 	if err := e.Up(ctx, plan); err != nil {
 		return nil, err
 	}
 	return e.Engine.Launched(ctx, plan.Lease)
 }
 
-func (e *gatedEngine) Inspect(ctx context.Context, id string) (dockerio.Container, error) {
+func (e *gatedEngine) Inspect(ctx context.Context, id string) (messages.Container, error) {
 	var (
-		c   dockerio.Container
+		c   messages.Container
 		err error
 	)
 	if gerr := e.through(ctx, fake.OpInspect, func() { c, err = e.Engine.Inspect(ctx, id) }); gerr != nil {
-		return dockerio.Container{}, gerr
+		return messages.Container{}, gerr
 	}
 	return c, err
 }

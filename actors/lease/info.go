@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -122,7 +121,7 @@ type captureOf struct {
 }
 
 // capture writes the attempt's diagnostics; a failure to write is logged, never fatal.
-func (j *job) capture(ctx context.Context, of captureOf, cohort []dockerio.Container) {
+func (j *job) capture(ctx context.Context, of captureOf, cohort []messages.Container) {
 	c := Capture{Lease: j.lease, Kind: of.kind, OperationID: j.launch.OperationID, MaintenanceID: of.maintenance, Release: of.release,
 		Generation: of.generation, At: j.now(), Reason: of.reason, Message: of.message, FailCount: j.launch.FailCount + 1}
 	budget := captureBytesPerTry
@@ -182,7 +181,7 @@ func (j *job) logs(tail int, known []Instance, failedRelease int) messages.LogsR
 		j.log.Warn().Err(err).Msg("logs: list containers")
 		cohort = nil
 		for _, k := range known {
-			cohort = append(cohort, dockerio.Container{ID: k.ContainerID, Service: k.Service, Index: k.Index})
+			cohort = append(cohort, messages.Container{ID: k.ContainerID, Service: k.Service, Index: k.Index})
 		}
 	}
 	out := make(map[string]string)

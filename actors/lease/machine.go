@@ -207,17 +207,17 @@ type Release struct {
 // ServiceImage is the recorded content of one service of a release.
 type ServiceImage struct {
 	Service string `json:"service"`
-	dockerio.ImagePin
+	messages.ImagePin
 }
 
 // Pin is the recorded image of service, if any.
-func (r *Release) Pin(service string) (dockerio.ImagePin, bool) {
+func (r *Release) Pin(service string) (messages.ImagePin, bool) {
 	for _, si := range r.Images {
 		if si.Service == service {
 			return si.ImagePin, true
 		}
 	}
-	return dockerio.ImagePin{}, false
+	return messages.ImagePin{}, false
 }
 
 // Maintenance is a restart or update in flight: its identity, its target release,
@@ -782,7 +782,7 @@ type (
 		Result ReplaceResult
 	}
 	// Listed: the containers Docker lists for this lease (reconciliation).
-	Listed struct{ Containers []dockerio.Container }
+	Listed struct{ Containers []messages.Container }
 	// Died: the live event stream saw a container of this lease die.
 	Died struct {
 		ContainerID string
@@ -793,7 +793,7 @@ type (
 	Confirmed struct {
 		Generation uint64
 		Death      Died
-		Exited     *dockerio.Container
+		Exited     *messages.Container
 	}
 	// Timer: a wait scheduled by a Wait effect ran out.
 	Timer struct{ What string }
@@ -1290,7 +1290,7 @@ func decideReplaced(st *State, in Replaced, env Env) Decision {
 // close. Work in flight owns its containers, so nothing is swept then.
 func decideListed(st *State, in Listed, env Env) Decision {
 	var d Decision
-	stale := func(keep func(c dockerio.Container) bool) {
+	stale := func(keep func(c messages.Container) bool) {
 		var ids []string
 		for _, c := range in.Containers {
 			if !keep(c) {
@@ -1316,13 +1316,13 @@ func decideListed(st *State, in Listed, env Env) Decision {
 			// the same inspect that confirms a streamed death confirms this one.
 			d.Effects = append(d.Effects, Confirm{Death: Died{ContainerID: inst.ContainerID, Generation: st.Generation}})
 		}
-		stale(func(c dockerio.Container) bool { return c.Generation == st.Generation })
+		stale(func(c messages.Container) bool { return c.Generation == st.Generation })
 		d.Events, _ = pruneReleases(st, nil, env) // the history expires on idle leases too
 	case Failed:
-		stale(func(c dockerio.Container) bool { return c.Generation == st.Generation })
+		stale(func(c messages.Container) bool { return c.Generation == st.Generation })
 		d.Events, _ = pruneReleases(st, nil, env)
 	case Provisioning:
-		stale(func(c dockerio.Container) bool { return c.Generation >= st.Generation })
+		stale(func(c messages.Container) bool { return c.Generation >= st.Generation })
 	}
 	return d
 }
@@ -1330,7 +1330,7 @@ func decideListed(st *State, in Listed, env Env) Decision {
 // diverged compares the running cohort of the live generation with the journal:
 // every container must be an expected (service, index), once, running the
 // recorded image. "" when it agrees.
-func diverged(st *State, listed []dockerio.Container) string {
+func diverged(st *State, listed []messages.Container) string {
 	r := st.Running()
 	if r == nil {
 		return ""
@@ -1474,13 +1474,13 @@ func (s *State) instance(containerID string) (Instance, bool) {
 	return Instance{}, false
 }
 
-func findContainer(cs []dockerio.Container, id string) (dockerio.Container, bool) {
+func findContainer(cs []messages.Container, id string) (messages.Container, bool) {
 	for _, c := range cs {
 		if c.ID == id {
 			return c, true
 		}
 	}
-	return dockerio.Container{}, false
+	return messages.Container{}, false
 }
 
 func cmpOr(a, b string) string {

@@ -36,7 +36,7 @@ func (e *memRefusingEngine) ResolveImage(context.Context, string) (dockerio.Imag
 func (e *memRefusingEngine) ImageUser(context.Context, string, string) (int, int, error) {
 	return 0, 0, e.refuse()
 }
-func (e *memRefusingEngine) PinnedImage(context.Context, dockerio.ImagePin) (dockerio.ImageInfo, error) {
+func (e *memRefusingEngine) PinnedImage(context.Context, messages.ImagePin) (dockerio.ImageInfo, error) {
 	return dockerio.ImageInfo{}, e.refuse()
 }
 func (e *memRefusingEngine) EnsureNetwork(context.Context, dockerio.NetworkSpec) (string, error) {
@@ -56,17 +56,17 @@ func (e *memRefusingEngine) PoolNetworks(context.Context) ([]dockerio.Network, e
 	return nil, e.refuse()
 }
 func (e *memRefusingEngine) Up(context.Context, dockerio.Plan) error { return e.refuse() }
-func (e *memRefusingEngine) Launch(context.Context, dockerio.Plan) ([]dockerio.Container, error) {
+func (e *memRefusingEngine) Launch(context.Context, dockerio.Plan) ([]messages.Container, error) {
 	return nil, e.refuse()
 }
-func (e *memRefusingEngine) Launched(context.Context, string) ([]dockerio.Container, error) {
+func (e *memRefusingEngine) Launched(context.Context, string) ([]messages.Container, error) {
 	return nil, e.refuse()
 }
-func (e *memRefusingEngine) Cohort(context.Context, string) ([]dockerio.Container, error) {
+func (e *memRefusingEngine) Cohort(context.Context, string) ([]messages.Container, error) {
 	return nil, e.refuse()
 }
-func (e *memRefusingEngine) Inspect(context.Context, string) (dockerio.Container, error) {
-	return dockerio.Container{}, e.refuse()
+func (e *memRefusingEngine) Inspect(context.Context, string) (messages.Container, error) {
+	return messages.Container{}, e.refuse()
 }
 func (e *memRefusingEngine) Down(context.Context, string, dockerio.DownOptions) error {
 	return e.refuse()
@@ -75,7 +75,7 @@ func (e *memRefusingEngine) RemoveContainers(context.Context, []string) error { 
 func (e *memRefusingEngine) StopRemove(context.Context, string, time.Duration) error {
 	return e.refuse()
 }
-func (e *memRefusingEngine) ListManaged(context.Context) ([]dockerio.Container, error) {
+func (e *memRefusingEngine) ListManaged(context.Context) ([]messages.Container, error) {
 	return nil, e.refuse()
 }
 func (e *memRefusingEngine) Logs(context.Context, string, int, int) (string, bool, error) {

@@ -23,7 +23,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -196,7 +195,7 @@ func (f *idleFixture) journalReadyLeases(tb testing.TB) {
 			rel := memBenchSpec(f.ids[i], f.ops[i], uint64(i+1), f.at).ReleaseForTest(f.at)
 			started := lease.ProvisionStarted{Admission: uint64(i + 1), Generation: 1, OperationID: f.ops[i],
 				At: f.at, Deadline: f.at.Add(10 * time.Minute), Release: &rel}
-			pinned := lease.ReleasePinned{Version: 1, Images: []lease.ServiceImage{{Service: "app", ImagePin: dockerio.ImagePin{
+			pinned := lease.ReleasePinned{Version: 1, Images: []lease.ServiceImage{{Service: "app", ImagePin: messages.ImagePin{
 				Ref: memBenchImage, ID: "sha256:" + strings.Repeat("ab", 32),
 				Digest: "127.0.0.1:5000/berth/workload@sha256:" + strings.Repeat("cd", 32)}}}}
 			succeeded := lease.ProvisionSucceeded{Generation: 1, At: f.at.Add(20 * time.Second), Containers: []lease.Instance{{

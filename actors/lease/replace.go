@@ -144,7 +144,7 @@ func (j *job) replaceResume(ctx context.Context) ReplaceResult {
 // sourceIntact reports whether the journaled source cohort still runs exactly:
 // every captured container present and running, nothing of another generation
 // beside it. A failed source (nothing ran) is intact while no target exists.
-func (j *job) sourceIntact(cohort []dockerio.Container) bool {
+func (j *job) sourceIntact(cohort []messages.Container) bool {
 	m := j.maint
 	for _, c := range cohort {
 		if c.Generation != m.SourceGen {
@@ -167,7 +167,7 @@ func (j *job) sourceIntact(cohort []dockerio.Container) bool {
 // source: capture the target's logs (GET /logs serves them as failed/<svc>/<i>),
 // remove every container of the lease by exact ID, and recreate the source release
 // from its recorded images under the compensation generation.
-func (j *job) compensate(parent context.Context, cause Outcome, cohort []dockerio.Container) ReplaceResult {
+func (j *job) compensate(parent context.Context, cause Outcome, cohort []messages.Container) ReplaceResult {
 	m := j.maint
 	ctx, cancel := context.WithTimeout(parent, compensationBudget+j.set.VerifyDuration)
 	defer cancel()

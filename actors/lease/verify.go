@@ -16,7 +16,7 @@ import (
 // reported only when one pass sees every container ready. A transient Docker error
 // while inspecting is retried until the verification deadline, never turned into a
 // tenant-visible failure; a container that vanished is a container that exited.
-func (j *job) verify(ctx context.Context, cohort []dockerio.Container, r *Release, provisionDeadline time.Time) Outcome {
+func (j *job) verify(ctx context.Context, cohort []messages.Container, r *Release, provisionDeadline time.Time) Outcome {
 	if !complete(r, cohort) {
 		return fail(messages.ReasonInternal, "launched cohort is incomplete")
 	}
@@ -46,7 +46,7 @@ func (j *job) verify(ctx context.Context, cohort []dockerio.Container, r *Releas
 
 // verifyHealth polls until every container is ready: healthy for services with an
 // active check, running for startup_verify_duration for the others.
-func (j *job) verifyHealth(ctx context.Context, cohort []dockerio.Container, r *Release, deadline time.Time) Outcome {
+func (j *job) verifyHealth(ctx context.Context, cohort []messages.Container, r *Release, deadline time.Time) Outcome {
 	checked := make(map[string]bool)
 	for _, svc := range r.Services {
 		checked[svc.Name] = svc.Manifest.HealthCheck.Active()
@@ -110,8 +110,8 @@ func healthDeadline(now, provisionDeadline time.Time) time.Time {
 // inspectAll inspects every container of the cohort once. A transient error is
 // retried every HealthPoll until deadline (then the attempt is Internal); a
 // container Docker no longer has reads as dead.
-func (j *job) inspectAll(ctx context.Context, cohort []dockerio.Container, deadline time.Time) ([]dockerio.Container, Outcome, bool) {
-	out := make([]dockerio.Container, 0, len(cohort))
+func (j *job) inspectAll(ctx context.Context, cohort []messages.Container, deadline time.Time) ([]messages.Container, Outcome, bool) {
+	out := make([]messages.Container, 0, len(cohort))
 	for _, c := range cohort {
 		for attempt := 1; ; attempt++ {
 			got, err := j.eng.Inspect(ctx, c.ID)

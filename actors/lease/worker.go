@@ -34,7 +34,7 @@ type job struct {
 	close    *CloseRequested    // the close in progress (teardown)
 	rel      Release            // the release this work deploys or runs
 	source   *Release           // a maintenance's source release (nil: none)
-	pins     map[string]dockerio.ImagePin
+	pins     map[string]messages.ImagePin
 	launch   launch
 	deadline time.Time
 	maint    *Maintenance // the maintenance in flight (replace work)
@@ -75,8 +75,8 @@ func (a *Actor) job() *job {
 // knownPins maps every image reference the lease ever recorded to its content,
 // newest release winning: a retry, re-provision or restart of the same reference
 // runs exactly that content.
-func knownPins(st *State) map[string]dockerio.ImagePin {
-	out := map[string]dockerio.ImagePin{}
+func knownPins(st *State) map[string]messages.ImagePin {
+	out := map[string]messages.ImagePin{}
 	for _, r := range st.Releases {
 		for _, si := range r.Images {
 			if si.Ref != "" && si.ID != "" {
@@ -364,7 +364,7 @@ func (j *job) ownNetwork(ctx context.Context) (leaseNetwork, error) {
 // (as Launched reports it). A pool network found gone by the launch (nothing
 // was created) is dropped from the pool, and the launch runs once more on the
 // lease's own network; net is what it ran on.
-func (j *job) up(ctx context.Context, net *leaseNetwork, build func(leaseNetwork) dockerio.Plan) ([]dockerio.Container, error) {
+func (j *job) up(ctx context.Context, net *leaseNetwork, build func(leaseNetwork) dockerio.Plan) ([]messages.Container, error) {
 	cohort, err := j.eng.Launch(ctx, build(*net))
 	if err == nil || !net.pooled || !errors.Is(err, dockerio.ErrPoolNetworkGone) {
 		return cohort, err
@@ -429,7 +429,7 @@ func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.I
 
 // classifyRejectedLaunch reads a cohort Compose refused to finish launching: the
 // definite failures of the seed, else Internal.
-func classifyRejectedLaunch(upErr error, cohort []dockerio.Container) Outcome {
+func classifyRejectedLaunch(upErr error, cohort []messages.Container) Outcome {
 	if errors.Is(upErr, dockerio.ErrForeignObject) {
 		return fail(messages.ReasonInternal, "a container of another installation holds this lease's name")
 	}
@@ -462,7 +462,7 @@ func (j *job) internal(ctx context.Context, step string, err error) Outcome {
 
 // failAndClean captures the attempt's diagnostics, then removes its containers.
 // Cleanup runs on a fresh context: the attempt's deadline may be what failed it.
-func (j *job) failAndClean(out Outcome, cohort []dockerio.Container) Outcome {
+func (j *job) failAndClean(out Outcome, cohort []messages.Container) Outcome {
 	cctx, cancel := context.WithTimeout(context.Background(), j.set.StopTimeout+time.Minute)
 	defer cancel()
 	if cohort == nil {
@@ -581,7 +581,7 @@ func (j *job) resume(ctx context.Context) Outcome {
 }
 
 // removeExact stops and removes exactly these containers, gently.
-func (j *job) removeExact(ctx context.Context, cs []dockerio.Container) error {
+func (j *job) removeExact(ctx context.Context, cs []messages.Container) error {
 	var errs []error
 	for _, c := range cs {
 		if err := j.eng.StopRemove(ctx, c.ID, j.set.StopTimeout); err != nil {
@@ -591,8 +591,8 @@ func (j *job) removeExact(ctx context.Context, cs []dockerio.Container) error {
 	return errors.Join(errs...)
 }
 
-func ofGeneration(cs []dockerio.Container, gen uint64) []dockerio.Container {
-	var out []dockerio.Container
+func ofGeneration(cs []messages.Container, gen uint64) []messages.Container {
+	var out []messages.Container
 	for _, c := range cs {
 		if c.Generation == gen {
 			out = append(out, c)
@@ -721,10 +721,10 @@ func (j *job) leftovers(ctx context.Context) ([]string, error) {
 
 // confirmExited inspects a container the event stream reported dead; it returns
 // the container only when Docker confirms it is no longer running.
-func (j *job) confirmExited(ctx context.Context, id string) *dockerio.Container {
+func (j *job) confirmExited(ctx context.Context, id string) *messages.Container {
 	c, err := j.eng.Inspect(ctx, id)
 	if errors.Is(err, dockerio.ErrNotFound) {
-		return &dockerio.Container{ID: id, State: "removed", ExitCode: -1}
+		return &messages.Container{ID: id, State: "removed", ExitCode: -1}
 	}
 	if err != nil || c.State == "running" || c.State == "restarting" {
 		return nil
@@ -751,7 +751,7 @@ func (j *job) captureRuntimeFailure(ctx context.Context) {
 // --- cohorts -------------------------------------------------------------------------
 
 // complete reports whether cohort is exactly r's instances, each once.
-func complete(r *Release, cohort []dockerio.Container) bool {
+func complete(r *Release, cohort []messages.Container) bool {
 	want := r.expected()
 	seen := make(map[dockerio.InstanceKey]bool)
 	for _, c := range cohort {
@@ -764,7 +764,7 @@ func complete(r *Release, cohort []dockerio.Container) bool {
 	return len(seen) == len(want)
 }
 
-func allRunning(cohort []dockerio.Container) bool {
+func allRunning(cohort []messages.Container) bool {
 	for _, c := range cohort {
 		if c.State != "running" {
 			return false
@@ -774,18 +774,12 @@ func allRunning(cohort []dockerio.Container) bool {
 }
 
 // instances records a verified cohort for the Ready transition.
-func instances(r *Release, cohort []dockerio.Container) []Instance {
+func instances(r *Release, cohort []messages.Container) []Instance {
 	images := serviceImages(r.Services)
 	out := make([]Instance, 0, len(cohort))
 	for _, c := range cohort {
 		inst := Instance{Service: c.Service, Index: c.Index, ContainerID: c.ID, Image: images[c.Service]}
-		if len(c.Ports) > 0 {
-			m := make(map[string]messages.PortBinding, len(c.Ports))
-			for k, b := range c.Ports {
-				m[k] = messages.PortBinding{HostIP: b.HostIP, HostPort: b.HostPort}
-			}
-			inst.Ports = portsOf(m)
-		}
+		inst.Ports = portsOf(c.Ports)
 		out = append(out, inst)
 	}
 	sort.Slice(out, func(i, k int) bool {

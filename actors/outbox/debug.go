@@ -1,11 +1,10 @@
 package outbox
 
 import (
-	"encoding/json"
-	"net/url"
 	"time"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -63,7 +62,7 @@ func (a *Actor) forgetOldestTry() {
 // remember moves a delivered row's bookkeeping into the ring of recent deliveries.
 func (a *Actor) remember(row persistence.OutboxRow, at time.Time) {
 	d := messages.DeliveredCallback{Lease: row.Lease, DeliveryID: row.DeliveryID, Kind: row.Kind,
-		Status: callbackStatus(row.Body), URLPath: urlPath(row.URL), CreatedAt: row.CreatedAt, DeliveredAt: at}
+		Status: callback.Status(row.Body), URLPath: callback.URLPath(row.URL), CreatedAt: row.CreatedAt, DeliveredAt: at}
 	if t := a.tries[row.DeliveryID]; t != nil {
 		d.Attempts, d.LastAttemptAt, d.LastError = t.Attempts, t.LastAttemptAt, t.LastError
 		delete(a.tries, row.DeliveryID)
@@ -80,25 +79,6 @@ func (a *Actor) debug(lease string) messages.DebugOutboxReply {
 		}
 	}
 	return out
-}
-
-// callbackStatus is the "status" of a callback body ("" when it has none).
-func callbackStatus(body json.RawMessage) string {
-	var cb struct {
-		Status string `json:"status"`
-	}
-	_ = json.Unmarshal(body, &cb)
-	return cb.Status
-}
-
-// urlPath is the path of a callback URL: enough to tell provision from lifecycle
-// callbacks, without the host or the query.
-func urlPath(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Path
 }
 
 // ring is a bounded, oldest-first record of delivered callbacks.

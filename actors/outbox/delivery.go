@@ -9,8 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/berth-dev/berth/http/callback"
-	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -75,7 +74,7 @@ func (d *Delivery) attempt(ctx context.Context, row persistence.OutboxRow) error
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Berth-Delivery-Id", row.DeliveryID)
-	if err := hmac.SignRequest(d.Secret, req, row.Body, d.Now()); err != nil {
+	if err := callback.SignRequest(d.Secret, req, row.Body, d.Now()); err != nil {
 		d.observe(OutcomeTransport)
 		return fmt.Errorf("sign: %w", err)
 	}

@@ -24,9 +24,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/outbox"
-	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -118,7 +118,7 @@ func (r *receiver) setRespond(f responder) {
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body) // the verifier already read it into memory
-	sig := req.Header.Get(hmac.Header)
+	sig := req.Header.Get(callback.Header)
 	c := &call{
 		Lease:      strings.TrimPrefix(req.URL.Path, "/callbacks/"),
 		DeliveryID: req.Header.Get("X-Berth-Delivery-Id"),

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/actors/outbox"
-	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 func TestDefaultSettings_AreTheContractSchedule(t *testing.T) {

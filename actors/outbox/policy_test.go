@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/actors/outbox"
-	"github.com/berth-dev/berth/http/callback"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 )
 

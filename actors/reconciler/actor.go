@@ -168,7 +168,7 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("list containers: %w", err)
 	}
 	res.Leases, res.Containers = len(isLive), len(containers)
-	byLease := make(map[string][]dockerio.Container)
+	byLease := make(map[string][]messages.Container)
 	for _, ctr := range containers {
 		byLease[ctr.Lease] = append(byLease[ctr.Lease], ctr)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -67,7 +67,7 @@ type Deps struct {
 	// out a burst before their Docker work (nil: not marked).
 	Quiet *supervisors.Quiet
 	// Transitions is the ring of recent lease transitions (GET /debug/transitions);
-	// nil = a DefaultTransitions ring made on first use.
+	// nil = a messages.TransitionsKept ring made on first use.
 	Transitions *Transitions
 	// Replayed is what startup's verification replayed (nil: the first start loads too).
 	Replayed *Replayed

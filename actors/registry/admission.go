@@ -1,20 +1,15 @@
 package registry
 
 import (
-	"net/url"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/messages/manifest"
 )
-
-// ValidLeaseID reports whether s is a canonical (lowercase, hyphenated) UUID.
-func ValidLeaseID(s string) bool { return messages.ValidLeaseID(s) }
 
 // maxFieldLen bounds free-text request fields (tenant, provider, URLs).
 const maxFieldLen = 2048
@@ -33,7 +28,7 @@ func (s *Settings) checkCommonFields(tenant, provider string, items int, callbac
 		return "", err
 	}
 	if lifecycleURL == "" {
-		return DeriveLifecycleURL(callbackURL), nil
+		return callback.LifecycleURL(callbackURL), nil
 	}
 	if err := s.Callbacks.CheckURLField("lifecycle_callback_url", lifecycleURL); err != nil {
 		return "", err
@@ -45,7 +40,7 @@ func (s *Settings) checkCommonFields(tenant, provider string, items int, callbac
 // admission number). It is pure: nothing is reserved or written. Every refusal is a
 // *messages.Refusal, so the wire status follows from its kind.
 func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease.Spec, error) {
-	if !ValidLeaseID(req.LeaseUUID) {
+	if !messages.ValidLeaseID(req.LeaseUUID) {
 		return nil, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID")
 	}
 	lifecycle, err := s.checkCommonFields(req.Tenant, req.ProviderUUID, len(req.Items), req.CallbackURL, req.LifecycleCallbackURL)
@@ -76,7 +71,7 @@ func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease
 		Manifest:     raw,
 		CallbackURL:  req.CallbackURL,
 		LifecycleURL: lifecycle,
-		OperationID:  operationID(req.CallbackURL),
+		OperationID:  callback.OperationID(req.CallbackURL),
 		AdmittedAt:   now.UTC(),
 	}
 	for _, it := range built.Items {
@@ -136,42 +131,6 @@ func (s *Settings) resolveSKU(sku string) (lease.Profile, bool) {
 		p.ScratchMB = s.ScratchMB
 	}
 	return p, true
-}
-
-// DeriveLifecycleURL replaces the operation_id query parameter with lifecycle_id;
-// a URL without operation_id is used as is (CONTRACT.md, Callbacks). It edits the
-// raw query pair by pair, so every other pair survives byte for byte (url.Values
-// would drop pairs it cannot parse and reorder the rest).
-func DeriveLifecycleURL(callback string) string {
-	u, err := url.Parse(callback)
-	if err != nil {
-		return callback
-	}
-	pairs := strings.Split(u.RawQuery, "&")
-	found := false
-	for i, p := range pairs {
-		key, val, _ := strings.Cut(p, "=")
-		if k, err := url.QueryUnescape(key); err == nil && k == "operation_id" {
-			pairs[i] = "lifecycle_id=" + val
-			found = true
-		}
-	}
-	if !found {
-		return callback
-	}
-	u.RawQuery = strings.Join(pairs, "&")
-	return u.String()
-}
-
-// operationID is the operation's identity: the callback URL's operation_id when
-// present, else a fresh UUID.
-func operationID(callback string) string {
-	if u, err := url.Parse(callback); err == nil {
-		if op := u.Query().Get("operation_id"); op != "" {
-			return op
-		}
-	}
-	return uuid.NewString()
 }
 
 func excerpt(s string) string {

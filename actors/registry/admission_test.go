@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 const testImage = "127.0.0.1:5000/berth/workload:test"
@@ -130,7 +131,7 @@ func TestPrepare_LeaseUUIDMustBeCanonical(t *testing.T) {
 		}
 		assertRefusal(t, err, messages.ErrBadRequest, "lease_uuid")
 	}
-	if !ValidLeaseID(id) {
+	if !messages.ValidLeaseID(id) {
 		t.Fatalf("a lowercase hyphenated UUID must be valid: %s", id)
 	}
 }
@@ -250,8 +251,8 @@ func TestPrepare_LifecycleURL_DerivedFromOperationID(t *testing.T) {
 		if spec.LifecycleURL != cb {
 			t.Errorf("lifecycle URL of %q = %q, want it unchanged", cb, spec.LifecycleURL)
 		}
-		if DeriveLifecycleURL(cb) != cb {
-			t.Errorf("DeriveLifecycleURL(%q) = %q", cb, DeriveLifecycleURL(cb))
+		if callback.LifecycleURL(cb) != cb {
+			t.Errorf("callback.LifecycleURL(%q) = %q", cb, callback.LifecycleURL(cb))
 		}
 		// Without an operation_id the operation gets a fresh UUID of its own.
 		if _, err := uuid.Parse(spec.OperationID); err != nil || spec.OperationID == "" {
@@ -273,23 +274,6 @@ func TestPrepare_LifecycleURL_DerivedFromOperationID(t *testing.T) {
 	}
 	if spec.LifecycleURL != req.LifecycleCallbackURL || spec.OperationID != "op-1" {
 		t.Fatalf("explicit lifecycle URL: got %q (operation %q)", spec.LifecycleURL, spec.OperationID)
-	}
-}
-
-// CONTRACT.md: the lifecycle URL is the callback URL with operation_id replaced by
-// lifecycle_id; every other query parameter must survive, including pairs that Go's
-// url.ParseQuery cannot parse (a ';' or a bad escape), which the sender of the
-// callback URL may well use.
-func TestDeriveLifecycleURL_KeepsUnparseableQueryPairs(t *testing.T) {
-	cb := "https://providerd.example/cb?operation_id=op-7&sig=a;b&raw=%zz"
-	got := DeriveLifecycleURL(cb)
-	for _, keep := range []string{"sig=a;b", "raw=%zz", "lifecycle_id=op-7"} {
-		if !strings.Contains(got, keep) {
-			t.Errorf("DeriveLifecycleURL(%q) = %q: lost %q", cb, got, keep)
-		}
-	}
-	if strings.Contains(got, "operation_id") {
-		t.Errorf("DeriveLifecycleURL(%q) = %q still has operation_id", cb, got)
 	}
 }
 

@@ -38,7 +38,7 @@ func (a *Actor) note(e *entry, to, reason string) {
 
 func (a *Actor) transitions() *Transitions {
 	if a.deps.Transitions == nil {
-		a.deps.Transitions = NewTransitions(DefaultTransitions)
+		a.deps.Transitions = NewTransitions(messages.TransitionsKept)
 	}
 	return a.deps.Transitions
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -175,7 +176,7 @@ func (a *Actor) restore(c actor.Context, req messages.RestoreRequest) error {
 // prepareRestore validates a restore request against its source record and builds
 // the destination's frozen spec. Pure: nothing is reserved or written.
 func (s *Settings) prepareRestore(req messages.RestoreRequest, rec *Retention, now time.Time) (*lease.Spec, error) {
-	if !ValidLeaseID(req.LeaseUUID) || !ValidLeaseID(req.FromLeaseUUID) {
+	if !messages.ValidLeaseID(req.LeaseUUID) || !messages.ValidLeaseID(req.FromLeaseUUID) {
 		return nil, messages.Refuse(messages.ErrBadRequest, "lease_uuid and from_lease_uuid must be canonical UUIDs")
 	}
 	if req.LeaseUUID == req.FromLeaseUUID {
@@ -207,7 +208,7 @@ func (s *Settings) prepareRestore(req messages.RestoreRequest, rec *Retention, n
 	}
 	spec := &lease.Spec{Lease: req.LeaseUUID, Tenant: req.Tenant, ProviderUUID: req.ProviderUUID, Items: built.Items,
 		Flat: built.Flat, Manifest: rec.Record.Manifest, CallbackURL: req.CallbackURL, LifecycleURL: lifecycle,
-		OperationID: operationID(req.CallbackURL), AdmittedAt: now.UTC(),
+		OperationID: callback.OperationID(req.CallbackURL), AdmittedAt: now.UTC(),
 		Restore: &lease.RestoreFrom{From: req.FromLeaseUUID}}
 	for _, it := range built.Items {
 		prof, ok := s.resolveSKU(it.SKU)

@@ -6,9 +6,6 @@ import (
 	"github.com/berth-dev/berth/messages"
 )
 
-// DefaultTransitions is how many recent lease transitions the registry keeps.
-const DefaultTransitions = 1024
-
 // Transitions is the bounded record of recent lease status changes behind GET
 // /debug/transitions, fed by the LeaseReports the registry receives anyway.
 // Only the registry goroutine touches it. It lives in Deps rather than in the

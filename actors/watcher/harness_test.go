@@ -282,7 +282,7 @@ func (h *watcherHarness) connected() {
 }
 
 // startContainers launches quantity running containers of a new lease in the fake.
-func (h *watcherHarness) startContainers(leaseID string, generation uint64, quantity int) []dockerio.Container {
+func (h *watcherHarness) startContainers(leaseID string, generation uint64, quantity int) []messages.Container {
 	h.t.Helper()
 	ctx := context.Background()
 	netID, err := h.fake.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: leaseID, Tenant: "t", BackendName: "berth-test",

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 func TestBenchPercentile_NearestRank(t *testing.T) {
@@ -173,7 +173,7 @@ func TestBenchCallbackSink_VerifiesSignaturesAndDeduplicates(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("X-Berth-Delivery-Id", delivery)
-		if err := hmac.SignRequest([]byte(key), req, body, time.Now()); err != nil {
+		if err := callback.SignRequest([]byte(key), req, body, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := http.DefaultClient.Do(req)

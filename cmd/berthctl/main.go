@@ -51,6 +51,7 @@ import (
 
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 func main() {
@@ -163,7 +164,7 @@ func (c *client) sign(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(c.out, hmac.Sign(c.secret, strings.ToUpper(req[0]), req[1], body, time.Now()))
+	fmt.Fprintln(c.out, callback.Sign(c.secret, strings.ToUpper(req[0]), req[1], body, time.Now()))
 	return nil
 }
 
@@ -230,7 +231,7 @@ func (c *client) call(method, uri string, body []byte) (string, []byte, error) {
 		return "", nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if err := hmac.SignRequest(c.secret, req, body, time.Now()); err != nil {
+	if err := callback.SignRequest(c.secret, req, body, time.Now()); err != nil {
 		return "", nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)

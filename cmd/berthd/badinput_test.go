@@ -19,7 +19,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -162,11 +162,11 @@ func TestBadInput_ExactStatusNoJournalEventNoDockerObject(t *testing.T) {
 		want   string
 	}{
 		{"missing", "", "/provision", body, 401, `{"error":"missing signature"}`},
-		{"stale", hmac.Sign(d.secret, "POST", "/provision", body, now.Add(-5*time.Minute-2*time.Second)), "/provision", body, 401, `{"error":"invalid signature"}`},
-		{"future", hmac.Sign(d.secret, "POST", "/provision", body, now.Add(time.Minute+2*time.Second)), "/provision", body, 401, `{"error":"invalid signature"}`},
-		{"wrong body", hmac.Sign(d.secret, "POST", "/provision", []byte("{}"), now), "/provision", body, 401, `{"error":"invalid signature"}`},
-		{"wrong query", hmac.Sign(d.secret, "GET", "/provisions?limit=1", nil, now), "/provisions?limit=2", nil, 401, `{"error":"invalid signature"}`},
-		{"oversized", hmac.Sign(d.secret, "POST", "/provision", body, now), "/provision", bytes.Repeat([]byte("x"), 70000), 413, `{"error":"request body too large"}`},
+		{"stale", callback.Sign(d.secret, "POST", "/provision", body, now.Add(-5*time.Minute-2*time.Second)), "/provision", body, 401, `{"error":"invalid signature"}`},
+		{"future", callback.Sign(d.secret, "POST", "/provision", body, now.Add(time.Minute+2*time.Second)), "/provision", body, 401, `{"error":"invalid signature"}`},
+		{"wrong body", callback.Sign(d.secret, "POST", "/provision", []byte("{}"), now), "/provision", body, 401, `{"error":"invalid signature"}`},
+		{"wrong query", callback.Sign(d.secret, "GET", "/provisions?limit=1", nil, now), "/provisions?limit=2", nil, 401, `{"error":"invalid signature"}`},
+		{"oversized", callback.Sign(d.secret, "POST", "/provision", body, now), "/provision", bytes.Repeat([]byte("x"), 70000), 413, `{"error":"request body too large"}`},
 	}
 	for _, a := range auth {
 		t.Run("auth "+a.name, func(t *testing.T) {
@@ -176,7 +176,7 @@ func TestBadInput_ExactStatusNoJournalEventNoDockerObject(t *testing.T) {
 			}
 			req, _ := http.NewRequest(method, "http://"+d.api+a.uri, bytes.NewReader(a.body))
 			if a.header != "" {
-				req.Header.Set(hmac.Header, a.header)
+				req.Header.Set(callback.Header, a.header)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

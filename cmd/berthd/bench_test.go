@@ -51,8 +51,8 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -89,7 +89,7 @@ func (c *benchClient) do(method, uri string, body []byte) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := hmac.SignRequest(c.secret, req, body, time.Now()); err != nil {
+	if err := callback.SignRequest(c.secret, req, body, time.Now()); err != nil {
 		return 0, nil, err
 	}
 	resp, err := c.http.Do(req)

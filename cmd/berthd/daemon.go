@@ -31,9 +31,10 @@ import (
 	"github.com/berth-dev/berth/dockerio/addresspool"
 	"github.com/berth-dev/berth/dockerio/engine"
 	"github.com/berth-dev/berth/http/api"
-	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/debug"
 	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -250,7 +251,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 				d.recoveredOnce.Do(func() { close(d.recovered) })
 			}
 		},
-		Transitions: registry.NewTransitions(registry.DefaultTransitions),
+		Transitions: registry.NewTransitions(messages.TransitionsKept),
 		AdmissionBatches: promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_admission_batch_size",
 			Help:    "Admissions carried by each registry journal commit (a burst of concurrent provisions shares one).",
@@ -299,7 +300,7 @@ func children(cfg *config.Config, secret []byte, id persistence.Identity, d *dae
 		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: now})
 	debugHandler := debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: string(cfg.Debug.Token),
 		RegistryPath: registryPath, OutboxPath: outboxPath, PassPaths: []string{reconcilerPath, reclaimerPath, netpoolPath, reaperPath},
-		Store: d.store, Diag: d.diag, Now: now})
+		Reads: debugReads{store: d.store, diag: d.diag}, Now: now})
 
 	return []supervisors.Spec{
 		{Name: "registry", Kind: "registry", Producer: registry.New(registryDeps), MailboxLimit: 1024,

@@ -30,6 +30,7 @@ import (
 
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -412,7 +413,7 @@ func (d *daemonProc) call(method, uri string, body []byte) response {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	if err := hmac.SignRequest(d.secret, req, body, time.Now()); err != nil {
+	if err := callback.SignRequest(d.secret, req, body, time.Now()); err != nil {
 		d.t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -770,7 +771,7 @@ func postNoBody(url string) (*http.Response, error) {
 }
 
 func signRequest(req *http.Request, body []byte) error {
-	return hmac.SignRequest([]byte(testSecret), req, body, time.Now())
+	return callback.SignRequest([]byte(testSecret), req, body, time.Now())
 }
 
 func encodeB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/messages"
 )
 
 // TestConformance_FakeBehavesLikeTheRealEngine drives the same scenario through
@@ -103,7 +104,7 @@ func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInf
 	note("resolve: %s same-id=%v digest=%v volumes=%v masks=%d", kind(err), resolved.ID == info.ID, resolved.Digest != "", resolved.Volumes, len(resolved.MaskLabels))
 	pinned, err := e.PinnedImage(ctx, resolved.Pin(fx.image))
 	note("pinned: %s same-id=%v same-digest=%v", kind(err), pinned.ID == info.ID, pinned.Digest == resolved.Digest)
-	_, err = e.PinnedImage(ctx, dockerio.ImagePin{Ref: fx.image, ID: "sha256:" + strings.Repeat("0", 64)})
+	_, err = e.PinnedImage(ctx, messages.ImagePin{Ref: fx.image, ID: "sha256:" + strings.Repeat("0", 64)})
 	note("pinned absent without digest: %s", kind(err))
 	_, err = e.ResolveImage(ctx, info.ID)
 	note("resolve an image ID: %s", kind(err))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/messages"
 )
 
 // Cohort reports this installation's containers (any state) of the lease's
@@ -24,12 +25,12 @@ import (
 // and a (service, index) that maps to exactly that key. Another installation's
 // container of the same project (same lease UUID) is never part of it. Each is
 // inspected for its live state. Sorted by (Service, Index, ID).
-func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container, error) {
+func (e *Engine) Cohort(ctx context.Context, lease string) ([]messages.Container, error) {
 	list, err := e.cohortList(ctx, lease)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]dockerio.Container, 0, len(list))
+	out := make([]messages.Container, 0, len(list))
 	for _, s := range list {
 		c, err := e.Inspect(ctx, s.ID)
 		if errors.Is(err, dockerio.ErrNotFound) {
@@ -45,7 +46,7 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container
 }
 
 // Launched is Cohort's attribution over one listing, without the inspects.
-func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Container, error) {
+func (e *Engine) Launched(ctx context.Context, lease string) ([]messages.Container, error) {
 	list, err := e.cohortList(ctx, lease)
 	if err != nil {
 		return nil, err
@@ -54,8 +55,8 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Contain
 }
 
 // launchedFrom is Launched's answer from an attributed listing.
-func (e *Engine) launchedFrom(lease string, list []container.Summary) []dockerio.Container {
-	out := make([]dockerio.Container, 0, len(list))
+func (e *Engine) launchedFrom(lease string, list []container.Summary) []messages.Container {
+	out := make([]messages.Container, 0, len(list))
 	for _, s := range list {
 		out = append(out, fromSummary(s))
 	}
@@ -65,7 +66,7 @@ func (e *Engine) launchedFrom(lease string, list []container.Summary) []dockerio
 
 // fromSummary is what a container listing says of one container: its labels'
 // attribution, image, state and health (from the Status text).
-func fromSummary(s container.Summary) dockerio.Container {
+func fromSummary(s container.Summary) messages.Container {
 	name := ""
 	if len(s.Names) > 0 {
 		name = strings.TrimPrefix(s.Names[0], "/")
@@ -110,15 +111,15 @@ func (e *Engine) attributed(lease string, list []container.Summary) []container.
 }
 
 // Inspect reports one container's live state; dockerio.ErrNotFound when absent.
-func (e *Engine) Inspect(ctx context.Context, id string) (dockerio.Container, error) {
+func (e *Engine) Inspect(ctx context.Context, id string) (messages.Container, error) {
 	resp, err := e.docker.ContainerInspect(ctx, id)
 	if err != nil {
-		return dockerio.Container{}, dockerErr("inspect container "+trimID(id), err)
+		return messages.Container{}, dockerErr("inspect container "+trimID(id), err)
 	}
 	return fromInspect(resp), nil
 }
 
-func fromInspect(r container.InspectResponse) dockerio.Container {
+func fromInspect(r container.InspectResponse) messages.Container {
 	var l map[string]string
 	if r.Config != nil {
 		l = r.Config.Labels
@@ -144,8 +145,8 @@ func fromInspect(r container.InspectResponse) dockerio.Container {
 // fromLabels fills what a container's labels say about it; a managed container
 // with missing or malformed identity labels keeps what is readable (the
 // reconciler decides what such a container means).
-func fromLabels(id, name string, l map[string]string) dockerio.Container {
-	c := dockerio.Container{ID: id, Name: name, Labels: l}
+func fromLabels(id, name string, l map[string]string) messages.Container {
+	c := messages.Container{ID: id, Name: name, Labels: l}
 	if inst, ok := labels.ParseInstance(l); ok {
 		c.Lease, c.Service, c.Index = inst.Lease, inst.Service, inst.Index
 		c.OperationID, c.Generation, c.Image = inst.OperationID, inst.Generation, inst.ImageRef
@@ -170,8 +171,8 @@ func parseDockerTime(s string) time.Time {
 }
 
 // bindingsOf keeps the first published binding of each port, preferring IPv4.
-func bindingsOf(ports nat.PortMap) map[string]dockerio.Binding {
-	out := map[string]dockerio.Binding{}
+func bindingsOf(ports nat.PortMap) map[string]messages.PortBinding {
+	out := map[string]messages.PortBinding{}
 	for port, bs := range ports {
 		for _, b := range bs {
 			if b.HostPort == "" {
@@ -179,7 +180,7 @@ func bindingsOf(ports nat.PortMap) map[string]dockerio.Binding {
 			}
 			prev, seen := out[string(port)]
 			if !seen || (strings.Contains(prev.HostIP, ":") && !strings.Contains(b.HostIP, ":")) {
-				out[string(port)] = dockerio.Binding{HostIP: b.HostIP, HostPort: b.HostPort}
+				out[string(port)] = messages.PortBinding{HostIP: b.HostIP, HostPort: b.HostPort}
 			}
 		}
 	}
@@ -276,16 +277,16 @@ func stopOptions(d time.Duration) container.StopOptions {
 // one list call (no per-container inspect: it must stay cheap for hundreds of
 // containers). Health comes from the list's Status text; ExitCode from its
 // "Exited (N)" text; start/finish times are not in a list and stay zero.
-func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) {
+func (e *Engine) ListManaged(ctx context.Context) ([]messages.Container, error) {
 	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters()})
 	if err != nil {
 		return nil, dockerErr("list managed containers", err)
 	}
-	out := make([]dockerio.Container, 0, len(list))
+	out := make([]messages.Container, 0, len(list))
 	for _, s := range list {
 		c := fromSummary(s)
 		c.ExitCode = exitCodeFromStatus(s.Status)
-		c.Ports = map[string]dockerio.Binding{}
+		c.Ports = map[string]messages.PortBinding{}
 		for _, p := range s.Ports {
 			if p.PublicPort == 0 {
 				continue
@@ -293,7 +294,7 @@ func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) 
 			key := strconv.Itoa(int(p.PrivatePort)) + "/" + p.Type
 			prev, seen := c.Ports[key]
 			if !seen || (strings.Contains(prev.HostIP, ":") && !strings.Contains(p.IP, ":")) {
-				c.Ports[key] = dockerio.Binding{HostIP: p.IP, HostPort: strconv.Itoa(int(p.PublicPort))}
+				c.Ports[key] = messages.PortBinding{HostIP: p.IP, HostPort: strconv.Itoa(int(p.PublicPort))}
 			}
 		}
 		out = append(out, c)

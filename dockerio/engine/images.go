@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
+	"github.com/berth-dev/berth/messages"
 )
 
 // isImageID reports a content ID ("sha256:<64 hex>"), which the reference parser
@@ -97,7 +98,7 @@ func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageIn
 // PinnedImage admits exactly the recorded content: the local image whose ID is
 // pin.ID, else pin.Digest fetched from its registry and required to be pin.ID.
 // The tag is never looked at. Bounded by Options.PullTimeout on top of ctx.
-func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
+func (e *Engine) PinnedImage(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error) {
 	if !isImageID(pin.ID) {
 		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %q: %w: the pin has no image ID", pin.Ref, dockerio.ErrImagePull)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
 
 // testImageRepo is a fresh repository of the local registry for one test's images.
@@ -291,19 +292,19 @@ func TestResolveImage_TagMoved_NewContent_PinnedImageKeepsTheOld(t *testing.T) {
 		t.Errorf("PinnedImage of an absent pin pulled %d times, want 1", n)
 	}
 
-	wrong := dockerio.ImagePin{Ref: ref, ID: "sha256:" + strings.Repeat("1", 64), Digest: oldDigest}
+	wrong := messages.ImagePin{Ref: ref, ID: "sha256:" + strings.Repeat("1", 64), Digest: oldDigest}
 	if _, err := e.PinnedImage(ctx, wrong); !errors.Is(err, dockerio.ErrImagePull) || !strings.Contains(err.Error(), "not the recorded one") {
 		t.Errorf("PinnedImage(digest of other content) = %v, want ErrImagePull", err)
 	}
-	if _, err := e.PinnedImage(ctx, dockerio.ImagePin{Ref: ref, ID: wrong.ID}); !errors.Is(err, dockerio.ErrImagePull) {
+	if _, err := e.PinnedImage(ctx, messages.ImagePin{Ref: ref, ID: wrong.ID}); !errors.Is(err, dockerio.ErrImagePull) {
 		t.Errorf("PinnedImage(absent, no digest) = %v, want ErrImagePull", err)
 	}
 	// A present pin needs no registry: served even with the registry unreachable.
-	offline := dockerio.ImagePin{Ref: ref, ID: oldID, Digest: unreachableRegistry(t) + "/berth-test/moving@" + strings.Split(oldDigest, "@")[1]}
+	offline := messages.ImagePin{Ref: ref, ID: oldID, Digest: unreachableRegistry(t) + "/berth-test/moving@" + strings.Split(oldDigest, "@")[1]}
 	if got, err := e.PinnedImage(ctx, offline); err != nil || got.ID != oldID {
 		t.Errorf("PinnedImage(present, registry down) = %+v, %v", got, err)
 	}
-	absentOffline := dockerio.ImagePin{Ref: ref, ID: "sha256:" + strings.Repeat("2", 64), Digest: offline.Digest}
+	absentOffline := messages.ImagePin{Ref: ref, ID: "sha256:" + strings.Repeat("2", 64), Digest: offline.Digest}
 	if _, err := e.PinnedImage(ctx, absentOffline); !errors.Is(err, dockerio.ErrImagePull) {
 		t.Errorf("PinnedImage(absent, registry down) = %v, want ErrImagePull", err)
 	}
@@ -429,7 +430,7 @@ func TestEngine_Unreachable_IsErrUnavailable(t *testing.T) {
 		"Ping":         e.Ping(ctx),
 		"ResolveImage": func() error { _, err := e.ResolveImage(ctx, fx.image+"x"); return err }(),
 		"PinnedImage": func() error {
-			_, err := e.PinnedImage(ctx, dockerio.ImagePin{ID: "sha256:" + strings.Repeat("a", 64)})
+			_, err := e.PinnedImage(ctx, messages.ImagePin{ID: "sha256:" + strings.Repeat("a", 64)})
 			return err
 		}(),
 		"EnsureNetwork": func() error { _, err := e.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: lease}); return err }(),

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
 
 func TestLogs_TailLinesAndByteCap_KeepTheEnd(t *testing.T) {
@@ -165,7 +166,7 @@ func TestListManaged_OnlyThisInstallation_HealthFromStatus(t *testing.T) {
 		t.Fatalf("Up b: %v", err)
 	}
 
-	var listA []dockerio.Container
+	var listA []messages.Container
 	eventually(t, time.Minute, "both web instances healthy in the list", func() bool {
 		var err error
 		listA, err = ea.ListManaged(ctx)
@@ -182,7 +183,7 @@ func TestListManaged_OnlyThisInstallation_HealthFromStatus(t *testing.T) {
 			t.Errorf("ListManaged(a)[%d] ports = %v", i, c.Ports)
 		}
 	}
-	var listB []dockerio.Container
+	var listB []messages.Container
 	eventually(t, time.Minute, "b's app exited", func() bool {
 		var err error
 		listB, err = eb.ListManaged(ctx)

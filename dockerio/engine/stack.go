@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/messages"
 )
 
 // Up launches (or converges) the lease's Compose project from plan: verify the
@@ -39,7 +40,7 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 
 // Launch is Up, then the launched cohort as Launched reports it, taken from the
 // listing compose made to start the project (one Engine API request fewer).
-func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]dockerio.Container, error) {
+func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]messages.Container, error) {
 	facts, err := e.up(ctx, plan)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
 
 // TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated launches
@@ -143,7 +144,7 @@ func TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated(t 
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // assertHardened checks every hardening setting in Docker's own view of the container.
-func assertHardened(t *testing.T, c dockerio.Container, plan dockerio.Plan) {
+func assertHardened(t *testing.T, c messages.Container, plan dockerio.Plan) {
 	t.Helper()
 	ctx := testCtx(t, time.Minute)
 	r, err := fx.docker.ContainerInspect(ctx, c.ID)
@@ -312,7 +313,7 @@ func TestLaunch_OnPoolNetwork_ReportsItsCohort_GoneNetworkFailsWithNothingCreate
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := func(cs []dockerio.Container) (out []string) {
+	ids := func(cs []messages.Container) (out []string) {
 		for _, c := range cs {
 			out = append(out, c.ID+"/"+c.Service+"/"+itoa(c.Index)+"/"+c.ImageID)
 		}

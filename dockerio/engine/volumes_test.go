@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/volumes"
+	"github.com/berth-dev/berth/messages"
 )
 
 // mustRun: under make test (BERTH_REQUIRE_DOCKER=1) and in CI a missing
@@ -138,7 +139,7 @@ func statefulTestWorkload(t *testing.T, v dockerio.Volumes, l testLease, ref str
 	return stateful(t, v, l.Lease, svc, quotaMB, info.UID, info.GID)
 }
 
-func upAndPort(t *testing.T, e *Engine, l testLease, svc dockerio.ServicePlan) (dockerio.Container, string) {
+func upAndPort(t *testing.T, e *Engine, l testLease, svc dockerio.ServicePlan) (messages.Container, string) {
 	t.Helper()
 	ctx := testCtx(t, 2*time.Minute)
 	if err := e.Up(ctx, l.plan(svc)); err != nil {

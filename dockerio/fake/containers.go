@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/messages"
 )
 
 // Compose labels the real engine's containers carry; the fake sets the same.
@@ -27,7 +28,7 @@ const (
 )
 
 type fakeContainer struct {
-	c            dockerio.Container
+	c            messages.Container
 	key          string // Compose service key
 	networkID    string
 	installation string
@@ -36,13 +37,10 @@ type fakeContainer struct {
 	logs         []string
 }
 
-func (c *fakeContainer) snapshot() dockerio.Container {
+func (c *fakeContainer) snapshot() messages.Container {
 	out := c.c
 	out.Labels = copyMap(c.c.Labels)
-	out.Ports = make(map[string]dockerio.Binding, len(c.c.Ports))
-	for k, v := range c.c.Ports {
-		out.Ports[k] = v
-	}
+	out.Ports = copyMap(c.c.Ports)
 	return out
 }
 
@@ -228,7 +226,7 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 		networkID:    plan.NetworkID,
 		installation: plan.InstallationID,
 		healthCheck:  svc.HealthCheck.Active(),
-		c: dockerio.Container{
+		c: messages.Container{
 			ID:          id,
 			Name:        dockerio.ProjectName(plan.Lease) + "-" + key + "-1",
 			Lease:       plan.Lease,
@@ -239,7 +237,7 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 			Image:       svc.Image,
 			ImageID:     imageID,
 			State:       "created",
-			Ports:       map[string]dockerio.Binding{},
+			Ports:       map[string]messages.PortBinding{},
 			Labels:      l,
 		},
 	}
@@ -248,7 +246,7 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 		if proto == "" {
 			proto = "tcp"
 		}
-		c.c.Ports[strconv.Itoa(p.Port)+"/"+proto] = dockerio.Binding{HostIP: plan.HostBindIP, HostPort: strconv.Itoa(e.nextPort)}
+		c.c.Ports[strconv.Itoa(p.Port)+"/"+proto] = messages.PortBinding{HostIP: plan.HostBindIP, HostPort: strconv.Itoa(e.nextPort)}
 		e.nextPort++
 	}
 	if h, ok := e.pinned[plan.Lease+"/"+svc.Name]; ok {
@@ -359,17 +357,17 @@ func (e *Engine) stopAndRemoveLocked(c *fakeContainer, exitCode int) {
 
 // Cohort is this installation's containers of the lease's project, attributed
 // through their Compose key, sorted by (Service, Index, ID).
-func (e *Engine) Cohort(ctx context.Context, lease string) ([]dockerio.Container, error) {
+func (e *Engine) Cohort(ctx context.Context, lease string) ([]messages.Container, error) {
 	if err := e.enter(ctx, OpCohort); err != nil {
 		return nil, err
 	}
 	return e.cohortOf(lease)
 }
 
-func (e *Engine) cohortOf(lease string) ([]dockerio.Container, error) {
+func (e *Engine) cohortOf(lease string) ([]messages.Container, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []dockerio.Container
+	var out []messages.Container
 	for _, c := range e.byProject[dockerio.ProjectName(lease)] {
 		if !e.ours(c.c.Labels) {
 			continue
@@ -385,7 +383,7 @@ func (e *Engine) cohortOf(lease string) ([]dockerio.Container, error) {
 }
 
 // Launch is Up, then Launched (both counted, as their own ops).
-func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]dockerio.Container, error) {
+func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]messages.Container, error) {
 	if err := e.Up(ctx, plan); err != nil {
 		return nil, err
 	}
@@ -393,7 +391,7 @@ func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]dockerio.Con
 }
 
 // Launched is Cohort as one listing reports it: no exit code, start time or ports.
-func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Container, error) {
+func (e *Engine) Launched(ctx context.Context, lease string) ([]messages.Container, error) {
 	if err := e.enter(ctx, OpLaunched); err != nil {
 		return nil, err
 	}
@@ -406,7 +404,7 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]dockerio.Contain
 }
 
 // Inspect reports one container; dockerio.ErrNotFound when absent.
-func (e *Engine) Inspect(ctx context.Context, id string) (dockerio.Container, error) {
+func (e *Engine) Inspect(ctx context.Context, id string) (messages.Container, error) {
 	return inspect(ctx, e, OpInspect, "container", id, e.containers, (*fakeContainer).snapshot)
 }
 
@@ -478,14 +476,14 @@ func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Dur
 
 // ListManaged lists the installation's managed containers as a Docker list call
 // shows them: health only while running, no start/finish times.
-func (e *Engine) ListManaged(ctx context.Context) ([]dockerio.Container, error) {
+func (e *Engine) ListManaged(ctx context.Context) ([]messages.Container, error) {
 	installationID := e.opts.InstallationID
 	if err := e.enter(ctx, OpListManaged); err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []dockerio.Container
+	var out []messages.Container
 	for _, c := range e.containers {
 		if c.c.Labels[dockerio.LabelManaged] != "true" || c.c.Labels[dockerio.LabelInstallation] != installationID {
 			continue
@@ -612,9 +610,9 @@ func (e *Engine) AddForeignContainer(lease, service string, index int, installat
 	l[composeServiceLabel] = key
 	l[composeOneoffLabel] = "False"
 	id := randomHex(32)
-	c := &fakeContainer{key: key, installation: installation, c: dockerio.Container{
+	c := &fakeContainer{key: key, installation: installation, c: messages.Container{
 		ID: id, Name: dockerio.ProjectName(lease) + "-" + key + "-1", Lease: lease, Service: service, Index: index,
-		OperationID: plan.OperationID, Generation: 1, State: "created", Ports: map[string]dockerio.Binding{}, Labels: l,
+		OperationID: plan.OperationID, Generation: 1, State: "created", Ports: map[string]messages.PortBinding{}, Labels: l,
 	}}
 	e.addContainerLocked(c)
 	e.startLocked(c)

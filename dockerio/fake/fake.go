@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
+	"github.com/berth-dev/berth/messages"
 )
 
 // Op names an Engine method, for Delay and Calls.
@@ -317,8 +318,8 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
+func copyMap[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
 	for k, v := range m {
 		out[k] = v
 	}
@@ -386,7 +387,7 @@ func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageIn
 
 // PinnedImage mirrors the real engine: the local image with exactly pin.ID, else
 // pin.Digest fetched and required to be pin.ID. Never the tag.
-func (e *Engine) PinnedImage(ctx context.Context, pin dockerio.ImagePin) (dockerio.ImageInfo, error) {
+func (e *Engine) PinnedImage(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error) {
 	if err := e.enter(ctx, OpPinnedImage); err != nil {
 		return dockerio.ImageInfo{}, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/messages"
 )
 
 const (
@@ -106,7 +107,7 @@ func TestImages_ResolvePinnedAdmission_MirrorTheRealEngine(t *testing.T) {
 	if _, err := e.PinnedImage(ctx, wrong); !errors.Is(err, dockerio.ErrImagePull) {
 		t.Errorf("PinnedImage(digest of other content) = %v, want ErrImagePull", err)
 	}
-	if _, err := e.PinnedImage(ctx, dockerio.ImagePin{Ref: image, ID: "sha256:" + strings.Repeat("0", 64)}); !errors.Is(err, dockerio.ErrImagePull) {
+	if _, err := e.PinnedImage(ctx, messages.ImagePin{Ref: image, ID: "sha256:" + strings.Repeat("0", 64)}); !errors.Is(err, dockerio.ErrImagePull) {
 		t.Errorf("PinnedImage(absent, no digest) = %v", err)
 	}
 	e.RemoveImage(image)

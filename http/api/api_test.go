@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/http/api"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -272,18 +273,18 @@ func TestMaintenance_DerivedID_StableForTheSameSignedRequestOnly(t *testing.T) {
 	e := newEnv(t)
 	body := []byte(`{"lease_uuid":"` + lease + `"}`)
 	at := time.Now()
-	sig := hmac.Sign(secret, http.MethodPost, "/restart", body, at)
+	sig := callback.Sign(secret, http.MethodPost, "/restart", body, at)
 	for i := 0; i < 2; i++ {
 		if r := e.do(http.MethodPost, "/restart", body, sig); r.status != http.StatusAccepted {
 			t.Fatalf("attempt %d: %d %s", i, r.status, r.body)
 		}
 	}
-	otherSig := hmac.Sign(secret, http.MethodPost, "/restart", body, at.Add(-time.Second))
+	otherSig := callback.Sign(secret, http.MethodPost, "/restart", body, at.Add(-time.Second))
 	if r := e.do(http.MethodPost, "/restart", body, otherSig); r.status != http.StatusAccepted {
 		t.Fatalf("re-signed: %d %s", r.status, r.body)
 	}
 	otherBody := []byte(`{"lease_uuid":"` + lease + `", "callback_url":"http://fred.example/cb"}`)
-	if r := e.do(http.MethodPost, "/restart", otherBody, hmac.Sign(secret, http.MethodPost, "/restart", otherBody, at)); r.status != http.StatusAccepted {
+	if r := e.do(http.MethodPost, "/restart", otherBody, callback.Sign(secret, http.MethodPost, "/restart", otherBody, at)); r.status != http.StatusAccepted {
 		t.Fatalf("other body: %d %s", r.status, r.body)
 	}
 	got := e.s.maintains()
@@ -432,7 +433,7 @@ func trickle(t *testing.T, addr, method, path string, signed bool, every time.Du
 	start := time.Now()
 	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: berthd\r\nContent-Length: 1000\r\n", method, path)
 	if signed {
-		head += hmac.Header + ": " + hmac.Sign(secret, method, path, []byte("x"), time.Now()) + "\r\n"
+		head += callback.Header + ": " + callback.Sign(secret, method, path, []byte("x"), time.Now()) + "\r\n"
 	}
 	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
 		t.Fatal(err)

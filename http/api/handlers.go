@@ -16,9 +16,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/actors/registry"
-	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -56,7 +55,7 @@ func decodeLeaseRequest(w http.ResponseWriter, r *http.Request, into any, lease 
 		writeError(w, err)
 		return false
 	}
-	if !registry.ValidLeaseID(*lease) {
+	if !messages.ValidLeaseID(*lease) {
 		writeError(w, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
 		return false
 	}
@@ -130,7 +129,7 @@ func (s *server) deprovision(w http.ResponseWriter, r *http.Request) {
 // pathLease is the {lease} path value; a non-canonical one is simply not found.
 func pathLease(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("lease")
-	if !registry.ValidLeaseID(id) {
+	if !messages.ValidLeaseID(id) {
 		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
 		return "", false
 	}
@@ -180,7 +179,7 @@ func paging(r *http.Request) (limit int, cont string, err error) {
 	}
 	if q.Has("continue") {
 		cont = q.Get("continue")
-		if !registry.ValidLeaseID(cont) {
+		if !messages.ValidLeaseID(cont) {
 			return 0, "", messages.Refuse(messages.ErrBadRequest, "continue must be a lease UUID")
 		}
 		if limit <= 0 {
@@ -202,7 +201,7 @@ func (s *server) provisions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, id := range ids {
-		if !registry.ValidLeaseID(id) {
+		if !messages.ValidLeaseID(id) {
 			writeError(w, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
 			return
 		}
@@ -314,7 +313,7 @@ func (s *server) restore(w http.ResponseWriter, r *http.Request) {
 	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
 		return
 	}
-	if !registry.ValidLeaseID(req.FromLeaseUUID) {
+	if !messages.ValidLeaseID(req.FromLeaseUUID) {
 		writeError(w, messages.Refuse(messages.ErrBadRequest, "from_lease_uuid must be a canonical UUID"))
 		return
 	}
@@ -354,7 +353,7 @@ func (s *server) maintain(kind string) http.HandlerFunc {
 		}
 		id := req.MaintenanceID
 		if id == "" {
-			id = DeriveMaintenanceID(req.LeaseUUID, r.Header.Get(hmac.Header), body)
+			id = DeriveMaintenanceID(req.LeaseUUID, r.Header.Get(callback.Header), body)
 		}
 		admitted := received
 		if req.MaintenanceAdmittedAt != "" {
@@ -378,7 +377,7 @@ func (s *server) maintain(kind string) http.HandlerFunc {
 // checkMaintenance is the facade's part of validating a maintenance request; the
 // manifest and the lease's state are the registry's.
 func (s *server) checkMaintenance(kind string, req messages.MaintenanceRequest) error {
-	if !registry.ValidLeaseID(req.LeaseUUID) {
+	if !messages.ValidLeaseID(req.LeaseUUID) {
 		return messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID")
 	}
 	if kind == messages.MaintenanceUpdate && req.Payload == "" {

@@ -21,9 +21,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/http/api"
-	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -213,10 +213,10 @@ func (e *env) do(method, uri string, body []byte, sig string) reply {
 	}
 	switch sig {
 	case "":
-		req.Header.Set(hmac.Header, hmac.Sign(secret, method, uri, body, time.Now()))
+		req.Header.Set(callback.Header, callback.Sign(secret, method, uri, body, time.Now()))
 	case "-":
 	default:
-		req.Header.Set(hmac.Header, sig)
+		req.Header.Set(callback.Header, sig)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

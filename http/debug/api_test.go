@@ -170,7 +170,7 @@ func newFixture(t *testing.T, mutate func(*debug.Options)) *fixture {
 		}
 	}
 	opts := debug.Options{Token: token, RegistryPath: "root/registry", OutboxPath: "root/outbox",
-		PassPaths: []string{"root/reconciler", "root/reclaimer", "root/reaper"}, Store: store, Diag: diag,
+		PassPaths: []string{"root/reconciler", "root/reclaimer", "root/reaper"}, Reads: storeReads{store, diag},
 		Now: func() time.Time { return now }, AskTimeout: 2 * time.Second}
 	if mutate != nil {
 		mutate(&opts)

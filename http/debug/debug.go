@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -37,10 +36,9 @@ type Options struct {
 	RegistryPath string   // lease rows, transitions, releases
 	OutboxPath   string   // delivery attempts and recent deliveries
 	PassPaths    []string // background actors answering GetPass (reconciler, reclaimer, reaper)
-	// Store and Diag are read directly (read-only transactions): a lease's
-	// journal, queued outbox rows, stored failure captures. Nil: not served.
-	Store *persistence.Store
-	Diag  *persistence.Diagnostics
+	// Reads reads the stores: a lease's journal, queued outbox rows, stored
+	// failure captures. Nil: not served.
+	Reads Reads
 
 	Now        func() time.Time // nil = time.Now
 	AskTimeout time.Duration    // how long a handler waits for an actor (0 = 5 s)

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // leaseAskTimeout bounds each lease actor's answer when rows are filled in; one
@@ -28,7 +27,7 @@ const leaseAskParallel = 32
 var statuses = []string{
 	messages.StatusProvisioning, messages.StatusReady, messages.StatusFailing, messages.StatusFailed,
 	messages.StatusUnknown, messages.StatusRestarting, messages.StatusUpdating, messages.StatusDeprovisioning,
-	messages.StatusRetained, string(lease.Reserved), string(lease.Closed),
+	messages.StatusRetained, messages.LeaseStatusReserved, messages.LeaseStatusClosed,
 }
 
 // leases is GET /debug/leases?status=S&tenant=T: {"leases": [LeaseRow…]}, newest first.
@@ -118,7 +117,7 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
 		return
 	}
-	if s.opts.Store == nil {
+	if s.opts.Reads == nil {
 		writeError(w, messages.Refuse(messages.ErrUnavailable, "no state store to read"))
 		return
 	}
@@ -128,28 +127,19 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	hist, err := lease.LoadHistory(s.opts.Store, id)
+	out, stored, err := s.opts.Reads.History(id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	diags, err := lease.DiagnosticSummaries(s.opts.Diag, id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if len(rows) == 0 && hist.State == nil && len(diags) == 0 {
+	switch {
+	case len(rows) > 0:
+		out.Lease = rows[0]
+	case !stored:
 		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
 		return
-	}
-	out := messages.LeaseHistory{Events: hist.Events, CompactedBeforeSeq: hist.CompactedBefore, Diagnostics: diags}
-	if len(rows) > 0 {
-		out.Lease = rows[0]
-	} else {
-		out.Lease = hist.Row(id)
-		if !out.Lease.CreatedAt.IsZero() {
-			out.Lease.AgeSeconds = seconds(s.opts.Now().Sub(out.Lease.CreatedAt))
-		}
+	case !out.Lease.CreatedAt.IsZero():
+		out.Lease.AgeSeconds = seconds(s.opts.Now().Sub(out.Lease.CreatedAt))
 	}
 	if out.Callbacks, err = s.callbacksOf(ctx, id); err != nil {
 		writeError(w, err)
@@ -162,7 +152,7 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 // callbacksOf is a lease's queued rows (from the store, with the attempts the
 // outbox actor counted) followed by the deliveries it remembers.
 func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCallback, error) {
-	rows, err := s.opts.Store.OutboxOf(id)
+	rows, err := s.opts.Reads.Outbox(id)
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +163,10 @@ func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCa
 	out := make([]messages.DebugCallback, 0, len(rows)+len(book.Delivered))
 	queued := make(map[string]bool, len(rows))
 	for _, e := range rows {
-		queued[e.Row.DeliveryID] = true
-		cb := messages.DebugCallback{DeliveryID: e.Row.DeliveryID, Kind: e.Row.Kind, Status: bodyStatus(e.Row.Body),
-			URLPath: urlPath(e.Row.URL), CreatedAt: e.Row.CreatedAt, State: messages.CallbackQueued}
-		if t, ok := book.Attempts[e.Row.DeliveryID]; ok {
+		queued[e.DeliveryID] = true
+		cb := messages.DebugCallback{DeliveryID: e.DeliveryID, Kind: e.Kind, Status: callback.Status(e.Body),
+			URLPath: callback.URLPath(e.URL), CreatedAt: e.CreatedAt, State: messages.CallbackQueued}
+		if t, ok := book.Attempts[e.DeliveryID]; ok {
 			cb.Attempts, cb.LastError = t.Attempts, t.LastError
 			cb.LastAttemptAt = timePtr(t.LastAttemptAt)
 		}
@@ -219,14 +209,4 @@ func timePtr(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
-}
-
-// urlPath is the path of a callback URL: it tells provision from lifecycle
-// callbacks without the host or the query.
-func urlPath(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Path
 }

@@ -1,13 +1,11 @@
 package debug
 
 import (
-	"encoding/json"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/persistence"
 )
 
 // outbox is GET /debug/outbox: the queued callback rows by lease, the lease with
@@ -15,11 +13,11 @@ import (
 // counted them. The rows are read from the store; the attempts are the actor's
 // memory (reset by its restart), and when it cannot answer the rows still show.
 func (s *server) outbox(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Store == nil {
+	if s.opts.Reads == nil {
 		writeError(w, messages.Refuse(messages.ErrUnavailable, "no state store to read"))
 		return
 	}
-	rows, err := s.opts.Store.OutboxAll()
+	rows, err := s.opts.Reads.Outbox("")
 	if err != nil {
 		writeError(w, err)
 		return
@@ -40,28 +38,28 @@ func (s *server) outbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// summarizeOutbox groups rows (in creation order, as OutboxAll returns them) by
+// summarizeOutbox groups rows (in creation order, as Reads.Outbox returns them) by
 // lease: count, kinds, the head row (the oldest: only it is ever attempted) and
 // its attempts. Leases are sorted by their oldest row, oldest first.
-func summarizeOutbox(rows []persistence.OutboxEntry, book messages.DebugOutboxReply, now time.Time) messages.OutboxSummary {
+func summarizeOutbox(rows []QueuedCallback, book messages.DebugOutboxReply, now time.Time) messages.OutboxSummary {
 	out := messages.OutboxSummary{TotalQueued: len(rows), Leases: []messages.OutboxLease{}}
 	byLease := map[string]int{}
 	for _, e := range rows {
-		i, ok := byLease[e.Key.Lease]
+		i, ok := byLease[e.Lease]
 		if !ok {
 			i = len(out.Leases)
-			byLease[e.Key.Lease] = i
-			l := messages.OutboxLease{LeaseUUID: e.Key.Lease, OldestAt: e.Row.CreatedAt, Kinds: map[string]int{}}
-			if t, ok := book.Attempts[e.Row.DeliveryID]; ok {
+			byLease[e.Lease] = i
+			l := messages.OutboxLease{LeaseUUID: e.Lease, OldestAt: e.CreatedAt, Kinds: map[string]int{}}
+			if t, ok := book.Attempts[e.DeliveryID]; ok {
 				l.Attempts, l.LastError, l.LastAttemptAt = t.Attempts, t.LastError, timePtr(t.LastAttemptAt)
 			}
 			out.Leases = append(out.Leases, l)
 		}
 		l := &out.Leases[i]
 		l.Queued++
-		l.Kinds[e.Row.Kind]++
-		if e.Row.CreatedAt.Before(l.OldestAt) {
-			l.OldestAt = e.Row.CreatedAt
+		l.Kinds[e.Kind]++
+		if e.CreatedAt.Before(l.OldestAt) {
+			l.OldestAt = e.CreatedAt
 		}
 	}
 	for i := range out.Leases {
@@ -74,13 +72,4 @@ func summarizeOutbox(rows []persistence.OutboxEntry, book messages.DebugOutboxRe
 		return out.Leases[i].LeaseUUID < out.Leases[k].LeaseUUID
 	})
 	return out
-}
-
-// bodyStatus is the "status" of a callback body ("" when it has none).
-func bodyStatus(body json.RawMessage) string {
-	var cb struct {
-		Status string `json:"status"`
-	}
-	_ = json.Unmarshal(body, &cb)
-	return cb.Status
 }

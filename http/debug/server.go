@@ -1,6 +1,7 @@
 package debug
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -22,21 +23,12 @@ func newServer(tree *supervisors.Tree, opts Options) *server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.AskTimeout <= 0 {
-		opts.AskTimeout = 5 * time.Second
-	}
-	if opts.TreeEvery <= 0 {
-		opts.TreeEvery = 2 * time.Second
-	}
-	if opts.TransitionPoll <= 0 {
-		opts.TransitionPoll = 500 * time.Millisecond
-	}
-	if opts.StreamLifetime <= 0 {
-		opts.StreamLifetime = 30 * time.Minute
-	}
-	if opts.StreamWriteGrace <= 0 {
-		opts.StreamWriteGrace = 10 * time.Second
-	}
+	// A duration left zero (or negative) takes its default.
+	opts.AskTimeout = cmp.Or(max(opts.AskTimeout, 0), 5*time.Second)
+	opts.TreeEvery = cmp.Or(max(opts.TreeEvery, 0), 2*time.Second)
+	opts.TransitionPoll = cmp.Or(max(opts.TransitionPoll, 0), 500*time.Millisecond)
+	opts.StreamLifetime = cmp.Or(max(opts.StreamLifetime, 0), 30*time.Minute)
+	opts.StreamWriteGrace = cmp.Or(max(opts.StreamWriteGrace, 0), 10*time.Second)
 	return &server{tree: tree, opts: opts}
 }
 

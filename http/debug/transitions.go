@@ -4,14 +4,13 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/messages"
 )
 
 // Paging of GET /debug/transitions.
 const (
 	defaultTransitionLimit = 100
-	maxTransitionLimit     = registry.DefaultTransitions
+	maxTransitionLimit     = messages.TransitionsKept
 )
 
 // transitions is GET /debug/transitions?since=SEQ&limit=N: the recent lease

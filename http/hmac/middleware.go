@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // Exact refusal bodies. Each ends in "\n", like json.Encoder output, so they read
@@ -44,7 +46,7 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 		if errors.Is(readErr, ErrTooSlow) {
 			w.Header().Set("Connection", "close") // the body is cut off mid-stream
 		}
-		values := r.Header.Values(Header)
+		values := r.Header.Values(callback.Header)
 		var err error
 		switch {
 		case len(values) == 0:
@@ -78,7 +80,7 @@ func (v *Verifier) Middleware(next http.Handler) http.Handler {
 func (v *Verifier) Unread(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(v.bodyGrace()))
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(orDefault(v.BodyGrace, DefaultBodyGrace)))
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)
@@ -93,8 +95,9 @@ func (v *Verifier) readBody(w http.ResponseWriter, r *http.Request) ([]byte, err
 		return nil, nil
 	}
 	p := &pacedBody{body: r.Body, rc: http.NewResponseController(w), start: time.Now(),
-		grace: v.bodyGrace(), rate: v.bodyMinRate(), timeout: v.bodyTimeout()}
-	body, err := io.ReadAll(http.MaxBytesReader(w, p, v.maxBody()))
+		grace: orDefault(v.BodyGrace, DefaultBodyGrace), rate: orDefault(v.BodyMinRate, DefaultBodyMinRate),
+		timeout: orDefault(v.BodyTimeout, DefaultBodyTimeout)}
+	body, err := io.ReadAll(http.MaxBytesReader(w, p, orDefault(v.MaxBody, DefaultMaxBody)))
 	if err == nil {
 		_ = p.rc.SetReadDeadline(time.Time{}) // the rest of the connection is the server's
 		return body, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	auth "github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // Exact wire bytes, spelled out here rather than taken from the package.
@@ -80,7 +81,7 @@ func (h *harness) send(t *testing.T, method, uri string, body []byte, sigs ...st
 		t.Fatal(err)
 	}
 	if len(sigs) > 0 {
-		req.Header[auth.Header] = sigs // raw, so empty and repeated values go out as is
+		req.Header[callback.Header] = sigs // raw, so empty and repeated values go out as is
 	}
 	client := &http.Client{Timeout: 60 * time.Second}
 	resp, err := client.Do(req)
@@ -110,7 +111,7 @@ func (h *harness) observed() []string {
 func TestMiddleware_SignedGETWithQuery_AcceptedWithRealClock(t *testing.T) {
 	h := newHarness(t, &auth.Verifier{Secret: secret}) // defaults: time.Now, 2 MiB
 	uri := "/logs/0b7e6f1e-3c1a-4c8e-9d2f-5a6b7c8d9e0f?tail=5&x=a%20b"
-	r := h.send(t, http.MethodGet, uri, nil, auth.Sign(secret, http.MethodGet, uri, nil, time.Now()))
+	r := h.send(t, http.MethodGet, uri, nil, callback.Sign(secret, http.MethodGet, uri, nil, time.Now()))
 	if r.status != http.StatusOK || len(r.body) != 0 {
 		t.Fatalf("status %d body %q, want 200 and empty", r.status, r.body)
 	}
@@ -122,7 +123,7 @@ func TestMiddleware_SignedGETWithQuery_AcceptedWithRealClock(t *testing.T) {
 func TestMiddleware_SignedPOST_HandlerSeesExactBody(t *testing.T) {
 	h := newHarness(t, fixedVerifier(0))
 	body := append([]byte(`{"lease_uuid":"0b7e6f1e-3c1a-4c8e-9d2f-5a6b7c8d9e0f"}`), 0, '\n', 0xff, '\r')
-	r := h.send(t, http.MethodPost, "/provision", body, auth.Sign(secret, http.MethodPost, "/provision", body, fixedNow))
+	r := h.send(t, http.MethodPost, "/provision", body, callback.Sign(secret, http.MethodPost, "/provision", body, fixedNow))
 	if r.status != http.StatusOK || !bytes.Equal(r.body, body) {
 		t.Fatalf("status %d, handler saw %q; want 200 and %q", r.status, r.body, body)
 	}
@@ -139,7 +140,7 @@ func TestMiddleware_ContractRows(t *testing.T) {
 	overCap := bytes.Repeat([]byte("a"), maxBody+1)
 	payload := []byte(`{"lease_uuid":"x"}`)
 	sign := func(key []byte, method, uri string, body []byte, at time.Time) []string {
-		return []string{auth.Sign(key, method, uri, body, at)}
+		return []string{callback.Sign(key, method, uri, body, at)}
 	}
 	cases := []struct {
 		name        string
@@ -214,7 +215,7 @@ func TestMiddleware_ContractRows(t *testing.T) {
 func TestMiddleware_MalformedHeaders_401Invalid(t *testing.T) {
 	h := newHarness(t, fixedVerifier(0))
 	body := []byte("{}")
-	good := auth.Sign(secret, http.MethodPost, "/update", body, fixedNow)
+	good := callback.Sign(secret, http.MethodPost, "/update", body, fixedNow)
 	rows := malformedHeaders(good)
 	rows["empty"] = ""
 	for name, sig := range rows {
@@ -254,7 +255,7 @@ func TestMiddleware_Rotation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t, &auth.Verifier{Secret: secret, NextSecret: c.next, Now: func() time.Time { return fixedNow }})
-			r := h.send(t, http.MethodPost, "/restart", body, auth.Sign(c.signer, http.MethodPost, "/restart", body, fixedNow))
+			r := h.send(t, http.MethodPost, "/restart", body, callback.Sign(c.signer, http.MethodPost, "/restart", body, fixedNow))
 			if r.status != c.status {
 				t.Fatalf("status %d %q, want %d", r.status, r.body, c.status)
 			}
@@ -272,11 +273,11 @@ func TestMiddleware_Rotation(t *testing.T) {
 func TestMiddleware_DefaultCapIs2MiB(t *testing.T) {
 	h := newHarness(t, &auth.Verifier{Secret: secret, Now: func() time.Time { return fixedNow }})
 	atCap := bytes.Repeat([]byte{'z'}, 2<<20)
-	if r := h.send(t, http.MethodPost, "/update", atCap, auth.Sign(secret, http.MethodPost, "/update", atCap, fixedNow)); r.status != 200 || !bytes.Equal(r.body, atCap) {
+	if r := h.send(t, http.MethodPost, "/update", atCap, callback.Sign(secret, http.MethodPost, "/update", atCap, fixedNow)); r.status != 200 || !bytes.Equal(r.body, atCap) {
 		t.Fatalf("2 MiB body: %d (%d bytes echoed), want 200 and the body", r.status, len(r.body))
 	}
 	over := append(atCap, 'z')
-	if r := h.send(t, http.MethodPost, "/update", over, auth.Sign(secret, http.MethodPost, "/update", over, fixedNow)); r.status != 413 || string(r.body) != wantTooLarge {
+	if r := h.send(t, http.MethodPost, "/update", over, callback.Sign(secret, http.MethodPost, "/update", over, fixedNow)); r.status != 413 || string(r.body) != wantTooLarge {
 		t.Fatalf("2 MiB + 1 body: %d %q, want 413 %q", r.status, r.body, wantTooLarge)
 	}
 	if h.handlerCalls() != 1 {
@@ -295,7 +296,7 @@ func TestMiddleware_AcceptsSignRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := auth.SignRequest(secret, req, nil, time.Now()); err != nil {
+		if err := callback.SignRequest(secret, req, nil, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := h.srv.Client().Do(req)
@@ -317,7 +318,7 @@ func TestMiddleware_HandBuiltRequest_UsesURL(t *testing.T) {
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
 	req := httptest.NewRequest(http.MethodGet, "/provisions?limit=5", nil)
 	req.RequestURI = ""
-	req.Header.Set(auth.Header, auth.Sign(secret, http.MethodGet, "/provisions?limit=5", nil, fixedNow))
+	req.Header.Set(callback.Header, callback.Sign(secret, http.MethodGet, "/provisions?limit=5", nil, fixedNow))
 	rec := httptest.NewRecorder()
 	mw.ServeHTTP(rec, req)
 	if rec.Code != 200 || !ran {
@@ -341,12 +342,12 @@ func TestMiddleware_UnreadableBody(t *testing.T) {
 		body   string
 	}{
 		{"", 401, wantMissing},
-		{auth.Sign(secret, http.MethodPost, "/provision", nil, fixedNow), 503, `{"error":"request body could not be read"}` + "\n"},
+		{callback.Sign(secret, http.MethodPost, "/provision", nil, fixedNow), 503, `{"error":"request body could not be read"}` + "\n"},
 	} {
 		req := httptest.NewRequest(http.MethodPost, "/provision", nil)
 		req.Body = brokenBody{}
 		if c.sig != "" {
-			req.Header.Set(auth.Header, c.sig)
+			req.Header.Set(callback.Header, c.sig)
 		}
 		rec := httptest.NewRecorder()
 		mw.ServeHTTP(rec, req)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	auth "github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // trickle opens a real TCP connection to addr, sends a POST head announcing
@@ -31,7 +32,7 @@ func trickle(t *testing.T, addr, sig string, length int, every time.Duration) (s
 	start := time.Now()
 	head := fmt.Sprintf("POST /provision HTTP/1.1\r\nHost: berthd\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", length)
 	if sig != "" {
-		head += auth.Header + ": " + sig + "\r\n"
+		head += callback.Header + ": " + sig + "\r\n"
 	}
 	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
 		t.Errorf("write head: %v", err)
@@ -78,7 +79,7 @@ func trickle(t *testing.T, addr, sig string, length int, every time.Duration) (s
 func TestMiddleware_TricklingBodies_AreCutOffWithProductionDefaults(t *testing.T) {
 	h := newHarness(t, &auth.Verifier{Secret: secret})
 	addr := strings.TrimPrefix(h.srv.URL, "http://")
-	sig := auth.Sign(secret, http.MethodPost, "/provision", []byte("{}"), time.Now())
+	sig := callback.Sign(secret, http.MethodPost, "/provision", []byte("{}"), time.Now())
 	const conns = 50
 	var wg sync.WaitGroup
 	for i := 0; i < conns; i++ {
@@ -141,7 +142,7 @@ func TestMiddleware_Pace_RateAndAbsoluteDeadline(t *testing.T) {
 			v.Secret = secret
 			h := newHarness(t, &v)
 			status, took := trickle(t, strings.TrimPrefix(h.srv.URL, "http://"),
-				auth.Sign(secret, http.MethodPost, "/provision", body, time.Now()), c.length, c.every)
+				callback.Sign(secret, http.MethodPost, "/provision", body, time.Now()), c.length, c.every)
 			if took > c.maxTook {
 				t.Errorf("took %s, want at most %s", took, c.maxTook)
 			}
@@ -161,7 +162,7 @@ func TestMiddleware_Pace_2MiBBodyFromANormalClientWorks(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	for i := 0; i < 2; i++ {
 		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/update", bytes.NewReader(body))
-		req.Header.Set(auth.Header, auth.Sign(secret, http.MethodPost, "/update", body, time.Now()))
+		req.Header.Set(callback.Header, callback.Sign(secret, http.MethodPost, "/update", body, time.Now()))
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +190,7 @@ func TestMiddleware_Pace_DeadlineClearedForASlowHandler(t *testing.T) {
 	t.Cleanup(srv.Close)
 	body := []byte(`{"lease_uuid":"x"}`)
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/restart", bytes.NewReader(body))
-	req.Header.Set(auth.Header, auth.Sign(secret, http.MethodPost, "/restart", body, time.Now()))
+	req.Header.Set(callback.Header, callback.Sign(secret, http.MethodPost, "/restart", body, time.Now()))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

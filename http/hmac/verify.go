@@ -1,3 +1,6 @@
+// Package hmac verifies the X-Fred-Signature header on providerd's requests to
+// berthd (CONTRACT.md, "Transport and authentication"); the signature's format,
+// and signing, are messages/callback's.
 package hmac
 
 import (
@@ -8,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // Defaults from CONTRACT.md.
@@ -104,32 +109,12 @@ type Verifier struct {
 	Observe func(outcome string)
 }
 
-func (v *Verifier) maxBody() int64 {
-	if v.MaxBody <= 0 {
-		return DefaultMaxBody
+// orDefault is v, or def when v is not positive (a tunable left zero).
+func orDefault[T int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
 	}
-	return v.MaxBody
-}
-
-func (v *Verifier) bodyGrace() time.Duration {
-	if v.BodyGrace <= 0 {
-		return DefaultBodyGrace
-	}
-	return v.BodyGrace
-}
-
-func (v *Verifier) bodyMinRate() int64 {
-	if v.BodyMinRate <= 0 {
-		return DefaultBodyMinRate
-	}
-	return v.BodyMinRate
-}
-
-func (v *Verifier) bodyTimeout() time.Duration {
-	if v.BodyTimeout <= 0 {
-		return DefaultBodyTimeout
-	}
-	return v.BodyTimeout
+	return v
 }
 
 func (v *Verifier) now() time.Time {
@@ -137,20 +122,6 @@ func (v *Verifier) now() time.Time {
 		return time.Now()
 	}
 	return v.Now()
-}
-
-func (v *Verifier) maxAge() time.Duration {
-	if v.MaxAge <= 0 {
-		return DefaultMaxAge
-	}
-	return v.MaxAge
-}
-
-func (v *Verifier) maxFuture() time.Duration {
-	if v.MaxFuture <= 0 {
-		return DefaultMaxFuture
-	}
-	return v.MaxFuture
 }
 
 // Verify is the pure check: nil when header is a well-formed signature of
@@ -169,10 +140,10 @@ func (v *Verifier) Verify(header, method, requestURI string, body []byte) error 
 	if err != nil {
 		return err
 	}
-	msg := canonical(sig.ts, method, requestURI, bodyDigest(body))
+	msg := callback.Canonical(sig.ts, method, requestURI, body)
 	// Both keys are always tried so the time taken does not say which one matched.
-	okCurrent := len(v.Secret) > 0 && hmac.Equal(mac(v.Secret, msg), sig.mac)
-	okNext := len(v.NextSecret) > 0 && hmac.Equal(mac(v.NextSecret, msg), sig.mac)
+	okCurrent := len(v.Secret) > 0 && hmac.Equal(callback.MAC(v.Secret, msg), sig.mac)
+	okNext := len(v.NextSecret) > 0 && hmac.Equal(callback.MAC(v.NextSecret, msg), sig.mac)
 	if !okCurrent && !okNext {
 		return ErrMismatch
 	}
@@ -180,10 +151,10 @@ func (v *Verifier) Verify(header, method, requestURI string, body []byte) error 
 	// now-MaxAge" must not be refused for the sub-second part of now.
 	now := time.Unix(v.now().Unix(), 0)
 	at := time.Unix(sig.unix, 0)
-	if at.Before(now.Add(-v.maxAge())) {
+	if at.Before(now.Add(-orDefault(v.MaxAge, DefaultMaxAge))) {
 		return fmt.Errorf("%w: t=%d, now=%d", ErrStale, sig.unix, now.Unix())
 	}
-	if at.After(now.Add(v.maxFuture())) {
+	if at.After(now.Add(orDefault(v.MaxFuture, DefaultMaxFuture))) {
 		return fmt.Errorf("%w: t=%d, now=%d", ErrFuture, sig.unix, now.Unix())
 	}
 	return nil

@@ -1,6 +1,7 @@
 package hmac_test
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"strings"
@@ -8,13 +9,14 @@ import (
 	"time"
 
 	auth "github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 func TestVerify_TypedReasons(t *testing.T) {
 	now := time.Unix(1750000000, 700_000_000)
 	v := &auth.Verifier{Secret: katKey, Now: func() time.Time { return now }}
 	sign := func(key []byte, at time.Time) string {
-		return auth.Sign(key, http.MethodGet, "/x", nil, at)
+		return callback.Sign(key, http.MethodGet, "/x", nil, at)
 	}
 	cases := []struct {
 		name, header string
@@ -50,7 +52,7 @@ func TestVerify_WindowBoundsInclusive_AtAnySubSecond(t *testing.T) {
 		v := &auth.Verifier{Secret: katKey, Now: func() time.Time { return now }}
 		check := func(offset time.Duration, want error) {
 			t.Helper()
-			h := auth.Sign(katKey, http.MethodGet, "/", nil, time.Unix(now.Unix(), 0).Add(offset))
+			h := callback.Sign(katKey, http.MethodGet, "/", nil, time.Unix(now.Unix(), 0).Add(offset))
 			err := v.Verify(h, http.MethodGet, "/", nil)
 			if want == nil && err != nil || want != nil && !errors.Is(err, want) {
 				t.Errorf("frac %v offset %v: Verify = %v, want %v", frac, offset, err, want)
@@ -66,13 +68,13 @@ func TestVerify_WindowBoundsInclusive_AtAnySubSecond(t *testing.T) {
 func TestVerify_CustomWindow(t *testing.T) {
 	now := time.Unix(1750000000, 0)
 	v := &auth.Verifier{Secret: katKey, Now: func() time.Time { return now }, MaxAge: 10 * time.Second, MaxFuture: 2 * time.Second}
-	if err := v.Verify(auth.Sign(katKey, "GET", "/", nil, now.Add(-11*time.Second)), "GET", "/", nil); !errors.Is(err, auth.ErrStale) {
+	if err := v.Verify(callback.Sign(katKey, "GET", "/", nil, now.Add(-11*time.Second)), "GET", "/", nil); !errors.Is(err, auth.ErrStale) {
 		t.Errorf("11 s old under a 10 s window: %v, want ErrStale", err)
 	}
-	if err := v.Verify(auth.Sign(katKey, "GET", "/", nil, now.Add(3*time.Second)), "GET", "/", nil); !errors.Is(err, auth.ErrFuture) {
+	if err := v.Verify(callback.Sign(katKey, "GET", "/", nil, now.Add(3*time.Second)), "GET", "/", nil); !errors.Is(err, auth.ErrFuture) {
 		t.Errorf("3 s ahead under a 2 s window: %v, want ErrFuture", err)
 	}
-	if err := v.Verify(auth.Sign(katKey, "GET", "/", nil, now.Add(-10*time.Second)), "GET", "/", nil); err != nil {
+	if err := v.Verify(callback.Sign(katKey, "GET", "/", nil, now.Add(-10*time.Second)), "GET", "/", nil); err != nil {
 		t.Errorf("exactly 10 s old: %v, want nil", err)
 	}
 }
@@ -85,7 +87,7 @@ func TestVerify_EmptySecret_RefusesEverything(t *testing.T) {
 		{Now: func() time.Time { return now }},
 		{Secret: []byte{}, NextSecret: []byte{}, Now: func() time.Time { return now }},
 	} {
-		h := auth.Sign(nil, http.MethodGet, "/", nil, now)
+		h := callback.Sign(nil, http.MethodGet, "/", nil, now)
 		if err := v.Verify(h, http.MethodGet, "/", nil); !errors.Is(err, auth.ErrMismatch) {
 			t.Errorf("empty-key signature: %v, want ErrMismatch", err)
 		}
@@ -95,7 +97,7 @@ func TestVerify_EmptySecret_RefusesEverything(t *testing.T) {
 func TestVerify_HeaderShapes(t *testing.T) {
 	now := time.Unix(1750000000, 0)
 	v := &auth.Verifier{Secret: katKey, Now: func() time.Time { return now }}
-	good := auth.Sign(katKey, http.MethodGet, "/", nil, now)
+	good := callback.Sign(katKey, http.MethodGet, "/", nil, now)
 	ts, mac, _ := strings.Cut(good, ",")
 	hexMAC := strings.TrimPrefix(mac, "sha256=")
 	accepted := map[string]string{
@@ -154,5 +156,36 @@ func malformedHeaders(good string) map[string]string {
 		"wrong algorithm":    ts + ",sha512=" + hexMAC,
 		"uppercase keys":     "T=" + unix + ",SHA256=" + hexMAC,
 		"semicolon":          ts + ";" + mac,
+	}
+}
+
+var katKey = []byte("berth-known-answer-key-0123456789abcdef")
+
+func TestSignVerify_RoundTrip(t *testing.T) {
+	now := time.Unix(1750000000, 500_000_000)
+	v := &auth.Verifier{Secret: katKey, Now: func() time.Time { return now }}
+	for _, c := range []struct {
+		method, uri string
+		body        []byte
+	}{
+		{http.MethodGet, "/provisions", nil},
+		{http.MethodGet, "/provisions?lease_uuid=a&lease_uuid=b", nil},
+		{http.MethodPost, "/provision", []byte(`{"a":1}`)},
+		{http.MethodPost, "/restore?x=%2F", bytes.Repeat([]byte{0, 1, 2, 255}, 1000)},
+	} {
+		h := callback.Sign(katKey, c.method, c.uri, c.body, now)
+		if err := v.Verify(h, c.method, c.uri, c.body); err != nil {
+			t.Errorf("Verify(Sign(%s %s)) = %v, want nil", c.method, c.uri, err)
+		}
+		// Each signed component matters.
+		if err := v.Verify(h, c.method+"X", c.uri, c.body); !errors.Is(err, auth.ErrMismatch) {
+			t.Errorf("other method: %v, want ErrMismatch", err)
+		}
+		if err := v.Verify(h, c.method, c.uri+"&z", c.body); !errors.Is(err, auth.ErrMismatch) {
+			t.Errorf("other uri: %v, want ErrMismatch", err)
+		}
+		if err := v.Verify(h, c.method, c.uri, append(bytes.Clone(c.body), '!')); !errors.Is(err, auth.ErrMismatch) {
+			t.Errorf("other body: %v, want ErrMismatch", err)
+		}
 	}
 }

@@ -1,14 +1,14 @@
-// Package hmac signs and verifies the X-Fred-Signature header that authenticates
-// providerd's requests to berthd and berthd's callbacks to Fred (CONTRACT.md,
-// "Transport and authentication").
-//
-// The header is "t=<unix seconds>,sha256=<hex MAC>", where the MAC is HMAC-SHA256,
-// keyed with the raw bytes of the shared secret, over the canonical string
+package callback
+
+// The X-Fred-Signature header authenticates providerd's requests to berthd and
+// berthd's callbacks to Fred (CONTRACT.md, "Transport and authentication"). It is
+// "t=<unix seconds>,sha256=<hex MAC>", where the MAC is HMAC-SHA256, keyed with
+// the raw bytes of the shared secret, over the canonical string
 //
 //	"<t>\n<METHOD>\n<RequestURI>\n<hex(sha256(body))>"
 //
-// RequestURI is the path plus "?<raw query>" exactly as sent, so the query is signed.
-package hmac
+// RequestURI is the path plus "?<raw query>" exactly as sent, so the query is
+// signed. Signing lives here; http/hmac verifies with Canonical and MAC.
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ const Header = "X-Fred-Signature"
 // time t, keyed with the raw bytes of secret. A GET signs the empty body.
 func Sign(secret []byte, method, requestURI string, body []byte, t time.Time) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",sha256=" + hex.EncodeToString(mac(secret, canonical(ts, method, requestURI, bodyDigest(body))))
+	return "t=" + ts + ",sha256=" + hex.EncodeToString(MAC(secret, Canonical(ts, method, requestURI, body)))
 }
 
 // SignRequest sets the signature header on an outgoing request, signing
@@ -79,15 +79,12 @@ func setBody(req *http.Request, body []byte) {
 	req.ContentLength = int64(len(body))
 }
 
-// bodyDigest is hex(sha256(body)); hashing keeps the canonical string binary-safe.
-func bodyDigest(body []byte) string {
+// Canonical is the string the MAC covers. ts is the timestamp text exactly as it
+// appears in the header, so a verifier checks what the signer signed. The body
+// enters as hex(sha256(body)), which keeps the string binary-safe.
+func Canonical(ts, method, requestURI string, body []byte) []byte {
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
-}
-
-// canonical is the string the MAC covers. ts is the timestamp text exactly as it
-// appears in the header, so a verifier checks what the signer signed.
-func canonical(ts, method, requestURI, digest string) []byte {
+	digest := hex.EncodeToString(sum[:])
 	b := make([]byte, 0, len(ts)+len(method)+len(requestURI)+len(digest)+3)
 	b = append(b, ts...)
 	b = append(b, '\n')
@@ -99,7 +96,8 @@ func canonical(ts, method, requestURI, digest string) []byte {
 	return b
 }
 
-func mac(secret, msg []byte) []byte {
+// MAC is HMAC-SHA256 of msg keyed with secret.
+func MAC(secret, msg []byte) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write(msg)
 	return m.Sum(nil)

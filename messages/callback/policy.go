@@ -1,8 +1,10 @@
-// Package callback is berthd's policy for the URLs it sends callbacks to: what
-// admission accepts (CheckURL) and what the outbox's dialer may connect to
-// (Control). A callback URL is tenant input, so without a policy a tenant could
-// make berthd POST to its own API or debug listener (the chaos endpoint, or
-// /deprovision) or to a cloud metadata service.
+// Package callback is how berthd calls Fred back: the signature on its requests
+// and callbacks (sign.go), and the policy for the URLs it sends callbacks to: what
+// admission accepts (CheckURL), what the outbox's dialer may connect to
+// (Control), the lifecycle URL and operation ID a callback URL gives, and how
+// the debug views name a callback (Status, URLPath). A callback URL is tenant input, so without a policy a tenant could make berthd
+// POST to its own API or debug listener (the chaos endpoint, or /deprovision) or
+// to a cloud metadata service.
 //
 // The rules, applied to the URL text at admission and again to the address
 // actually dialled (after DNS):
@@ -19,6 +21,7 @@
 package callback
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -28,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
 )
@@ -311,4 +316,60 @@ func parsePort(s string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// LifecycleURL is the lifecycle callback URL derived from a callback URL: its
+// operation_id query parameter becomes lifecycle_id; a URL without operation_id
+// is used as is (CONTRACT.md, Callbacks). It edits the raw query pair by pair, so
+// every other pair survives byte for byte (url.Values would drop pairs it cannot
+// parse and reorder the rest).
+func LifecycleURL(callback string) string {
+	u, err := url.Parse(callback)
+	if err != nil {
+		return callback
+	}
+	pairs := strings.Split(u.RawQuery, "&")
+	found := false
+	for i, p := range pairs {
+		key, val, _ := strings.Cut(p, "=")
+		if k, err := url.QueryUnescape(key); err == nil && k == "operation_id" {
+			pairs[i] = "lifecycle_id=" + val
+			found = true
+		}
+	}
+	if !found {
+		return callback
+	}
+	u.RawQuery = strings.Join(pairs, "&")
+	return u.String()
+}
+
+// OperationID is the operation's identity: the callback URL's operation_id when
+// present, else a fresh UUID.
+func OperationID(callback string) string {
+	if u, err := url.Parse(callback); err == nil {
+		if op := u.Query().Get("operation_id"); op != "" {
+			return op
+		}
+	}
+	return uuid.NewString()
+}
+
+// Status is the "status" of a callback body ("" when it has none).
+func Status(body json.RawMessage) string {
+	var cb struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(body, &cb)
+	return cb.Status
+}
+
+// URLPath is the path of a callback URL: enough to tell provision from lifecycle
+// callbacks, without the host or the query.
+func URLPath(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Path
 }

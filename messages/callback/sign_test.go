@@ -1,4 +1,4 @@
-package hmac_test
+package callback_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	auth "github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 var katKey = []byte("berth-known-answer-key-0123456789abcdef")
@@ -35,7 +35,7 @@ func TestSign_KnownAnswerVectors_MatchIndependentImplementation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := auth.Sign(katKey, c.method, c.uri, c.body, at); got != c.want {
+			if got := callback.Sign(katKey, c.method, c.uri, c.body, at); got != c.want {
 				t.Fatalf("Sign = %q\nwant   %q", got, c.want)
 			}
 		})
@@ -59,37 +59,8 @@ func TestSign_MatchesContractCanonicalString(t *testing.T) {
 		m := hmac.New(sha256.New, katKey)
 		m.Write([]byte(canon))
 		want := "t=1712345678,sha256=" + hex.EncodeToString(m.Sum(nil))
-		if got := auth.Sign(katKey, c.method, c.uri, c.body, at); got != want {
+		if got := callback.Sign(katKey, c.method, c.uri, c.body, at); got != want {
 			t.Errorf("Sign(%s %s) = %q, want %q", c.method, c.uri, got, want)
-		}
-	}
-}
-
-func TestSignVerify_RoundTrip(t *testing.T) {
-	now := time.Unix(1750000000, 500_000_000)
-	v := &auth.Verifier{Secret: katKey, Now: func() time.Time { return now }}
-	for _, c := range []struct {
-		method, uri string
-		body        []byte
-	}{
-		{http.MethodGet, "/provisions", nil},
-		{http.MethodGet, "/provisions?lease_uuid=a&lease_uuid=b", nil},
-		{http.MethodPost, "/provision", []byte(`{"a":1}`)},
-		{http.MethodPost, "/restore?x=%2F", bytes.Repeat([]byte{0, 1, 2, 255}, 1000)},
-	} {
-		h := auth.Sign(katKey, c.method, c.uri, c.body, now)
-		if err := v.Verify(h, c.method, c.uri, c.body); err != nil {
-			t.Errorf("Verify(Sign(%s %s)) = %v, want nil", c.method, c.uri, err)
-		}
-		// Each signed component matters.
-		if err := v.Verify(h, c.method+"X", c.uri, c.body); !errors.Is(err, auth.ErrMismatch) {
-			t.Errorf("other method: %v, want ErrMismatch", err)
-		}
-		if err := v.Verify(h, c.method, c.uri+"&z", c.body); !errors.Is(err, auth.ErrMismatch) {
-			t.Errorf("other uri: %v, want ErrMismatch", err)
-		}
-		if err := v.Verify(h, c.method, c.uri, append(bytes.Clone(c.body), '!')); !errors.Is(err, auth.ErrMismatch) {
-			t.Errorf("other body: %v, want ErrMismatch", err)
 		}
 	}
 }
@@ -101,11 +72,11 @@ func TestSignRequest_ReadsAndRestoresBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Unix(1700000000, 0)
-	if err := auth.SignRequest(katKey, req, nil, at); err != nil {
+	if err := callback.SignRequest(katKey, req, nil, at); err != nil {
 		t.Fatalf("SignRequest: %v", err)
 	}
-	want := auth.Sign(katKey, http.MethodPost, "/cb/a%2Fb?operation_id=1&x=a+b", body, at)
-	if got := req.Header.Get(auth.Header); got != want {
+	want := callback.Sign(katKey, http.MethodPost, "/cb/a%2Fb?operation_id=1&x=a+b", body, at)
+	if got := req.Header.Get(callback.Header); got != want {
 		t.Fatalf("header = %q, want %q", got, want)
 	}
 	for i := 0; i < 2; i++ { // Body, then GetBody (what a redirect or retry uses)
@@ -132,10 +103,10 @@ func TestSignRequest_ExplicitBodyBecomesRequestBody(t *testing.T) {
 	}
 	body := []byte("fresh")
 	at := time.Unix(1700000000, 0)
-	if err := auth.SignRequest(katKey, req, body, at); err != nil {
+	if err := callback.SignRequest(katKey, req, body, at); err != nil {
 		t.Fatal(err)
 	}
-	if got := req.Header.Get(auth.Header); got != auth.Sign(katKey, http.MethodPost, "/cb", body, at) {
+	if got := req.Header.Get(callback.Header); got != callback.Sign(katKey, http.MethodPost, "/cb", body, at) {
 		t.Fatalf("header %q does not sign the explicit body", got)
 	}
 	got, _ := io.ReadAll(req.Body)
@@ -153,11 +124,11 @@ func TestSignRequest_BodyReadError_Returned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = auth.SignRequest(katKey, req, nil, time.Unix(1, 0))
+	err = callback.SignRequest(katKey, req, nil, time.Unix(1, 0))
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("SignRequest = %v, want the read error", err)
 	}
-	if req.Header.Get(auth.Header) != "" {
+	if req.Header.Get(callback.Header) != "" {
 		t.Fatal("a request whose body could not be read was signed anyway")
 	}
 }

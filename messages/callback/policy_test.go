@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-dev/berth/http/callback"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
 )
 
 // policy is berthd on API 0.0.0.0:9001 and debug 127.0.0.1:9002, on a host whose
