@@ -42,8 +42,8 @@ func Decide(st *State, in Input, env Env) Decision {
 		case st.Status.maintaining():
 			return effects(Work{WorkReplace}) // a maintenance accepted while failing
 		case st.Status == Failing && in.Generation == st.Generation:
-			ev := event(EvRuntimeFailed, env.Now, RuntimeFailed{Generation: st.Generation, At: env.Now,
-				Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"})
+			ev := event(EvRuntimeFailed, env.Now, RuntimeFailed{Stamp: Stamp{st.Generation, env.Now},
+				Cause: Cause{messages.ReasonContainerExited, "container exited unexpectedly"}})
 			return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackFailed,
 				Error: callbackError(messages.ReasonContainerExited), Lifecycle: true}}}
 		}
@@ -60,7 +60,7 @@ func Decide(st *State, in Input, env Env) Decision {
 		if in.Exited == nil || st.Status != Ready || in.Generation != st.Generation || !ok {
 			return Decision{}
 		}
-		f := RuntimeFailing{Generation: st.Generation, At: env.Now, ContainerID: inst.ContainerID,
+		f := RuntimeFailing{Stamp: Stamp{st.Generation, env.Now}, ContainerID: inst.ContainerID,
 			Service: inst.Service, Index: inst.Index, ExitCode: in.Exited.ExitCode,
 			OOMKilled: in.Exited.OOMKilled, Counted: in.Death.Counted}
 		return Decision{Events: []persistence.Event{event(EvRuntimeFailing, env.Now, f)}, Effects: []Effect{Work{WorkCapture}}}
@@ -131,7 +131,7 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 	out := in.Outcome
 	switch out.Kind {
 	case OutcomeReady:
-		ev := event(EvProvisionSucceeded, env.Now, ProvisionSucceeded{Generation: st.Generation, At: env.Now, Containers: out.Containers})
+		ev := event(EvProvisionSucceeded, env.Now, ProvisionSucceeded{Stamp: Stamp{st.Generation, env.Now}, Containers: out.Containers})
 		return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackSuccess}}}
 	case OutcomeFailed:
 		return provisionFailed(st, env, out.Reason, out.Message)
@@ -149,7 +149,7 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 }
 
 func provisionFailed(st *State, env Env, reason, message string) Decision {
-	ev := event(EvProvisionFailed, env.Now, ProvisionFailed{Generation: st.Generation, At: env.Now, Reason: reason, Message: message})
+	ev := event(EvProvisionFailed, env.Now, ProvisionFailed{Stamp: Stamp{st.Generation, env.Now}, Cause: Cause{reason, message}})
 	return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackFailed, Error: callbackError(reason)}}}
 }
 
@@ -310,27 +310,27 @@ func decideReplaced(st *State, in Replaced, env Env) Decision {
 	failReason := maintenanceReason(m.Kind)
 	switch res.Kind {
 	case ReplaceCompleted:
-		return done(event(EvMaintenanceDone, env.Now, MaintenanceDone{ID: m.ID, Generation: m.Generation, At: env.Now,
+		return done(event(EvMaintenanceDone, env.Now, MaintenanceDone{ID: m.ID, Stamp: Stamp{m.Generation, env.Now},
 			Containers: res.Containers}), messages.CallbackSuccess, "")
 	case ReplaceRecovered:
-		return done(event(EvMaintenanceRestored, env.Now, MaintenanceRestored{ID: m.ID, Generation: m.CompensateGen, At: env.Now,
-			Containers: res.Containers, Compensated: true, Reason: failReason, Message: res.Message}),
+		return done(event(EvMaintenanceRestored, env.Now, MaintenanceRestored{ID: m.ID, Stamp: Stamp{m.CompensateGen, env.Now},
+			Containers: res.Containers, Compensated: true, Cause: Cause{failReason, res.Message}}),
 			messages.CallbackFailed, maintenanceError(m.Kind, "rolled-back"))
 	case ReplaceIntact:
 		if m.SourceStatus == Ready {
-			return done(event(EvMaintenanceRestored, env.Now, MaintenanceRestored{ID: m.ID, Generation: m.SourceGen, At: env.Now,
-				Containers: m.Source, Reason: cmpOr(res.Reason, failReason), Message: res.Message}),
+			return done(event(EvMaintenanceRestored, env.Now, MaintenanceRestored{ID: m.ID, Stamp: Stamp{m.SourceGen, env.Now},
+				Containers: m.Source, Cause: Cause{cmpOr(res.Reason, failReason), res.Message}}),
 				messages.CallbackFailed, maintenanceError(m.Kind, cmpOr(res.Reason, "unchanged")))
 		}
-		return done(event(EvMaintenanceFailed, env.Now, MaintenanceFailed{ID: m.ID, Generation: m.SourceGen, At: env.Now,
-			Reason: failReason, Message: res.Message}), messages.CallbackFailed, maintenanceError(m.Kind, cmpOr(res.Reason, "")))
+		return done(event(EvMaintenanceFailed, env.Now, MaintenanceFailed{ID: m.ID, Stamp: Stamp{m.SourceGen, env.Now},
+			Cause: Cause{failReason, res.Message}}), messages.CallbackFailed, maintenanceError(m.Kind, cmpOr(res.Reason, "")))
 	case ReplaceFailed:
 		gen := res.Generation
 		if gen != m.SourceGen && gen != m.Generation {
 			gen = m.CompensateGen
 		}
-		return done(event(EvMaintenanceFailed, env.Now, MaintenanceFailed{ID: m.ID, Generation: gen, At: env.Now,
-			Reason: failReason, Message: res.Message}), messages.CallbackFailed, maintenanceError(m.Kind, ""))
+		return done(event(EvMaintenanceFailed, env.Now, MaintenanceFailed{ID: m.ID, Stamp: Stamp{gen, env.Now},
+			Cause: Cause{failReason, res.Message}}), messages.CallbackFailed, maintenanceError(m.Kind, ""))
 	}
 	return effects(Wait{D: env.Limits.ResumePoll, What: string(WorkReplaceResume)})
 }
@@ -358,7 +358,7 @@ func decideListed(st *State, in Listed, env Env) Decision {
 	switch st.Status {
 	case Ready:
 		if msg := diverged(st, in.Containers); msg != "" {
-			d.Events = []persistence.Event{event(EvCohortDiverged, env.Now, CohortDiverged{Generation: st.Generation, At: env.Now, Message: msg})}
+			d.Events = []persistence.Event{event(EvCohortDiverged, env.Now, CohortDiverged{Stamp: Stamp{st.Generation, env.Now}, Message: msg})}
 			d.Callbacks = []Callback{{Status: messages.CallbackFailed, Error: errDiverged, Lifecycle: true}}
 			return d
 		}

@@ -33,6 +33,19 @@ const (
 
 const eventVersion = 1
 
+// Stamp is what an event about a cohort says first: its generation, and when.
+type Stamp struct {
+	Generation uint64    `json:"generation"`
+	At         time.Time `json:"at"`
+}
+
+// Cause is why a provision, a runtime or a maintenance failed: a curated reason
+// and a message.
+type Cause struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
 // Event payloads.
 type (
 	ProvisionStarted struct {
@@ -50,64 +63,52 @@ type (
 		Images  []ServiceImage `json:"images"`
 	}
 	ProvisionSucceeded struct {
-		Generation uint64     `json:"generation"`
-		At         time.Time  `json:"at"`
+		Stamp
 		Containers []Instance `json:"containers"`
 	}
 	ProvisionFailed struct {
-		Generation uint64    `json:"generation"`
-		At         time.Time `json:"at"`
-		Reason     string    `json:"reason"`
-		Message    string    `json:"message"`
+		Stamp
+		Cause
 	}
 	RuntimeFailing struct {
-		Generation  uint64    `json:"generation"`
-		At          time.Time `json:"at"`
-		ContainerID string    `json:"container_id"`
-		Service     string    `json:"service"`
-		Index       int       `json:"index"`
-		ExitCode    int       `json:"exit_code"`
-		OOMKilled   bool      `json:"oom_killed"`
-		Counted     bool      `json:"counted"` // the live stream saw the whole run, no kill
+		Stamp
+		ContainerID string `json:"container_id"`
+		Service     string `json:"service"`
+		Index       int    `json:"index"`
+		ExitCode    int    `json:"exit_code"`
+		OOMKilled   bool   `json:"oom_killed"`
+		Counted     bool   `json:"counted"` // the live stream saw the whole run, no kill
 	}
 	RuntimeFailed struct {
-		Generation uint64    `json:"generation"`
-		At         time.Time `json:"at"`
-		Reason     string    `json:"reason"`
-		Message    string    `json:"message"`
+		Stamp
+		Cause
 	}
 	CohortDiverged struct {
-		Generation uint64    `json:"generation"`
-		At         time.Time `json:"at"`
-		Message    string    `json:"message"`
+		Stamp
+		Message string `json:"message"`
 	}
 	MaintenanceStarted struct {
 		Maintenance
 		Release Release `json:"release"` // the target, status deploying
 	}
 	MaintenanceDone struct {
-		ID         string     `json:"id"`
-		Generation uint64     `json:"generation"`
-		At         time.Time  `json:"at"`
+		ID string `json:"id"`
+		Stamp
 		Containers []Instance `json:"containers"`
 	}
 	// MaintenanceRestored: the target did not become ready, and the source runs —
 	// untouched (Compensated false) or recreated from its release (true).
 	MaintenanceRestored struct {
-		ID          string     `json:"id"`
-		Generation  uint64     `json:"generation"`
-		At          time.Time  `json:"at"`
+		ID string `json:"id"`
+		Stamp
 		Containers  []Instance `json:"containers"`
 		Compensated bool       `json:"compensated"`
-		Reason      string     `json:"reason"`
-		Message     string     `json:"message"`
+		Cause
 	}
 	MaintenanceFailed struct {
-		ID         string    `json:"id"`
-		Generation uint64    `json:"generation"`
-		At         time.Time `json:"at"`
-		Reason     string    `json:"reason"`
-		Message    string    `json:"message"`
+		ID string `json:"id"`
+		Stamp
+		Cause
 	}
 	ReleasesPruned struct {
 		Versions []int `json:"versions"`

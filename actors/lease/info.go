@@ -77,17 +77,15 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 // Capture is one failure's diagnostics, kept in diagnostics.db (never on-chain,
 // never in a callback): exit codes, OOM, health and a bounded log excerpt.
 type Capture struct {
-	Lease         string             `json:"lease_uuid"`
-	Kind          string             `json:"kind,omitempty"` // provision | runtime | maintenance (absent in captures before it was recorded)
-	OperationID   string             `json:"operation_id"`
-	MaintenanceID string             `json:"maintenance_id,omitempty"`
-	Release       int                `json:"release,omitempty"` // a failed maintenance target's release
-	Generation    uint64             `json:"generation"`
-	At            time.Time          `json:"at"`
-	Reason        string             `json:"reason"`
-	Message       string             `json:"message"`
-	FailCount     int                `json:"fail_count"`
-	Containers    []ContainerCapture `json:"containers"`
+	Lease         string `json:"lease_uuid"`
+	Kind          string `json:"kind,omitempty"` // provision | runtime | maintenance (absent in captures before it was recorded)
+	OperationID   string `json:"operation_id"`
+	MaintenanceID string `json:"maintenance_id,omitempty"`
+	Release       int    `json:"release,omitempty"` // a failed maintenance target's release
+	Stamp
+	Cause
+	FailCount  int                `json:"fail_count"`
+	Containers []ContainerCapture `json:"containers"`
 }
 
 // ContainerCapture is one container of a failed attempt.
@@ -124,7 +122,7 @@ type captureOf struct {
 // capture writes the attempt's diagnostics; a failure to write is logged, never fatal.
 func (j *job) capture(ctx context.Context, of captureOf, cohort []dockerio.Container) {
 	c := Capture{Lease: j.lease, Kind: of.kind, OperationID: j.launch.OperationID, MaintenanceID: of.maintenance, Release: of.release,
-		Generation: of.generation, At: j.now(), Reason: of.reason, Message: of.message, FailCount: j.launch.FailCount + 1}
+		Stamp: Stamp{of.generation, j.now()}, Cause: Cause{of.reason, of.message}, FailCount: j.launch.FailCount + 1}
 	budget := captureBytesPerTry
 	for _, ctr := range cohort {
 		cc := ContainerCapture{Service: ctr.Service, Index: ctr.Index, ContainerID: ctr.ID, State: ctr.State,
