@@ -1,5 +1,5 @@
 // Package lease is the per-lease actor: one event-sourced state machine per lease
-// (machine.go: Apply and Decide), spawned by the registry. The actor only runs
+// (machine.go, apply.go, decide.go), spawned by the registry. The actor only runs
 // what Decide chose: it journals the events with their callback rows in one
 // transaction, applies them, then runs the effects. It never blocks its mailbox on
 // Docker: Docker work runs on the lease's one worker goroutine (or on short side
@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -409,7 +410,7 @@ func (a *Actor) getInfo(m *messages.GetInfo) {
 
 func (a *Actor) getLogs(m *messages.GetLogs) {
 	j := a.job()
-	known := cloneInstances(a.st.Containers)
+	known := slices.Clone(a.st.Containers)
 	failedRelease := 0
 	if l := a.st.Latest(); l != nil && l.Status == messages.ReleaseFailed && l.MaintenanceID != "" && a.st.Status == Ready {
 		failedRelease = l.Version

@@ -49,8 +49,8 @@ func from(statuses ...Status) []Status { return statuses }
 func applier[T any](from []Status, fold func(*State, *T) bool) func(*State, persistence.Event) error {
 	return func(s *State, ev persistence.Event) error {
 		e := new(T)
-		if err := decode(ev, e); err != nil {
-			return err
+		if err := persistence.DecodeValid(ev.Data, e); err != nil {
+			return fmt.Errorf("event %s: %w", ev.Type, err)
 		}
 		if from != nil && !slices.Contains(from, s.Status) || !fold(s, e) {
 			return fmt.Errorf("event %s not permitted from status %s", ev.Type, s.Status)
@@ -227,7 +227,7 @@ func (s *State) onReleasesPruned(e *ReleasesPruned) bool {
 		return false
 	}
 	for _, v := range e.Versions {
-		if r := s.Release(v); r == nil || !disposable(s, r) {
+		if r := s.Release(v); r == nil || !droppable(r, nil, s.Latest()) {
 			return false
 		}
 	}

@@ -1,9 +1,9 @@
 package lease
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/berth-dev/berth/messages"
@@ -33,26 +33,14 @@ func (a *Actor) debugLease() messages.DebugLeaseReply {
 
 // debugServices groups the state's instances by service, in service-name order.
 func debugServices(spec *Spec, st *State) []messages.DebugService {
-	services := spec.Services
-	if r := st.Running(); r != nil && len(r.Services) > 0 {
-		services = r.Services
-	}
-	byService := make(map[string][]Instance)
-	for _, inst := range st.Containers {
-		byService[inst.Service] = append(byService[inst.Service], inst)
-	}
+	services, byService := servicesRunning(spec, st)
 	out := make([]messages.DebugService, 0, len(services))
 	for _, svc := range services {
 		insts := byService[svc.Name]
-		sort.Slice(insts, func(i, k int) bool { return insts[i].Index < insts[k].Index })
 		ds := messages.DebugService{Name: svc.Name, Instances: make([]messages.DebugInstance, 0, len(insts))}
 		for _, inst := range insts {
-			di := messages.DebugInstance{Index: inst.Index, ContainerID: shortID(inst.ContainerID),
-				State: instanceState(st, inst), Image: inst.Image, Ports: map[string]messages.PortBinding{}}
-			for _, p := range inst.Ports {
-				di.Ports[p.Key] = p.PortBinding
-			}
-			ds.Instances = append(ds.Instances, di)
+			ds.Instances = append(ds.Instances, messages.DebugInstance{Index: inst.Index, ContainerID: shortID(inst.ContainerID),
+				State: instanceState(st, inst), Image: inst.Image, Ports: inst.Ports.byKey()})
 		}
 		out = append(out, ds)
 	}
@@ -275,13 +263,9 @@ func DiagnosticSummaries(diag *persistence.Diagnostics, lease string) ([]message
 		if err := json.Unmarshal(b.Blob, &c); err != nil {
 			continue // an undecodable capture has nothing to summarise
 		}
-		kind := c.Kind
-		switch {
-		case kind != "":
-		case c.MaintenanceID != "":
-			kind = CaptureMaintenance
-		default:
-			kind = captureUnrecorded
+		kind := cmp.Or(c.Kind, captureUnrecorded)
+		if c.Kind == "" && c.MaintenanceID != "" {
+			kind = CaptureMaintenance // stored before kinds were: its maintenance ID tells
 		}
 		at := c.At
 		if at.IsZero() {

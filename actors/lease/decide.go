@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -24,7 +25,7 @@ func Decide(st *State, in Input, env Env) Decision {
 	case Maintain:
 		return decideMaintain(st, in, env)
 	case Pinned:
-		if r := st.Release(in.Version); r != nil && r.Status == messages.ReleaseDeploying && !samePins(r.Images, in.Images) {
+		if r := st.Release(in.Version); r != nil && r.Status == messages.ReleaseDeploying && !slices.Equal(r.Images, in.Images) {
 			return Decision{Events: []persistence.Event{event(EvReleasePinned, env.Now, ReleasePinned(in))}}
 		}
 	case Attempted:
@@ -52,7 +53,7 @@ func Decide(st *State, in Input, env Env) Decision {
 	case Listed:
 		return decideListed(st, in, env)
 	case Died:
-		if st.Status == Ready && in.Generation == st.Generation && st.owns(in.ContainerID) {
+		if _, ok := st.instance(in.ContainerID); ok && st.Status == Ready && in.Generation == st.Generation {
 			return effects(Confirm{Death: in})
 		}
 	case Confirmed:
@@ -78,6 +79,14 @@ func Decide(st *State, in Input, env Env) Decision {
 }
 
 func effects(e ...Effect) Decision { return Decision{Effects: e} }
+
+// after starts kind now, or cancels the running worker: its completion starts kind.
+func after(env Env, kind WorkKind) []Effect {
+	if env.Worker != "" {
+		return []Effect{Cancel{}}
+	}
+	return []Effect{Work{kind}}
+}
 
 // pendingAdmission reports a newer admission (a re-provision the registry already
 // answered 202) that has no provision.started yet.
@@ -176,13 +185,9 @@ func decideClose(st *State, in Close, env Env) Decision {
 		d.Callbacks = []Callback{{Status: messages.CallbackFailed, Error: maintenanceError(m.Kind, reasonCanceled),
 			Lifecycle: true, MaintenanceID: m.ID, AdmittedAt: m.AdmittedAt}}
 	}
-	if env.Worker != "" {
-		// The close wins: cancel the worker; teardown starts when it has drained, so
-		// no late container of the canceled work can survive the teardown.
-		d.Effects = []Effect{Cancel{}}
-	} else {
-		d.Effects = []Effect{Work{WorkTeardown}}
-	}
+	// The close wins: teardown starts when the canceled work has drained, so no
+	// late container of it can survive the teardown.
+	d.Effects = after(env, WorkTeardown)
 	return d
 }
 
@@ -285,13 +290,9 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	if source.Status != messages.ReleaseActive {
 		m.SourceVersion = 0 // a lease that never became ready has no source to return to
 	}
-	d := Decision{Events: append([]persistence.Event{event(EvMaintenanceStarted, env.Now, MaintenanceStarted{Maintenance: m, Release: target})}, prune...)}
-	if env.Worker != "" {
-		d.Effects = []Effect{Cancel{}} // a failure capture: the replacement starts when it drained
-	} else {
-		d.Effects = []Effect{Work{WorkReplace}}
-	}
-	return d
+	// A failure capture still running is canceled: the replacement starts when it drained.
+	return Decision{Events: append([]persistence.Event{event(EvMaintenanceStarted, env.Now, MaintenanceStarted{Maintenance: m, Release: target})}, prune...),
+		Effects: after(env, WorkReplace)}
 }
 
 func decideReplaced(st *State, in Replaced, env Env) Decision {
@@ -319,11 +320,11 @@ func decideReplaced(st *State, in Replaced, env Env) Decision {
 	case ReplaceIntact:
 		if m.SourceStatus == Ready {
 			return done(event(EvMaintenanceRestored, env.Now, MaintenanceRestored{ID: m.ID, Stamp: Stamp{m.SourceGen, env.Now},
-				Containers: m.Source, Cause: Cause{cmpOr(res.Reason, failReason), res.Message}}),
-				messages.CallbackFailed, maintenanceError(m.Kind, cmpOr(res.Reason, "unchanged")))
+				Containers: m.Source, Cause: Cause{cmp.Or(res.Reason, failReason), res.Message}}),
+				messages.CallbackFailed, maintenanceError(m.Kind, cmp.Or(res.Reason, "unchanged")))
 		}
 		return done(event(EvMaintenanceFailed, env.Now, MaintenanceFailed{ID: m.ID, Stamp: Stamp{m.SourceGen, env.Now},
-			Cause: Cause{failReason, res.Message}}), messages.CallbackFailed, maintenanceError(m.Kind, cmpOr(res.Reason, "")))
+			Cause: Cause{failReason, res.Message}}), messages.CallbackFailed, maintenanceError(m.Kind, res.Reason))
 	case ReplaceFailed:
 		gen := res.Generation
 		if gen != m.SourceGen && gen != m.Generation {
@@ -417,13 +418,6 @@ func findContainer(cs []dockerio.Container, id string) (dockerio.Container, bool
 		}
 	}
 	return dockerio.Container{}, false
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func maintenanceReason(kind string) string {

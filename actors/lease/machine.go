@@ -1,13 +1,13 @@
 package lease
 
-// The lease state machine: the statuses and the State (here), the events that move
-// a lease between them (events.go), Apply (apply.go: the only code that changes a
-// State, used both live and to replay the journal), and Decide (decide.go: the only
-// code that chooses events: given a State, an Input — a command, a worker's
-// completion, an observation — and the environment, it returns the events to
-// journal, the callbacks to queue with them in the same transaction, and the effects
-// the actor then runs). Neither touches Docker, bbolt or an actor: the whole
-// lifecycle is table-tested without them.
+// The lease state machine: the statuses, the events that move a lease between
+// them, and the State (here); Apply (apply.go: the only code that changes a State,
+// used both live and to replay the journal); and Decide (decide.go: the only code
+// that chooses events: given a State, an Input — a command, a worker's completion,
+// an observation — and the environment, it returns the events to journal, the
+// callbacks to queue with them in the same transaction, and the effects the actor
+// then runs). Neither touches Docker, bbolt or an actor: the whole lifecycle is
+// table-tested without them.
 //
 //	reserved ──provision.started──▶ provisioning ──provision.succeeded──▶ ready
 //	    │                            │   ▲ └────────provision.failed──────▶ failed
@@ -31,12 +31,16 @@ package lease
 // failed completion in the close's own transaction, ahead of the deprovisioned one.
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
 )
 
 // Status is where a lease is in its lifecycle.
@@ -78,6 +82,138 @@ func (s Status) Wire() string {
 // maintaining reports a restart or update in flight.
 func (s Status) maintaining() bool { return s == Restarting || s == Updating }
 
+// Event types of the lease stream. Each carries version 1.
+const (
+	EvProvisionStarted    = "provision.started"
+	EvReleasePinned       = "release.pinned"
+	EvProvisionSucceeded  = "provision.succeeded"
+	EvProvisionFailed     = "provision.failed"
+	EvRuntimeFailing      = "runtime.failing"
+	EvRuntimeFailed       = "runtime.failed"
+	EvCohortDiverged      = "cohort.diverged"
+	EvMaintenanceStarted  = "maintenance.requested"
+	EvMaintenanceDone     = "maintenance.completed"
+	EvMaintenanceRestored = "maintenance.recovered"
+	EvMaintenanceFailed   = "maintenance.failed"
+	EvReleasesPruned      = "releases.pruned"
+	EvCloseRequested      = "close.requested"
+	EvClosed              = "closed"
+)
+
+const eventVersion = 1
+
+// Stamp is what an event about a cohort says first: its generation, and when.
+type Stamp struct {
+	Generation uint64    `json:"generation"`
+	At         time.Time `json:"at"`
+}
+
+// Cause is why a provision, a runtime or a maintenance failed: a curated reason
+// and a message.
+type Cause struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// Event payloads: one type per event, shared by Apply (which folds them), Decide
+// (which chooses them) and the debug API (which summarises them). Their JSON is the
+// journal's: field names never change.
+type (
+	ProvisionStarted struct {
+		Admission   uint64    `json:"admission"`
+		Generation  uint64    `json:"generation"`
+		OperationID string    `json:"operation_id"`
+		At          time.Time `json:"at"`
+		Deadline    time.Time `json:"deadline"`
+		// Release is the new release of a new admission; nil on a retry of the same
+		// admission under a new generation (its release is already deploying).
+		Release *Release `json:"release,omitempty"`
+	}
+	ReleasePinned struct {
+		Version int            `json:"version"`
+		Images  []ServiceImage `json:"images"`
+	}
+	ProvisionSucceeded struct {
+		Stamp
+		Containers []Instance `json:"containers"`
+	}
+	ProvisionFailed struct {
+		Stamp
+		Cause
+	}
+	RuntimeFailing struct {
+		Stamp
+		ContainerID string `json:"container_id"`
+		Service     string `json:"service"`
+		Index       int    `json:"index"`
+		ExitCode    int    `json:"exit_code"`
+		OOMKilled   bool   `json:"oom_killed"`
+		Counted     bool   `json:"counted"` // the live stream saw the whole run, no kill
+	}
+	RuntimeFailed struct {
+		Stamp
+		Cause
+	}
+	CohortDiverged struct {
+		Stamp
+		Message string `json:"message"`
+	}
+	MaintenanceStarted struct {
+		Maintenance
+		Release Release `json:"release"` // the target, status deploying
+	}
+	MaintenanceDone struct {
+		ID string `json:"id"`
+		Stamp
+		Containers []Instance `json:"containers"`
+	}
+	// MaintenanceRestored: the target did not become ready, and the source runs —
+	// untouched (Compensated false) or recreated from its release (true).
+	MaintenanceRestored struct {
+		ID string `json:"id"`
+		Stamp
+		Containers  []Instance `json:"containers"`
+		Compensated bool       `json:"compensated"`
+		Cause
+	}
+	MaintenanceFailed struct {
+		ID string `json:"id"`
+		Stamp
+		Cause
+	}
+	ReleasesPruned struct {
+		Versions []int `json:"versions"`
+	}
+	CloseRequested struct {
+		Admission uint64    `json:"admission"`
+		At        time.Time `json:"at"`
+		// Retain: keep the durable volumes as a retention record (the registry's
+		// decision: retain_on_close and the retained-disk cap).
+		Retain bool `json:"retain,omitempty"`
+		// Requarantine: the close pre-empted a restore that never committed; the
+		// adopted volumes go back to the retention record they came from.
+		Requarantine bool `json:"requarantine,omitempty"`
+	}
+	ClosedEv struct {
+		Admission uint64    `json:"admission"`
+		At        time.Time `json:"at"`
+		// Retention is the record of the retained volumes (nil: destroyed).
+		Retention *messages.RetentionRecord `json:"retention,omitempty"`
+		// Requarantined is the retention source a pre-commit restore handed back.
+		Requarantined string `json:"requarantined,omitempty"`
+	}
+)
+
+// event encodes a payload as a journal event.
+func event(typ string, at time.Time, payload any) persistence.Event {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		// Payloads are plain structs of this package; marshalling cannot fail.
+		data = []byte("null")
+	}
+	return persistence.Event{Type: typ, V: eventVersion, At: at, Data: data}
+}
+
 // Instance is one container of a running cohort, as recorded when it became Ready.
 type Instance struct {
 	Service     string `json:"service"`
@@ -108,12 +244,15 @@ func (p Ports) Get(key string) (messages.PortBinding, bool) {
 }
 
 // MarshalJSON writes the ports as an object keyed by port.
-func (p Ports) MarshalJSON() ([]byte, error) {
+func (p Ports) MarshalJSON() ([]byte, error) { return json.Marshal(p.byKey()) }
+
+// byKey is the ports keyed by port, as the wire shows them (never nil).
+func (p Ports) byKey() map[string]messages.PortBinding {
 	m := make(map[string]messages.PortBinding, len(p))
 	for _, x := range p {
 		m[x.Key] = x.PortBinding
 	}
-	return json.Marshal(m)
+	return m
 }
 
 // UnmarshalJSON reads the object form, sorted by key.
@@ -210,11 +349,6 @@ func (s *State) Verdict() *messages.TerminalBudget {
 	return &messages.TerminalBudget{Verdict: v, ConsecutiveFailures: s.Budget.Streak}
 }
 
-func (s *State) owns(containerID string) bool {
-	_, ok := s.instance(containerID)
-	return ok
-}
-
 func (s *State) instance(containerID string) (Instance, bool) {
 	for _, inst := range s.Containers {
 		if inst.ContainerID == containerID {
@@ -222,4 +356,105 @@ func (s *State) instance(containerID string) (Instance, bool) {
 		}
 	}
 	return Instance{}, false
+}
+
+// Load rebuilds a lease's state from its stream.
+func Load(store *persistence.Store, lease string) (*State, uint64, error) {
+	l, st, err := loadStream(store, lease)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, r := range l.Events {
+		if err := st.Apply(r.Event); err != nil {
+			return nil, 0, fmt.Errorf("load lease %s: seq %d: %w", lease, r.Seq, err)
+		}
+	}
+	return st, l.LastSeq, nil
+}
+
+// loadStream reads lease's stream and the state its snapshot holds (a new one
+// when there is none); the events after the snapshot are the caller's to apply.
+func loadStream(store *persistence.Store, lease string) (persistence.Loaded, *State, error) {
+	l, err := store.Load(Stream(lease))
+	if err != nil {
+		return l, nil, fmt.Errorf("load lease %s: %w", lease, err)
+	}
+	st := NewState()
+	if snap := l.Snapshot; snap != nil {
+		if snap.V != eventVersion {
+			return l, nil, fmt.Errorf("load lease %s: snapshot version %d not supported (this berthd reads %d)", lease, snap.V, eventVersion)
+		}
+		if err := persistence.DecodeValid(snap.Data, st); err != nil {
+			return l, nil, fmt.Errorf("load lease %s: snapshot: %w", lease, err)
+		}
+	}
+	return l, st, nil
+}
+
+// Stream is the journal stream of a lease.
+func Stream(lease string) string { return "lease/" + lease }
+
+// ClosedReceipt reports whether a lease's journal ends in a closed receipt: the
+// authority for removing containers of a lease nobody runs. A lease without a
+// stream has none.
+func ClosedReceipt(store *persistence.Store) func(lease string) (bool, error) {
+	return func(lease string) (bool, error) {
+		st, seq, err := Load(store, lease)
+		if err != nil {
+			return false, err
+		}
+		return seq > 0 && st.Status == Closed, nil
+	}
+}
+
+// ShareAdmission points the state's copies of what the spec already holds at the
+// spec's: the releases of the spec's own admission get its manifest, items and
+// services (equal by construction: the release was built from that spec; a release
+// journaled without them, by an older berthd, gets them the same way), and the
+// service names recorded in pins and in the running cohort share the manifest's
+// strings. Image references, IDs and digests are interned process-wide (leases
+// of one image share one copy). An idle lease then keeps one parsed manifest, not
+// two — it is what keeps 10,000 idle leases within their memory budget.
+func (s *State) ShareAdmission(spec *Spec) {
+	for i := range s.Releases {
+		r := &s.Releases[i]
+		if r.Kind != KindProvision || r.OperationID != spec.OperationID {
+			continue
+		}
+		if len(r.Services) == 0 || bytes.Equal(r.Manifest, spec.Manifest) {
+			r.Manifest, r.Items, r.Services = spec.Manifest, spec.Items, spec.Services
+		}
+		r.Kind, r.OperationID = KindProvision, spec.OperationID
+	}
+	if s.OperationID == spec.OperationID {
+		s.OperationID = spec.OperationID // one copy of the string, not two
+	}
+	name := func(service string) string {
+		for _, svc := range spec.Services {
+			if svc.Name == service {
+				return svc.Name
+			}
+		}
+		return service
+	}
+	for i := range s.Releases {
+		for k := range s.Releases[i].Images {
+			si := &s.Releases[i].Images[k]
+			si.Service = name(si.Service)
+			si.Ref, si.ID, si.Digest = intern(si.Ref), intern(si.ID), intern(si.Digest)
+		}
+	}
+	for i := range s.Containers {
+		c := &s.Containers[i]
+		c.Service, c.Image = name(c.Service), intern(c.Image)
+	}
+}
+
+// intern returns the process-wide canonical copy of s (unique: released when no
+// lease holds it any more).
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }

@@ -133,18 +133,6 @@ func (s *State) failRelease(r *Release, reason, message string) {
 	}
 }
 
-// disposable reports a release history may drop: superseded or failed, and neither
-// the latest nor the active one.
-func disposable(st *State, r *Release) bool {
-	if r.Status != messages.ReleaseSuperseded && r.Status != messages.ReleaseFailed {
-		return false
-	}
-	if l := st.Latest(); l != nil && l.Version == r.Version {
-		return false
-	}
-	return true
-}
-
 // pruneReleases decides which releases the history drops, in the transaction that
 // appends next (nil: nothing is appended; the periodic expiry). The event is
 // journaled after the append, so it sees the history as the append leaves it:
@@ -192,7 +180,8 @@ func pruneReleases(st *State, next *Release, env Env) (evs []persistence.Event, 
 }
 
 // droppable reports whether the history may drop r: superseded or failed, and
-// not the latest when nothing new is appended (the latest stays the latest).
+// not the latest when nothing new is appended (the latest stays the latest; the
+// active one is never superseded or failed).
 func droppable(r *Release, next, latest *Release) bool {
 	if r.Status != messages.ReleaseSuperseded && r.Status != messages.ReleaseFailed {
 		return false
@@ -230,5 +219,3 @@ func (r *Release) Wire() messages.Release {
 	return messages.Release{Version: r.Version, Image: "stack", Status: r.Status, CreatedAt: r.CreatedAt,
 		Reason: r.Reason, Message: r.Message, Manifest: encodeManifest(r.Manifest)}
 }
-
-func samePins(a, b []ServiceImage) bool { return slices.Equal(a, b) }
