@@ -45,7 +45,7 @@ var appliers = map[string]func(*State, persistence.Event) error{
 func from(statuses ...Status) []Status { return statuses }
 
 // applier decodes an event's payload, then refuses it unless the state's status is
-// one of from and fold permits it; fold changes nothing when it refuses.
+// one of from (nil: any) and fold, which checks the payload and applies it, permits it.
 func applier[T any](from []Status, fold func(*State, *T) bool) func(*State, persistence.Event) error {
 	return func(s *State, ev persistence.Event) error {
 		e := new(T)

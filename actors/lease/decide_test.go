@@ -19,7 +19,7 @@ import (
 	"github.com/berth-dev/berth/persistence"
 )
 
-// Table tests of Decide (machine.go): the whole lease lifecycle — every input from
+// Table tests of Decide (decide.go): the whole lease lifecycle — every input from
 // every status it can meet — without actors, bbolt or Docker. Each row builds a
 // State by replaying real journal events, gives Decide one Input and an Env (fixed
 // clock, a Spec, the running worker, the maintenance fence, the limits), checks

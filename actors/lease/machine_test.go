@@ -15,7 +15,7 @@ import (
 	"github.com/berth-dev/berth/persistence"
 )
 
-// Unit tests of the lease state machine (machine.go): Apply against the diagram at
+// Unit tests of the lease state machine (machine.go, apply.go): Apply against the diagram at
 // the top of machine.go, fail_count, the closed → new admission reset, the terminal
 // budget rules, and Load (snapshot + later events) against a full replay.
 
