@@ -1,5 +1,5 @@
 // Package lease is the per-lease actor: one event-sourced state machine per lease
-// (machine.go: Apply and Decide), spawned by the registry. The actor only runs
+// (machine.go, apply.go, decide.go), spawned by the registry. The actor only runs
 // what Decide chose: it journals the events with their callback rows in one
 // transaction, applies them, then runs the effects. It never blocks its mailbox on
 // Docker: Docker work runs on the lease's one worker goroutine (or on short side
@@ -10,13 +10,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -24,6 +24,27 @@ import (
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
+
+// Deps are a lease actor's collaborators.
+type Deps struct {
+	Store    *persistence.Store
+	Diag     *persistence.Diagnostics
+	Engine   dockerio.Engine
+	Settings *Settings
+	Log      zerolog.Logger
+	Now      func() time.Time
+	Metrics  *Metrics // nil: not recorded
+	// Volumes are the managed host volumes of stateful services (nil: no volume
+	// root; a stateful lease then fails to provision).
+	Volumes dockerio.Volumes
+	// Preloaded are states startup already replayed (nil: every start loads).
+	Preloaded *Preloaded
+	// Networks is the warm network pool (nil: every lease creates fred-<lease>).
+	Networks NetworkPool
+	// Quiet holds a provision's first Engine API request until a burst of
+	// admissions has been answered (nil: never held).
+	Quiet *supervisors.Quiet
+}
 
 // Settings of lease actors, mapped from the config by cmd/berthd.
 type Settings struct {
@@ -51,27 +72,6 @@ type Settings struct {
 	RetentionMaxAge  time.Duration // retention_max_age: a retention record's grace
 }
 
-// Deps are a lease actor's collaborators.
-type Deps struct {
-	Store    *persistence.Store
-	Diag     *persistence.Diagnostics
-	Engine   dockerio.Engine
-	Settings *Settings
-	Log      zerolog.Logger
-	Now      func() time.Time
-	Metrics  *Metrics // nil: not recorded
-	// Volumes are the managed host volumes of stateful services (nil: no volume
-	// root; a stateful lease then fails to provision).
-	Volumes dockerio.Volumes
-	// Preloaded are states startup already replayed (nil: every start loads).
-	Preloaded *Preloaded
-	// Networks is the warm network pool (nil: every lease creates fred-<lease>).
-	Networks NetworkPool
-	// Quiet holds a provision's first Engine API request until a burst of
-	// admissions has been answered (nil: never held).
-	Quiet *supervisors.Quiet
-}
-
 // NetworkPool hands a lease a pre-created network (actors/netpool).
 type NetworkPool interface {
 	// Claim returns the pool network bound to lease; with bind, a free one is
@@ -84,70 +84,6 @@ type NetworkPool interface {
 	// Drop forgets a bound network the lease found gone or no longer ours
 	// ("": whatever a first attempt's unanswered claim bound, unused).
 	Drop(lease, id string)
-}
-
-// Metrics of lease state machines.
-type Metrics struct {
-	transitions  *prometheus.CounterVec
-	replacePhase *prometheus.HistogramVec
-	provPhase    *prometheus.HistogramVec
-	maintenance  *prometheus.CounterVec
-}
-
-// NewMetrics registers berth_lease_transitions_total{from,to,event},
-// berth_replace_phase_duration_seconds{operation,phase},
-// berth_provision_phase_seconds{phase} and berth_maintenance_total{operation,outcome}
-// on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "berth_lease_transitions_total",
-			Help: "Journaled lease state-machine transitions, by from status, to status and event.",
-		}, []string{"from", "to", "event"}),
-		replacePhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "berth_replace_phase_duration_seconds",
-			Help:    "Duration of each phase of a restart or update (capture, images, launch, verify, compensate).",
-			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-		}, []string{"operation", "phase"}),
-		provPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "berth_provision_phase_seconds",
-			Help: "Duration of each phase of a provision attempt: images (resolve or pin, pull when absent), network (the lease network), " +
-				"volumes, compose_up (create + start), verify (until ready or failed). Images and network run at once.",
-			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-		}, []string{"phase"}),
-		maintenance: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "berth_maintenance_total",
-			Help: "Settled restarts and updates, by operation and outcome (completed, recovered, intact, failed, canceled).",
-		}, []string{"operation", "outcome"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.transitions, m.replacePhase, m.provPhase, m.maintenance)
-	}
-	return m
-}
-
-func (m *Metrics) transition(from, to Status, event string) {
-	if m != nil && from != to {
-		m.transitions.WithLabelValues(string(from), string(to), event).Inc()
-	}
-}
-
-func (m *Metrics) replacePhaseDone(operation, phase string, d time.Duration) {
-	if m != nil {
-		m.replacePhase.WithLabelValues(operation, phase).Observe(d.Seconds())
-	}
-}
-
-func (m *Metrics) provisionPhaseDone(phase string, d time.Duration) {
-	if m != nil {
-		m.provPhase.WithLabelValues(phase).Observe(d.Seconds())
-	}
-}
-
-func (m *Metrics) maintenanceSettled(operation, outcome string) {
-	if m != nil {
-		m.maintenance.WithLabelValues(operation, outcome).Inc()
-	}
 }
 
 // Actor is one lease.
@@ -409,7 +345,7 @@ func (a *Actor) getInfo(m *messages.GetInfo) {
 
 func (a *Actor) getLogs(m *messages.GetLogs) {
 	j := a.job()
-	known := cloneInstances(a.st.Containers)
+	known := slices.Clone(a.st.Containers)
 	failedRelease := 0
 	if l := a.st.Latest(); l != nil && l.Status == messages.ReleaseFailed && l.MaintenanceID != "" && a.st.Status == Ready {
 		failedRelease = l.Version

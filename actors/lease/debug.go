@@ -1,9 +1,9 @@
 package lease
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/berth-dev/berth/messages"
@@ -33,26 +33,14 @@ func (a *Actor) debugLease() messages.DebugLeaseReply {
 
 // debugServices groups the state's instances by service, in service-name order.
 func debugServices(spec *Spec, st *State) []messages.DebugService {
-	services := spec.Services
-	if r := st.Running(); r != nil && len(r.Services) > 0 {
-		services = r.Services
-	}
-	byService := make(map[string][]Instance)
-	for _, inst := range st.Containers {
-		byService[inst.Service] = append(byService[inst.Service], inst)
-	}
+	services, byService := servicesRunning(spec, st)
 	out := make([]messages.DebugService, 0, len(services))
 	for _, svc := range services {
 		insts := byService[svc.Name]
-		sort.Slice(insts, func(i, k int) bool { return insts[i].Index < insts[k].Index })
 		ds := messages.DebugService{Name: svc.Name, Instances: make([]messages.DebugInstance, 0, len(insts))}
 		for _, inst := range insts {
-			di := messages.DebugInstance{Index: inst.Index, ContainerID: shortID(inst.ContainerID),
-				State: instanceState(st, inst), Image: inst.Image, Ports: map[string]messages.PortBinding{}}
-			for _, p := range inst.Ports {
-				di.Ports[p.Key] = p.PortBinding
-			}
-			ds.Instances = append(ds.Instances, di)
+			ds.Instances = append(ds.Instances, messages.DebugInstance{Index: inst.Index, ContainerID: shortID(inst.ContainerID),
+				State: instanceState(st, inst), Image: inst.Image, Ports: inst.Ports.byKey()})
 		}
 		out = append(out, ds)
 	}
@@ -90,22 +78,12 @@ type History struct {
 // LoadHistory reads lease's stream once and replays it.
 func LoadHistory(store *persistence.Store, lease string) (History, error) {
 	h := History{Events: []messages.DebugEvent{}}
-	l, err := store.Load(Stream(lease))
-	if err != nil {
-		return h, fmt.Errorf("load lease %s: %w", lease, err)
+	l, st, err := loadStream(store, lease)
+	if err != nil || l.LastSeq == 0 && l.Snapshot == nil {
+		return h, err
 	}
-	if l.LastSeq == 0 && l.Snapshot == nil {
-		return h, nil
-	}
-	st := NewState()
 	if l.Snapshot != nil {
 		h.CompactedBefore = l.Snapshot.Seq + 1
-		if l.Snapshot.V != eventVersion {
-			return h, fmt.Errorf("load lease %s: snapshot version %d not supported (this berthd reads %d)", lease, l.Snapshot.V, eventVersion)
-		}
-		if err := json.Unmarshal(l.Snapshot.Data, st); err != nil {
-			return h, fmt.Errorf("load lease %s: snapshot: %w", lease, err)
-		}
 	}
 	for _, r := range l.Events {
 		h.Events = append(h.Events, messages.DebugEvent{Seq: r.Seq, Type: r.Type, At: r.At, Summary: Summary(r.Event), Data: r.Data})
@@ -134,7 +112,11 @@ func (h History) Row(lease string) messages.LeaseRow {
 
 // Summary is one human line for a lease event: its type, then what it says.
 func Summary(ev persistence.Event) string {
-	detail, err := summarize(ev)
+	summarize, ok := summaries[ev.Type]
+	if !ok {
+		return ev.Type
+	}
+	detail, err := summarize(ev.Data)
 	if err != nil {
 		return ev.Type + " (undecodable: " + err.Error() + ")"
 	}
@@ -144,48 +126,29 @@ func Summary(ev persistence.Event) string {
 	return ev.Type + ": " + detail
 }
 
-func summarize(ev persistence.Event) (string, error) {
-	switch ev.Type {
-	case EvProvisionStarted:
-		var e ProvisionStarted
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
+// summaries say what each event's payload holds ("": nothing beyond its type).
+var summaries = map[string]func(json.RawMessage) (string, error){
+	EvProvisionStarted: summary(func(e ProvisionStarted) string {
 		if e.Release == nil {
-			return fmt.Sprintf("retry under generation %d (admission %d)", e.Generation, e.Admission), nil
+			return fmt.Sprintf("retry under generation %d (admission %d)", e.Generation, e.Admission)
 		}
 		return fmt.Sprintf("admission %d, generation %d, new %s release, deadline %s", e.Admission, e.Generation,
-			e.Release.Kind, e.Deadline.UTC().Format("15:04:05Z")), nil
-	case EvReleasePinned:
-		var e ReleasePinned
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
+			e.Release.Kind, e.Deadline.UTC().Format("15:04:05Z"))
+	}),
+	EvReleasePinned: summary(func(e ReleasePinned) string {
 		pins := make([]string, 0, len(e.Images))
 		for _, p := range e.Images {
 			pins = append(pins, p.Service+" "+p.Ref+" → "+shortImage(p.ID))
 		}
-		return fmt.Sprintf("v%d %s", e.Version, strings.Join(pins, ", ")), nil
-	case EvProvisionSucceeded:
-		var e ProvisionSucceeded
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("generation %d ready, %s", e.Generation, cohortLine(e.Containers)), nil
-	case EvProvisionFailed, EvRuntimeFailed, EvMaintenanceFailed:
-		var e struct {
-			Reason  string `json:"reason"`
-			Message string `json:"message"`
-		}
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
-		return cause(e.Reason, e.Message), nil
-	case EvRuntimeFailing:
-		var e RuntimeFailing
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
+		return fmt.Sprintf("v%d %s", e.Version, strings.Join(pins, ", "))
+	}),
+	EvProvisionSucceeded: summary(func(e ProvisionSucceeded) string {
+		return fmt.Sprintf("generation %d ready, %s", e.Generation, cohortLine(e.Containers))
+	}),
+	EvProvisionFailed:   summary(func(e ProvisionFailed) string { return cause(e.Reason, e.Message) }),
+	EvRuntimeFailed:     summary(func(e RuntimeFailed) string { return cause(e.Reason, e.Message) }),
+	EvMaintenanceFailed: summary(func(e MaintenanceFailed) string { return cause(e.Reason, e.Message) }),
+	EvRuntimeFailing: summary(func(e RuntimeFailing) string {
 		s := fmt.Sprintf("%s/%d (%s) exited with code %d", e.Service, e.Index, shortID(e.ContainerID), e.ExitCode)
 		if e.OOMKilled {
 			s += ", out of memory"
@@ -193,71 +156,59 @@ func summarize(ev persistence.Event) (string, error) {
 		if !e.Counted {
 			s += ", not counted"
 		}
-		return s, nil
-	case EvCohortDiverged:
-		var e CohortDiverged
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
-		return e.Message, nil
-	case EvMaintenanceStarted:
-		var e MaintenanceStarted
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s %s, target generation %d, source generation %d", e.Kind, e.ID, e.Generation, e.SourceGen), nil
-	case EvMaintenanceDone:
-		var e MaintenanceDone
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s, generation %d ready, %s", e.ID, e.Generation, cohortLine(e.Containers)), nil
-	case EvMaintenanceRestored:
-		var e MaintenanceRestored
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
+		return s
+	}),
+	EvCohortDiverged: summary(func(e CohortDiverged) string { return e.Message }),
+	EvMaintenanceStarted: summary(func(e MaintenanceStarted) string {
+		return fmt.Sprintf("%s %s, target generation %d, source generation %d", e.Kind, e.ID, e.Generation, e.SourceGen)
+	}),
+	EvMaintenanceDone: summary(func(e MaintenanceDone) string {
+		return fmt.Sprintf("%s, generation %d ready, %s", e.ID, e.Generation, cohortLine(e.Containers))
+	}),
+	EvMaintenanceRestored: summary(func(e MaintenanceRestored) string {
 		how := "source intact"
 		if e.Compensated {
 			how = "source recreated"
 		}
-		return fmt.Sprintf("%s, %s (generation %d) — %s", e.ID, how, e.Generation, cause(e.Reason, e.Message)), nil
-	case EvReleasesPruned:
-		var e ReleasesPruned
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
+		return fmt.Sprintf("%s, %s (generation %d) — %s", e.ID, how, e.Generation, cause(e.Reason, e.Message))
+	}),
+	EvReleasesPruned: summary(func(e ReleasesPruned) string {
 		vs := make([]string, 0, len(e.Versions))
 		for _, v := range e.Versions {
 			vs = append(vs, fmt.Sprintf("v%d", v))
 		}
-		return strings.Join(vs, ", "), nil
-	case EvCloseRequested:
-		var e CloseRequested
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return "", err
-		}
+		return strings.Join(vs, ", ")
+	}),
+	EvCloseRequested: summary(func(e CloseRequested) string {
 		switch {
 		case e.Requarantine:
-			return "the restored data goes back to its retention record", nil
+			return "the restored data goes back to its retention record"
 		case e.Retain:
-			return "volumes retained", nil
+			return "volumes retained"
 		}
-		return "", nil
-	case EvClosed:
-		var e ClosedEv
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
+		return ""
+	}),
+	EvClosed: summary(func(e ClosedEv) string {
+		r := e.Retention
+		switch {
+		case r == nil:
+			return ""
+		case r.RetainedUntil.IsZero():
+			return "data retained until evicted"
+		}
+		return "data retained until " + r.RetainedUntil.UTC().Format("2006-01-02 15:04:05Z")
+	}),
+}
+
+// summary decodes an event's payload as T, then says it.
+func summary[T any](say func(T) string) func(json.RawMessage) (string, error) {
+	return func(data json.RawMessage) (string, error) {
+		var e T
+		if err := json.Unmarshal(data, &e); err != nil {
 			return "", err
 		}
-		if r := e.Retention; r != nil {
-			if r.RetainedUntil.IsZero() {
-				return "data retained until evicted", nil
-			}
-			return "data retained until " + r.RetainedUntil.UTC().Format("2006-01-02 15:04:05Z"), nil
-		}
-		return "", nil
+		return say(e), nil
 	}
-	return "", nil
 }
 
 // cause is "Reason — message", either part possibly absent.
@@ -312,13 +263,9 @@ func DiagnosticSummaries(diag *persistence.Diagnostics, lease string) ([]message
 		if err := json.Unmarshal(b.Blob, &c); err != nil {
 			continue // an undecodable capture has nothing to summarise
 		}
-		kind := c.Kind
-		switch {
-		case kind != "":
-		case c.MaintenanceID != "":
-			kind = CaptureMaintenance
-		default:
-			kind = captureUnrecorded
+		kind := cmp.Or(c.Kind, captureUnrecorded)
+		if c.Kind == "" && c.MaintenanceID != "" {
+			kind = CaptureMaintenance // stored before kinds were: its maintenance ID tells
 		}
 		at := c.At
 		if at.IsZero() {

@@ -30,22 +30,22 @@ func TestSummary_OneLinePerEvent(t *testing.T) {
 		{mkEvent(lease.EvReleasePinned, t0, lease.ReleasePinned{Version: 1, Images: []lease.ServiceImage{{Service: "app",
 			ImagePin: messages.ImagePin{Ref: unitImage, ID: "sha256:" + strings.Repeat("0123456789", 7)}}}}),
 			"release.pinned: v1 app " + unitImage + " → 012345678901"},
-		{mkEvent(lease.EvProvisionSucceeded, t0, lease.ProvisionSucceeded{Generation: 1, Containers: []lease.Instance{inst}}),
+		{mkEvent(lease.EvProvisionSucceeded, t0, lease.ProvisionSucceeded{Stamp: lease.Stamp{Generation: 1}, Containers: []lease.Instance{inst}}),
 			"provision.succeeded: generation 1 ready, app/0 127.0.0.1:32768"},
-		{mkEvent(lease.EvProvisionFailed, t0, lease.ProvisionFailed{Generation: 1, Reason: messages.ReasonHealthCheckFailed,
-			Message: "health check failed during startup"}), "provision.failed: HealthCheckFailed — health check failed during startup"},
+		{mkEvent(lease.EvProvisionFailed, t0, lease.ProvisionFailed{Stamp: lease.Stamp{Generation: 1},
+			Cause: lease.Cause{Reason: messages.ReasonHealthCheckFailed, Message: "health check failed during startup"}}), "provision.failed: HealthCheckFailed — health check failed during startup"},
 		{mkEvent(lease.EvRuntimeFailing, t0, lease.RuntimeFailing{Service: "app", Index: 1, ContainerID: strings.Repeat("cd", 32),
 			ExitCode: 137, OOMKilled: true}), "runtime.failing: app/1 (cdcdcdcdcdcd) exited with code 137, out of memory, not counted"},
 		{evRuntimeFailed(1, t0), "runtime.failed: ContainerExited — container exited unexpectedly"},
 		{mkEvent(lease.EvCohortDiverged, t0, lease.CohortDiverged{Message: "an unexpected instance app/3 runs"}),
 			"cohort.diverged: an unexpected instance app/3 runs"},
 		{evMaintenanceRequested(lease.KindRestart, mID1, 1, 2, t0), "maintenance.requested: restart " + mID1 + ", target generation 2, source generation 1"},
-		{mkEvent(lease.EvMaintenanceDone, t0, lease.MaintenanceDone{ID: mID1, Generation: 2, Containers: []lease.Instance{inst}}),
+		{mkEvent(lease.EvMaintenanceDone, t0, lease.MaintenanceDone{ID: mID1, Stamp: lease.Stamp{Generation: 2}, Containers: []lease.Instance{inst}}),
 			"maintenance.completed: " + mID1 + ", generation 2 ready, app/0 127.0.0.1:32768"},
-		{mkEvent(lease.EvMaintenanceRestored, t0, lease.MaintenanceRestored{ID: mID1, Generation: 3, Compensated: true,
-			Reason: messages.ReasonImagePullFailed, Message: "image could not be pulled"}),
+		{mkEvent(lease.EvMaintenanceRestored, t0, lease.MaintenanceRestored{ID: mID1, Stamp: lease.Stamp{Generation: 3}, Compensated: true,
+			Cause: lease.Cause{Reason: messages.ReasonImagePullFailed, Message: "image could not be pulled"}}),
 			"maintenance.recovered: " + mID1 + ", source recreated (generation 3) — ImagePullFailed — image could not be pulled"},
-		{mkEvent(lease.EvMaintenanceFailed, t0, lease.MaintenanceFailed{Reason: messages.ReasonRestartFailed}), "maintenance.failed: RestartFailed"},
+		{mkEvent(lease.EvMaintenanceFailed, t0, lease.MaintenanceFailed{Cause: lease.Cause{Reason: messages.ReasonRestartFailed}}), "maintenance.failed: RestartFailed"},
 		{mkEvent(lease.EvReleasesPruned, t0, lease.ReleasesPruned{Versions: []int{1, 2}}), "releases.pruned: v1, v2"},
 		{evCloseRequested(1, t0), "close.requested"},
 		{mkEvent(lease.EvCloseRequested, t0, lease.CloseRequested{Retain: true}), "close.requested: volumes retained"},
@@ -131,11 +131,11 @@ func TestDiagnosticSummaries_KindsAndSizesNeverTheLogs(t *testing.T) {
 		}
 	}
 	secret := "tenant log line 42"
-	put(lease.Capture{Lease: id, Kind: lease.CaptureProvision, At: at(0), Reason: messages.ReasonHealthCheckFailed,
+	put(lease.Capture{Lease: id, Kind: lease.CaptureProvision, Stamp: lease.Stamp{At: at(0)}, Cause: lease.Cause{Reason: messages.ReasonHealthCheckFailed},
 		Containers: []lease.ContainerCapture{{Service: "app", Index: 0, State: "running", Logs: secret}, {Service: "app", Index: 1, State: "exited", Logs: "xy"}}})
-	put(lease.Capture{Lease: id, MaintenanceID: mID1, At: at(time.Minute), Reason: messages.ReasonImagePullFailed,
+	put(lease.Capture{Lease: id, MaintenanceID: mID1, Stamp: lease.Stamp{At: at(time.Minute)}, Cause: lease.Cause{Reason: messages.ReasonImagePullFailed},
 		Containers: []lease.ContainerCapture{{Service: "web", Index: 0, State: "created"}}})
-	put(lease.Capture{Lease: id, At: at(2 * time.Minute), Reason: messages.ReasonContainerExited,
+	put(lease.Capture{Lease: id, Stamp: lease.Stamp{At: at(2 * time.Minute)}, Cause: lease.Cause{Reason: messages.ReasonContainerExited},
 		Containers: []lease.ContainerCapture{{Service: "app", Index: 0, State: "exited", Logs: "abc"}}})
 
 	got, err := lease.DiagnosticSummaries(diag, id)

@@ -18,7 +18,7 @@ import (
 	"github.com/berth-dev/berth/persistence"
 )
 
-// Table tests of Decide (machine.go): the whole lease lifecycle — every input from
+// Table tests of Decide (decide.go): the whole lease lifecycle — every input from
 // every status it can meet — without actors, bbolt or Docker. Each row builds a
 // State by replaying real journal events, gives Decide one Input and an Env (fixed
 // clock, a Spec, the running worker, the maintenance fence, the limits), checks
@@ -221,28 +221,28 @@ func (j *journal) pin() *journal {
 
 func (j *journal) ready() *journal {
 	when := j.tick()
-	return j.put(lease.EvProvisionSucceeded, lease.ProvisionSucceeded{Generation: j.st.Generation, At: when,
+	return j.put(lease.EvProvisionSucceeded, lease.ProvisionSucceeded{Stamp: lease.Stamp{Generation: j.st.Generation, At: when},
 		Containers: cohortOf(j.st.Running().Services, j.st.Generation)})
 }
 
 func (j *journal) provisionFails() *journal {
 	when := j.tick()
-	return j.put(lease.EvProvisionFailed, lease.ProvisionFailed{Generation: j.st.Generation, At: when,
-		Reason: messages.ReasonImagePullFailed, Message: "image could not be pulled"})
+	return j.put(lease.EvProvisionFailed, lease.ProvisionFailed{Stamp: lease.Stamp{Generation: j.st.Generation, At: when},
+		Cause: lease.Cause{Reason: messages.ReasonImagePullFailed, Message: "image could not be pulled"}})
 }
 
 // dies records a confirmed death of the cohort's first container.
 func (j *journal) dies(counted bool) *journal {
 	when := j.tick()
 	c := j.st.Containers[0]
-	return j.put(lease.EvRuntimeFailing, lease.RuntimeFailing{Generation: j.st.Generation, At: when,
+	return j.put(lease.EvRuntimeFailing, lease.RuntimeFailing{Stamp: lease.Stamp{Generation: j.st.Generation, At: when},
 		ContainerID: c.ContainerID, Service: c.Service, Index: c.Index, ExitCode: 1, Counted: counted})
 }
 
 func (j *journal) fails() *journal {
 	when := j.tick()
-	return j.put(lease.EvRuntimeFailed, lease.RuntimeFailed{Generation: j.st.Generation, At: when,
-		Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"})
+	return j.put(lease.EvRuntimeFailed, lease.RuntimeFailed{Stamp: lease.Stamp{Generation: j.st.Generation, At: when},
+		Cause: lease.Cause{Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"}})
 }
 
 // maintain admits a restart (target nil) or an update, the way decideMaintain
@@ -286,7 +286,7 @@ func (j *journal) update(id string, services ...lease.ServiceSpec) *journal {
 func (j *journal) completes() *journal {
 	when := j.tick()
 	m := j.st.Maintenance
-	return j.put(lease.EvMaintenanceDone, lease.MaintenanceDone{ID: m.ID, Generation: m.Generation, At: when,
+	return j.put(lease.EvMaintenanceDone, lease.MaintenanceDone{ID: m.ID, Stamp: lease.Stamp{Generation: m.Generation, At: when},
 		Containers: cohortOf(j.st.Release(m.Version).Services, m.Generation)})
 }
 
@@ -294,23 +294,23 @@ func (j *journal) completes() *journal {
 func (j *journal) rollsBack() *journal {
 	when := j.tick()
 	m := j.st.Maintenance
-	return j.put(lease.EvMaintenanceRestored, lease.MaintenanceRestored{ID: m.ID, Generation: m.CompensateGen, At: when,
+	return j.put(lease.EvMaintenanceRestored, lease.MaintenanceRestored{ID: m.ID, Stamp: lease.Stamp{Generation: m.CompensateGen, At: when},
 		Containers: cohortOf(j.st.Release(m.SourceVersion).Services, m.CompensateGen), Compensated: true,
-		Reason: reasonOf(m.Kind), Message: "the " + m.Kind + " failed: the target did not become ready"})
+		Cause: lease.Cause{Reason: reasonOf(m.Kind), Message: "the " + m.Kind + " failed: the target did not become ready"}})
 }
 
 // maintenanceFails: the target failed and so did compensation.
 func (j *journal) maintenanceFails() *journal {
 	when := j.tick()
 	m := j.st.Maintenance
-	return j.put(lease.EvMaintenanceFailed, lease.MaintenanceFailed{ID: m.ID, Generation: m.CompensateGen, At: when,
-		Reason: reasonOf(m.Kind), Message: "the " + m.Kind + " failed; the previous deployment could not be restored"})
+	return j.put(lease.EvMaintenanceFailed, lease.MaintenanceFailed{ID: m.ID, Stamp: lease.Stamp{Generation: m.CompensateGen, At: when},
+		Cause: lease.Cause{Reason: reasonOf(m.Kind), Message: "the " + m.Kind + " failed; the previous deployment could not be restored"}})
 }
 
 // diverges records a cohort divergence of the ready lease.
 func (j *journal) diverges() *journal {
 	when := j.tick()
-	return j.put(lease.EvCohortDiverged, lease.CohortDiverged{Generation: j.st.Generation, At: when,
+	return j.put(lease.EvCohortDiverged, lease.CohortDiverged{Stamp: lease.Stamp{Generation: j.st.Generation, At: when},
 		Message: "unexpected instance app/1"})
 }
 

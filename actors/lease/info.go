@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -14,30 +13,35 @@ import (
 // order plus the per-service map.
 func leaseInfo(spec *Spec, st *State, host string) messages.LeaseInfo {
 	info := messages.LeaseInfo{Host: host, Instances: []messages.Instance{}, Services: map[string]messages.ServiceInfo{}}
-	byService := make(map[string][]Instance)
-	for _, inst := range st.Containers {
-		byService[inst.Service] = append(byService[inst.Service], inst)
-	}
-	services := spec.Services
-	if r := st.Running(); r != nil && len(r.Services) > 0 {
-		services = r.Services
-	}
+	services, byService := servicesRunning(spec, st)
 	for _, svc := range services { // sorted by name
-		insts := byService[svc.Name]
-		sort.Slice(insts, func(i, k int) bool { return insts[i].Index < insts[k].Index })
 		si := messages.ServiceInfo{Instances: []messages.Instance{}}
-		for _, inst := range insts {
+		for _, inst := range byService[svc.Name] {
 			w := messages.Instance{InstanceIndex: inst.Index, ContainerID: shortID(inst.ContainerID),
-				Image: inst.Image, Status: "running", Ports: map[string]messages.PortBinding{}}
-			for _, p := range inst.Ports {
-				w.Ports[p.Key] = p.PortBinding
-			}
+				Image: inst.Image, Status: "running", Ports: inst.Ports.byKey()}
 			si.Instances = append(si.Instances, w)
 			info.Instances = append(info.Instances, w)
 		}
 		info.Services[svc.Name] = si
 	}
 	return info
+}
+
+// servicesRunning is the running release's services (the spec's when it records
+// none), and the state's instances of each in index order.
+func servicesRunning(spec *Spec, st *State) ([]ServiceSpec, map[string][]Instance) {
+	services := spec.Services
+	if r := st.Running(); r != nil && len(r.Services) > 0 {
+		services = r.Services
+	}
+	byService := make(map[string][]Instance)
+	for _, inst := range st.Containers {
+		byService[inst.Service] = append(byService[inst.Service], inst)
+	}
+	for _, insts := range byService {
+		sort.Slice(insts, func(i, k int) bool { return insts[i].Index < insts[k].Index })
+	}
+	return services, byService
 }
 
 func shortID(id string) string {
@@ -71,101 +75,6 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 		info.Status = messages.StatusRestarting // a restore: the seed's Reserved → Restarting
 	}
 	return info
-}
-
-// Capture is one failure's diagnostics, kept in diagnostics.db (never on-chain,
-// never in a callback): exit codes, OOM, health and a bounded log excerpt.
-type Capture struct {
-	Lease         string             `json:"lease_uuid"`
-	Kind          string             `json:"kind,omitempty"` // provision | runtime | maintenance (absent in captures before it was recorded)
-	OperationID   string             `json:"operation_id"`
-	MaintenanceID string             `json:"maintenance_id,omitempty"`
-	Release       int                `json:"release,omitempty"` // a failed maintenance target's release
-	Generation    uint64             `json:"generation"`
-	At            time.Time          `json:"at"`
-	Reason        string             `json:"reason"`
-	Message       string             `json:"message"`
-	FailCount     int                `json:"fail_count"`
-	Containers    []ContainerCapture `json:"containers"`
-}
-
-// ContainerCapture is one container of a failed attempt.
-type ContainerCapture struct {
-	Service     string `json:"service"`
-	Index       int    `json:"index"`
-	ContainerID string `json:"container_id"`
-	State       string `json:"state"`
-	Health      string `json:"health,omitempty"`
-	ExitCode    int    `json:"exit_code"`
-	OOMKilled   bool   `json:"oom_killed"`
-	Logs        string `json:"logs"`
-	Truncated   bool   `json:"truncated,omitempty"`
-}
-
-// Capture bounds: per container and per attempt.
-const (
-	captureTail         = 500
-	captureBytesPerCtr  = 256 << 10
-	captureBytesPerTry  = 4 << 20
-	logUnavailable      = "<log unavailable>"
-	logsResponseCeiling = 12 << 20 // leaves room for JSON escaping and keys under the 16 MiB body cap
-)
-
-// captureOf says which attempt a capture is of.
-type captureOf struct {
-	kind            string // provision | runtime | maintenance
-	reason, message string
-	generation      uint64
-	release         int    // a maintenance target's release version (0: a provision or runtime failure)
-	maintenance     string // its maintenance ID
-}
-
-// capture writes the attempt's diagnostics; a failure to write is logged, never fatal.
-func (j *job) capture(ctx context.Context, of captureOf, cohort []messages.Container) {
-	c := Capture{Lease: j.lease, Kind: of.kind, OperationID: j.launch.OperationID, MaintenanceID: of.maintenance, Release: of.release,
-		Generation: of.generation, At: j.now(), Reason: of.reason, Message: of.message, FailCount: j.launch.FailCount + 1}
-	budget := captureBytesPerTry
-	for _, ctr := range cohort {
-		cc := ContainerCapture{Service: ctr.Service, Index: ctr.Index, ContainerID: ctr.ID, State: ctr.State,
-			Health: ctr.Health, ExitCode: ctr.ExitCode, OOMKilled: ctr.OOMKilled}
-		if full, err := j.eng.Inspect(ctx, ctr.ID); err == nil {
-			cc.State, cc.Health, cc.ExitCode, cc.OOMKilled = full.State, full.Health, full.ExitCode, full.OOMKilled
-		}
-		limit := min(captureBytesPerCtr, budget)
-		if limit > 0 {
-			text, truncated, err := j.eng.Logs(ctx, ctr.ID, captureTail, limit)
-			if err != nil {
-				text = logUnavailable
-			}
-			cc.Logs, cc.Truncated = text, truncated
-			budget -= len(text)
-		} else {
-			cc.Logs, cc.Truncated = "", true
-		}
-		c.Containers = append(c.Containers, cc)
-	}
-	blob, err := json.Marshal(c)
-	if err != nil {
-		return
-	}
-	if err := j.diag.Put(j.lease, c.At, blob); err != nil {
-		j.log.Warn().Err(err).Msg("write diagnostics")
-	}
-}
-
-// LatestCapture reads the newest diagnostics of a lease.
-func LatestCapture(j interface {
-	Latest(string) (json.RawMessage, bool, error)
-}, lease string) (*Capture, error) {
-	blob, ok, err := j.Latest(lease)
-	if err != nil || !ok {
-		return nil, err
-	}
-	var c Capture
-	if err := json.Unmarshal(blob, &c); err != nil {
-		return nil, fmt.Errorf("decode diagnostics of %s: %w", lease, err)
-	}
-	return &c, nil
 }
 
 // logs reads the last tail lines of every container of the lease, keyed

@@ -15,7 +15,7 @@ import (
 	"github.com/berth-dev/berth/persistence"
 )
 
-// Unit tests of the lease state machine (machine.go): Apply against the diagram at
+// Unit tests of the lease state machine (machine.go, apply.go): Apply against the diagram at
 // the top of machine.go, fail_count, the closed → new admission reset, the terminal
 // budget rules, and Load (snapshot + later events) against a full replay.
 
@@ -39,24 +39,24 @@ func evStarted(admission, gen uint64, when time.Time) persistence.Event {
 }
 
 func evSucceeded(gen uint64, when time.Time) persistence.Event {
-	return mkEvent(lease.EvProvisionSucceeded, when, lease.ProvisionSucceeded{Generation: gen, At: when,
+	return mkEvent(lease.EvProvisionSucceeded, when, lease.ProvisionSucceeded{Stamp: lease.Stamp{Generation: gen, At: when},
 		Containers: []lease.Instance{{Service: "app", Index: 0, ContainerID: fmt.Sprintf("%064d", gen), Image: unitImage,
 			Ports: lease.Ports{{Key: "8080/tcp", PortBinding: messages.PortBinding{HostIP: "127.0.0.1", HostPort: "32768"}}}}}})
 }
 
 func evProvisionFailed(gen uint64, when time.Time) persistence.Event {
-	return mkEvent(lease.EvProvisionFailed, when, lease.ProvisionFailed{Generation: gen, At: when,
-		Reason: messages.ReasonImagePullFailed, Message: "image could not be pulled"})
+	return mkEvent(lease.EvProvisionFailed, when, lease.ProvisionFailed{Stamp: lease.Stamp{Generation: gen, At: when},
+		Cause: lease.Cause{Reason: messages.ReasonImagePullFailed, Message: "image could not be pulled"}})
 }
 
 func evFailing(gen uint64, when time.Time, counted bool) persistence.Event {
-	return mkEvent(lease.EvRuntimeFailing, when, lease.RuntimeFailing{Generation: gen, At: when,
+	return mkEvent(lease.EvRuntimeFailing, when, lease.RuntimeFailing{Stamp: lease.Stamp{Generation: gen, At: when},
 		ContainerID: fmt.Sprintf("%064d", gen), Service: "app", ExitCode: 1, Counted: counted})
 }
 
 func evRuntimeFailed(gen uint64, when time.Time) persistence.Event {
-	return mkEvent(lease.EvRuntimeFailed, when, lease.RuntimeFailed{Generation: gen, At: when,
-		Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"})
+	return mkEvent(lease.EvRuntimeFailed, when, lease.RuntimeFailed{Stamp: lease.Stamp{Generation: gen, At: when},
+		Cause: lease.Cause{Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"}})
 }
 
 func evCloseRequested(admission uint64, when time.Time) persistence.Event {
@@ -188,16 +188,16 @@ func candidate(st *lease.State, kind string) persistence.Event {
 		}
 		return mkEvent(kind, when, lease.ReleasePinned{Version: v, Images: pinsOf(services)})
 	case lease.EvProvisionSucceeded:
-		return mkEvent(kind, when, lease.ProvisionSucceeded{Generation: st.Generation, At: when, Containers: cohortOf(services, st.Generation)})
+		return mkEvent(kind, when, lease.ProvisionSucceeded{Stamp: lease.Stamp{Generation: st.Generation, At: when}, Containers: cohortOf(services, st.Generation)})
 	case lease.EvProvisionFailed:
-		return mkEvent(kind, when, lease.ProvisionFailed{Generation: st.Generation, At: when, Reason: messages.ReasonImagePullFailed})
+		return mkEvent(kind, when, lease.ProvisionFailed{Stamp: lease.Stamp{Generation: st.Generation, At: when}, Cause: lease.Cause{Reason: messages.ReasonImagePullFailed}})
 	case lease.EvRuntimeFailing:
-		return mkEvent(kind, when, lease.RuntimeFailing{Generation: st.Generation, At: when, ContainerID: ctrID("app", 0, st.Generation),
+		return mkEvent(kind, when, lease.RuntimeFailing{Stamp: lease.Stamp{Generation: st.Generation, At: when}, ContainerID: ctrID("app", 0, st.Generation),
 			Service: "app", ExitCode: 1, Counted: true})
 	case lease.EvRuntimeFailed:
-		return mkEvent(kind, when, lease.RuntimeFailed{Generation: st.Generation, At: when, Reason: messages.ReasonContainerExited})
+		return mkEvent(kind, when, lease.RuntimeFailed{Stamp: lease.Stamp{Generation: st.Generation, At: when}, Cause: lease.Cause{Reason: messages.ReasonContainerExited}})
 	case lease.EvCohortDiverged:
-		return mkEvent(kind, when, lease.CohortDiverged{Generation: st.Generation, At: when, Message: "unexpected instance app/1"})
+		return mkEvent(kind, when, lease.CohortDiverged{Stamp: lease.Stamp{Generation: st.Generation, At: when}, Message: "unexpected instance app/1"})
 	case kRestart, kUpdate:
 		k := lease.KindRestart
 		if kind == kUpdate {
@@ -211,12 +211,12 @@ func candidate(st *lease.State, kind string) persistence.Event {
 			AdmittedAt: when, At: when, Deadline: when.Add(10 * time.Minute), SourceStatus: lease.Ready, SourceGen: st.Generation,
 			Source: st.Containers, Generation: gen, CompensateGen: gen + 1}, Release: target})
 	case lease.EvMaintenanceDone:
-		return mkEvent(kind, when, lease.MaintenanceDone{ID: m.ID, Generation: m.Generation, At: when, Containers: cohortOf(services, m.Generation)})
+		return mkEvent(kind, when, lease.MaintenanceDone{ID: m.ID, Stamp: lease.Stamp{Generation: m.Generation, At: when}, Containers: cohortOf(services, m.Generation)})
 	case lease.EvMaintenanceRestored:
-		return mkEvent(kind, when, lease.MaintenanceRestored{ID: m.ID, Generation: m.CompensateGen, At: when,
-			Containers: cohortOf(services, m.CompensateGen), Compensated: true, Reason: messages.ReasonRestartFailed})
+		return mkEvent(kind, when, lease.MaintenanceRestored{ID: m.ID, Stamp: lease.Stamp{Generation: m.CompensateGen, At: when},
+			Containers: cohortOf(services, m.CompensateGen), Compensated: true, Cause: lease.Cause{Reason: messages.ReasonRestartFailed}})
 	case lease.EvMaintenanceFailed:
-		return mkEvent(kind, when, lease.MaintenanceFailed{ID: m.ID, Generation: m.Generation, At: when, Reason: messages.ReasonRestartFailed})
+		return mkEvent(kind, when, lease.MaintenanceFailed{ID: m.ID, Stamp: lease.Stamp{Generation: m.Generation, At: when}, Cause: lease.Cause{Reason: messages.ReasonRestartFailed}})
 	case lease.EvReleasesPruned:
 		return mkEvent(kind, when, lease.ReleasesPruned{Versions: []int{1}})
 	case lease.EvCloseRequested:
@@ -332,13 +332,13 @@ func TestApply_WrongGeneration_Refused(t *testing.T) {
 	j := statusJournals()
 	when := at(time.Hour)
 	done := func(id string, gen uint64) persistence.Event {
-		return mkEvent(lease.EvMaintenanceDone, when, lease.MaintenanceDone{ID: id, Generation: gen, At: when})
+		return mkEvent(lease.EvMaintenanceDone, when, lease.MaintenanceDone{ID: id, Stamp: lease.Stamp{Generation: gen, At: when}})
 	}
 	restored := func(id string, gen uint64) persistence.Event {
-		return mkEvent(lease.EvMaintenanceRestored, when, lease.MaintenanceRestored{ID: id, Generation: gen, At: when, Compensated: true})
+		return mkEvent(lease.EvMaintenanceRestored, when, lease.MaintenanceRestored{ID: id, Stamp: lease.Stamp{Generation: gen, At: when}, Compensated: true})
 	}
 	mfailed := func(id string, gen uint64) persistence.Event {
-		return mkEvent(lease.EvMaintenanceFailed, when, lease.MaintenanceFailed{ID: id, Generation: gen, At: when})
+		return mkEvent(lease.EvMaintenanceFailed, when, lease.MaintenanceFailed{ID: id, Stamp: lease.Stamp{Generation: gen, At: when}})
 	}
 	retry := func(admission, gen uint64) persistence.Event {
 		return mkEvent(lease.EvProvisionStarted, when, lease.ProvisionStarted{Admission: admission, Generation: gen, At: when, Deadline: when})
@@ -356,7 +356,7 @@ func TestApply_WrongGeneration_Refused(t *testing.T) {
 		{"runtime.failing of another attempt", lease.Ready, evFailing(2, at(time.Hour), true)},
 		{"runtime.failed of another attempt", lease.Failing, evRuntimeFailed(2, at(time.Hour))},
 		{"cohort.diverged of another attempt", lease.Ready,
-			mkEvent(lease.EvCohortDiverged, when, lease.CohortDiverged{Generation: 2, At: when})},
+			mkEvent(lease.EvCohortDiverged, when, lease.CohortDiverged{Stamp: lease.Stamp{Generation: 2, At: when}})},
 		{"a retry that reuses the generation in flight", lease.Provisioning, retry(1, 1)},
 		{"a retry of another admission", lease.Provisioning, retry(2, 2)},
 		{"release.pinned of a version that does not exist", lease.Provisioning,

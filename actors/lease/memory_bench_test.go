@@ -198,7 +198,7 @@ func (f *idleFixture) journalReadyLeases(tb testing.TB) {
 			pinned := lease.ReleasePinned{Version: 1, Images: []lease.ServiceImage{{Service: "app", ImagePin: messages.ImagePin{
 				Ref: memBenchImage, ID: "sha256:" + strings.Repeat("ab", 32),
 				Digest: "127.0.0.1:5000/berth/workload@sha256:" + strings.Repeat("cd", 32)}}}}
-			succeeded := lease.ProvisionSucceeded{Generation: 1, At: f.at.Add(20 * time.Second), Containers: []lease.Instance{{
+			succeeded := lease.ProvisionSucceeded{Stamp: lease.Stamp{Generation: 1, At: f.at.Add(20 * time.Second)}, Containers: []lease.Instance{{
 				Service:     "app",
 				ContainerID: strings.ReplaceAll(uuid.NewString()+uuid.NewString(), "-", ""),
 				Image:       memBenchImage,

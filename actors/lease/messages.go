@@ -4,7 +4,7 @@ package lease
 // package messages (Deprovision, GetInfo, Inventory, ContainerDied, …), and the
 // actor's messages to itself.
 
-// Reprovision (an Input, machine.go) is also the registry's command: it admitted
+// Reprovision (an Input, inputs.go) is also the registry's command: it admitted
 // a new Spec for a failed lease, already stored in the shared spec pointer.
 
 // MaintainCommand is a restart or update the registry validated (for an update:

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -93,16 +94,21 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	done = phase("verify")
 	out = j.verify(ctx, target, &j.rel, m.Deadline)
 	done()
-	switch out.Kind {
-	case OutcomeReady:
-		return ReplaceResult{Kind: ReplaceCompleted, Generation: m.Generation, Containers: out.Containers}
-	case OutcomeCanceled:
-		if parent.Err() != nil {
-			return ReplaceResult{Kind: ReplaceCanceled}
-		}
+	return j.verdict(parent, out, nil)
+}
+
+// verdict settles a verified target: completed when ready, else compensated (a
+// verification the deadline cut off failed the target).
+func (j *job) verdict(parent context.Context, out Outcome, cohort []messages.Container) ReplaceResult {
+	switch {
+	case out.Kind == OutcomeReady:
+		return ReplaceResult{Kind: ReplaceCompleted, Generation: j.maint.Generation, Containers: out.Containers}
+	case out.Kind == OutcomeCanceled && parent.Err() != nil:
+		return ReplaceResult{Kind: ReplaceCanceled}
+	case out.Kind == OutcomeCanceled:
 		out = fail(messages.ReasonInternal, "the target did not become ready in time")
 	}
-	return j.compensate(parent, out, nil)
+	return j.compensate(parent, out, cohort)
 }
 
 // replaceResume classifies a maintenance whose worker never reported (a restart of
@@ -125,15 +131,7 @@ func (j *job) replaceResume(ctx context.Context) ReplaceResult {
 		vctx, cancel := context.WithDeadline(ctx, maxTime(m.Deadline, j.now().Add(j.set.VerifyDuration+time.Minute)))
 		out := j.verify(vctx, target, &j.rel, m.Deadline)
 		cancel()
-		switch {
-		case out.Kind == OutcomeReady:
-			return ReplaceResult{Kind: ReplaceCompleted, Generation: m.Generation, Containers: out.Containers}
-		case out.Kind == OutcomeCanceled && ctx.Err() != nil:
-			return ReplaceResult{Kind: ReplaceCanceled}
-		case out.Kind == OutcomeCanceled:
-			out = fail(messages.ReasonInternal, "the target did not become ready in time")
-		}
-		return j.compensate(ctx, out, cohort)
+		return j.verdict(ctx, out, cohort)
 	}
 	if len(target) == 0 && len(compensating) == 0 && j.sourceIntact(cohort) {
 		return ReplaceResult{Kind: ReplaceIntact, Message: "the target was never launched; the lease is unchanged"}
@@ -187,8 +185,8 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		}
 	}
 	if target := ofGeneration(cohort, m.Generation); len(target) > 0 {
-		j.capture(ctx, captureOf{kind: CaptureMaintenance, reason: cause.Reason, message: cause.Message, generation: m.Generation,
-			release: j.rel.Version, maintenance: m.ID}, target)
+		j.capture(ctx, Capture{Kind: CaptureMaintenance, Stamp: Stamp{Generation: m.Generation}, Cause: Cause{cause.Reason, cause.Message},
+			Release: j.rel.Version, MaintenanceID: m.ID}, target)
 	}
 	if err := j.removeExact(ctx, cohort); err != nil {
 		if parent.Err() != nil {
@@ -197,7 +195,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		j.log.Warn().Err(err).Msg("maintenance: remove the failed target")
 		return ReplaceResult{Kind: ReplacePending}
 	}
-	msg := "the " + m.Kind + " failed: " + cmpOr(cause.Message, "the target did not become ready")
+	msg := "the " + m.Kind + " failed: " + cmp.Or(cause.Message, "the target did not become ready")
 	if j.source == nil || m.SourceStatus != Ready {
 		// Nothing ran before (a failed lease): there is no working source to return to.
 		return failed(m.Generation, msg)
@@ -237,7 +235,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		}
 		j.log.Error().Str("reason", out.Reason).Msg("maintenance: the recreated source did not become ready")
 	} else {
-		j.log.Error().Err(cmpErr(upErr, err)).Msg("maintenance: recreating the source failed")
+		j.log.Error().Err(cmp.Or(upErr, err)).Msg("maintenance: recreating the source failed")
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), j.set.StopTimeout+time.Minute)
 	defer ccancel()
@@ -256,13 +254,6 @@ func (j *job) phases(operation string) func(phase string) func() {
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
 		return a
 	}
 	return b

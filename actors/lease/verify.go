@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -152,4 +153,47 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// complete reports whether cohort is exactly r's instances, each once.
+func complete(r *Release, cohort []messages.Container) bool {
+	want := r.expected()
+	seen := make(map[dockerio.InstanceKey]bool)
+	for _, c := range cohort {
+		k := dockerio.InstanceKey{Service: c.Service, Index: c.Index}
+		if !want[k] || seen[k] {
+			return false // foreign or duplicate instance: not a cohort we launched
+		}
+		seen[k] = true
+	}
+	return len(seen) == len(want)
+}
+
+func allRunning(cohort []messages.Container) bool {
+	for _, c := range cohort {
+		if c.State != "running" {
+			return false
+		}
+	}
+	return true
+}
+
+// instances records a verified cohort for the Ready transition.
+func instances(r *Release, cohort []messages.Container) []Instance {
+	images := serviceImages(r.Services)
+	out := make([]Instance, 0, len(cohort))
+	for _, c := range cohort {
+		inst := Instance{Service: c.Service, Index: c.Index, ContainerID: c.ID, Image: images[c.Service]}
+		if len(c.Ports) > 0 {
+			inst.Ports = portsOf(c.Ports)
+		}
+		out = append(out, inst)
+	}
+	sort.Slice(out, func(i, k int) bool {
+		if out[i].Service != out[k].Service {
+			return out[i].Service < out[k].Service
+		}
+		return out[i].Index < out[k].Index
+	})
+	return out
 }

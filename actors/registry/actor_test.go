@@ -305,8 +305,8 @@ func TestActor_GetProvision_UnknownLease_DiagnosticsFallback(t *testing.T) {
 	assertRefusal(t, r.Err, messages.ErrNotFound, "not found")
 
 	at := time.Date(2030, 4, 5, 6, 7, 8, 0, time.UTC)
-	blob, _ := json.Marshal(lease.Capture{Lease: unknown, OperationID: "op-9", Generation: 2, At: at,
-		Reason: messages.ReasonContainerExited, Message: "container app/0 exited with code 3", FailCount: 4})
+	blob, _ := json.Marshal(lease.Capture{Lease: unknown, OperationID: "op-9", Stamp: lease.Stamp{Generation: 2, At: at},
+		Cause: lease.Cause{Reason: messages.ReasonContainerExited, Message: "container app/0 exited with code 3"}, FailCount: 4})
 	if err := h.diag.Put(unknown, at, blob); err != nil {
 		t.Fatalf("put capture: %v", err)
 	}

@@ -281,7 +281,7 @@ func TestVerify_RefusesLeaseStreamWithUnknownEvent(t *testing.T) {
 	// An event the lease machine does not permit from its status is refused as well.
 	store3 := openStore(t)
 	commitTo(t, store3, Stream, admittedEvent(stateSpec(live, 1), t0))
-	commitTo(t, store3, lease.Stream(live), leaseEvent(t, lease.EvProvisionSucceeded, lease.ProvisionSucceeded{Generation: 1, At: t0}))
+	commitTo(t, store3, lease.Stream(live), leaseEvent(t, lease.EvProvisionSucceeded, lease.ProvisionSucceeded{Stamp: lease.Stamp{Generation: 1, At: t0}}))
 	if err := Verify(store3); err == nil || !strings.Contains(err.Error(), "not permitted") {
 		t.Fatalf("Verify of provision.succeeded before provision.started = %v, want refused", err)
 	}

@@ -307,11 +307,11 @@ func TestLeaseHistory_EventsCallbacksReleasesDiagnostics(t *testing.T) {
 	commitEvents(t, f.store, id, nil,
 		event(lease.EvProvisionStarted, t1, lease.ProvisionStarted{Admission: 1, Generation: 1, At: t1, Deadline: t1.Add(time.Minute),
 			Release: &lease.Release{Kind: lease.KindProvision}}),
-		event(lease.EvProvisionFailed, t2, lease.ProvisionFailed{Generation: 1, At: t2, Reason: messages.ReasonHealthCheckFailed,
-			Message: "health check failed during startup"}))
+		event(lease.EvProvisionFailed, t2, lease.ProvisionFailed{Stamp: lease.Stamp{Generation: 1, At: t2},
+			Cause: lease.Cause{Reason: messages.ReasonHealthCheckFailed, Message: "health check failed during startup"}}))
 	commitEvents(t, f.store, id, []persistence.OutboxRow{queued}, event(lease.EvCloseRequested, t3, lease.CloseRequested{Admission: 1, At: t3}))
 	logs := "captured tenant log text"
-	blob, _ := json.Marshal(lease.Capture{Lease: id, Kind: lease.CaptureProvision, At: t2, Reason: messages.ReasonHealthCheckFailed,
+	blob, _ := json.Marshal(lease.Capture{Lease: id, Kind: lease.CaptureProvision, Stamp: lease.Stamp{At: t2}, Cause: lease.Cause{Reason: messages.ReasonHealthCheckFailed},
 		Containers: []lease.ContainerCapture{{Service: "app", Index: 0, State: "running", Logs: logs}}})
 	if err := f.diag.Put(id, t2, blob); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,283 @@
+package lease
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// Apply folds one journaled event into the state. An event the state machine does
+// not permit from the current status means the journal is not ours to trust: it is
+// an error, and startup refuses rather than guess.
+func (s *State) Apply(ev persistence.Event) error {
+	if ev.V != eventVersion {
+		return fmt.Errorf("event %s: version %d not supported (this berthd reads %d)", ev.Type, ev.V, eventVersion)
+	}
+	apply, ok := appliers[ev.Type]
+	if !ok {
+		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
+	}
+	return apply(s, ev)
+}
+
+// appliers are the lease's events: each with the statuses it may follow (nil: any)
+// and its fold, which checks the rest and changes the state.
+var appliers = map[string]func(*State, persistence.Event) error{
+	EvProvisionStarted:    applier(from(Reserved, Provisioning, Failed, Closed), (*State).onProvisionStarted),
+	EvReleasePinned:       applier(nil, (*State).onReleasePinned),
+	EvProvisionSucceeded:  applier(from(Provisioning), (*State).onProvisionSucceeded),
+	EvProvisionFailed:     applier(from(Provisioning), (*State).onProvisionFailed),
+	EvRuntimeFailing:      applier(from(Ready), (*State).onRuntimeFailing),
+	EvRuntimeFailed:       applier(from(Failing), (*State).onRuntimeFailed),
+	EvCohortDiverged:      applier(from(Ready), (*State).onCohortDiverged),
+	EvMaintenanceStarted:  applier(from(Ready, Failing, Failed), (*State).onMaintenanceStarted),
+	EvMaintenanceDone:     applier(from(Restarting, Updating), (*State).onMaintenanceDone),
+	EvMaintenanceRestored: applier(from(Restarting, Updating), (*State).onMaintenanceRestored),
+	EvMaintenanceFailed:   applier(from(Restarting, Updating), (*State).onMaintenanceFailed),
+	EvReleasesPruned:      applier(nil, (*State).onReleasesPruned),
+	EvCloseRequested:      applier(nil, (*State).onCloseRequested),
+	EvClosed:              applier(from(Deprovisioning), (*State).onClosed),
+}
+
+func from(statuses ...Status) []Status { return statuses }
+
+// applier decodes an event's payload, then refuses it unless the state's status is
+// one of from (nil: any) and fold, which checks the payload and applies it, permits it.
+func applier[T any](from []Status, fold func(*State, *T) bool) func(*State, persistence.Event) error {
+	return func(s *State, ev persistence.Event) error {
+		e := new(T)
+		if err := persistence.DecodeValid(ev.Data, e); err != nil {
+			return fmt.Errorf("event %s: %w", ev.Type, err)
+		}
+		if from != nil && !slices.Contains(from, s.Status) || !fold(s, e) {
+			return fmt.Errorf("event %s not permitted from status %s", ev.Type, s.Status)
+		}
+		return nil
+	}
+}
+
+// onProvisionStarted: a lease's first attempt, a retry of the same admission under
+// a new generation, a re-provision of a failed lease, or a new lease under the UUID
+// of a closed one.
+func (s *State) onProvisionStarted(e *ProvisionStarted) bool {
+	retry := s.Status == Provisioning && e.Admission == s.Admission && e.Generation > s.Generation && e.Release == nil
+	switch {
+	case retry:
+	case s.Status == Reserved:
+	case s.Status == Failed:
+		if e.Admission <= s.Admission || e.Release == nil && e.Admission == s.Admission {
+			return false // a re-provision is a new admission
+		}
+	case s.Status == Closed:
+		if e.Admission <= s.ClosedAdmission {
+			return false
+		}
+		// A new lease under an old UUID: nothing of the closed one carries over.
+		*s = State{Status: Reserved, Generation: s.Generation, LastGeneration: s.LastGeneration, ClosedAdmission: s.ClosedAdmission}
+	default:
+		return false
+	}
+	if e.Generation <= max(s.LastGeneration, s.Generation) {
+		return false // generations are never reused
+	}
+	s.Status, s.Admission, s.Generation = Provisioning, e.Admission, e.Generation
+	s.LastGeneration = max(s.LastGeneration, e.Generation)
+	s.OperationID, s.Deadline = e.OperationID, e.Deadline
+	s.Reason, s.Message, s.Containers, s.PendingFailure = "", "", nil, nil
+	s.Budget.Exhausted = false
+	if !retry {
+		r := Release{Kind: KindProvision, OperationID: e.OperationID, CreatedAt: e.At}
+		if e.Release != nil {
+			r = *e.Release
+		}
+		r.Version = s.nextVersion()
+		r.Status = messages.ReleaseDeploying
+		s.Releases = append(s.Releases, r)
+	}
+	return true
+}
+
+func (s *State) onReleasePinned(e *ReleasePinned) bool {
+	r := s.Release(e.Version)
+	if r == nil || r.Status != messages.ReleaseDeploying {
+		return false
+	}
+	r.Images = e.Images
+	return true
+}
+
+func (s *State) onProvisionSucceeded(e *ProvisionSucceeded) bool {
+	if e.Generation != s.Generation {
+		return false
+	}
+	s.Status, s.Containers, s.ReadyAt = Ready, e.Containers, e.At
+	s.activate(s.Latest())
+	return true
+}
+
+func (s *State) onProvisionFailed(e *ProvisionFailed) bool {
+	if e.Generation != s.Generation {
+		return false
+	}
+	s.fail(e.Reason, e.Message)
+	s.failRelease(s.Latest(), e.Reason, e.Message)
+	return true
+}
+
+// onRuntimeFailing counts a confirmed death against the failure budget.
+func (s *State) onRuntimeFailing(e *RuntimeFailing) bool {
+	if e.Generation != s.Generation {
+		return false
+	}
+	s.exitReady(e.At)
+	if e.Counted {
+		if s.Budget.Streak == 0 {
+			s.Budget.StreakStart = e.At
+		}
+		s.Budget.Streak++
+		s.Budget.Exhausted = s.Budget.Streak >= budgetStreak && e.At.Sub(s.Budget.StreakStart) >= budgetSpan
+	} else {
+		s.Budget.Exhausted = false
+	}
+	s.Status, s.PendingFailure = Failing, e
+	return true
+}
+
+func (s *State) onRuntimeFailed(e *RuntimeFailed) bool {
+	if e.Generation != s.Generation {
+		return false
+	}
+	s.fail(e.Reason, e.Message)
+	return true
+}
+
+func (s *State) onCohortDiverged(e *CohortDiverged) bool {
+	if e.Generation != s.Generation {
+		return false
+	}
+	s.exitReady(e.At)
+	s.Budget.Exhausted = false // a platform finding never counts
+	s.fail(messages.ReasonInternal, e.Message)
+	return true
+}
+
+// onMaintenanceStarted admits a restart or update with its target release.
+func (s *State) onMaintenanceStarted(e *MaintenanceStarted) bool {
+	if e.Generation <= max(s.LastGeneration, s.Generation) || e.CompensateGen <= e.Generation || s.hasMaintenance(e.ID) {
+		return false
+	}
+	m := e.Maintenance
+	s.Status = Restarting
+	if m.Kind == KindUpdate {
+		s.Status = Updating
+	}
+	s.Maintenance = &m
+	s.LastGeneration = m.CompensateGen
+	s.PendingFailure = nil
+	s.Budget = Budget{} // an accepted restart or update resets the streak
+	r := e.Release
+	r.Version, r.Status = s.nextVersion(), messages.ReleaseDeploying
+	s.Maintenance.Version = r.Version
+	s.Releases = append(s.Releases, r)
+	return true
+}
+
+func (s *State) onMaintenanceDone(e *MaintenanceDone) bool {
+	m := s.Maintenance
+	if m == nil || e.ID != m.ID || e.Generation != m.Generation {
+		return false
+	}
+	s.activate(s.Release(m.Version))
+	s.Status, s.Generation, s.Containers, s.ReadyAt = Ready, e.Generation, e.Containers, e.At
+	s.Reason, s.Message, s.Maintenance = "", "", nil
+	return true
+}
+
+func (s *State) onMaintenanceRestored(e *MaintenanceRestored) bool {
+	m := s.Maintenance
+	if m == nil || e.ID != m.ID || (e.Generation != m.SourceGen && e.Generation != m.CompensateGen) {
+		return false
+	}
+	s.failRelease(s.Release(m.Version), e.Reason, e.Message)
+	s.Status, s.Generation, s.Containers = Ready, e.Generation, e.Containers
+	if e.Compensated || s.ReadyAt.IsZero() {
+		s.ReadyAt = e.At
+	}
+	// A ready lease keeps the cause of its last failed maintenance (seed: GET /provisions).
+	s.Reason, s.Message, s.Maintenance = e.Reason, e.Message, nil
+	return true
+}
+
+func (s *State) onMaintenanceFailed(e *MaintenanceFailed) bool {
+	m := s.Maintenance
+	if m == nil || e.ID != m.ID || (e.Generation != m.SourceGen && e.Generation != m.CompensateGen && e.Generation != m.Generation) {
+		return false
+	}
+	s.failRelease(s.Release(m.Version), e.Reason, e.Message)
+	s.Generation, s.Maintenance = e.Generation, nil
+	s.fail(e.Reason, e.Message)
+	return true
+}
+
+func (s *State) onReleasesPruned(e *ReleasesPruned) bool {
+	if len(e.Versions) == 0 || s.Status == Closed {
+		return false
+	}
+	for _, v := range e.Versions {
+		if r := s.Release(v); r == nil || !droppable(r, nil, s.Latest()) {
+			return false
+		}
+	}
+	s.Releases = slices.DeleteFunc(s.Releases, func(r Release) bool { return slices.Contains(e.Versions, r.Version) })
+	return true
+}
+
+// onCloseRequested journals the close intent; the operation it pre-empts fails.
+func (s *State) onCloseRequested(e *CloseRequested) bool {
+	switch s.Status {
+	case Deprovisioning:
+		return true // a repeated intent changes nothing
+	case Closed:
+		if e.Admission <= s.ClosedAdmission {
+			return false
+		}
+		s.Closed = nil
+	case Provisioning:
+		s.failRelease(s.Latest(), reasonCanceled, "closed before the provision completed")
+	case Restarting, Updating:
+		s.failRelease(s.Release(s.Maintenance.Version), reasonCanceled, "closed before the "+s.Maintenance.Kind+" completed")
+		s.Maintenance = nil
+	}
+	s.Status, s.Close = Deprovisioning, e
+	if e.Admission > s.Admission {
+		s.Admission = e.Admission
+	}
+	return true
+}
+
+func (s *State) onClosed(e *ClosedEv) bool {
+	s.Status, s.ClosedAdmission = Closed, e.Admission
+	s.Containers, s.PendingFailure, s.Maintenance, s.Close = nil, nil, nil, nil
+	s.Releases = nil // a closed lease has no history to serve
+	if e.Retention != nil || e.Requarantined != "" {
+		s.Closed = e
+	}
+	return true
+}
+
+// fail moves the lease to failed with its cause; its cohort is gone.
+func (s *State) fail(reason, message string) {
+	s.Status, s.Reason, s.Message, s.Containers = Failed, reason, message, nil
+	s.FailCount++
+}
+
+// exitReady applies the Ready-exit rule of the budget: ten minutes of Ready reset
+// the streak before the exit is counted.
+func (s *State) exitReady(at time.Time) {
+	if !s.ReadyAt.IsZero() && at.Sub(s.ReadyAt) >= budgetReadyReset {
+		s.Budget = Budget{}
+	}
+}

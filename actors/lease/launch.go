@@ -1,0 +1,275 @@
+package lease
+
+// A launch's inputs: the release's images admitted, the lease network found or
+// made, the stateful instances' volumes, then Compose's launch itself.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
+)
+
+// launchInputs is what a launch needs beside the release: the admitted images, the
+// verified lease network and the stateful instances' volume directories.
+type launchInputs struct {
+	images  map[string]dockerio.ImageInfo
+	network leaseNetwork
+	dirs    map[string][]string
+}
+
+// leaseNetwork is the network a launch attaches to: fred-<lease>, or the warm
+// pool network bound to the lease (pooled).
+type leaseNetwork struct {
+	id     string
+	pooled bool
+}
+
+// prepare admits the release's images and ensures the lease network, at once (they
+// are independent), then the stateful instances' volumes (their mount points owned
+// by the image's user). A failure is returned as an Outcome with ok false: Failed
+// for a definite one (not yet cleaned up), Canceled when ctx ended.
+func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bool) {
+	images, network, out, ok := j.prepareImagesAndNetwork(ctx, r)
+	if !ok {
+		return launchInputs{}, out, false
+	}
+	done := j.provisionPhase("volumes")
+	dirs, err := j.ensureVolumes(ctx, r, images)
+	done()
+	if err != nil {
+		if ctx.Err() != nil {
+			return launchInputs{}, canceled, false
+		}
+		j.log.Error().Err(err).Msg("managed volumes")
+		if errors.Is(err, dockerio.ErrImageNotAdmissible) {
+			return launchInputs{}, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
+		}
+		return launchInputs{}, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
+	}
+	return launchInputs{images: images, network: network, dirs: dirs}, Outcome{}, true
+}
+
+// ensureVolumes creates (or reuses, its quota updated) every stateful instance's
+// volume, with a subdirectory per image VOLUME target.
+func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]dockerio.ImageInfo) (map[string][]string, error) {
+	dirs := map[string][]string{}
+	for _, svc := range r.Services {
+		if svc.Profile.DiskMB <= 0 {
+			continue
+		}
+		if j.vols == nil {
+			return nil, fmt.Errorf("service %s is stateful but no volume root (volume_data_path) is configured", svc.Name)
+		}
+		img := images[svc.Name]
+		subdirs := make([]string, 0, len(img.Volumes))
+		for _, target := range img.Volumes {
+			subdirs = append(subdirs, dockerio.VolumeSubdir(target))
+		}
+		// The mount points belong to whoever the container runs as: the
+		// manifest's user override when it has one, else the image's USER.
+		uid, gid := img.UID, img.GID
+		if u := svc.Manifest.User; u != "" && len(subdirs) > 0 {
+			var err error
+			if uid, gid, err = j.eng.ImageUser(ctx, img.ID, u); err != nil {
+				return nil, fmt.Errorf("user %q of %s: %w", u, svc.Name, err)
+			}
+		}
+		for i := 0; i < svc.Quantity; i++ {
+			path, err := j.vols.Ensure(ctx, dockerio.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, uid, gid)
+			if err != nil {
+				return nil, fmt.Errorf("volume of %s/%d: %w", svc.Name, i, err)
+			}
+			dirs[svc.Name] = append(dirs[svc.Name], path)
+		}
+	}
+	return dirs, nil
+}
+
+func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, leaseNetwork, Outcome, bool) {
+	type netResult struct {
+		net leaseNetwork
+		err error
+	}
+	netDone := make(chan netResult, 1)
+	go func() {
+		done := j.provisionPhase("network")
+		net, err := j.leaseNetwork(ctx)
+		done()
+		netDone <- netResult{net, err}
+	}()
+	done := j.provisionPhase("images")
+	images, out, ok := j.admitImages(ctx, r)
+	done()
+	net := <-netDone
+	if !ok {
+		return nil, leaseNetwork{}, out, false
+	}
+	if net.err != nil {
+		if ctx.Err() != nil {
+			return nil, leaseNetwork{}, canceled, false
+		}
+		if errors.Is(net.err, dockerio.ErrAddressPoolExhausted) {
+			j.log.Error().Err(net.err).Msg("no network address space left")
+			return nil, leaseNetwork{}, fail(messages.ReasonInternal, "insufficient resources: no network address space"), false
+		}
+		j.log.Error().Err(net.err).Msg("lease network")
+		if errors.Is(net.err, dockerio.ErrForeignObject) || errors.Is(net.err, dockerio.ErrForeignNetwork) {
+			return nil, leaseNetwork{}, fail(messages.ReasonInternal, "the lease network name is taken by another installation"), false
+		}
+		return nil, leaseNetwork{}, fail(messages.ReasonInternal, "provisioning failed: lease network"), false
+	}
+	return images, net.net, Outcome{}, true
+}
+
+// leaseNetwork finds this attempt's network: the pool's network bound to the
+// lease (verified ours by its exact ID), else fred-<lease>, created when absent.
+// Only a lease's first attempt takes a new network from the pool; a later one
+// gets the pool network it already holds, or keeps fred-<lease>, so a lease
+// never moves between networks.
+func (j *job) leaseNetwork(ctx context.Context) (leaseNetwork, error) {
+	if j.pool != nil {
+		first := j.launch.Generation == 1 && j.maint == nil
+		id, err := j.pool.Claim(ctx, j.lease, first)
+		switch {
+		case err != nil:
+			if first { // a late binding must not outlive this attempt's choice
+				j.pool.Drop(j.lease, "")
+			}
+			j.log.Warn().Err(err).Msg("network pool did not answer; using the lease's own network")
+		case id != "":
+			// Verified by ID, with our pool labels, where compose's launch starts
+			// (up): a network gone by then is dropped and the launch runs again on
+			// the lease's own.
+			return leaseNetwork{id: id, pooled: true}, nil
+		case first:
+			return j.madePoolNetwork(ctx)
+		}
+	}
+	return j.ownNetwork(ctx)
+}
+
+// madePoolNetwork is a first attempt's network when the pool had none free:
+// the lease creates a pool network itself (the create it would have made for
+// fred-<lease>) and has the pool bind it, so that when the lease closes the
+// network goes back to the pool instead of being removed — a mass close then
+// removes nothing on its leases' behalf. A crash between the create and the
+// binding leaves an unbound pool network, which the pool adopts as free.
+func (j *job) madePoolNetwork(ctx context.Context) (leaseNetwork, error) {
+	n, err := j.eng.CreatePoolNetwork(ctx)
+	if err != nil {
+		return leaseNetwork{}, fmt.Errorf("create a pool network for the lease: %w", err)
+	}
+	id, err := j.pool.Bind(ctx, j.lease, n)
+	switch {
+	case err != nil:
+		j.pool.Drop(j.lease, "") // a late binding must not outlive this attempt's choice
+		j.log.Warn().Err(err).Msg("network pool did not bind the lease's network; using the lease's own network")
+	case id != "":
+		return leaseNetwork{id: id, pooled: true}, nil
+	}
+	return j.ownNetwork(ctx)
+}
+
+// ownNetwork is fred-<lease>, created when absent. Any attempt but a lease's
+// first may race an earlier one's create (a process killed mid-create: dockerd
+// carries the request out anyway).
+func (j *job) ownNetwork(ctx context.Context) (leaseNetwork, error) {
+	id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
+		BackendName: j.set.BackendName, InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1})
+	return leaseNetwork{id: id}, err
+}
+
+// up launches the plan build makes for net and returns the cohort it launched
+// (as Launched reports it). A pool network found gone by the launch (nothing
+// was created) is dropped from the pool, and the launch runs once more on the
+// lease's own network; net is what it ran on.
+func (j *job) up(ctx context.Context, net *leaseNetwork, build func(leaseNetwork) dockerio.Plan) ([]messages.Container, error) {
+	cohort, err := j.eng.Launch(ctx, build(*net))
+	if err == nil || !net.pooled || !errors.Is(err, dockerio.ErrPoolNetworkGone) {
+		return cohort, err
+	}
+	j.log.Warn().Err(err).Str("network_id", net.id).Msg("the lease's pool network is gone; using the lease's own network")
+	if j.pool != nil {
+		j.pool.Drop(j.lease, net.id)
+	}
+	own, nerr := j.ownNetwork(ctx)
+	if nerr != nil {
+		return nil, fmt.Errorf("pool network gone, own network: %w", nerr)
+	}
+	*net = own
+	return j.eng.Launch(ctx, build(own))
+}
+
+// admitImages admits every service image of r: the recorded content when the
+// lease already ran this reference (never the tag again), else the registry's
+// answer for the tag. It reports the pins to the actor, which journals them.
+func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, Outcome, bool) {
+	byRef := map[string]dockerio.ImageInfo{}
+	images := map[string]dockerio.ImageInfo{}
+	var pins []ServiceImage
+	for _, svc := range r.Services {
+		ref := svc.Manifest.Image
+		info, done := byRef[ref]
+		if !done {
+			pctx, pcancel := context.WithTimeout(ctx, j.set.PullTimeout)
+			var err error
+			if pin, ok := r.Pin(svc.Name); ok && pin.Ref == ref && pin.ID != "" {
+				info, err = j.eng.PinnedImage(pctx, pin)
+			} else if pin, ok := j.pins[ref]; ok {
+				info, err = j.eng.PinnedImage(pctx, pin)
+			} else {
+				info, err = j.eng.ResolveImage(pctx, ref)
+			}
+			timedOut := pctx.Err() != nil
+			pcancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, canceled, false
+				}
+				j.log.Warn().Err(err).Str("image", ref).Msg("image admission failed")
+				switch {
+				case errors.Is(err, dockerio.ErrImageNotAdmissible):
+					return nil, fail(messages.ReasonImagePullFailed, "image metadata is not admissible"), false
+				case errors.Is(err, dockerio.ErrImagePull) || timedOut:
+					return nil, fail(messages.ReasonImagePullFailed, "image could not be pulled"), false
+				}
+				return nil, fail(messages.ReasonInternal, "provisioning failed: image"), false
+			}
+			byRef[ref] = info
+		}
+		images[svc.Name] = info
+		pins = append(pins, ServiceImage{Service: svc.Name, ImagePin: info.Pin(ref)})
+	}
+	if j.report != nil && !slices.Equal(r.Images, pins) {
+		j.report(Pinned{Version: r.Version, Images: pins})
+	}
+	return images, Outcome{}, true
+}
+
+// classifyRejectedLaunch reads a cohort Compose refused to finish launching: the
+// definite failures of the seed, else Internal.
+func classifyRejectedLaunch(upErr error, cohort []messages.Container) Outcome {
+	if errors.Is(upErr, dockerio.ErrForeignObject) {
+		return fail(messages.ReasonInternal, "a container of another installation holds this lease's name")
+	}
+	for _, c := range cohort {
+		if c.State == "exited" || c.State == "dead" {
+			return fail(messages.ReasonContainerExited, "container exited during startup")
+		}
+	}
+	for _, c := range cohort {
+		if c.Health == "unhealthy" {
+			return fail(messages.ReasonHealthCheckFailed, "health check failed during startup")
+		}
+	}
+	for _, c := range cohort {
+		if c.State == "created" {
+			return fail(messages.ReasonContainerStartFailed, "container could not be started")
+		}
+	}
+	return fail(messages.ReasonInternal, "container creation failed")
+}

@@ -1,0 +1,71 @@
+package lease
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of lease state machines.
+type Metrics struct {
+	transitions  *prometheus.CounterVec
+	replacePhase *prometheus.HistogramVec
+	provPhase    *prometheus.HistogramVec
+	maintenance  *prometheus.CounterVec
+}
+
+// NewMetrics registers berth_lease_transitions_total{from,to,event},
+// berth_replace_phase_duration_seconds{operation,phase},
+// berth_provision_phase_seconds{phase} and berth_maintenance_total{operation,outcome}
+// on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_lease_transitions_total",
+			Help: "Journaled lease state-machine transitions, by from status, to status and event.",
+		}, []string{"from", "to", "event"}),
+		replacePhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "berth_replace_phase_duration_seconds",
+			Help:    "Duration of each phase of a restart or update (capture, images, launch, verify, compensate).",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"operation", "phase"}),
+		provPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "berth_provision_phase_seconds",
+			Help: "Duration of each phase of a provision attempt: images (resolve or pin, pull when absent), network (the lease network), " +
+				"volumes, compose_up (create + start), verify (until ready or failed). Images and network run at once.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"phase"}),
+		maintenance: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_maintenance_total",
+			Help: "Settled restarts and updates, by operation and outcome (completed, recovered, intact, failed, canceled).",
+		}, []string{"operation", "outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.transitions, m.replacePhase, m.provPhase, m.maintenance)
+	}
+	return m
+}
+
+func (m *Metrics) transition(from, to Status, event string) {
+	if m != nil && from != to {
+		m.transitions.WithLabelValues(string(from), string(to), event).Inc()
+	}
+}
+
+func (m *Metrics) replacePhaseDone(operation, phase string, d time.Duration) {
+	if m != nil {
+		m.replacePhase.WithLabelValues(operation, phase).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) provisionPhaseDone(phase string, d time.Duration) {
+	if m != nil {
+		m.provPhase.WithLabelValues(phase).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) maintenanceSettled(operation, outcome string) {
+	if m != nil {
+		m.maintenance.WithLabelValues(operation, outcome).Inc()
+	}
+}
