@@ -40,7 +40,6 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	withTree := r.URL.Query().Get("tree") != "0"
 	rc := http.NewResponseController(w)
 	// A stream outlives the server's ReadTimeout, which would otherwise cancel the
 	// request mid-stream; the write deadlines below bound a dead client instead.
@@ -50,85 +49,107 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	send := func(event, id string, v any) error {
-		var data []byte
-		if v != nil {
-			var err error
-			if data, err = json.Marshal(v); err != nil {
-				return err
-			}
-		}
-		if err := rc.SetWriteDeadline(time.Now().Add(s.opts.StreamWriteGrace)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
-		switch {
-		case event == "":
-			_, err = fmt.Fprint(w, ": ping\n\n")
-		case id != "":
-			_, err = fmt.Fprintf(w, "event: %s\nid: %s\ndata: %s\n\n", event, id, data)
-		default:
-			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
-		}
-		if err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
 	// The retry hint first, so a browser EventSource reconnects after 2 s.
 	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil || rc.Flush() != nil {
 		return
 	}
-
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StreamLifetime)
 	defer cancel()
-	poll := time.NewTicker(s.opts.TransitionPoll)
+	st := &stream{s: s, w: w, rc: rc, ctx: ctx, since: since, withTree: r.URL.Query().Get("tree") != "0"}
+	st.run()
+}
+
+// stream is one client's event stream.
+type stream struct {
+	s        *server
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	ctx      context.Context
+	since    uint64
+	withTree bool
+}
+
+// run sends the backlog and a tree, then polls until the client goes, is too
+// slow, or the stream's lifetime ends.
+func (st *stream) run() {
+	poll := time.NewTicker(st.s.opts.TransitionPoll)
 	defer poll.Stop()
-	treeTick := time.NewTicker(s.opts.TreeEvery)
+	treeTick := time.NewTicker(st.s.opts.TreeEvery)
 	defer treeTick.Stop()
-	sendTransitions := func() error {
-		rep, err := ask(s, ctx, s.opts.RegistryPath, func(c chan<- messages.TransitionsReply) any {
-			return &messages.DebugTransitions{Since: since, Limit: transitionBatch, Reply: c}
-		})
-		if err != nil {
-			return nil // the registry is busy or restarting: the next poll asks again
-		}
-		if rep.Missed > 0 {
-			if err := send("gap", "", map[string]uint64{"missed": rep.Missed}); err != nil {
-				return err
-			}
-		}
-		for _, tr := range rep.Transitions {
-			if err := send("transition", strconv.FormatUint(tr.Seq, 10), tr); err != nil {
-				return err
-			}
-		}
-		since = rep.Next
-		return nil
-	}
-	sendTree := func() error {
-		if !withTree {
-			return send("", "", nil)
-		}
-		root := s.tree.DescribeTree(ctx)
-		return send("tree", "", boundTree(root, maxTreeChildren))
-	}
-	if sendTransitions() != nil || sendTree() != nil {
+	if st.transitions() != nil || st.tree() != nil {
 		return
 	}
 	for {
 		var err error
 		select {
-		case <-ctx.Done():
+		case <-st.ctx.Done():
 			return
 		case <-poll.C:
-			err = sendTransitions()
+			err = st.transitions()
 		case <-treeTick.C:
-			err = sendTree()
+			err = st.tree()
 		}
 		if err != nil {
 			return // the client went or is too slow: drop it
 		}
 	}
+}
+
+// send writes one event (an empty event is a ping) within the write grace.
+func (st *stream) send(event, id string, v any) error {
+	var data []byte
+	if v != nil {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return err
+		}
+	}
+	if err := st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.StreamWriteGrace)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	var err error
+	switch {
+	case event == "":
+		_, err = fmt.Fprint(st.w, ": ping\n\n")
+	case id != "":
+		_, err = fmt.Fprintf(st.w, "event: %s\nid: %s\ndata: %s\n\n", event, id, data)
+	default:
+		_, err = fmt.Fprintf(st.w, "event: %s\ndata: %s\n\n", event, data)
+	}
+	if err != nil {
+		return err
+	}
+	return st.rc.Flush()
+}
+
+// transitions sends what the registry's ring holds after the last one sent.
+func (st *stream) transitions() error {
+	rep, err := ask(st.s, st.ctx, st.s.opts.RegistryPath, func(c chan<- messages.TransitionsReply) any {
+		return &messages.DebugTransitions{Since: st.since, Limit: transitionBatch, Reply: c}
+	})
+	if err != nil {
+		return nil // the registry is busy or restarting: the next poll asks again
+	}
+	if rep.Missed > 0 {
+		if err := st.send("gap", "", map[string]uint64{"missed": rep.Missed}); err != nil {
+			return err
+		}
+	}
+	for _, tr := range rep.Transitions {
+		if err := st.send("transition", strconv.FormatUint(tr.Seq, 10), tr); err != nil {
+			return err
+		}
+	}
+	st.since = rep.Next
+	return nil
+}
+
+// tree sends the bounded actor tree, or a ping when the client asked for none.
+func (st *stream) tree() error {
+	if !st.withTree {
+		return st.send("", "", nil)
+	}
+	return st.send("tree", "", boundTree(st.s.tree.DescribeTree(st.ctx), maxTreeChildren))
 }
 
 // streamSince is where the stream starts: ?since=, else a reconnecting
