@@ -14,8 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -51,31 +49,16 @@ type Actor struct {
 	deps   *Deps
 	set    *Settings
 	log    zerolog.Logger
-	epoch  uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	passes supervisors.Passes
+	tasks  *supervisors.Tasks
+	loop   *supervisors.Periodic
 	misses map[string]int // active records seen volume-less, consecutive sweeps (pass goroutine only)
-	done   int
-	last   string
 }
-
-var epochs atomic.Uint64
 
 // New returns the producer of the reaper.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
 		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reaper").Logger()}
 	}
-}
-
-type tick struct{ epoch uint64 }
-
-type passDone struct {
-	epoch uint64
-	res   Result
-	err   error
 }
 
 // Result summarises one sweep.
@@ -86,60 +69,43 @@ type Result struct {
 	Unaccounted int
 }
 
+// Tasks are the reaper's goroutines and timers.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
 // Receive handles the reaper's messages.
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		a.epoch = epochs.Add(1)
-		a.ctx, a.cancel = context.WithCancel(context.Background())
+		a.tasks = supervisors.NewTasks(c, 0)
 		a.misses = map[string]int{}
-		supervisors.Tick(c, a.ctx, &a.wg, a.set.Interval, tick{epoch: a.epoch})
-		a.pass(c)
-	case *actor.Restarting, *actor.Stopping:
-		a.cancel()
-		a.wg.Wait()
+		a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "reaper",
+			Interval: a.set.Interval, Timeout: a.set.PassTimeout, Begin: a.begin, End: a.end})
 	case messages.ReapNow:
-		a.pass(c)
-	case tick:
-		if m.epoch == a.epoch {
-			a.pass(c)
-		}
-	case passDone:
-		if m.epoch != a.epoch {
-			return
-		}
-		a.done++
-		detail := ""
-		if m.err != nil {
-			a.last = "error: " + m.err.Error()
-			a.deps.Metrics.sweeps.WithLabelValues("error").Inc()
-			a.log.Warn().Err(m.err).Msg("retention sweep failed")
-		} else {
-			detail = fmt.Sprintf("%d reaped, %d held, %d pruned, %d unaccounted", m.res.Reaped, m.res.Held, m.res.Pruned, m.res.Unaccounted)
-			a.last = "ok: " + detail
-			a.deps.Metrics.sweeps.WithLabelValues("ok").Inc()
-		}
-		if a.passes.Finish(m.err, detail) {
-			a.pass(c)
-		}
-	case *messages.GetPass:
-		m.Reply <- a.passes.Report("reaper", a.set.Interval)
+		a.loop.Now()
+	default:
+		a.loop.Receive(m)
 	}
 }
 
 // Describe summarises the reaper for /debug/actors.
-func (a *Actor) Describe() (string, int) {
-	return fmt.Sprintf("%d sweeps, last %s", a.done, a.last), a.passes.InFlight()
+func (a *Actor) Describe() (string, int) { return a.loop.Describe() }
+
+func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
+	return func(ctx context.Context) supervisors.Outcome {
+		res, err := a.run(ctx)
+		return supervisors.Outcome{Err: err, Value: res, Detail: fmt.Sprintf("%d reaped, %d held, %d pruned, %d unaccounted",
+			res.Reaped, res.Held, res.Pruned, res.Unaccounted)}
+	}
 }
 
-func (a *Actor) pass(c actor.Context) {
-	epoch, parent := a.epoch, a.ctx
-	a.passes.Start(c, &a.wg, func() any {
-		ctx, cancel := context.WithTimeout(parent, a.set.PassTimeout)
-		defer cancel()
-		res, err := a.run(ctx)
-		return passDone{epoch: epoch, res: res, err: err}
-	})
+// end counts the sweep: the sum of its outcomes is the reaper's heartbeat.
+func (a *Actor) end(out *supervisors.Outcome) {
+	if out.Err != nil {
+		a.deps.Metrics.sweeps.WithLabelValues("error").Inc()
+		a.log.Warn().Err(out.Err).Msg("retention sweep failed")
+		return
+	}
+	a.deps.Metrics.sweeps.WithLabelValues("ok").Inc()
 }
 
 // run is one sweep, off the actor goroutine.
@@ -156,8 +122,42 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 	if a.deps.Volumes == nil {
 		return res, nil
 	}
-	var errs []error
-	for _, rec := range rep.Reaping {
+	errs := a.reap(ctx, rep.Reaping, &res)
+	names, err := a.deps.Volumes.List(ctx)
+	if err != nil {
+		// Fail safe: a root that cannot be listed prunes nothing.
+		a.deps.Metrics.orphanSkips.WithLabelValues("list_error").Inc()
+		errs = append(errs, fmt.Errorf("list the volume root: %w", err))
+		return res, errors.Join(errs...)
+	}
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
+	}
+	a.pruneOrphans(rep.Active, present, &res)
+	explained := make(map[string]bool, len(names))
+	for _, n := range rep.Live {
+		explained[n] = true
+	}
+	for _, rec := range append(append([]messages.RetentionRecord(nil), rep.Reaping...), rep.Active...) {
+		for _, v := range rec.Volumes {
+			explained[v.Name] = true
+		}
+	}
+	for _, n := range names {
+		if !explained[n] {
+			res.Unaccounted++
+			a.log.Warn().Str("volume", n).Msg("managed volume no lease or retention record explains; left for an operator")
+		}
+	}
+	a.deps.Metrics.unaccounted.Set(float64(res.Unaccounted))
+	return res, errors.Join(errs...)
+}
+
+// reap destroys the volumes of the reaping records: a record whose volumes
+// are all gone is reaped, a busy volume goes to the hold actor.
+func (a *Actor) reap(ctx context.Context, reaping []messages.RetentionRecord, res *Result) (errs []error) {
+	for _, rec := range reaping {
 		gone := true
 		for _, v := range rec.Volumes {
 			err := a.deps.Volumes.Destroy(ctx, v.Name)
@@ -178,29 +178,14 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 			a.deps.Tree.Send(a.set.RegistryPath, &messages.RetentionReaped{Lease: rec.Lease})
 		}
 	}
+	return errs
+}
 
-	names, err := a.deps.Volumes.List(ctx)
-	if err != nil {
-		// Fail safe: a root that cannot be listed prunes nothing.
-		a.deps.Metrics.orphanSkips.WithLabelValues("list_error").Inc()
-		errs = append(errs, fmt.Errorf("list the volume root: %w", err))
-		return res, errors.Join(errs...)
-	}
-	present := make(map[string]bool, len(names))
-	for _, n := range names {
-		present[n] = true
-	}
-	explained := make(map[string]bool, len(names))
-	for _, n := range rep.Live {
-		explained[n] = true
-	}
+// pruneOrphans prunes an active record once its volumes were all missing for
+// OrphanConfirmations consecutive sweeps.
+func (a *Actor) pruneOrphans(active []messages.RetentionRecord, present map[string]bool, res *Result) {
 	seen := map[string]bool{}
-	for _, rec := range append(append([]messages.RetentionRecord(nil), rep.Reaping...), rep.Active...) {
-		for _, v := range rec.Volumes {
-			explained[v.Name] = true
-		}
-	}
-	for _, rec := range rep.Active {
+	for _, rec := range active {
 		seen[rec.Lease] = true
 		missing := len(rec.Volumes) > 0
 		for _, v := range rec.Volumes {
@@ -225,14 +210,6 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 			delete(a.misses, l)
 		}
 	}
-	for _, n := range names {
-		if !explained[n] {
-			res.Unaccounted++
-			a.log.Warn().Str("volume", n).Msg("managed volume no lease or retention record explains; left for an operator")
-		}
-	}
-	a.deps.Metrics.unaccounted.Set(float64(res.Unaccounted))
-	return res, errors.Join(errs...)
 }
 
 // Metrics of retention (berth_retention_*), held and unaccounted volumes.

@@ -15,8 +15,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -61,31 +59,16 @@ type Actor struct {
 	deps   *Deps
 	set    *Settings
 	log    zerolog.Logger
-	epoch  uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	passes supervisors.Passes
-	done   int // passes completed
-	last   string
+	tasks  *supervisors.Tasks
+	loop   *supervisors.Periodic
 	pruned time.Time // last diagnostics prune (pass goroutine only)
 }
-
-var epochs atomic.Uint64
 
 // New returns the producer of the reconciler.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
 		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reconciler").Logger()}
 	}
-}
-
-type tick struct{ epoch uint64 }
-
-type passDone struct {
-	epoch uint64
-	res   Result
-	err   error
 }
 
 // Result summarises one pass.
@@ -98,62 +81,46 @@ type Result struct {
 	Undelivered int // leases whose inventory could not be delivered or acknowledged
 }
 
+// Tasks are the reconciler's goroutines and timers.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
 // Receive handles the reconciler's messages.
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		a.epoch = epochs.Add(1)
-		a.ctx, a.cancel = context.WithCancel(context.Background())
-		supervisors.Tick(c, a.ctx, &a.wg, a.set.Interval, tick{epoch: a.epoch})
-		a.pass(c) // a restarted reconciler re-establishes the registry's readiness too
-	case *actor.Restarting, *actor.Stopping:
-		a.cancel()
-		a.wg.Wait()
+		// a restarted reconciler re-establishes the registry's readiness too
+		a.tasks = supervisors.NewTasks(c, 0)
+		a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "reconciler",
+			Interval: a.set.Interval, Timeout: a.set.PassTimeout, Begin: a.begin, End: a.end})
 	case messages.RecoverNow:
-		a.pass(c)
-	case tick:
-		if m.epoch == a.epoch {
-			a.pass(c)
-		}
-	case passDone:
-		if m.epoch != a.epoch {
-			return
-		}
-		a.done++
-		a.deps.Metrics.observe(m.res, m.err, a.deps.Now())
-		detail := ""
-		if m.err != nil {
-			a.last = "error: " + m.err.Error()
-			a.log.Warn().Err(m.err).Msg("reconciliation pass failed")
-		} else {
-			detail = fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
-				m.res.Leases, m.res.Containers, m.res.Removed, m.res.Backlog, m.res.Unaccounted)
-			a.last = "ok: " + detail
-			// Only a complete pass makes accounting whole.
-			a.deps.Tree.Send(a.set.RegistryPath, messages.Recovered{})
-		}
-		a.deps.Tree.Send(a.set.RegistryPath, messages.RetryStopped{})
-		if a.passes.Finish(m.err, detail) {
-			a.pass(c)
-		}
-	case *messages.GetPass:
-		m.Reply <- a.passes.Report("reconciler", a.set.Interval)
+		a.loop.Now()
+	default:
+		a.loop.Receive(m)
 	}
 }
 
 // Describe summarises the reconciler for /debug/actors.
-func (a *Actor) Describe() (string, int) {
-	return fmt.Sprintf("%d passes, last %s", a.done, a.last), a.passes.InFlight()
+func (a *Actor) Describe() (string, int) { return a.loop.Describe() }
+
+func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
+	return func(ctx context.Context) supervisors.Outcome {
+		res, err := a.run(ctx)
+		return supervisors.Outcome{Err: err, Value: res, Detail: fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
+			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted)}
+	}
 }
 
-func (a *Actor) pass(c actor.Context) {
-	epoch, parent := a.epoch, a.ctx
-	a.passes.Start(c, &a.wg, func() any {
-		ctx, cancel := context.WithTimeout(parent, a.set.PassTimeout)
-		defer cancel()
-		res, err := a.run(ctx)
-		return passDone{epoch: epoch, res: res, err: err}
-	})
+// end tells the registry: Recovered after a complete pass (only that makes
+// accounting whole), RetryStopped after every pass.
+func (a *Actor) end(out *supervisors.Outcome) {
+	res, _ := out.Value.(Result)
+	a.deps.Metrics.observe(res, out.Err, a.deps.Now())
+	if out.Err != nil {
+		a.log.Warn().Err(out.Err).Msg("reconciliation pass failed")
+	} else {
+		a.deps.Tree.Send(a.set.RegistryPath, messages.Recovered{})
+	}
+	a.deps.Tree.Send(a.set.RegistryPath, messages.RetryStopped{})
 }
 
 // run is one pass, off the actor goroutine.
@@ -206,7 +173,19 @@ wait:
 		}
 	}
 
-	// Containers of leases no live lease owns: removed only by a closed receipt.
+	closed, err := a.closedOrphans(byLease, isLive, &res)
+	if err != nil {
+		return res, err
+	}
+	remove = append(remove, closed...)
+	res.Removed, res.Backlog = a.removeBounded(ctx, remove)
+	a.pruneDiagnostics()
+	return res, nil
+}
+
+// closedOrphans are the containers of leases no live lease owns that a closed
+// receipt lets go; the rest are counted unaccounted and left alone.
+func (a *Actor) closedOrphans(byLease map[string][]dockerio.Container, isLive map[string]bool, res *Result) (remove []string, err error) {
 	var orphans []string
 	for id := range byLease {
 		if !isLive[id] {
@@ -219,7 +198,7 @@ wait:
 		closed := false
 		if messages.ValidLeaseID(id) {
 			if closed, err = a.deps.ClosedReceipt(id); err != nil {
-				return res, fmt.Errorf("read lease %s: %w", id, err)
+				return nil, fmt.Errorf("read lease %s: %w", id, err)
 			}
 		}
 		if !closed {
@@ -234,9 +213,7 @@ wait:
 			remove = append(remove, ctr.ID)
 		}
 	}
-	res.Removed, res.Backlog = a.removeBounded(ctx, remove)
-	a.pruneDiagnostics()
-	return res, nil
+	return remove, nil
 }
 
 // removeBounded stops and removes candidates gently, at most MaxRemovals of them,
