@@ -15,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -76,13 +74,13 @@ func (s *State) Apply(ev persistence.Event) error {
 }
 
 // Load rebuilds the holds from the stream.
-func Load(store *persistence.Store) (*State, uint64, error) {
+func Load(store supervisors.JournalStore) (*State, uint64, error) {
 	st := newState()
-	seq, err := store.LoadState(Stream, eventVersion, st, func() {
+	seq, err := supervisors.Replay(store, Stream, eventVersion, st, func() {
 		if st.Holds == nil {
 			st.Holds = map[string]string{}
 		}
-	}, st.Apply)
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -98,7 +96,7 @@ type Settings struct {
 
 // Deps are its collaborators.
 type Deps struct {
-	Store    *persistence.Store
+	Store    supervisors.JournalStore
 	Volumes  dockerio.Volumes
 	Tree     *supervisors.Tree
 	Settings *Settings
@@ -112,16 +110,10 @@ type Actor struct {
 	deps    *Deps
 	set     *Settings
 	log     zerolog.Logger
-	st      *State
-	journal persistence.Cursor
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	tasks   *supervisors.Tasks
+	journal *supervisors.Journal[*State]
 	running map[string]bool // holds with a retry loop
-	epoch   uint64
 }
-
-var epochs atomic.Uint64
 
 // New returns the producer of the hold actor.
 func New(deps *Deps) actor.Producer {
@@ -131,79 +123,73 @@ func New(deps *Deps) actor.Producer {
 }
 
 // gone is a retry loop's report that its volume is destroyed.
-type gone struct {
-	epoch uint64
-	name  string
-}
+type gone struct{ name string }
+
+// Tasks are the hold actor's retry loops.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
 // Receive handles the hold actor's messages.
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.started(c)
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
-		a.wg.Wait()
 	case *messages.HoldVolume:
-		a.hold(c, m)
+		a.hold(m)
 	case gone:
-		if m.epoch == a.epoch {
-			a.done(m.name)
-		}
+		a.done(m.name)
 	}
 }
 
 // Describe summarises the holds for /debug/actors.
 func (a *Actor) Describe() (string, int) {
-	if a.st == nil {
+	if a.journal == nil {
 		return "loading", 0
 	}
-	return fmt.Sprintf("%d held deletions", len(a.st.Holds)), len(a.running)
+	return fmt.Sprintf("%d held deletions", len(a.journal.State.Holds)), len(a.running)
 }
 
 func (a *Actor) started(c actor.Context) {
-	a.epoch = epochs.Add(1)
-	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.tasks = supervisors.NewTasks(c, 0)
 	a.running = map[string]bool{}
+	a.journal = &supervisors.Journal[*State]{Store: a.deps.Store, Stream: Stream, Version: eventVersion, Now: a.deps.Now, Log: a.log}
 	st, seq, err := Load(a.deps.Store)
 	if err != nil {
 		a.deps.Tree.Fail(fmt.Errorf("volumehold: %w", err))
-		a.st = newState()
+		a.journal.Resume(newState(), 0)
 		return
 	}
-	a.st = st
-	a.journal = persistence.Cursor{Stream: Stream, Seq: seq, Every: 256}
+	a.journal.Resume(st, seq)
 	names := make([]string, 0, len(st.Holds))
 	for n := range st.Holds {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		a.retry(c, n)
+		a.retry(n)
 	}
-	a.deps.Metrics.held.Set(float64(len(a.st.Holds)))
+	a.deps.Metrics.held.Set(float64(len(st.Holds)))
 }
 
 // hold journals a new held deletion and starts retrying it; a volume already held
-// keeps its retry loop (the owner asked again after a restart).
-func (a *Actor) hold(c actor.Context, m *messages.HoldVolume) {
-	if a.st == nil || m.Name == "" {
+// keeps its retry loop (the owner asked again after a restart). A hold whose
+// commit fails is neither retried nor reported (nothing half-applied).
+func (a *Actor) hold(m *messages.HoldVolume) {
+	if a.journal == nil || m.Name == "" {
 		return
 	}
-	if _, ok := a.st.Holds[m.Name]; !ok {
+	if _, ok := a.journal.State.Holds[m.Name]; !ok {
 		if err := a.commit(EvHeld, holdEvent{Name: m.Name, Owner: m.Owner}); err != nil {
 			return
 		}
 		a.log.Warn().Str("volume", m.Name).Str("owner", m.Owner).Msg("volume deletion held; retried until it is gone")
 		a.deps.Metrics.outcomes.WithLabelValues("held").Inc()
 	}
-	a.retry(c, m.Name)
+	a.retry(m.Name)
 }
 
-// retry starts the volume's retry loop unless one runs.
-func (a *Actor) retry(c actor.Context, name string) {
+// retry starts the volume's retry loop unless one runs: the kit's jittered
+// backoff from BackoffBase to BackoffCap while the actor lives.
+func (a *Actor) retry(name string) {
 	if a.running[name] {
 		return
 	}
@@ -214,34 +200,30 @@ func (a *Actor) retry(c actor.Context, name string) {
 		return
 	}
 	a.running[name] = true
-	self, sys, epoch, ctx := c.Self(), c.ActorSystem(), a.epoch, a.ctx
-	vols, base, limit, log := a.deps.Volumes, a.set.BackoffBase, a.set.BackoffCap, a.log
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		for wait := base; ; wait = min(wait*2, limit) {
+	vols, backoff, log := a.deps.Volumes, supervisors.Retry{Base: a.set.BackoffBase, Cap: a.set.BackoffCap}, a.log
+	a.tasks.Go("hold-retry", func(ctx context.Context) any {
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
-				return
-			case <-time.After(wait):
+				return nil
+			case <-time.After(backoff.Jittered(n)):
 			}
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			err := vols.Destroy(dctx, name)
 			cancel()
 			if err == nil {
-				sys.Root.Send(self, gone{epoch: epoch, name: name})
-				return
+				return gone{name: name}
 			}
 			if !errors.Is(err, dockerio.ErrVolumeBusy) && ctx.Err() == nil {
 				log.Warn().Err(err).Str("volume", name).Msg("held volume deletion failed; retried")
 			}
 		}
-	}()
+	})
 }
 
 // done journals a finished hold and tells its owner through the registry.
 func (a *Actor) done(name string) {
-	owner, ok := a.st.Holds[name]
+	owner, ok := a.journal.State.Holds[name]
 	delete(a.running, name)
 	if !ok {
 		return
@@ -255,23 +237,10 @@ func (a *Actor) done(name string) {
 }
 
 func (a *Actor) commit(typ string, e holdEvent) error {
-	data, _ := json.Marshal(e)
-	ev := persistence.Event{Type: typ, V: eventVersion, At: a.deps.Now(), Data: data}
-	res, err := a.deps.Store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: Stream, Events: []persistence.Event{ev}}}})
-	if err != nil {
-		a.log.Error().Err(err).Msg("journal write failed")
+	if err := a.journal.Commit([]persistence.Event{a.journal.Event(typ, e)}); err != nil {
 		return err
 	}
-	due := a.journal.Advance(res, 1)
-	if err := a.st.Apply(ev); err != nil {
-		a.log.Error().Err(err).Msg("journaled event does not apply")
-	}
-	if due {
-		if err := a.journal.Snapshot(a.deps.Store, eventVersion, a.deps.Now(), a.st); err != nil {
-			a.log.Warn().Err(err).Msg("snapshot")
-		}
-	}
-	a.deps.Metrics.held.Set(float64(len(a.st.Holds)))
+	a.deps.Metrics.held.Set(float64(len(a.journal.State.Holds)))
 	return nil
 }
 
