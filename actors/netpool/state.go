@@ -1,0 +1,97 @@
+package netpool
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Stream is the pool's journal stream.
+const Stream = "netpool"
+
+// Events, version 1.
+const (
+	EvBound   = "pool.bound"   // a pool network is bound to a lease
+	EvUnbound = "pool.unbound" // its lease is gone and nothing is attached (released), or it vanished (dropped)
+)
+
+// Unbind reasons.
+const (
+	ReasonReleased = "released"
+	ReasonDropped  = "dropped"
+)
+
+const eventVersion = 1
+
+type bindEvent struct {
+	Network string `json:"network"`
+	Lease   string `json:"lease"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// State is the bindings: pool network ID → lease, and its index by lease.
+type State struct {
+	Bound   map[string]string `json:"bound"`
+	byLease map[string]string // lease → bound network
+}
+
+func newState() *State { return &State{Bound: map[string]string{}, byLease: map[string]string{}} }
+
+// Apply folds one event into the state.
+func (s *State) Apply(ev persistence.Event) error {
+	if ev.V != eventVersion {
+		return fmt.Errorf("event %s: version %d not supported (this berthd reads %d)", ev.Type, ev.V, eventVersion)
+	}
+	var e bindEvent
+	if err := json.Unmarshal(ev.Data, &e); err != nil || e.Network == "" || e.Lease == "" {
+		return fmt.Errorf("event %s: malformed", ev.Type)
+	}
+	switch ev.Type {
+	case EvBound:
+		if l, ok := s.Bound[e.Network]; ok {
+			return fmt.Errorf("event %s: %s is already bound to %s", ev.Type, e.Network, l)
+		}
+		s.Bound[e.Network], s.byLease[e.Lease] = e.Lease, e.Network
+	case EvUnbound:
+		if s.Bound[e.Network] != e.Lease {
+			return fmt.Errorf("event %s: %s is not bound to %s", ev.Type, e.Network, e.Lease)
+		}
+		delete(s.Bound, e.Network)
+		delete(s.byLease, e.Lease)
+	default:
+		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
+	}
+	return nil
+}
+
+// Load rebuilds the bindings from the stream.
+func Load(store supervisors.JournalStore) (*State, uint64, error) {
+	st := newState()
+	seq, err := supervisors.Replay(store, Stream, eventVersion, st, func() {
+		if st.Bound == nil {
+			st.Bound = map[string]string{}
+		}
+		for n, l := range st.Bound {
+			st.byLease[l] = n
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return st, seq, nil
+}
+
+// commit journals one bind or unbind per event in one write, then applies them.
+func (a *Actor) commit(typ string, evs []bindEvent) error {
+	events := make([]persistence.Event, len(evs))
+	for i, e := range evs {
+		events[i] = a.journal.Event(typ, e)
+	}
+	if err := a.journal.Commit(events); err != nil {
+		return err
+	}
+	a.gauges()
+	return nil
+}
