@@ -2,14 +2,13 @@
 // containers and forwards every death, with the container's lease and generation,
 // to that lease through the registry. The stream reader never blocks: deaths go
 // through a bounded queue (4096) to a dispatcher, and a full queue drops — counted,
-// never silently. A reconnect (backoff 1 s doubling to 30 s) forgets what the last
+// never silently. A reconnect (backoff 1 s doubling to 30 s, jittered) forgets what the last
 // session saw, so a death whose start it did not see is attributed unknown.
 package watcher
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,8 +45,7 @@ type Actor struct {
 	deps      *Deps
 	set       *Settings
 	log       zerolog.Logger
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	tasks     *supervisors.Tasks
 	connected atomic.Bool
 	sessions  atomic.Int64
 }
@@ -65,23 +63,19 @@ type death struct {
 	msg   *messages.ContainerDied
 }
 
-// Receive starts and stops the goroutines with the actor's life.
+// Tasks are the watcher's reader, dispatcher and health pings.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
+// Receive starts the goroutines with the actor's life (the kit stops them).
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *messages.GetDockerHealth:
 		a.dockerHealth(m)
 	case *actor.Started:
-		ctx, cancel := context.WithCancel(context.Background())
-		a.cancel = cancel
+		a.tasks = supervisors.NewTasks(c, 0)
 		queue := make(chan death, a.set.QueueSize)
-		a.wg.Add(2)
-		go func() { defer a.wg.Done(); a.read(ctx, queue) }()
-		go func() { defer a.wg.Done(); a.dispatch(ctx, queue) }()
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
-		a.wg.Wait()
+		a.tasks.Go("event-reader", func(ctx context.Context) any { a.read(ctx, queue); return nil })
+		a.tasks.Go("death-dispatcher", func(ctx context.Context) any { a.dispatch(ctx, queue); return nil })
 	}
 }
 
@@ -93,18 +87,19 @@ func (a *Actor) dockerHealth(m *messages.GetDockerHealth) {
 		m.Reply <- messages.DockerHealthReply{Reachable: true}
 		return
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	a.tasks.Go("docker-ping", func(ctx context.Context) any {
+		// The ping runs its 2 s even while the watcher stops: a stop is no
+		// reason to tell an asker Docker is unreachable.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		if err := a.deps.Engine.Ping(ctx); err != nil {
 			a.log.Warn().Err(err).Msg("health: docker")
 			m.Reply <- messages.DockerHealthReply{Reason: "docker engine unreachable"}
-			return
+			return nil
 		}
 		m.Reply <- messages.DockerHealthReply{Reachable: true}
-	}()
+		return nil
+	})
 }
 
 // Describe summarises the watcher for /debug/actors.
@@ -115,7 +110,7 @@ func (a *Actor) Describe() (string, int) {
 // read keeps one subscription at a time and tracks, per session, which runs it saw
 // start and whether they were killed.
 func (a *Actor) read(ctx context.Context, queue chan<- death) {
-	backoff := a.set.BackoffBase
+	backoff, failed := supervisors.Retry{Base: a.set.BackoffBase, Cap: a.set.BackoffCap}, 0
 	for ctx.Err() == nil {
 		a.deps.Metrics.stream.WithLabelValues("connected").Inc()
 		events, errs := a.deps.Engine.Events(ctx)
@@ -171,14 +166,14 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 		a.connected.Store(false)
 		a.deps.Metrics.stream.WithLabelValues("reconnect").Inc()
 		if healthy || time.Since(began) > a.set.BackoffCap {
-			backoff = a.set.BackoffBase // the session worked: start over
+			failed = 0 // the session worked: start over
 		}
+		failed++
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(backoff.Jittered(failed)):
 		}
-		backoff = min(backoff*2, a.set.BackoffCap)
 	}
 }
 
