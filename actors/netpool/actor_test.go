@@ -72,13 +72,13 @@ type harness struct {
 	t      *testing.T
 	store  *persistence.Store
 	faulty *supervisors.FaultyStore // the pool's store: fails commits on demand
-	eng   *fake.Engine
-	reg   *stubRegistry
-	set   Settings
-	tree  *supervisors.Tree // nil while stopped
-	m     *Metrics          // of the running tree's pool
-	busy  *atomic.Int64     // non-nil: the engine reports this many requests in flight
-	wrap  func(dockerio.Engine) dockerio.Engine
+	eng    *fake.Engine
+	reg    *stubRegistry
+	set    Settings
+	tree   *supervisors.Tree // nil while stopped
+	m      *Metrics          // of the running tree's pool
+	busy   *atomic.Int64     // non-nil: the engine reports this many requests in flight
+	wrap   func(dockerio.Engine) dockerio.Engine
 }
 
 // busyEngine is the fake engine reporting berthd's requests in flight.

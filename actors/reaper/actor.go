@@ -44,20 +44,27 @@ type Deps struct {
 	Now      func() time.Time
 }
 
-// Actor is the reaper.
+// Actor is the reaper's pass and what it remembers between sweeps;
+// supervisors.PassActor runs it.
 type Actor struct {
 	deps   *Deps
 	set    *Settings
 	log    zerolog.Logger
-	tasks  *supervisors.Tasks
-	loop   *supervisors.Periodic
 	misses map[string]int // active records seen volume-less, consecutive sweeps (pass goroutine only)
 }
 
-// New returns the producer of the reaper.
+// New returns the producer of the reaper: a sweep at start, every Interval
+// and on ReapNow.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reaper").Logger()}
+		a := &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reaper").Logger(), misses: map[string]int{}}
+		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reaper", Interval: a.set.Interval,
+			Timeout: a.set.PassTimeout, Begin: a.begin, End: a.end},
+			On: func(loop *supervisors.Periodic, msg any) {
+				if _, ok := msg.(messages.ReapNow); ok {
+					loop.Now()
+				}
+			}}
 	}
 }
 
@@ -68,27 +75,6 @@ type Result struct {
 	Pruned      int // orphan records pruned
 	Unaccounted int
 }
-
-// Tasks are the reaper's goroutines and timers.
-func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
-
-// Receive handles the reaper's messages.
-func (a *Actor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		a.tasks = supervisors.NewTasks(c, 0)
-		a.misses = map[string]int{}
-		a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "reaper",
-			Interval: a.set.Interval, Timeout: a.set.PassTimeout, Begin: a.begin, End: a.end})
-	case messages.ReapNow:
-		a.loop.Now()
-	default:
-		a.loop.Receive(m)
-	}
-}
-
-// Describe summarises the reaper for /debug/actors.
-func (a *Actor) Describe() (string, int) { return a.loop.Describe() }
 
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 	return func(ctx context.Context) supervisors.Outcome {

@@ -44,44 +44,30 @@ type Deps struct {
 	Log      zerolog.Logger
 }
 
-// Actor is the reclaimer.
+// Actor is the reclaimer's pass; supervisors.PassActor runs it.
 type Actor struct {
-	deps  *Deps
-	set   *Settings
-	log   zerolog.Logger
-	tasks *supervisors.Tasks
-	loop  *supervisors.Periodic
+	deps *Deps
+	set  *Settings
+	log  zerolog.Logger
 }
 
 // defaultParallel is how many removals a pass keeps in flight.
 const defaultParallel = 4
 
-// New returns the producer of the reclaimer.
+// New returns the producer of the reclaimer: a pass at start, every Interval,
+// and AfterClose after a lease is gone.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reclaimer").Logger()}
+		a := &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reclaimer").Logger()}
+		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reclaimer", Interval: a.set.Interval,
+			Timeout: a.set.Budget, Begin: a.begin},
+			On: func(loop *supervisors.Periodic, msg any) {
+				if _, ok := msg.(*messages.LeaseGone); ok {
+					loop.Soon(a.set.AfterClose)
+				}
+			}}
 	}
 }
-
-// Tasks are the reclaimer's goroutines and timers.
-func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
-
-// Receive handles the reclaimer's messages.
-func (a *Actor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		a.tasks = supervisors.NewTasks(c, 0)
-		a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "reclaimer",
-			Interval: a.set.Interval, Timeout: a.set.Budget, Begin: a.begin})
-	case *messages.LeaseGone:
-		a.loop.Soon(a.set.AfterClose)
-	default:
-		a.loop.Receive(m)
-	}
-}
-
-// Describe summarises the reclaimer for /debug/actors.
-func (a *Actor) Describe() (string, int) { return a.loop.Describe() }
 
 // begin is one pass: a pass that runs out of budget with candidates left starts
 // the next at once.

@@ -54,20 +54,27 @@ type Deps struct {
 	ClosedReceipt func(lease string) (bool, error)
 }
 
-// Actor is the reconciler.
+// Actor is the reconciler's pass; supervisors.PassActor runs it.
 type Actor struct {
 	deps   *Deps
 	set    *Settings
 	log    zerolog.Logger
-	tasks  *supervisors.Tasks
-	loop   *supervisors.Periodic
 	pruned time.Time // last diagnostics prune (pass goroutine only)
 }
 
-// New returns the producer of the reconciler.
+// New returns the producer of the reconciler: a pass at start (a restarted
+// reconciler re-establishes the registry's readiness too), every Interval and
+// on RecoverNow.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reconciler").Logger()}
+		a := &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reconciler").Logger()}
+		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reconciler", Interval: a.set.Interval,
+			Timeout: a.set.PassTimeout, Begin: a.begin, End: a.end},
+			On: func(loop *supervisors.Periodic, msg any) {
+				if _, ok := msg.(messages.RecoverNow); ok {
+					loop.Now()
+				}
+			}}
 	}
 }
 
@@ -80,27 +87,6 @@ type Result struct {
 	Unaccounted int
 	Undelivered int // leases whose inventory could not be delivered or acknowledged
 }
-
-// Tasks are the reconciler's goroutines and timers.
-func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
-
-// Receive handles the reconciler's messages.
-func (a *Actor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		// a restarted reconciler re-establishes the registry's readiness too
-		a.tasks = supervisors.NewTasks(c, 0)
-		a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "reconciler",
-			Interval: a.set.Interval, Timeout: a.set.PassTimeout, Begin: a.begin, End: a.end})
-	case messages.RecoverNow:
-		a.loop.Now()
-	default:
-		a.loop.Receive(m)
-	}
-}
-
-// Describe summarises the reconciler for /debug/actors.
-func (a *Actor) Describe() (string, int) { return a.loop.Describe() }
 
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 	return func(ctx context.Context) supervisors.Outcome {
