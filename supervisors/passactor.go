@@ -32,3 +32,10 @@ func (a *PassActor) Receive(c actor.Context) {
 		a.On(a.loop, c.Message())
 	}
 }
+
+// NowOn is an On that runs a pass at once on every message of type T.
+func NowOn[T any](loop *Periodic, msg any) {
+	if _, ok := msg.(T); ok {
+		loop.Now()
+	}
+}

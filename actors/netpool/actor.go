@@ -23,8 +23,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -51,20 +49,16 @@ type Settings struct {
 
 // Deps are the pool's collaborators.
 type Deps struct {
+	supervisors.Env
 	Store    supervisors.JournalStore
 	Engine   dockerio.Engine
-	Tree     *supervisors.Tree
 	Settings *Settings
 	Metrics  *Metrics
-	Log      zerolog.Logger
-	Now      func() time.Time
 }
 
 // Actor is the network pool.
 type Actor struct {
-	deps    *Deps
-	set     *Settings
-	log     zerolog.Logger
+	*Deps
 	tasks   *supervisors.Tasks
 	journal *supervisors.Journal[*State]
 	st      *State                            // the journal's state
@@ -87,7 +81,7 @@ type quietTick struct{}
 // New returns the producer of the pool.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "netpool").Logger()}
+		return &Actor{Deps: deps}
 	}
 }
 
@@ -110,7 +104,7 @@ func (a *Actor) Receive(c actor.Context) {
 		a.claim(m)
 	case *messages.GetPass:
 		if a.failed {
-			m.Reply <- messages.PassReport{Name: "netpool", Interval: a.set.Interval}
+			m.Reply <- messages.PassReport{Name: "netpool", Interval: a.Settings.Interval}
 			return
 		}
 		a.loop.Receive(m)
@@ -156,28 +150,28 @@ func (a *Actor) started(c actor.Context) {
 	a.names, a.made = map[string]string{}, map[string]struct{}{}
 	a.claims = &supervisors.Group[*pendingClaim]{Tasks: a.tasks, Commutes: claimCommutes,
 		Commit: a.commitClaims, Abandon: a.abandonClaims}
-	st, seq, err := Load(a.deps.Store)
+	st, seq, err := Load(a.Store)
 	if err != nil {
 		// Without the bindings every pool network would look free: hand out
 		// nothing, pass never, until the failed tree is drained.
 		a.failed = true
-		a.deps.Tree.Fail(fmt.Errorf("netpool: %w", err))
+		a.Tree.Fail(fmt.Errorf("netpool: %w", err))
 		a.st = newState()
 		return
 	}
 	a.st = st
-	a.journal = &supervisors.Journal[*State]{Store: a.deps.Store, Stream: Stream, Version: eventVersion,
-		Every: a.set.SnapshotEvery, Now: a.deps.Now, Log: a.log}
+	a.journal = &supervisors.Journal[*State]{Store: a.Store, Stream: Stream, Version: eventVersion,
+		Every: a.Settings.SnapshotEvery, Now: a.Now, Log: a.Log}
 	a.journal.Resume(st, seq)
 	a.gauges()
-	a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "netpool", Interval: a.set.Interval,
-		Timeout: a.set.Budget, Begin: a.begin, End: a.end})
+	a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "netpool", Interval: a.Settings.Interval,
+		Timeout: a.Settings.Budget, Begin: a.begin, End: a.end})
 }
 
 // schedule asks for a pass once claims have paused for Quiet.
 func (a *Actor) schedule() {
 	if !a.soon {
-		a.after(a.set.Quiet)
+		a.after(a.Settings.Quiet)
 	}
 }
 
@@ -189,7 +183,7 @@ func (a *Actor) after(d time.Duration) {
 // quiet runs the scheduled pass, or puts it off until claims paused for Quiet.
 func (a *Actor) quiet() {
 	a.soon = false
-	if wait := a.set.Quiet - a.deps.Now().Sub(a.lastClaim); wait > 0 {
+	if wait := a.Settings.Quiet - a.Now().Sub(a.lastClaim); wait > 0 {
 		a.after(wait)
 		return
 	}
@@ -197,36 +191,6 @@ func (a *Actor) quiet() {
 }
 
 func (a *Actor) gauges() {
-	a.deps.Metrics.networks.WithLabelValues("free").Set(float64(len(a.free)))
-	a.deps.Metrics.networks.WithLabelValues("bound").Set(float64(len(a.st.Bound)))
-}
-
-// Metrics of the network pool.
-type Metrics struct {
-	networks *prometheus.GaugeVec
-	claims   *prometheus.CounterVec
-	ops      *prometheus.CounterVec
-}
-
-// NewMetrics registers the pool's series.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		networks: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "berth_network_pool_networks",
-			Help: "Warm-pool lease networks by state (free: ready to hand out; bound: held by a lease)."}, []string{"state"}),
-		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_network_pool_claims_total",
-			Help: "Lease network claims by outcome (warm: a free network bound; made: none was free, the lease created a pool network and it was bound; rebound: the lease's own again; empty: none free; error: not journaled)."},
-			[]string{"outcome"}),
-		ops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_network_pool_operations_total",
-			Help: "Pool network operations (created, create_error, released, vanished, dropped, removed, in_use)."}, []string{"op"}),
-	}
-	for _, s := range []string{"free", "bound"} {
-		m.networks.WithLabelValues(s)
-	}
-	for _, o := range []string{"warm", "made", "rebound", "empty", "error"} {
-		m.claims.WithLabelValues(o)
-	}
-	if reg != nil {
-		reg.MustRegister(m.networks, m.claims, m.ops)
-	}
-	return m
+	a.Metrics.networks.WithLabelValues("free").Set(float64(len(a.free)))
+	a.Metrics.networks.WithLabelValues("bound").Set(float64(len(a.st.Bound)))
 }

@@ -130,7 +130,7 @@ func (h *harness) startNoWait() {
 			if h.wrap != nil {
 				eng = h.wrap(eng)
 			}
-			deps := &Deps{Store: h.faulty, Engine: eng, Tree: tree, Settings: &set, Metrics: m, Log: zerolog.Nop(), Now: time.Now}
+			deps := &Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop(), Now: time.Now}, Store: h.faulty, Engine: eng, Settings: &set, Metrics: m}
 			return []supervisors.Spec{
 				{Name: "registry", Kind: "stub", Producer: func() actor.Actor { return h.reg }},
 				{Name: "netpool", Kind: "netpool", Producer: New(deps)},

@@ -26,7 +26,7 @@ func claimCommutes(msg any) bool {
 func (a *Actor) claim(m *messages.ClaimNetwork) {
 	made := a.takeMade(m)
 	if id, ok := a.st.byLease[m.Lease]; ok {
-		a.deps.Metrics.claims.WithLabelValues("rebound").Inc()
+		a.Metrics.claims.WithLabelValues("rebound").Inc()
 		a.keepFree(made)
 		m.Reply <- messages.NetworkClaim{ID: id, Name: a.names[id]}
 		return
@@ -42,12 +42,12 @@ func (a *Actor) claim(m *messages.ClaimNetwork) {
 		m.Reply <- messages.NetworkClaim{}
 		return
 	}
-	a.lastClaim = a.deps.Now()
+	a.lastClaim = a.Now()
 	id := made
 	switch {
 	case id != "":
 	case len(a.free) == 0:
-		a.deps.Metrics.claims.WithLabelValues("empty").Inc()
+		a.Metrics.claims.WithLabelValues("empty").Inc()
 		m.Reply <- messages.NetworkClaim{}
 		a.schedule()
 		return
@@ -57,7 +57,7 @@ func (a *Actor) claim(m *messages.ClaimNetwork) {
 	}
 	// Claims already in the mailbox join this commit.
 	a.claims.Add(m.Lease, &pendingClaim{lease: m.Lease, network: id, made: made != "", waiters: []chan<- messages.NetworkClaim{m.Reply}})
-	if len(a.free) < a.set.Size {
+	if len(a.free) < a.Settings.Size {
 		a.schedule()
 	}
 }
@@ -112,7 +112,7 @@ func (a *Actor) commitClaims(batch []*pendingClaim) {
 			}
 		}
 		a.free = append(ids, a.free...)
-		a.deps.Metrics.claims.WithLabelValues("error").Add(float64(len(batch)))
+		a.Metrics.claims.WithLabelValues("error").Add(float64(len(batch)))
 		return
 	}
 	for _, p := range batch {
@@ -120,9 +120,9 @@ func (a *Actor) commitClaims(batch []*pendingClaim) {
 			w <- messages.NetworkClaim{ID: p.network, Name: a.names[p.network]}
 		}
 		if p.made {
-			a.deps.Metrics.claims.WithLabelValues("made").Inc()
+			a.Metrics.claims.WithLabelValues("made").Inc()
 		} else {
-			a.deps.Metrics.claims.WithLabelValues("warm").Inc()
+			a.Metrics.claims.WithLabelValues("warm").Inc()
 		}
 	}
 }
@@ -149,8 +149,8 @@ func (a *Actor) drop(m *messages.DropNetwork) {
 		return
 	}
 	if err := a.commit(EvUnbound, []bindEvent{{Network: m.ID, Lease: m.Lease, Reason: ReasonDropped}}); err == nil {
-		a.deps.Metrics.ops.WithLabelValues("dropped").Inc()
-		a.log.Warn().Str("lease", m.Lease).Str("network", m.ID).Msg("bound pool network unusable; binding dropped")
+		a.Metrics.ops.WithLabelValues("dropped").Inc()
+		a.Log.Warn().Str("lease", m.Lease).Str("network", m.ID).Msg("bound pool network unusable; binding dropped")
 	}
 }
 

@@ -46,7 +46,7 @@ type findings struct {
 
 // begin takes the pass's input from the pool as it stands.
 func (a *Actor) begin() func(context.Context) supervisors.Outcome {
-	in := passIn{pending: map[string]bool{}, free: map[string]bool{}, trim: a.trim, want: a.set.Size}
+	in := passIn{pending: map[string]bool{}, free: map[string]bool{}, trim: a.trim, want: a.Settings.Size}
 	a.trim = nil
 	clear(a.made)
 	for n, l := range a.st.Bound {
@@ -72,8 +72,8 @@ func (a *Actor) begin() func(context.Context) supervisors.Outcome {
 // run is one pass, off the actor.
 func (a *Actor) run(ctx context.Context, in passIn) findings {
 	var out findings
-	eng := a.deps.Engine
-	live, liveErr := supervisors.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, 10*time.Second)
+	eng := a.Engine
+	live, liveErr := supervisors.LiveLeases(ctx, a.Tree, a.Settings.RegistryPath, 10*time.Second)
 	listed, err := eng.PoolNetworks(ctx)
 	if err != nil {
 		out.err = fmt.Errorf("list pool networks: %w", err)
@@ -108,7 +108,7 @@ func (a *Actor) run(ctx context.Context, in passIn) findings {
 				case free:
 					out.released = append(out.released, b)
 				default:
-					a.deps.Metrics.ops.WithLabelValues("in_use").Inc()
+					a.Metrics.ops.WithLabelValues("in_use").Inc()
 				}
 				return nil
 			})
@@ -129,18 +129,18 @@ func (a *Actor) run(ctx context.Context, in passIn) findings {
 		}
 	}
 	for have < in.want && ctx.Err() == nil {
-		waited += a.waitIdle(ctx, a.set.IdleWait-waited)
+		waited += a.waitIdle(ctx, a.Settings.IdleWait-waited)
 		n, err := eng.CreatePoolNetwork(ctx)
 		if errors.Is(err, dockerio.ErrAddressPoolExhausted) {
 			out.exhausted = true
 			break
 		}
 		if err != nil {
-			a.deps.Metrics.ops.WithLabelValues("create_error").Inc()
+			a.Metrics.ops.WithLabelValues("create_error").Inc()
 			out.err = errors.Join(out.err, fmt.Errorf("create pool network: %w", err))
 			break
 		}
-		a.deps.Metrics.ops.WithLabelValues("created").Inc()
+		a.Metrics.ops.WithLabelValues("created").Inc()
 		out.created = append(out.created, n)
 		if in.created != nil {
 			in.created(n)
@@ -157,7 +157,7 @@ type inFlight interface{ InFlight() int }
 // waitIdle waits, at most limit, until the engine has no request in flight,
 // and returns how long it waited.
 func (a *Actor) waitIdle(ctx context.Context, limit time.Duration) time.Duration {
-	eng, ok := a.deps.Engine.(inFlight)
+	eng, ok := a.Engine.(inFlight)
 	if !ok || limit <= 0 {
 		return 0
 	}
@@ -181,17 +181,17 @@ const idlePoll = 50 * time.Millisecond
 // ours still, no endpoint attached and no container of that lease left in any
 // state (a stopped one would rejoin it if ever started). ErrNotFound: it is gone.
 func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
-	n, err := a.deps.Engine.InspectNetwork(ctx, b.network)
+	n, err := a.Engine.InspectNetwork(ctx, b.network)
 	if err != nil {
 		return false, err
 	}
-	if !labels.OwnedPoolNetwork(n.Name, n.Labels, a.set.BackendName, a.set.InstallationID) {
+	if !labels.OwnedPoolNetwork(n.Name, n.Labels, a.Settings.BackendName, a.Settings.InstallationID) {
 		return false, fmt.Errorf("pool network %s is no longer ours: %w", b.network, dockerio.ErrNotFound)
 	}
 	if n.Containers > 0 {
 		return false, nil
 	}
-	cohort, err := a.deps.Engine.Launched(ctx, b.lease)
+	cohort, err := a.Engine.Launched(ctx, b.lease)
 	if err != nil {
 		return false, fmt.Errorf("containers of lease %s: %w", b.lease, err)
 	}
@@ -206,18 +206,18 @@ func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
 func (a *Actor) remove(ctx context.Context, ids []string, waited *time.Duration) []string {
 	var tried []string
 	for len(ids) > 0 && ctx.Err() == nil {
-		*waited += a.waitIdle(ctx, a.set.IdleWait-*waited)
+		*waited += a.waitIdle(ctx, a.Settings.IdleWait-*waited)
 		batch := ids[:min(len(ids), removeParallel)]
 		ids = ids[len(batch):]
 		tried = append(tried, batch...)
 		var wg sync.WaitGroup
 		for _, id := range batch {
 			wg.Go(func() {
-				if err := a.deps.Engine.RemoveNetwork(ctx, id); err != nil {
-					a.log.Warn().Err(err).Str("network", id).Msg("remove surplus pool network")
+				if err := a.Engine.RemoveNetwork(ctx, id); err != nil {
+					a.Log.Warn().Err(err).Str("network", id).Msg("remove surplus pool network")
 					return
 				}
-				a.deps.Metrics.ops.WithLabelValues("removed").Inc()
+				a.Metrics.ops.WithLabelValues("removed").Inc()
 			})
 		}
 		wg.Wait()
@@ -252,8 +252,8 @@ func (a *Actor) end(out *supervisors.Outcome) {
 		if err := a.commit(EvUnbound, unbind); err != nil {
 			released = nil
 		} else {
-			a.deps.Metrics.ops.WithLabelValues("released").Add(float64(len(released)))
-			a.deps.Metrics.ops.WithLabelValues("vanished").Add(float64(len(unbind) - len(released)))
+			a.Metrics.ops.WithLabelValues("released").Add(float64(len(released)))
+			a.Metrics.ops.WithLabelValues("vanished").Add(float64(len(unbind) - len(released)))
 		}
 	}
 	if m.listOK {
@@ -263,19 +263,19 @@ func (a *Actor) end(out *supervisors.Outcome) {
 		a.addCreated(n) // normally already in by networkCreated
 	}
 	// Keep Size free; the surplus (a mass close's released networks) goes.
-	if len(a.free) > a.set.Size {
-		a.trim = append(a.trim, a.free[a.set.Size:]...)
-		a.free = slices.Clone(a.free[:a.set.Size])
+	if len(a.free) > a.Settings.Size {
+		a.trim = append(a.trim, a.free[a.Settings.Size:]...)
+		a.free = slices.Clone(a.free[:a.Settings.Size])
 	}
 	if m.exhausted && !a.exhausted {
-		a.log.Warn().Int("free", len(a.free)).Int("want", a.set.Size).Msg("Docker's address pools are full; the network pool stays short")
+		a.Log.Warn().Int("free", len(a.free)).Int("want", a.Settings.Size).Msg("Docker's address pools are full; the network pool stays short")
 	}
 	a.exhausted = m.exhausted
 	a.gauges()
 	out.Detail = fmt.Sprintf("%d free, %d bound, %d created, %d released, %d trimmed", len(a.free), len(a.st.Bound),
 		len(m.created), len(released), len(m.trimmed))
 	if m.err != nil {
-		a.log.Warn().Err(m.err).Msg("network pool pass incomplete")
+		a.Log.Warn().Err(m.err).Msg("network pool pass incomplete")
 	}
 	out.Again = out.Again || newSurplus(a.trim, m.trimmed)
 }

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -36,20 +34,16 @@ type Settings struct {
 
 // Deps are the reaper's collaborators.
 type Deps struct {
+	supervisors.Env
 	Volumes  dockerio.Volumes
-	Tree     *supervisors.Tree
 	Settings *Settings
 	Metrics  *Metrics
-	Log      zerolog.Logger
-	Now      func() time.Time
 }
 
 // Actor is the reaper's pass and what it remembers between sweeps;
 // supervisors.PassActor runs it.
 type Actor struct {
-	deps   *Deps
-	set    *Settings
-	log    zerolog.Logger
+	*Deps
 	misses map[string]int // active records seen volume-less, consecutive sweeps (pass goroutine only)
 }
 
@@ -57,14 +51,9 @@ type Actor struct {
 // and on ReapNow.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		a := &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reaper").Logger(), misses: map[string]int{}}
-		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reaper", Interval: a.set.Interval,
-			Timeout: a.set.PassTimeout, Begin: a.begin, End: a.end},
-			On: func(loop *supervisors.Periodic, msg any) {
-				if _, ok := msg.(messages.ReapNow); ok {
-					loop.Now()
-				}
-			}}
+		a := &Actor{Deps: deps, misses: map[string]int{}}
+		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reaper", Interval: a.Settings.Interval,
+			Timeout: a.Settings.PassTimeout, Begin: a.begin, End: a.end}, On: supervisors.NowOn[messages.ReapNow]}
 	}
 }
 
@@ -87,32 +76,32 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 // end counts the sweep: the sum of its outcomes is the reaper's heartbeat.
 func (a *Actor) end(out *supervisors.Outcome) {
 	if out.Err != nil {
-		a.deps.Metrics.sweeps.WithLabelValues("error").Inc()
-		a.log.Warn().Err(out.Err).Msg("retention sweep failed")
+		a.Metrics.sweeps.WithLabelValues("error").Inc()
+		a.Log.Warn().Err(out.Err).Msg("retention sweep failed")
 		return
 	}
-	a.deps.Metrics.sweeps.WithLabelValues("ok").Inc()
+	a.Metrics.sweeps.WithLabelValues("ok").Inc()
 }
 
 // run is one sweep, off the actor goroutine.
 func (a *Actor) run(ctx context.Context) (Result, error) {
 	var res Result
-	rep, err := supervisors.Ask(ctx, a.deps.Tree, a.set.RegistryPath, 30*time.Second,
+	rep, err := supervisors.Ask(ctx, a.Tree, a.Settings.RegistryPath, 30*time.Second,
 		func(r chan<- messages.RetentionSweepReply) any {
-			return &messages.RetentionSweep{Now: a.deps.Now(), Reply: r}
+			return &messages.RetentionSweep{Now: a.Now(), Reply: r}
 		})
 	if err != nil {
 		return res, fmt.Errorf("ask the registry: %w", err)
 	}
-	a.deps.Metrics.observe(rep)
-	if a.deps.Volumes == nil {
+	a.Metrics.observe(rep)
+	if a.Volumes == nil {
 		return res, nil
 	}
 	errs := a.reap(ctx, rep.Reaping, &res)
-	names, err := a.deps.Volumes.List(ctx)
+	names, err := a.Volumes.List(ctx)
 	if err != nil {
 		// Fail safe: a root that cannot be listed prunes nothing.
-		a.deps.Metrics.orphanSkips.WithLabelValues("list_error").Inc()
+		a.Metrics.orphanSkips.WithLabelValues("list_error").Inc()
 		errs = append(errs, fmt.Errorf("list the volume root: %w", err))
 		return res, errors.Join(errs...)
 	}
@@ -133,10 +122,10 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 	for _, n := range names {
 		if !explained[n] {
 			res.Unaccounted++
-			a.log.Warn().Str("volume", n).Msg("managed volume no lease or retention record explains; left for an operator")
+			a.Log.Warn().Str("volume", n).Msg("managed volume no lease or retention record explains; left for an operator")
 		}
 	}
-	a.deps.Metrics.unaccounted.Set(float64(res.Unaccounted))
+	a.Metrics.unaccounted.Set(float64(res.Unaccounted))
 	return res, errors.Join(errs...)
 }
 
@@ -146,22 +135,22 @@ func (a *Actor) reap(ctx context.Context, reaping []messages.RetentionRecord, re
 	for _, rec := range reaping {
 		gone := true
 		for _, v := range rec.Volumes {
-			err := a.deps.Volumes.Destroy(ctx, v.Name)
+			err := a.Volumes.Destroy(ctx, v.Name)
 			switch {
 			case err == nil:
 			case errors.Is(err, dockerio.ErrVolumeBusy):
 				gone = false
 				res.Held++
-				a.deps.Tree.Send(a.set.VolumeHoldPath, &messages.HoldVolume{Name: v.Name, Owner: "retention:" + rec.Lease})
+				a.Tree.Send(a.Settings.VolumeHoldPath, &messages.HoldVolume{Name: v.Name, Owner: "retention:" + rec.Lease})
 			default:
 				gone = false
-				a.deps.Metrics.leaked.Inc()
+				a.Metrics.leaked.Inc()
 				errs = append(errs, fmt.Errorf("destroy %s of retained lease %s: %w", v.Name, rec.Lease, err))
 			}
 		}
 		if gone {
 			res.Reaped++
-			a.deps.Tree.Send(a.set.RegistryPath, &messages.RetentionReaped{Lease: rec.Lease})
+			a.Tree.Send(a.Settings.RegistryPath, &messages.RetentionReaped{Lease: rec.Lease})
 		}
 	}
 	return errs
@@ -184,11 +173,11 @@ func (a *Actor) pruneOrphans(active []messages.RetentionRecord, present map[stri
 			continue
 		}
 		a.misses[rec.Lease]++
-		if n := a.set.OrphanConfirmations; n > 0 && a.misses[rec.Lease] >= n {
+		if n := a.Settings.OrphanConfirmations; n > 0 && a.misses[rec.Lease] >= n {
 			res.Pruned++
-			a.deps.Metrics.orphansPruned.Inc()
+			a.Metrics.orphansPruned.Inc()
 			delete(a.misses, rec.Lease)
-			a.deps.Tree.Send(a.set.RegistryPath, &messages.RetentionOrphaned{Lease: rec.Lease})
+			a.Tree.Send(a.Settings.RegistryPath, &messages.RetentionOrphaned{Lease: rec.Lease})
 		}
 	}
 	for l := range a.misses {
@@ -196,63 +185,4 @@ func (a *Actor) pruneOrphans(active []messages.RetentionRecord, present map[stri
 			delete(a.misses, l)
 		}
 	}
-}
-
-// Metrics of retention (berth_retention_*), held and unaccounted volumes.
-type Metrics struct {
-	sweeps        *prometheus.CounterVec
-	retained      prometheus.Gauge
-	retainedBytes prometheus.Gauge
-	reaping       prometheus.Gauge
-	reapingBytes  prometheus.Gauge
-	leaked        prometheus.Counter
-	orphansPruned prometheus.Counter
-	orphanSkips   *prometheus.CounterVec
-	unaccounted   prometheus.Gauge
-}
-
-// NewMetrics registers the reaper's series.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_retention_sweep_total",
-			Help: "Retention sweeps, by outcome (ok, error); their sum is the reaper's heartbeat."}, []string{"outcome"}),
-		retained: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_retained_leases",
-			Help: "Retention records that are active or being restored, at the last sweep."}),
-		retainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_retained_bytes",
-			Help: "Bytes the active and restoring retention records hold, measured at close."}),
-		reaping: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_reaping_leases",
-			Help: "Retention records whose volumes are being destroyed (still counted in the pool)."}),
-		reapingBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_reaping_bytes",
-			Help: "Bytes of the reaping records."}),
-		leaked: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_retention_leaked_total",
-			Help: "Failed destroys of retained volumes (other than busy); the record stays reaping and is retried."}),
-		orphansPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_retention_orphans_pruned_total",
-			Help: "Retention records pruned because their volumes vanished out of band."}),
-		orphanSkips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_retention_orphan_skips_total",
-			Help: "Sweeps that skipped orphan pruning, by reason."}, []string{"reason"}),
-		unaccounted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_unaccounted_volumes",
-			Help: "Managed volumes under the volume root that no live lease or retention record explains. Never destroyed automatically."}),
-	}
-	m.sweeps.WithLabelValues("ok")
-	m.sweeps.WithLabelValues("error")
-	m.orphanSkips.WithLabelValues("list_error")
-	if reg != nil {
-		reg.MustRegister(m.sweeps, m.retained, m.retainedBytes, m.reaping, m.reapingBytes, m.leaked, m.orphansPruned,
-			m.orphanSkips, m.unaccounted)
-	}
-	return m
-}
-
-func (m *Metrics) observe(rep messages.RetentionSweepReply) {
-	var rb, pb int64
-	for _, r := range rep.Active {
-		rb += r.UsedBytes()
-	}
-	for _, r := range rep.Reaping {
-		pb += r.UsedBytes()
-	}
-	m.retained.Set(float64(len(rep.Active)))
-	m.retainedBytes.Set(float64(rb))
-	m.reaping.Set(float64(len(rep.Reaping)))
-	m.reapingBytes.Set(float64(pb))
 }

@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -96,20 +94,16 @@ type Settings struct {
 
 // Deps are its collaborators.
 type Deps struct {
+	supervisors.Env
 	Store    supervisors.JournalStore
 	Volumes  dockerio.Volumes
-	Tree     *supervisors.Tree
 	Settings *Settings
 	Metrics  *Metrics
-	Log      zerolog.Logger
-	Now      func() time.Time
 }
 
 // Actor is the volume hold actor.
 type Actor struct {
-	deps    *Deps
-	set     *Settings
-	log     zerolog.Logger
+	*Deps
 	tasks   *supervisors.Tasks
 	journal *supervisors.Journal[*State]
 	running map[string]bool // holds with a retry loop
@@ -118,7 +112,7 @@ type Actor struct {
 // New returns the producer of the hold actor.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "volumehold").Logger()}
+		return &Actor{Deps: deps}
 	}
 }
 
@@ -151,10 +145,10 @@ func (a *Actor) Describe() (string, int) {
 func (a *Actor) started(c actor.Context) {
 	a.tasks = supervisors.NewTasks(c, 0)
 	a.running = map[string]bool{}
-	a.journal = &supervisors.Journal[*State]{Store: a.deps.Store, Stream: Stream, Version: eventVersion, Now: a.deps.Now, Log: a.log}
-	st, seq, err := Load(a.deps.Store)
+	a.journal = &supervisors.Journal[*State]{Store: a.Store, Stream: Stream, Version: eventVersion, Now: a.Now, Log: a.Log}
+	st, seq, err := Load(a.Store)
 	if err != nil {
-		a.deps.Tree.Fail(fmt.Errorf("volumehold: %w", err))
+		a.Tree.Fail(fmt.Errorf("volumehold: %w", err))
 		a.journal.Resume(newState(), 0)
 		return
 	}
@@ -167,7 +161,7 @@ func (a *Actor) started(c actor.Context) {
 	for _, n := range names {
 		a.retry(n)
 	}
-	a.deps.Metrics.held.Set(float64(len(st.Holds)))
+	a.Metrics.held.Set(float64(len(st.Holds)))
 }
 
 // hold journals a new held deletion and starts retrying it; a volume already held
@@ -181,8 +175,8 @@ func (a *Actor) hold(m *messages.HoldVolume) {
 		if err := a.commit(EvHeld, holdEvent{Name: m.Name, Owner: m.Owner}); err != nil {
 			return
 		}
-		a.log.Warn().Str("volume", m.Name).Str("owner", m.Owner).Msg("volume deletion held; retried until it is gone")
-		a.deps.Metrics.outcomes.WithLabelValues("held").Inc()
+		a.Log.Warn().Str("volume", m.Name).Str("owner", m.Owner).Msg("volume deletion held; retried until it is gone")
+		a.Metrics.outcomes.WithLabelValues("held").Inc()
 	}
 	a.retry(m.Name)
 }
@@ -193,14 +187,14 @@ func (a *Actor) retry(name string) {
 	if a.running[name] {
 		return
 	}
-	if a.deps.Volumes == nil {
+	if a.Volumes == nil {
 		// Journaled holds outlive a config that dropped volume_data_path: keep
 		// them (and say so) until a daemon with the volume root can finish them.
-		a.log.Error().Str("volume", name).Msg("held volume deletion cannot be retried: no volume_data_path configured")
+		a.Log.Error().Str("volume", name).Msg("held volume deletion cannot be retried: no volume_data_path configured")
 		return
 	}
 	a.running[name] = true
-	vols, backoff, log := a.deps.Volumes, supervisors.Retry{Base: a.set.BackoffBase, Cap: a.set.BackoffCap}, a.log
+	vols, backoff, log := a.Volumes, supervisors.Retry{Base: a.Settings.BackoffBase, Cap: a.Settings.BackoffCap}, a.Log
 	a.tasks.Go("hold-retry", func(ctx context.Context) any {
 		for n := 1; ; n++ {
 			select {
@@ -231,37 +225,15 @@ func (a *Actor) done(name string) {
 	if err := a.commit(EvDone, holdEvent{Name: name}); err != nil {
 		return
 	}
-	a.log.Info().Str("volume", name).Str("owner", owner).Msg("held volume deletion completed")
-	a.deps.Metrics.outcomes.WithLabelValues("completed").Inc()
-	a.deps.Tree.Send(a.set.RegistryPath, &messages.HoldDone{Name: name, Owner: owner})
+	a.Log.Info().Str("volume", name).Str("owner", owner).Msg("held volume deletion completed")
+	a.Metrics.outcomes.WithLabelValues("completed").Inc()
+	a.Tree.Send(a.Settings.RegistryPath, &messages.HoldDone{Name: name, Owner: owner})
 }
 
 func (a *Actor) commit(typ string, e holdEvent) error {
 	if err := a.journal.Commit([]persistence.Event{a.journal.Event(typ, e)}); err != nil {
 		return err
 	}
-	a.deps.Metrics.held.Set(float64(len(a.journal.State.Holds)))
+	a.Metrics.held.Set(float64(len(a.journal.State.Holds)))
 	return nil
-}
-
-// Metrics of held deletions.
-type Metrics struct {
-	held     prometheus.Gauge
-	outcomes *prometheus.CounterVec
-}
-
-// NewMetrics registers berth_volume_holds and berth_volume_hold_outcomes_total.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_volume_holds",
-			Help: "Managed volumes whose deletion is held (busy) and retried."}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_volume_hold_outcomes_total",
-			Help: "Held deletions, by outcome (held, completed)."}, []string{"outcome"}),
-	}
-	m.outcomes.WithLabelValues("held")
-	m.outcomes.WithLabelValues("completed")
-	if reg != nil {
-		reg.MustRegister(m.held, m.outcomes)
-	}
-	return m
 }

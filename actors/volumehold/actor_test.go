@@ -82,8 +82,8 @@ func TestVolumeHold_BusyRetriedAcrossACrash_DoneJournaledAndReportedOnce(t *test
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
 			return []supervisors.Spec{
 				{Name: "registry", Kind: "probe", Producer: func() actor.Actor { return owner }},
-				{Name: "volumehold", Kind: "volumehold", Producer: New(&Deps{Store: store, Volumes: vols, Tree: tree,
-					Metrics: m, Log: zerolog.Nop(), Now: time.Now,
+				{Name: "volumehold", Kind: "volumehold", Producer: New(&Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop(), Now: time.Now},
+					Store: store, Volumes: vols, Metrics: m,
 					Settings: &Settings{RegistryPath: regPath, BackoffBase: 10 * time.Millisecond, BackoffCap: 40 * time.Millisecond}})},
 			}
 		},
@@ -178,8 +178,8 @@ func TestVolumeHold_FailedHoldCommit_NotRetriedNotReported_HealedWorksAgain(t *t
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
 			return []supervisors.Spec{
 				{Name: "registry", Kind: "probe", Producer: func() actor.Actor { return owner }},
-				{Name: "volumehold", Kind: "volumehold", Producer: New(&Deps{Store: store, Volumes: vols, Tree: tree,
-					Metrics: m, Log: zerolog.Nop(), Now: time.Now,
+				{Name: "volumehold", Kind: "volumehold", Producer: New(&Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop(), Now: time.Now},
+					Store: store, Volumes: vols, Metrics: m,
 					Settings: &Settings{RegistryPath: regPath, BackoffBase: 10 * time.Millisecond, BackoffCap: 40 * time.Millisecond}})},
 			}
 		},

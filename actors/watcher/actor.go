@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -33,18 +31,15 @@ type Settings struct {
 
 // Deps are the watcher's collaborators.
 type Deps struct {
+	supervisors.Env
 	Engine   dockerio.Engine
-	Tree     *supervisors.Tree
 	Settings *Settings
 	Metrics  *Metrics
-	Log      zerolog.Logger
 }
 
 // Actor owns the stream reader and the dispatcher goroutines.
 type Actor struct {
-	deps      *Deps
-	set       *Settings
-	log       zerolog.Logger
+	*Deps
 	tasks     *supervisors.Tasks
 	connected atomic.Bool
 	sessions  atomic.Int64
@@ -53,7 +48,7 @@ type Actor struct {
 // New returns the producer of the watcher.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "watcher").Logger()}
+		return &Actor{Deps: deps}
 	}
 }
 
@@ -73,7 +68,7 @@ func (a *Actor) Receive(c actor.Context) {
 		a.dockerHealth(m)
 	case *actor.Started:
 		a.tasks = supervisors.NewTasks(c, 0)
-		queue := make(chan death, a.set.QueueSize)
+		queue := make(chan death, a.Settings.QueueSize)
 		a.tasks.Go("event-reader", func(ctx context.Context) any { a.read(ctx, queue); return nil })
 		a.tasks.Go("death-dispatcher", func(ctx context.Context) any { a.dispatch(ctx, queue); return nil })
 	}
@@ -92,8 +87,8 @@ func (a *Actor) dockerHealth(m *messages.GetDockerHealth) {
 		// reason to tell an asker Docker is unreachable.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		if err := a.deps.Engine.Ping(ctx); err != nil {
-			a.log.Warn().Err(err).Msg("health: docker")
+		if err := a.Engine.Ping(ctx); err != nil {
+			a.Log.Warn().Err(err).Msg("health: docker")
 			m.Reply <- messages.DockerHealthReply{Reason: "docker engine unreachable"}
 			return nil
 		}
@@ -110,16 +105,16 @@ func (a *Actor) Describe() (string, int) {
 // read keeps one subscription at a time and tracks, per session, which runs it saw
 // start and whether they were killed.
 func (a *Actor) read(ctx context.Context, queue chan<- death) {
-	backoff, failed := supervisors.Retry{Base: a.set.BackoffBase, Cap: a.set.BackoffCap}, 0
+	backoff, failed := supervisors.Retry{Base: a.Settings.BackoffBase, Cap: a.Settings.BackoffCap}, 0
 	for ctx.Err() == nil {
-		a.deps.Metrics.stream.WithLabelValues("connected").Inc()
-		events, errs := a.deps.Engine.Events(ctx)
+		a.Metrics.stream.WithLabelValues("connected").Inc()
+		events, errs := a.Engine.Events(ctx)
 		a.connected.Store(true)
 		a.sessions.Add(1)
 		// Deaths before this session (a reconnect gap, or a restart of the watcher)
 		// were missed: have the reconciler look now — it attributes them unknown —
 		// instead of at its next interval.
-		a.deps.Tree.Send(a.set.ReconcilerPath, messages.RecoverNow{})
+		a.Tree.Send(a.Settings.ReconcilerPath, messages.RecoverNow{})
 		began := time.Now()
 		type run struct{ started, killed bool }
 		runs := make(map[string]*run) // this session only: a reconnect forgets
@@ -134,7 +129,7 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 					break session
 				}
 				healthy = true
-				a.deps.Metrics.events.WithLabelValues(ev.Action).Inc()
+				a.Metrics.events.WithLabelValues(ev.Action).Inc()
 				r := runs[ev.ContainerID]
 				if r == nil {
 					r = &run{}
@@ -151,21 +146,21 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 					delete(runs, ev.ContainerID)
 					select {
 					case queue <- d:
-						a.deps.Metrics.depth.Set(float64(len(queue)))
+						a.Metrics.depth.Set(float64(len(queue)))
 					default:
-						a.deps.Metrics.dropped.WithLabelValues("queue_full").Inc()
+						a.Metrics.dropped.WithLabelValues("queue_full").Inc()
 					}
 				}
 			case err := <-errs:
 				if err != nil && ctx.Err() == nil {
-					a.log.Warn().Err(err).Msg("docker event stream ended; reconnecting")
+					a.Log.Warn().Err(err).Msg("docker event stream ended; reconnecting")
 				}
 				break session
 			}
 		}
 		a.connected.Store(false)
-		a.deps.Metrics.stream.WithLabelValues("reconnect").Inc()
-		if healthy || time.Since(began) > a.set.BackoffCap {
+		a.Metrics.stream.WithLabelValues("reconnect").Inc()
+		if healthy || time.Since(began) > a.Settings.BackoffCap {
 			failed = 0 // the session worked: start over
 		}
 		failed++
@@ -186,37 +181,9 @@ func (a *Actor) dispatch(ctx context.Context, queue <-chan death) {
 		case <-ctx.Done():
 			return
 		case d := <-queue:
-			a.deps.Metrics.depth.Set(float64(len(queue)))
-			a.deps.Tree.Send(a.set.RegistryPath, &messages.Deliver{Lease: d.lease, Msg: d.msg,
-				Dropped: func() { a.deps.Metrics.dropped.WithLabelValues("undeliverable").Inc() }})
+			a.Metrics.depth.Set(float64(len(queue)))
+			a.Tree.Send(a.Settings.RegistryPath, &messages.Deliver{Lease: d.lease, Msg: d.msg,
+				Dropped: func() { a.Metrics.dropped.WithLabelValues("undeliverable").Inc() }})
 		}
 	}
-}
-
-// Metrics of the event stream.
-type Metrics struct {
-	stream  *prometheus.CounterVec
-	events  *prometheus.CounterVec
-	dropped *prometheus.CounterVec
-	depth   prometheus.Gauge
-}
-
-// NewMetrics registers the watcher's series.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		stream: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_container_event_stream_total",
-			Help: "Event stream subscriptions, by outcome (connected, reconnect)."}, []string{"outcome"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_container_events_total",
-			Help: "Container events seen, by action."}, []string{"action"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_death_events_dropped_total",
-			Help: "Container deaths not delivered to their lease (queue_full, undeliverable); reconciliation finds them later as unknown."}, []string{"reason"}),
-		depth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_container_death_queue_depth",
-			Help: "Deaths waiting for the dispatcher."}),
-	}
-	m.dropped.WithLabelValues("queue_full")
-	m.dropped.WithLabelValues("undeliverable")
-	if reg != nil {
-		reg.MustRegister(m.stream, m.events, m.dropped, m.depth)
-	}
-	return m
 }
