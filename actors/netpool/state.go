@@ -1,7 +1,6 @@
 package netpool
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/berth-dev/berth/persistence"
@@ -41,12 +40,9 @@ func newState() *State { return &State{Bound: map[string]string{}, byLease: map[
 
 // Apply folds one event into the state.
 func (s *State) Apply(ev persistence.Event) error {
-	if ev.V != eventVersion {
-		return fmt.Errorf("event %s: version %d not supported (this berthd reads %d)", ev.Type, ev.V, eventVersion)
-	}
 	var e bindEvent
-	if err := json.Unmarshal(ev.Data, &e); err != nil || e.Network == "" || e.Lease == "" {
-		return fmt.Errorf("event %s: malformed", ev.Type)
+	if err := supervisors.DecodeEvent(ev, eventVersion, &e, func() bool { return e.Network != "" && e.Lease != "" }); err != nil {
+		return err
 	}
 	switch ev.Type {
 	case EvBound:
@@ -61,26 +57,24 @@ func (s *State) Apply(ev persistence.Event) error {
 		delete(s.Bound, e.Network)
 		delete(s.byLease, e.Lease)
 	default:
-		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
+		return supervisors.UnknownEvent(ev)
 	}
 	return nil
 }
 
 // Load rebuilds the bindings from the stream.
 func Load(store supervisors.JournalStore) (*State, uint64, error) {
-	st := newState()
-	seq, err := supervisors.Replay(store, Stream, eventVersion, st, func() {
-		if st.Bound == nil {
-			st.Bound = map[string]string{}
-		}
-		for n, l := range st.Bound {
-			st.byLease[l] = n
-		}
-	})
-	if err != nil {
-		return nil, 0, err
+	return supervisors.Rebuild(store, Stream, eventVersion, newState, (*State).index)
+}
+
+// index mends a snapshot's bindings and rebuilds their index by lease.
+func (s *State) index() {
+	if s.Bound == nil {
+		s.Bound = map[string]string{}
 	}
-	return st, seq, nil
+	for n, l := range s.Bound {
+		s.byLease[l] = n
+	}
 }
 
 // commit journals one bind or unbind per event in one write, then applies them.

@@ -14,7 +14,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -167,7 +167,7 @@ func (a *Actor) closedOrphans(byLease map[string][]dockerio.Container, isLive ma
 			orphans = append(orphans, id)
 		}
 	}
-	sort.Strings(orphans)
+	slices.Sort(orphans)
 	for _, id := range orphans {
 		ctrs := byLease[id]
 		closed := false

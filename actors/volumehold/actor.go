@@ -1,7 +1,7 @@
 // Package volumehold holds the deletions of managed volumes that could not be
 // destroyed when asked (busy: a process holds a file open, a mount lingers): a
 // held volume is never forgotten. Each hold is journaled in the "volumehold"
-// stream before it is retried, retried with backoff (1 s doubling to 1 min) while
+// stream before it is retried, retried with backoff (1 s doubling to 1 min, jittered) while
 // the daemon serves, and survives a restart; when the volume is gone the hold is
 // journaled done and its owner told (through the registry): a close waiting on it
 // finishes, a reaped retention record is deleted. While a hold lasts its owner
@@ -11,79 +11,18 @@ package volumehold
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
-
-// Stream is the hold actor's journal stream.
-const Stream = "volumehold"
-
-// Events, version 1.
-const (
-	EvHeld = "hold.added" // a volume's destruction is held
-	EvDone = "hold.done"  // it is gone
-)
-
-const eventVersion = 1
-
-type holdEvent struct {
-	Name  string `json:"name"`
-	Owner string `json:"owner,omitempty"`
-}
-
-// State is the held volumes by name → owner.
-type State struct {
-	Holds map[string]string `json:"holds"`
-}
-
-func newState() *State { return &State{Holds: map[string]string{}} }
-
-// Apply folds one event into the state.
-func (s *State) Apply(ev persistence.Event) error {
-	if ev.V != eventVersion {
-		return fmt.Errorf("event %s: version %d not supported (this berthd reads %d)", ev.Type, ev.V, eventVersion)
-	}
-	var e holdEvent
-	if err := json.Unmarshal(ev.Data, &e); err != nil || e.Name == "" {
-		return fmt.Errorf("event %s: malformed", ev.Type)
-	}
-	switch ev.Type {
-	case EvHeld:
-		s.Holds[e.Name] = e.Owner
-	case EvDone:
-		if _, ok := s.Holds[e.Name]; !ok {
-			return fmt.Errorf("event %s: %s is not held", ev.Type, e.Name)
-		}
-		delete(s.Holds, e.Name)
-	default:
-		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
-	}
-	return nil
-}
-
-// Load rebuilds the holds from the stream.
-func Load(store supervisors.JournalStore) (*State, uint64, error) {
-	st := newState()
-	seq, err := supervisors.Replay(store, Stream, eventVersion, st, func() {
-		if st.Holds == nil {
-			st.Holds = map[string]string{}
-		}
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return st, seq, nil
-}
 
 // Settings of the hold actor.
 type Settings struct {
@@ -153,12 +92,7 @@ func (a *Actor) started(c actor.Context) {
 		return
 	}
 	a.journal.Resume(st, seq)
-	names := make([]string, 0, len(st.Holds))
-	for n := range st.Holds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(st.Holds)) {
 		a.retry(n)
 	}
 	a.Metrics.held.Set(float64(len(st.Holds)))
@@ -228,12 +162,4 @@ func (a *Actor) done(name string) {
 	a.Log.Info().Str("volume", name).Str("owner", owner).Msg("held volume deletion completed")
 	a.Metrics.outcomes.WithLabelValues("completed").Inc()
 	a.Tree.Send(a.Settings.RegistryPath, &messages.HoldDone{Name: name, Owner: owner})
-}
-
-func (a *Actor) commit(typ string, e holdEvent) error {
-	if err := a.journal.Commit([]persistence.Event{a.journal.Event(typ, e)}); err != nil {
-		return err
-	}
-	a.Metrics.held.Set(float64(len(a.journal.State.Holds)))
-	return nil
 }
