@@ -24,37 +24,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Settings of the pool.
-type Settings struct {
-	Size     int           // network_pool_size: free networks kept ready
-	Interval time.Duration // reconcile_interval: a pass at least this often
-	Quiet    time.Duration // a close or a claim asks for a pass once claims paused this long
-	Budget   time.Duration // one pass
-	// IdleWait is how long one pass may wait, in all, for berthd to have no
-	// Engine API request in flight before each create or surplus removal (an
-	// engine that reports InFlight): the refill then fills the gaps of a burst
-	// instead of competing with its container starts, and the trim of a mass
-	// close's surplus lets the reclaimer's removals go first. 0: at once.
-	IdleWait       time.Duration
-	RegistryPath   string
-	BackendName    string
-	InstallationID string
-	SnapshotEvery  int // 0 = 256
-}
-
-// Deps are the pool's collaborators.
-type Deps struct {
-	supervisors.Env
-	Store    supervisors.JournalStore
-	Engine   dockerio.Engine
-	Settings *Settings
-	Metrics  *Metrics
-}
+// quietTick is the scheduled pass's timer.
+type quietTick struct{}
 
 // Actor is the network pool.
 type Actor struct {
@@ -75,8 +50,8 @@ type Actor struct {
 	failed    bool      // the journal did not load: inert until the tree goes down
 }
 
-// quietTick is the scheduled pass's timer.
-type quietTick struct{}
+// Tasks are the pool's pass, timers and claim flushes.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
 // New returns the producer of the pool.
 func New(deps *Deps) actor.Producer {
@@ -84,9 +59,6 @@ func New(deps *Deps) actor.Producer {
 		return &Actor{Deps: deps}
 	}
 }
-
-// Tasks are the pool's pass, timers and claim flushes.
-func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
 // Receive handles the pool's messages.
 func (a *Actor) Receive(c actor.Context) {

@@ -24,21 +24,8 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Settings of the hold actor.
-type Settings struct {
-	RegistryPath string
-	BackoffBase  time.Duration // 1 s
-	BackoffCap   time.Duration // 1 min
-}
-
-// Deps are its collaborators.
-type Deps struct {
-	supervisors.Env
-	Store    supervisors.JournalStore
-	Volumes  dockerio.Volumes
-	Settings *Settings
-	Metrics  *Metrics
-}
+// gone is a retry loop's report that its volume is destroyed.
+type gone struct{ name string }
 
 // Actor is the volume hold actor.
 type Actor struct {
@@ -48,18 +35,15 @@ type Actor struct {
 	running map[string]bool // holds with a retry loop
 }
 
+// Tasks are the hold actor's retry loops.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
 // New returns the producer of the hold actor.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
 		return &Actor{Deps: deps}
 	}
 }
-
-// gone is a retry loop's report that its volume is destroyed.
-type gone struct{ name string }
-
-// Tasks are the hold actor's retry loops.
-func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
 // Receive handles the hold actor's messages.
 func (a *Actor) Receive(c actor.Context) {

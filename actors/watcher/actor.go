@@ -14,28 +14,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
-
-// Settings of the watcher.
-type Settings struct {
-	InstallationID string
-	RegistryPath   string
-	ReconcilerPath string        // asked for a pass after every reconnect
-	QueueSize      int           // 4096
-	BackoffBase    time.Duration // 1 s
-	BackoffCap     time.Duration // 30 s
-}
-
-// Deps are the watcher's collaborators.
-type Deps struct {
-	supervisors.Env
-	Engine   dockerio.Engine
-	Settings *Settings
-	Metrics  *Metrics
-}
 
 // Actor owns the stream reader and the dispatcher goroutines.
 type Actor struct {
@@ -44,6 +25,9 @@ type Actor struct {
 	connected atomic.Bool
 	sessions  atomic.Int64
 }
+
+// Tasks are the watcher's reader, dispatcher and health pings.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
 // New returns the producer of the watcher.
 func New(deps *Deps) actor.Producer {
@@ -57,9 +41,6 @@ type death struct {
 	lease string
 	msg   *messages.ContainerDied
 }
-
-// Tasks are the watcher's reader, dispatcher and health pings.
-func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
 // Receive starts the goroutines with the actor's life (the kit stops them).
 func (a *Actor) Receive(c actor.Context) {
