@@ -4,43 +4,36 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // Metrics of reconciliation.
 type Metrics struct {
-	passes      *prometheus.CounterVec
-	lastSuccess prometheus.Gauge
-	unaccounted prometheus.Gauge
-	removed     prometheus.Counter
-	backlog     prometheus.Gauge
-	undelivered prometheus.Counter
-	diagPruned  prometheus.Counter
+	passes                            *prometheus.CounterVec
+	lastSuccess, unaccounted, backlog prometheus.Gauge
+	removed, undelivered, diagPruned  prometheus.Counter
 }
 
 // NewMetrics registers the reconciler's series.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_reconciliation_total",
-			Help: "Reconciliation passes, by outcome (ok, error)."}, []string{"outcome"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_reconciliation_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful reconciliation pass (0 before the first)."}),
-		unaccounted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_unaccounted_containers",
-			Help: "Managed containers of this installation that no journal explains, from the last pass. Never removed automatically."}),
-		removed: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_reconciliation_removed_containers_total",
-			Help: "Containers of closed leases or settled attempts removed by reconciliation (gently: stop, no force)."}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_reconciliation_removal_backlog",
-			Help: "Removal candidates the last pass left for the next (over the per-pass cap, or failed)."}),
-		diagPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_diagnostics_pruned_total",
-			Help: "Diagnostics entries deleted for being older than diagnostics_max_age."}),
-		undelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_reconciliation_undelivered_total",
-			Help: "Lease inventories the registry could not deliver (lease gone, stopped or busy)."}),
+	s := supervisors.NewSeries(reg)
+	return &Metrics{
+		passes: s.Counters("berth_reconciliation_total",
+			"Reconciliation passes, by outcome (ok, error).", "outcome", "ok", "error"),
+		lastSuccess: s.Gauge("berth_reconciliation_last_success_timestamp_seconds",
+			"Unix time of the last successful reconciliation pass (0 before the first)."),
+		unaccounted: s.Gauge("berth_unaccounted_containers",
+			"Managed containers of this installation that no journal explains, from the last pass. Never removed automatically."),
+		removed: s.Counter("berth_reconciliation_removed_containers_total",
+			"Containers of closed leases or settled attempts removed by reconciliation (gently: stop, no force)."),
+		backlog: s.Gauge("berth_reconciliation_removal_backlog",
+			"Removal candidates the last pass left for the next (over the per-pass cap, or failed)."),
+		diagPruned: s.Counter("berth_diagnostics_pruned_total",
+			"Diagnostics entries deleted for being older than diagnostics_max_age."),
+		undelivered: s.Counter("berth_reconciliation_undelivered_total",
+			"Lease inventories the registry could not deliver (lease gone, stopped or busy)."),
 	}
-	m.passes.WithLabelValues("ok")
-	m.passes.WithLabelValues("error")
-	if reg != nil {
-		reg.MustRegister(m.passes, m.lastSuccess, m.unaccounted, m.removed, m.backlog, m.undelivered, m.diagPruned)
-	}
-	return m
 }
 
 func (m *Metrics) observe(res Result, err error, now time.Time) {

@@ -1,6 +1,10 @@
 package volumehold
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/berth-dev/berth/supervisors"
+)
 
 // Metrics of held deletions.
 type Metrics struct {
@@ -10,16 +14,10 @@ type Metrics struct {
 
 // NewMetrics registers berth_volume_holds and berth_volume_hold_outcomes_total.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_volume_holds",
-			Help: "Managed volumes whose deletion is held (busy) and retried."}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_volume_hold_outcomes_total",
-			Help: "Held deletions, by outcome (held, completed)."}, []string{"outcome"}),
+	s := supervisors.NewSeries(reg)
+	return &Metrics{
+		held: s.Gauge("berth_volume_holds", "Managed volumes whose deletion is held (busy) and retried."),
+		outcomes: s.Counters("berth_volume_hold_outcomes_total",
+			"Held deletions, by outcome (held, completed).", "outcome", "held", "completed"),
 	}
-	m.outcomes.WithLabelValues("held")
-	m.outcomes.WithLabelValues("completed")
-	if reg != nil {
-		reg.MustRegister(m.held, m.outcomes)
-	}
-	return m
 }
