@@ -7,8 +7,11 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Stream is the pool's journal stream.
-const Stream = "netpool"
+// Stream is the pool's journal stream, of events of version eventVersion.
+const (
+	Stream       = "netpool"
+	eventVersion = 1
+)
 
 // Events, version 1.
 const (
@@ -22,14 +25,6 @@ const (
 	ReasonDropped  = "dropped"
 )
 
-const eventVersion = 1
-
-type bindEvent struct {
-	Network string `json:"network"`
-	Lease   string `json:"lease"`
-	Reason  string `json:"reason,omitempty"`
-}
-
 // State is the bindings: pool network ID → lease, and its index by lease.
 type State struct {
 	Bound   map[string]string `json:"bound"`
@@ -37,6 +32,13 @@ type State struct {
 }
 
 func newState() *State { return &State{Bound: map[string]string{}, byLease: map[string]string{}} }
+
+// bindEvent is the payload of both events.
+type bindEvent struct {
+	Network string `json:"network"`
+	Lease   string `json:"lease"`
+	Reason  string `json:"reason,omitempty"`
+}
 
 // Apply folds one event into the state.
 func (s *State) Apply(ev persistence.Event) error {

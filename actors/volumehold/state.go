@@ -7,16 +7,17 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Stream is the hold actor's journal stream.
-const Stream = "volumehold"
+// Stream is the hold actor's journal stream, of events of version eventVersion.
+const (
+	Stream       = "volumehold"
+	eventVersion = 1
+)
 
 // Events, version 1.
 const (
 	EvHeld = "hold.added" // a volume's destruction is held
 	EvDone = "hold.done"  // it is gone
 )
-
-const eventVersion = 1
 
 type holdEvent struct {
 	Name  string `json:"name"`
