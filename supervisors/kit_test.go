@@ -187,7 +187,7 @@ func (a *passActor) Receive(c actor.Context) {
 				}
 			}
 		}
-		spec.End = func(o Outcome) { a.ended <- o }
+		spec.End = func(o *Outcome) { a.ended <- *o }
 		a.loop = StartPeriodic(a.tasks, spec)
 	case passNow:
 		a.loop.Now()

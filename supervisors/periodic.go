@@ -43,8 +43,10 @@ type PassSpec struct {
 	// Begin runs on the actor as a pass starts and returns the pass to run off
 	// it, built from the actor's state at that moment.
 	Begin func() func(ctx context.Context) Outcome
-	// End, when set, runs on the actor with the pass's outcome.
-	End func(Outcome)
+	// End, when set, runs on the actor with the pass's outcome before it is
+	// recorded: it folds the findings in, and may amend Detail and Again with
+	// what only the folded state tells.
+	End func(*Outcome)
 }
 
 // Outcome is what a pass reports.
@@ -136,13 +138,13 @@ func (p *Periodic) Receive(msg any) bool {
 
 // done records a finished pass, lets the actor fold it in, and schedules the next.
 func (p *Periodic) done(out Outcome) {
+	p.running = false
+	if p.spec.End != nil {
+		p.spec.End(&out)
+	}
 	now := time.Now()
 	p.finished++
 	p.lastAt, p.took, p.last = now, now.Sub(p.started), out
-	p.running = false
-	if p.spec.End != nil {
-		p.spec.End(out)
-	}
 	next := out.After
 	if out.Err != nil {
 		p.fails++

@@ -12,6 +12,7 @@ package netpool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -68,15 +69,16 @@ func (s *stubRegistry) setLive(leases ...string) {
 }
 
 type harness struct {
-	t     *testing.T
-	store *persistence.Store
-	eng   *fake.Engine
-	reg   *stubRegistry
-	set   Settings
-	tree  *supervisors.Tree // nil while stopped
-	m     *Metrics          // of the running tree's pool
-	busy  *atomic.Int64     // non-nil: the engine reports this many requests in flight
-	wrap  func(dockerio.Engine) dockerio.Engine
+	t      *testing.T
+	store  *persistence.Store
+	faulty *supervisors.FaultyStore // the pool's store: fails commits on demand
+	eng    *fake.Engine
+	reg    *stubRegistry
+	set    Settings
+	tree   *supervisors.Tree // nil while stopped
+	m      *Metrics          // of the running tree's pool
+	busy   *atomic.Int64     // non-nil: the engine reports this many requests in flight
+	wrap   func(dockerio.Engine) dockerio.Engine
 }
 
 // busyEngine is the fake engine reporting berthd's requests in flight.
@@ -95,7 +97,7 @@ func newHarness(t *testing.T, size int) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	h := &harness{t: t, store: store, reg: &stubRegistry{},
+	h := &harness{t: t, store: store, faulty: &supervisors.FaultyStore{Store: store}, reg: &stubRegistry{},
 		eng: fake.New(fake.Options{InstallationID: installation, BackendName: backend}),
 		set: Settings{Size: size, Interval: time.Hour, Quiet: 2 * time.Millisecond, Budget: 2 * time.Second,
 			RegistryPath: regPath, BackendName: backend, InstallationID: installation, SnapshotEvery: 2}}
@@ -128,7 +130,7 @@ func (h *harness) startNoWait() {
 			if h.wrap != nil {
 				eng = h.wrap(eng)
 			}
-			deps := &Deps{Store: h.store, Engine: eng, Tree: tree, Settings: &set, Metrics: m, Log: zerolog.Nop(), Now: time.Now}
+			deps := &Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop(), Now: time.Now}, Store: h.faulty, Engine: eng, Settings: &set, Metrics: m}
 			return []supervisors.Spec{
 				{Name: "registry", Kind: "stub", Producer: func() actor.Actor { return h.reg }},
 				{Name: "netpool", Kind: "netpool", Producer: New(deps)},
@@ -908,5 +910,64 @@ func TestNetpool_SurplusFromAPassThatAlsoTrimmed_TrimmedAtOnce(t *testing.T) {
 	})
 	if h.op("removed") != 4 || h.free() != 1 {
 		t.Fatalf("removed %d, free %d; want 4 and 1", h.op("removed"), h.free())
+	}
+}
+
+// A claim batch whose commit fails binds nothing: every waiter of the batch
+// gets the error, the networks go back on the free list, and no binding is left
+// in memory or in the journal; once the store heals, claims bind as before.
+func TestNetpool_FailedClaimCommit_EveryWaiterErrs_NetworksFreeAgain_NothingBound(t *testing.T) {
+	h := newHarness(t, 3)
+	h.set.Quiet = time.Hour // no refill meanwhile: the three free networks are all there is
+	h.reg.setLive(leaseA, leaseB, leaseC)
+	h.start()
+	initial := h.poolNets()
+	h.faulty.FailCommits(nil, nil)
+	hold := make(chan messages.PassReport) // holds the mailbox until read: the claims form one batch
+	h.tree.Send(poolPath, &messages.GetPass{Reply: hold})
+	var replies []chan messages.NetworkClaim
+	for _, l := range []string{leaseA, leaseB, leaseA} { // A twice: two waiters on one claim
+		r := make(chan messages.NetworkClaim, 1)
+		replies = append(replies, r)
+		h.tree.Send(poolPath, &messages.ClaimNetwork{Lease: l, Bind: true, Reply: r})
+	}
+	<-hold
+	for i, r := range replies {
+		select {
+		case got := <-r:
+			if !errors.Is(got.Err, supervisors.ErrInjected) || got.ID != "" {
+				t.Fatalf("waiter %d of the failed batch got %+v, want the commit's error and no network", i, got)
+			}
+		case <-time.After(waitFor):
+			t.Fatalf("waiter %d of the failed batch never answered", i)
+		}
+	}
+	if n := h.faulty.Failed(); n != 1 {
+		t.Fatalf("%d failed commits, want the batch's one", n)
+	}
+	for _, l := range []string{leaseA, leaseB} {
+		if got := h.claim(l, false); got != "" {
+			t.Fatalf("%s holds %q in memory after its claim's commit failed", l, got)
+		}
+	}
+	if got := h.journal(); len(got) != 0 {
+		t.Fatalf("journal %v after a failed claim commit", got)
+	}
+	if h.claims("error") != 2 || h.claims("warm") != 0 {
+		t.Fatalf("claims error %d warm %d, want 2 and 0", h.claims("error"), h.claims("warm"))
+	}
+
+	// Healed: the networks the batch took are free again, each handed out once.
+	h.faulty.Heal()
+	seen := map[string]bool{}
+	for _, l := range []string{leaseA, leaseB, leaseC} {
+		id := h.claim(l, true)
+		if !slices.Contains(initial, id) || seen[id] {
+			t.Fatalf("%s got %q after heal, want one of %v not yet handed out (%v)", l, id, initial, seen)
+		}
+		seen[id] = true
+	}
+	if got := h.journal(); len(got) != 3 {
+		t.Fatalf("journal %v after heal, want the three bindings", got)
 	}
 }

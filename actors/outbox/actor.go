@@ -10,8 +10,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -75,18 +73,13 @@ type Actor struct {
 	log   zerolog.Logger
 	met   *Metrics
 
-	epoch    uint64
-	ctx      context.Context
-	cancel   context.CancelFunc
-	workers  sync.WaitGroup
+	tasks    *supervisors.Tasks
 	inFlight map[string]bool // lease → its head is being delivered
 	queued   []string        // leases with rows waiting for a delivery slot
 	isQueued map[string]bool
 	tries    map[string]*messages.DeliveryAttempts // delivery ID → attempts of a row still queued (debug.go)
 	recent   *ring                                 // recent deliveries (debug.go)
 }
-
-var epochs atomic.Uint64
 
 // New returns the producer of the outbox actor.
 func New(store *persistence.Store, set Settings, log zerolog.Logger, met *Metrics) actor.Producer {
@@ -97,38 +90,34 @@ func New(store *persistence.Store, set Settings, log zerolog.Logger, met *Metric
 
 // delivered reports the end of one delivery back to the actor.
 type delivered struct {
-	epoch uint64
 	lease string
 	row   persistence.OutboxRow
 	at    time.Time
 	err   error
 }
 
-type sweepTick struct{ epoch uint64 }
+type sweepTick struct{}
 
-// Receive handles the outbox's messages.
+// Tasks are the outbox's deliveries and its sweep.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
+// Receive handles the outbox's messages. A previous incarnation's deliveries
+// never reach it (the kit drops them); their rows are re-read anyway.
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.start(c)
-	case *actor.Restarting, *actor.Stopping:
-		a.stop()
 	case *messages.OutboxWake:
 		if m.Lease == "" {
 			a.queueAll()
 		} else {
 			a.enqueue(m.Lease)
 		}
-		a.schedule(c)
+		a.schedule()
 	case sweepTick:
-		if m.epoch == a.epoch {
-			a.queueAll()
-			a.schedule(c)
-		}
+		a.queueAll()
+		a.schedule()
 	case delivered:
-		if m.epoch != a.epoch {
-			return // a previous incarnation's delivery; its row is re-read anyway
-		}
 		delete(a.inFlight, m.lease)
 		if m.err == nil {
 			a.remember(m.row, m.at)
@@ -136,11 +125,9 @@ func (a *Actor) Receive(c actor.Context) {
 		} else {
 			a.log.Warn().Str("lease_uuid", m.lease).Err(m.err).Msg("callback not delivered; kept for the sweep")
 		}
-		a.schedule(c)
+		a.schedule()
 	case attempted:
-		if m.epoch == a.epoch {
-			a.record(m)
-		}
+		a.record(m)
 	case *messages.DebugOutbox:
 		m.Reply <- a.debug(m.Lease)
 	}
@@ -151,26 +138,18 @@ func (a *Actor) Describe() (string, int) {
 	return fmt.Sprintf("%d leases delivering, %d queued", len(a.inFlight), len(a.queued)), len(a.inFlight)
 }
 
+// start reads the rows again and sweeps every Sweep; the kit cancels in-flight
+// deliveries on a stop and waits for them: rows stay in the store, so nothing
+// is lost, and no late goroutine of this incarnation outlives it.
 func (a *Actor) start(c actor.Context) {
-	a.epoch = epochs.Add(1)
-	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.tasks = supervisors.NewTasks(c, 0)
 	a.inFlight = make(map[string]bool)
 	a.isQueued = make(map[string]bool)
 	a.tries = make(map[string]*messages.DeliveryAttempts)
 	a.recent = newRing(recentDeliveries)
 	a.queueAll()
-	a.schedule(c)
-
-	supervisors.Tick(c, a.ctx, &a.workers, a.set.Sweep, sweepTick{epoch: a.epoch})
-}
-
-// stop cancels in-flight deliveries and waits for them: rows stay in the store, so
-// nothing is lost, and no late goroutine of this incarnation outlives it.
-func (a *Actor) stop() {
-	if a.cancel != nil {
-		a.cancel()
-	}
-	a.workers.Wait()
+	a.schedule()
+	a.tasks.Every("outbox-sweep", a.set.Sweep, sweepTick{})
 }
 
 func (a *Actor) queueAll() {
@@ -194,7 +173,7 @@ func (a *Actor) enqueue(lease string) {
 
 // schedule starts deliveries for queued leases while slots are free. Only a lease's
 // head row is ever in flight, which is what keeps per-lease FIFO.
-func (a *Actor) schedule(c actor.Context) {
+func (a *Actor) schedule() {
 	for len(a.inFlight) < a.set.Parallel && len(a.queued) > 0 {
 		lease := a.queued[0]
 		a.queued = a.queued[1:]
@@ -208,19 +187,18 @@ func (a *Actor) schedule(c actor.Context) {
 			continue
 		}
 		a.inFlight[lease] = true
-		a.deliver(c, *head)
+		a.deliver(*head)
 	}
 }
 
-func (a *Actor) deliver(c actor.Context, e persistence.OutboxEntry) {
-	epoch, ctx, now := a.epoch, a.ctx, a.set.Now
-	self, sys := c.Self(), c.ActorSystem()
+func (a *Actor) deliver(e persistence.OutboxEntry) {
+	now, tasks := a.set.Now, a.tasks
 	d := &Delivery{Client: a.set.Client, Secret: a.set.Secret, Delays: a.set.Delays,
 		Deadline: a.set.Deadline, Now: a.set.Now, Observe: a.met.attempt,
 		Attempted: func(_ int, at time.Time, err error) {
-			sys.Root.Send(self, attempted{epoch: epoch, lease: e.Key.Lease, deliveryID: e.Row.DeliveryID, at: at, err: err})
+			tasks.Send(attempted{lease: e.Key.Lease, deliveryID: e.Row.DeliveryID, at: at, err: err})
 		}}
-	supervisors.Background(c, &a.workers, func() any {
+	tasks.Go("delivery", func(ctx context.Context) any {
 		err := d.Send(ctx, e.Row)
 		if err == nil {
 			// Delete exactly the delivered row; a failure here latches the store and
@@ -229,6 +207,6 @@ func (a *Actor) deliver(c actor.Context, e persistence.OutboxEntry) {
 				err = fmt.Errorf("delete delivered row: %w", derr)
 			}
 		}
-		return delivered{epoch: epoch, lease: e.Key.Lease, row: e.Row, at: now(), err: err}
+		return delivered{lease: e.Key.Lease, row: e.Row, at: now(), err: err}
 	})
 }

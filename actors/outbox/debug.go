@@ -23,7 +23,6 @@ const (
 
 // attempted reports one attempt of a delivery back to the actor.
 type attempted struct {
-	epoch      uint64
 	lease      string
 	deliveryID string
 	at         time.Time

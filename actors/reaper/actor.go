@@ -12,70 +12,29 @@ package reaper
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Settings of the reaper.
-type Settings struct {
-	Interval            time.Duration // retention_reap_interval
-	OrphanConfirmations int           // retention_orphan_confirmations (0: never prune)
-	PassTimeout         time.Duration
-	RegistryPath        string
-	VolumeHoldPath      string
-}
-
-// Deps are the reaper's collaborators.
-type Deps struct {
-	Volumes  dockerio.Volumes
-	Tree     *supervisors.Tree
-	Settings *Settings
-	Metrics  *Metrics
-	Log      zerolog.Logger
-	Now      func() time.Time
-}
-
-// Actor is the reaper.
+// Actor is the reaper's pass and what it remembers between sweeps;
+// supervisors.PassActor runs it.
 type Actor struct {
-	deps   *Deps
-	set    *Settings
-	log    zerolog.Logger
-	epoch  uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	passes supervisors.Passes
+	*Deps
 	misses map[string]int // active records seen volume-less, consecutive sweeps (pass goroutine only)
-	done   int
-	last   string
 }
 
-var epochs atomic.Uint64
-
-// New returns the producer of the reaper.
+// New returns the producer of the reaper: a sweep at start, every Interval
+// and on ReapNow.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reaper").Logger()}
+		a := &Actor{Deps: deps, misses: map[string]int{}}
+		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reaper", Interval: a.Settings.Interval,
+			Timeout: a.Settings.PassTimeout, Begin: a.begin, End: a.end}, On: supervisors.NowOn[messages.ReapNow]}
 	}
-}
-
-type tick struct{ epoch uint64 }
-
-type passDone struct {
-	epoch uint64
-	res   Result
-	err   error
 }
 
 // Result summarises one sweep.
@@ -86,210 +45,20 @@ type Result struct {
 	Unaccounted int
 }
 
-// Receive handles the reaper's messages.
-func (a *Actor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		a.epoch = epochs.Add(1)
-		a.ctx, a.cancel = context.WithCancel(context.Background())
-		a.misses = map[string]int{}
-		supervisors.Tick(c, a.ctx, &a.wg, a.set.Interval, tick{epoch: a.epoch})
-		a.pass(c)
-	case *actor.Restarting, *actor.Stopping:
-		a.cancel()
-		a.wg.Wait()
-	case messages.ReapNow:
-		a.pass(c)
-	case tick:
-		if m.epoch == a.epoch {
-			a.pass(c)
-		}
-	case passDone:
-		if m.epoch != a.epoch {
-			return
-		}
-		a.done++
-		detail := ""
-		if m.err != nil {
-			a.last = "error: " + m.err.Error()
-			a.deps.Metrics.sweeps.WithLabelValues("error").Inc()
-			a.log.Warn().Err(m.err).Msg("retention sweep failed")
-		} else {
-			detail = fmt.Sprintf("%d reaped, %d held, %d pruned, %d unaccounted", m.res.Reaped, m.res.Held, m.res.Pruned, m.res.Unaccounted)
-			a.last = "ok: " + detail
-			a.deps.Metrics.sweeps.WithLabelValues("ok").Inc()
-		}
-		if a.passes.Finish(m.err, detail) {
-			a.pass(c)
-		}
-	case *messages.GetPass:
-		m.Reply <- a.passes.Report("reaper", a.set.Interval)
-	}
-}
-
-// Describe summarises the reaper for /debug/actors.
-func (a *Actor) Describe() (string, int) {
-	return fmt.Sprintf("%d sweeps, last %s", a.done, a.last), a.passes.InFlight()
-}
-
-func (a *Actor) pass(c actor.Context) {
-	epoch, parent := a.epoch, a.ctx
-	a.passes.Start(c, &a.wg, func() any {
-		ctx, cancel := context.WithTimeout(parent, a.set.PassTimeout)
-		defer cancel()
+func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
+	return func(ctx context.Context) supervisors.Outcome {
 		res, err := a.run(ctx)
-		return passDone{epoch: epoch, res: res, err: err}
-	})
+		return supervisors.Outcome{Err: err, Value: res, Detail: fmt.Sprintf("%d reaped, %d held, %d pruned, %d unaccounted",
+			res.Reaped, res.Held, res.Pruned, res.Unaccounted)}
+	}
 }
 
-// run is one sweep, off the actor goroutine.
-func (a *Actor) run(ctx context.Context) (Result, error) {
-	var res Result
-	rep, err := supervisors.Ask(ctx, a.deps.Tree, a.set.RegistryPath, 30*time.Second,
-		func(r chan<- messages.RetentionSweepReply) any {
-			return &messages.RetentionSweep{Now: a.deps.Now(), Reply: r}
-		})
-	if err != nil {
-		return res, fmt.Errorf("ask the registry: %w", err)
+// end counts the sweep: the sum of its outcomes is the reaper's heartbeat.
+func (a *Actor) end(out *supervisors.Outcome) {
+	if out.Err != nil {
+		a.Metrics.sweeps.WithLabelValues("error").Inc()
+		a.Log.Warn().Err(out.Err).Msg("retention sweep failed")
+		return
 	}
-	a.deps.Metrics.observe(rep)
-	if a.deps.Volumes == nil {
-		return res, nil
-	}
-	var errs []error
-	for _, rec := range rep.Reaping {
-		gone := true
-		for _, v := range rec.Volumes {
-			err := a.deps.Volumes.Destroy(ctx, v.Name)
-			switch {
-			case err == nil:
-			case errors.Is(err, dockerio.ErrVolumeBusy):
-				gone = false
-				res.Held++
-				a.deps.Tree.Send(a.set.VolumeHoldPath, &messages.HoldVolume{Name: v.Name, Owner: "retention:" + rec.Lease})
-			default:
-				gone = false
-				a.deps.Metrics.leaked.Inc()
-				errs = append(errs, fmt.Errorf("destroy %s of retained lease %s: %w", v.Name, rec.Lease, err))
-			}
-		}
-		if gone {
-			res.Reaped++
-			a.deps.Tree.Send(a.set.RegistryPath, &messages.RetentionReaped{Lease: rec.Lease})
-		}
-	}
-
-	names, err := a.deps.Volumes.List(ctx)
-	if err != nil {
-		// Fail safe: a root that cannot be listed prunes nothing.
-		a.deps.Metrics.orphanSkips.WithLabelValues("list_error").Inc()
-		errs = append(errs, fmt.Errorf("list the volume root: %w", err))
-		return res, errors.Join(errs...)
-	}
-	present := make(map[string]bool, len(names))
-	for _, n := range names {
-		present[n] = true
-	}
-	explained := make(map[string]bool, len(names))
-	for _, n := range rep.Live {
-		explained[n] = true
-	}
-	seen := map[string]bool{}
-	for _, rec := range append(append([]messages.RetentionRecord(nil), rep.Reaping...), rep.Active...) {
-		for _, v := range rec.Volumes {
-			explained[v.Name] = true
-		}
-	}
-	for _, rec := range rep.Active {
-		seen[rec.Lease] = true
-		missing := len(rec.Volumes) > 0
-		for _, v := range rec.Volumes {
-			if present[v.Name] {
-				missing = false
-			}
-		}
-		if !missing {
-			delete(a.misses, rec.Lease)
-			continue
-		}
-		a.misses[rec.Lease]++
-		if n := a.set.OrphanConfirmations; n > 0 && a.misses[rec.Lease] >= n {
-			res.Pruned++
-			a.deps.Metrics.orphansPruned.Inc()
-			delete(a.misses, rec.Lease)
-			a.deps.Tree.Send(a.set.RegistryPath, &messages.RetentionOrphaned{Lease: rec.Lease})
-		}
-	}
-	for l := range a.misses {
-		if !seen[l] {
-			delete(a.misses, l)
-		}
-	}
-	for _, n := range names {
-		if !explained[n] {
-			res.Unaccounted++
-			a.log.Warn().Str("volume", n).Msg("managed volume no lease or retention record explains; left for an operator")
-		}
-	}
-	a.deps.Metrics.unaccounted.Set(float64(res.Unaccounted))
-	return res, errors.Join(errs...)
-}
-
-// Metrics of retention (berth_retention_*), held and unaccounted volumes.
-type Metrics struct {
-	sweeps        *prometheus.CounterVec
-	retained      prometheus.Gauge
-	retainedBytes prometheus.Gauge
-	reaping       prometheus.Gauge
-	reapingBytes  prometheus.Gauge
-	leaked        prometheus.Counter
-	orphansPruned prometheus.Counter
-	orphanSkips   *prometheus.CounterVec
-	unaccounted   prometheus.Gauge
-}
-
-// NewMetrics registers the reaper's series.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_retention_sweep_total",
-			Help: "Retention sweeps, by outcome (ok, error); their sum is the reaper's heartbeat."}, []string{"outcome"}),
-		retained: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_retained_leases",
-			Help: "Retention records that are active or being restored, at the last sweep."}),
-		retainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_retained_bytes",
-			Help: "Bytes the active and restoring retention records hold, measured at close."}),
-		reaping: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_reaping_leases",
-			Help: "Retention records whose volumes are being destroyed (still counted in the pool)."}),
-		reapingBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_retention_reaping_bytes",
-			Help: "Bytes of the reaping records."}),
-		leaked: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_retention_leaked_total",
-			Help: "Failed destroys of retained volumes (other than busy); the record stays reaping and is retried."}),
-		orphansPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_retention_orphans_pruned_total",
-			Help: "Retention records pruned because their volumes vanished out of band."}),
-		orphanSkips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_retention_orphan_skips_total",
-			Help: "Sweeps that skipped orphan pruning, by reason."}, []string{"reason"}),
-		unaccounted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_unaccounted_volumes",
-			Help: "Managed volumes under the volume root that no live lease or retention record explains. Never destroyed automatically."}),
-	}
-	m.sweeps.WithLabelValues("ok")
-	m.sweeps.WithLabelValues("error")
-	m.orphanSkips.WithLabelValues("list_error")
-	if reg != nil {
-		reg.MustRegister(m.sweeps, m.retained, m.retainedBytes, m.reaping, m.reapingBytes, m.leaked, m.orphansPruned,
-			m.orphanSkips, m.unaccounted)
-	}
-	return m
-}
-
-func (m *Metrics) observe(rep messages.RetentionSweepReply) {
-	var rb, pb int64
-	for _, r := range rep.Active {
-		rb += r.UsedBytes()
-	}
-	for _, r := range rep.Reaping {
-		pb += r.UsedBytes()
-	}
-	m.retained.Set(float64(len(rep.Active)))
-	m.retainedBytes.Set(float64(rb))
-	m.reaping.Set(float64(len(rep.Reaping)))
-	m.reapingBytes.Set(float64(pb))
+	a.Metrics.sweeps.WithLabelValues("ok").Inc()
 }

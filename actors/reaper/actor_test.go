@@ -93,7 +93,7 @@ func newHarness(t *testing.T, confirmations int, initial messages.RetentionSweep
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
-			deps := &Deps{Volumes: h.vols, Tree: tree, Metrics: h.m, Log: zerolog.Nop(), Now: time.Now,
+			deps := &Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop(), Now: time.Now}, Volumes: h.vols, Metrics: h.m,
 				Settings: &Settings{Interval: time.Hour, OrphanConfirmations: confirmations, PassTimeout: 10 * time.Second,
 					RegistryPath: regPath, VolumeHoldPath: holdPath}}
 			return []supervisors.Spec{

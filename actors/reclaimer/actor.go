@@ -17,7 +17,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -37,51 +36,34 @@ type Settings struct {
 
 // Deps are the reclaimer's collaborators.
 type Deps struct {
+	supervisors.Env
 	Engine   dockerio.Engine
-	Tree     *supervisors.Tree
 	Settings *Settings
 	Metrics  *Metrics
-	Log      zerolog.Logger
 }
 
-// Actor is the reclaimer.
+// Actor is the reclaimer's pass; supervisors.PassActor runs it.
 type Actor struct {
-	deps  *Deps
-	set   *Settings
-	log   zerolog.Logger
-	tasks *supervisors.Tasks
-	loop  *supervisors.Periodic
+	*Deps
 }
 
 // defaultParallel is how many removals a pass keeps in flight.
 const defaultParallel = 4
 
-// New returns the producer of the reclaimer.
+// New returns the producer of the reclaimer: a pass at start, every Interval,
+// and AfterClose after a lease is gone.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reclaimer").Logger()}
+		a := &Actor{Deps: deps}
+		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reclaimer", Interval: a.Settings.Interval,
+			Timeout: a.Settings.Budget, Begin: a.begin},
+			On: func(loop *supervisors.Periodic, msg any) {
+				if _, ok := msg.(*messages.LeaseGone); ok {
+					loop.Soon(a.Settings.AfterClose)
+				}
+			}}
 	}
 }
-
-// Tasks are the reclaimer's goroutines and timers.
-func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
-
-// Receive handles the reclaimer's messages.
-func (a *Actor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		a.tasks = supervisors.NewTasks(c, 0)
-		a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "reclaimer",
-			Interval: a.set.Interval, Timeout: a.set.Budget, Begin: a.begin})
-	case *messages.LeaseGone:
-		a.loop.Soon(a.set.AfterClose)
-	default:
-		a.loop.Receive(m)
-	}
-}
-
-// Describe summarises the reclaimer for /debug/actors.
-func (a *Actor) Describe() (string, int) { return a.loop.Describe() }
 
 // begin is one pass: a pass that runs out of budget with candidates left starts
 // the next at once.
@@ -89,7 +71,7 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 	return func(ctx context.Context) supervisors.Outcome {
 		removed, err := a.run(ctx)
 		if err != nil {
-			a.log.Warn().Err(err).Msg("network reclamation pass incomplete")
+			a.Log.Warn().Err(err).Msg("network reclamation pass incomplete")
 			return supervisors.Outcome{Err: err, Again: errors.Is(err, errBudget)}
 		}
 		return supervisors.Outcome{Detail: fmt.Sprintf("%d networks removed", removed)}
@@ -99,19 +81,19 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 var errBudget = errors.New("budget exhausted with candidates left")
 
 func (a *Actor) run(ctx context.Context) (int, error) {
-	isLive, err := supervisors.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, 10*time.Second)
+	isLive, err := supervisors.LiveLeases(ctx, a.Tree, a.Settings.RegistryPath, 10*time.Second)
 	if err != nil {
 		return 0, err
 	}
-	nets, err := a.deps.Engine.LeaseNetworks(ctx)
+	nets, err := a.Engine.LeaseNetworks(ctx)
 	if err != nil {
-		a.deps.Metrics.outcome("list_error")
+		a.Metrics.outcome("list_error")
 		return 0, fmt.Errorf("list networks: %w", err)
 	}
 	var removed atomic.Int64
 	work := make(chan dockerio.Network)
 	var wg sync.WaitGroup
-	parallel := a.set.Parallel
+	parallel := a.Settings.Parallel
 	if parallel <= 0 {
 		parallel = defaultParallel
 	}
@@ -129,7 +111,7 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 	left := false
 	for _, n := range nets {
 		if isLive[n.Labels[dockerio.LabelLease]] {
-			a.deps.Metrics.outcome("lease_active")
+			a.Metrics.outcome("lease_active")
 			continue
 		}
 		select {
@@ -143,7 +125,7 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 	close(work)
 	wg.Wait()
 	if left || ctx.Err() != nil {
-		a.deps.Metrics.outcome("budget_exhausted")
+		a.Metrics.outcome("budget_exhausted")
 		return int(removed.Load()), fmt.Errorf("%w: %w", errBudget, ctx.Err())
 	}
 	return int(removed.Load()), nil
@@ -153,25 +135,25 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 // removing it; it reports whether the network was removed.
 func (a *Actor) reclaim(ctx context.Context, n dockerio.Network) bool {
 	leaseID := n.Labels[dockerio.LabelLease]
-	cur, err := a.deps.Engine.InspectNetwork(ctx, n.ID)
+	cur, err := a.Engine.InspectNetwork(ctx, n.ID)
 	switch {
 	case err != nil:
-		a.deps.Metrics.outcome("absent")
+		a.Metrics.outcome("absent")
 		return false
-	case !owned(cur, leaseID, a.set):
-		a.deps.Metrics.outcome("error")
-		a.log.Warn().Str("network", n.ID).Msg("network no longer carries our ownership labels; left in place")
+	case !owned(cur, leaseID, a.Settings):
+		a.Metrics.outcome("error")
+		a.Log.Warn().Str("network", n.ID).Msg("network no longer carries our ownership labels; left in place")
 		return false
 	case cur.Containers > 0:
-		a.deps.Metrics.outcome("in_use")
+		a.Metrics.outcome("in_use")
 		return false
 	}
-	if err := a.deps.Engine.RemoveNetwork(ctx, cur.ID); err != nil {
-		a.deps.Metrics.outcome("error")
-		a.log.Warn().Err(err).Str("network", cur.ID).Msg("remove network")
+	if err := a.Engine.RemoveNetwork(ctx, cur.ID); err != nil {
+		a.Metrics.outcome("error")
+		a.Log.Warn().Err(err).Str("network", cur.ID).Msg("remove network")
 		return false
 	}
-	a.deps.Metrics.outcome("removed")
+	a.Metrics.outcome("removed")
 	return true
 }
 

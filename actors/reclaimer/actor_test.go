@@ -62,7 +62,7 @@ func TestReclaimer_MassCloseBeyondOnePassBudget_AllRemovedWithoutWaitingAnInterv
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
-			deps := &Deps{Engine: eng, Tree: tree, Metrics: m, Log: zerolog.Nop(), Settings: &Settings{
+			deps := &Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop()}, Engine: eng, Metrics: m, Settings: &Settings{
 				Interval: time.Hour, AfterClose: time.Hour, Budget: 150 * time.Millisecond,
 				InstallationID: installation, BackendName: backend, RegistryPath: regPath}}
 			return []supervisors.Spec{

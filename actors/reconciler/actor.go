@@ -15,77 +15,30 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Settings of the reconciler.
-type Settings struct {
-	Interval          time.Duration // reconcile_interval
-	PassTimeout       time.Duration // one pass, Docker list included
-	AckTimeout        time.Duration // how long leases have to act on their inventory
-	RegistryPath      string
-	StopTimeout       time.Duration // container_stop_timeout: the grace of every automatic removal
-	MaxRemovals       int           // automatic removals per pass (100)
-	RemoveTimeout     time.Duration // deadline of each removal (30 s)
-	DiagnosticsMaxAge time.Duration // diagnostics_max_age; 0 = never pruned
-	PruneEvery        time.Duration // how often diagnostics.db is pruned (1 h)
-}
-
-// Deps are the reconciler's collaborators.
-type Deps struct {
-	Engine   dockerio.Engine
-	Diag     *persistence.Diagnostics // nil: nothing to prune
-	Tree     *supervisors.Tree
-	Settings *Settings
-	Metrics  *Metrics
-	Log      zerolog.Logger
-	Now      func() time.Time
-	// ClosedReceipt reports whether a lease's journal ends in a closed receipt:
-	// the only authority to remove containers of a lease nobody runs.
-	ClosedReceipt func(lease string) (bool, error)
-}
-
-// Actor is the reconciler.
+// Actor is the reconciler's pass; supervisors.PassActor runs it.
 type Actor struct {
-	deps   *Deps
-	set    *Settings
-	log    zerolog.Logger
-	epoch  uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	passes supervisors.Passes
-	done   int // passes completed
-	last   string
+	*Deps
 	pruned time.Time // last diagnostics prune (pass goroutine only)
 }
 
-var epochs atomic.Uint64
-
-// New returns the producer of the reconciler.
+// New returns the producer of the reconciler: a pass at start (a restarted
+// reconciler re-establishes the registry's readiness too), every Interval and
+// on RecoverNow.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "reconciler").Logger()}
+		a := &Actor{Deps: deps}
+		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reconciler", Interval: a.Settings.Interval,
+			Timeout: a.Settings.PassTimeout, Begin: a.begin, End: a.end}, On: supervisors.NowOn[messages.RecoverNow]}
 	}
-}
-
-type tick struct{ epoch uint64 }
-
-type passDone struct {
-	epoch uint64
-	res   Result
-	err   error
 }
 
 // Result summarises one pass.
@@ -98,72 +51,35 @@ type Result struct {
 	Undelivered int // leases whose inventory could not be delivered or acknowledged
 }
 
-// Receive handles the reconciler's messages.
-func (a *Actor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		a.epoch = epochs.Add(1)
-		a.ctx, a.cancel = context.WithCancel(context.Background())
-		supervisors.Tick(c, a.ctx, &a.wg, a.set.Interval, tick{epoch: a.epoch})
-		a.pass(c) // a restarted reconciler re-establishes the registry's readiness too
-	case *actor.Restarting, *actor.Stopping:
-		a.cancel()
-		a.wg.Wait()
-	case messages.RecoverNow:
-		a.pass(c)
-	case tick:
-		if m.epoch == a.epoch {
-			a.pass(c)
-		}
-	case passDone:
-		if m.epoch != a.epoch {
-			return
-		}
-		a.done++
-		a.deps.Metrics.observe(m.res, m.err, a.deps.Now())
-		detail := ""
-		if m.err != nil {
-			a.last = "error: " + m.err.Error()
-			a.log.Warn().Err(m.err).Msg("reconciliation pass failed")
-		} else {
-			detail = fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
-				m.res.Leases, m.res.Containers, m.res.Removed, m.res.Backlog, m.res.Unaccounted)
-			a.last = "ok: " + detail
-			// Only a complete pass makes accounting whole.
-			a.deps.Tree.Send(a.set.RegistryPath, messages.Recovered{})
-		}
-		a.deps.Tree.Send(a.set.RegistryPath, messages.RetryStopped{})
-		if a.passes.Finish(m.err, detail) {
-			a.pass(c)
-		}
-	case *messages.GetPass:
-		m.Reply <- a.passes.Report("reconciler", a.set.Interval)
+func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
+	return func(ctx context.Context) supervisors.Outcome {
+		res, err := a.run(ctx)
+		return supervisors.Outcome{Err: err, Value: res, Detail: fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
+			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted)}
 	}
 }
 
-// Describe summarises the reconciler for /debug/actors.
-func (a *Actor) Describe() (string, int) {
-	return fmt.Sprintf("%d passes, last %s", a.done, a.last), a.passes.InFlight()
-}
-
-func (a *Actor) pass(c actor.Context) {
-	epoch, parent := a.epoch, a.ctx
-	a.passes.Start(c, &a.wg, func() any {
-		ctx, cancel := context.WithTimeout(parent, a.set.PassTimeout)
-		defer cancel()
-		res, err := a.run(ctx)
-		return passDone{epoch: epoch, res: res, err: err}
-	})
+// end tells the registry: Recovered after a complete pass (only that makes
+// accounting whole), RetryStopped after every pass.
+func (a *Actor) end(out *supervisors.Outcome) {
+	res, _ := out.Value.(Result)
+	a.Metrics.observe(res, out.Err, a.Now())
+	if out.Err != nil {
+		a.Log.Warn().Err(out.Err).Msg("reconciliation pass failed")
+	} else {
+		a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{})
+	}
+	a.Tree.Send(a.Settings.RegistryPath, messages.RetryStopped{})
 }
 
 // run is one pass, off the actor goroutine.
 func (a *Actor) run(ctx context.Context) (Result, error) {
 	var res Result
-	isLive, err := supervisors.LiveLeases(ctx, a.deps.Tree, a.set.RegistryPath, a.set.AckTimeout)
+	isLive, err := supervisors.LiveLeases(ctx, a.Tree, a.Settings.RegistryPath, a.Settings.AckTimeout)
 	if err != nil {
 		return res, err
 	}
-	containers, err := a.deps.Engine.ListManaged(ctx)
+	containers, err := a.Engine.ListManaged(ctx)
 	if err != nil {
 		return res, fmt.Errorf("list containers: %w", err)
 	}
@@ -179,17 +95,17 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 	for id := range isLive {
 		ack := make(chan messages.InventoryAck, 1)
 		acks = append(acks, ack)
-		a.deps.Tree.Send(a.set.RegistryPath, &messages.Deliver{
+		a.Tree.Send(a.Settings.RegistryPath, &messages.Deliver{
 			Lease: id,
 			Msg:   &messages.Inventory{Containers: byLease[id], Reply: ack},
 			Dropped: func() {
 				ack <- messages.InventoryAck{}
-				a.deps.Metrics.undelivered.Inc()
+				a.Metrics.undelivered.Inc()
 			},
 		})
 	}
 	var remove []string
-	timeout := time.NewTimer(a.set.AckTimeout)
+	timeout := time.NewTimer(a.Settings.AckTimeout)
 	defer timeout.Stop()
 wait:
 	for i, ack := range acks {
@@ -199,14 +115,26 @@ wait:
 		case <-timeout.C:
 			// A lease that closed meanwhile never acts on it; the next pass looks again.
 			res.Undelivered = len(acks) - i
-			a.log.Warn().Int("leases", res.Undelivered).Msg("leases did not act on their inventory in time")
+			a.Log.Warn().Int("leases", res.Undelivered).Msg("leases did not act on their inventory in time")
 			break wait
 		case <-ctx.Done():
 			return res, ctx.Err()
 		}
 	}
 
-	// Containers of leases no live lease owns: removed only by a closed receipt.
+	closed, err := a.closedOrphans(byLease, isLive, &res)
+	if err != nil {
+		return res, err
+	}
+	remove = append(remove, closed...)
+	res.Removed, res.Backlog = a.removeBounded(ctx, remove)
+	a.pruneDiagnostics()
+	return res, nil
+}
+
+// closedOrphans are the containers of leases no live lease owns that a closed
+// receipt lets go; the rest are counted unaccounted and left alone.
+func (a *Actor) closedOrphans(byLease map[string][]dockerio.Container, isLive map[string]bool, res *Result) (remove []string, err error) {
 	var orphans []string
 	for id := range byLease {
 		if !isLive[id] {
@@ -218,14 +146,14 @@ wait:
 		ctrs := byLease[id]
 		closed := false
 		if messages.ValidLeaseID(id) {
-			if closed, err = a.deps.ClosedReceipt(id); err != nil {
-				return res, fmt.Errorf("read lease %s: %w", id, err)
+			if closed, err = a.ClosedReceipt(id); err != nil {
+				return nil, fmt.Errorf("read lease %s: %w", id, err)
 			}
 		}
 		if !closed {
 			res.Unaccounted += len(ctrs)
 			for _, ctr := range ctrs {
-				a.log.Warn().Str("lease_uuid", id).Str("container", ctr.ID).Str("name", ctr.Name).
+				a.Log.Warn().Str("lease_uuid", id).Str("container", ctr.ID).Str("name", ctr.Name).
 					Msg("managed container no journal explains; left for an operator")
 			}
 			continue
@@ -234,9 +162,7 @@ wait:
 			remove = append(remove, ctr.ID)
 		}
 	}
-	res.Removed, res.Backlog = a.removeBounded(ctx, remove)
-	a.pruneDiagnostics()
-	return res, nil
+	return remove, nil
 }
 
 // removeBounded stops and removes candidates gently, at most MaxRemovals of them,
@@ -244,23 +170,23 @@ wait:
 // the next pass.
 func (a *Actor) removeBounded(ctx context.Context, ids []string) (removed, backlog int) {
 	for i, id := range ids {
-		if i >= a.set.MaxRemovals || ctx.Err() != nil {
+		if i >= a.Settings.MaxRemovals || ctx.Err() != nil {
 			backlog += len(ids) - i
 			break
 		}
-		rctx, cancel := context.WithTimeout(ctx, a.set.RemoveTimeout)
-		err := a.deps.Engine.StopRemove(rctx, id, a.set.StopTimeout)
+		rctx, cancel := context.WithTimeout(ctx, a.Settings.RemoveTimeout)
+		err := a.Engine.StopRemove(rctx, id, a.Settings.StopTimeout)
 		cancel()
 		if err != nil {
 			backlog++
-			a.log.Warn().Err(err).Str("container", id).Msg("automatic removal failed; retried next pass")
+			a.Log.Warn().Err(err).Str("container", id).Msg("automatic removal failed; retried next pass")
 			continue
 		}
 		removed++
-		a.log.Info().Str("container", id).Msg("removed a container of a closed lease or a settled attempt")
+		a.Log.Info().Str("container", id).Msg("removed a container of a closed lease or a settled attempt")
 	}
 	if backlog > 0 {
-		a.log.Info().Int("left", backlog).Msg("automatic removals left for the next pass")
+		a.Log.Info().Int("left", backlog).Msg("automatic removals left for the next pass")
 	}
 	return removed, backlog
 }
@@ -268,70 +194,21 @@ func (a *Actor) removeBounded(ctx context.Context, ids []string) (removed, backl
 // pruneDiagnostics deletes diagnostics older than diagnostics_max_age, at most once
 // per PruneEvery. Diagnostics carry no authority: a failed prune is only logged.
 func (a *Actor) pruneDiagnostics() {
-	if a.deps.Diag == nil || a.set.DiagnosticsMaxAge <= 0 {
+	if a.Diag == nil || a.Settings.DiagnosticsMaxAge <= 0 {
 		return
 	}
-	now := a.deps.Now()
-	if !a.pruned.IsZero() && now.Sub(a.pruned) < a.set.PruneEvery {
+	now := a.Now()
+	if !a.pruned.IsZero() && now.Sub(a.pruned) < a.Settings.PruneEvery {
 		return
 	}
 	a.pruned = now
-	n, err := a.deps.Diag.Prune(now.Add(-a.set.DiagnosticsMaxAge))
+	n, err := a.Diag.Prune(now.Add(-a.Settings.DiagnosticsMaxAge))
 	if err != nil {
-		a.log.Warn().Err(err).Msg("prune diagnostics")
+		a.Log.Warn().Err(err).Msg("prune diagnostics")
 		return
 	}
-	a.deps.Metrics.diagPruned.Add(float64(n))
+	a.Metrics.diagPruned.Add(float64(n))
 	if n > 0 {
-		a.log.Info().Int("entries", n).Msg("pruned old diagnostics")
+		a.Log.Info().Int("entries", n).Msg("pruned old diagnostics")
 	}
-}
-
-// Metrics of reconciliation.
-type Metrics struct {
-	passes      *prometheus.CounterVec
-	lastSuccess prometheus.Gauge
-	unaccounted prometheus.Gauge
-	removed     prometheus.Counter
-	backlog     prometheus.Gauge
-	undelivered prometheus.Counter
-	diagPruned  prometheus.Counter
-}
-
-// NewMetrics registers the reconciler's series.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_reconciliation_total",
-			Help: "Reconciliation passes, by outcome (ok, error)."}, []string{"outcome"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_reconciliation_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful reconciliation pass (0 before the first)."}),
-		unaccounted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_unaccounted_containers",
-			Help: "Managed containers of this installation that no journal explains, from the last pass. Never removed automatically."}),
-		removed: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_reconciliation_removed_containers_total",
-			Help: "Containers of closed leases or settled attempts removed by reconciliation (gently: stop, no force)."}),
-		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_reconciliation_removal_backlog",
-			Help: "Removal candidates the last pass left for the next (over the per-pass cap, or failed)."}),
-		diagPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_diagnostics_pruned_total",
-			Help: "Diagnostics entries deleted for being older than diagnostics_max_age."}),
-		undelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_reconciliation_undelivered_total",
-			Help: "Lease inventories the registry could not deliver (lease gone, stopped or busy)."}),
-	}
-	m.passes.WithLabelValues("ok")
-	m.passes.WithLabelValues("error")
-	if reg != nil {
-		reg.MustRegister(m.passes, m.lastSuccess, m.unaccounted, m.removed, m.backlog, m.undelivered, m.diagPruned)
-	}
-	return m
-}
-
-func (m *Metrics) observe(res Result, err error, now time.Time) {
-	if err != nil {
-		m.passes.WithLabelValues("error").Inc()
-		return
-	}
-	m.passes.WithLabelValues("ok").Inc()
-	m.lastSuccess.Set(float64(now.Unix()))
-	m.unaccounted.Set(float64(res.Unaccounted))
-	m.removed.Add(float64(res.Removed))
-	m.backlog.Set(float64(res.Backlog))
 }

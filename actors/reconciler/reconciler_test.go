@@ -17,6 +17,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 const installation = "6f7a3c1e-2b4d-4e8f-9a0b-1c2d3e4f5a6b"
@@ -49,9 +50,9 @@ func launch(t *testing.T, e *fake.Engine, n int) []string {
 }
 
 func newTestActor(e dockerio.Engine, diag *persistence.Diagnostics, now func() time.Time) *Actor {
-	return &Actor{deps: &Deps{Engine: e, Diag: diag, Now: now, Metrics: NewMetrics(nil), Log: zerolog.Nop()},
-		set: &Settings{StopTimeout: time.Second, MaxRemovals: 100, RemoveTimeout: 30 * time.Second,
-			DiagnosticsMaxAge: time.Hour, PruneEvery: time.Hour}, log: zerolog.Nop()}
+	return &Actor{Deps: &Deps{Env: supervisors.Env{Log: zerolog.Nop(), Now: now}, Engine: e, Diag: diag, Metrics: NewMetrics(nil),
+		Settings: &Settings{StopTimeout: time.Second, MaxRemovals: 100, RemoveTimeout: 30 * time.Second,
+			DiagnosticsMaxAge: time.Hour, PruneEvery: time.Hour}}}
 }
 
 // TestRemoveBounded_AtMost100PerPass_GentleAndTheRestLeftForTheNext: 150

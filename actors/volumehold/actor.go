@@ -1,7 +1,7 @@
 // Package volumehold holds the deletions of managed volumes that could not be
 // destroyed when asked (busy: a process holds a file open, a mount lingers): a
 // held volume is never forgotten. Each hold is journaled in the "volumehold"
-// stream before it is retried, retried with backoff (1 s doubling to 1 min) while
+// stream before it is retried, retried with backoff (1 s doubling to 1 min, jittered) while
 // the daemon serves, and survives a restart; when the volume is gone the hold is
 // journaled done and its owner told (through the registry): a close waiting on it
 // finishes, a reaped retention record is deleted. While a hold lasts its owner
@@ -11,129 +11,38 @@ package volumehold
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"sync"
-	"sync/atomic"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Stream is the hold actor's journal stream.
-const Stream = "volumehold"
-
-// Events, version 1.
-const (
-	EvHeld = "hold.added" // a volume's destruction is held
-	EvDone = "hold.done"  // it is gone
-)
-
-const eventVersion = 1
-
-type holdEvent struct {
-	Name  string `json:"name"`
-	Owner string `json:"owner,omitempty"`
-}
-
-// State is the held volumes by name → owner.
-type State struct {
-	Holds map[string]string `json:"holds"`
-}
-
-func newState() *State { return &State{Holds: map[string]string{}} }
-
-// Apply folds one event into the state.
-func (s *State) Apply(ev persistence.Event) error {
-	if ev.V != eventVersion {
-		return fmt.Errorf("event %s: version %d not supported (this berthd reads %d)", ev.Type, ev.V, eventVersion)
-	}
-	var e holdEvent
-	if err := json.Unmarshal(ev.Data, &e); err != nil || e.Name == "" {
-		return fmt.Errorf("event %s: malformed", ev.Type)
-	}
-	switch ev.Type {
-	case EvHeld:
-		s.Holds[e.Name] = e.Owner
-	case EvDone:
-		if _, ok := s.Holds[e.Name]; !ok {
-			return fmt.Errorf("event %s: %s is not held", ev.Type, e.Name)
-		}
-		delete(s.Holds, e.Name)
-	default:
-		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
-	}
-	return nil
-}
-
-// Load rebuilds the holds from the stream.
-func Load(store *persistence.Store) (*State, uint64, error) {
-	st := newState()
-	seq, err := store.LoadState(Stream, eventVersion, st, func() {
-		if st.Holds == nil {
-			st.Holds = map[string]string{}
-		}
-	}, st.Apply)
-	if err != nil {
-		return nil, 0, err
-	}
-	return st, seq, nil
-}
-
-// Settings of the hold actor.
-type Settings struct {
-	RegistryPath string
-	BackoffBase  time.Duration // 1 s
-	BackoffCap   time.Duration // 1 min
-}
-
-// Deps are its collaborators.
-type Deps struct {
-	Store    *persistence.Store
-	Volumes  dockerio.Volumes
-	Tree     *supervisors.Tree
-	Settings *Settings
-	Metrics  *Metrics
-	Log      zerolog.Logger
-	Now      func() time.Time
-}
+// gone is a retry loop's report that its volume is destroyed.
+type gone struct{ name string }
 
 // Actor is the volume hold actor.
 type Actor struct {
-	deps    *Deps
-	set     *Settings
-	log     zerolog.Logger
-	st      *State
-	journal persistence.Cursor
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	*Deps
+	tasks   *supervisors.Tasks
+	journal *supervisors.Journal[*State]
 	running map[string]bool // holds with a retry loop
-	epoch   uint64
 }
 
-var epochs atomic.Uint64
+// Tasks are the hold actor's retry loops.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
 // New returns the producer of the hold actor.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "volumehold").Logger()}
+		return &Actor{Deps: deps}
 	}
-}
-
-// gone is a retry loop's report that its volume is destroyed.
-type gone struct {
-	epoch uint64
-	name  string
 }
 
 // Receive handles the hold actor's messages.
@@ -141,107 +50,92 @@ func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.started(c)
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
-		a.wg.Wait()
 	case *messages.HoldVolume:
-		a.hold(c, m)
+		a.hold(m)
 	case gone:
-		if m.epoch == a.epoch {
-			a.done(m.name)
-		}
+		a.done(m.name)
 	}
 }
 
 // Describe summarises the holds for /debug/actors.
 func (a *Actor) Describe() (string, int) {
-	if a.st == nil {
+	if a.journal == nil {
 		return "loading", 0
 	}
-	return fmt.Sprintf("%d held deletions", len(a.st.Holds)), len(a.running)
+	return fmt.Sprintf("%d held deletions", len(a.journal.State.Holds)), len(a.running)
 }
 
 func (a *Actor) started(c actor.Context) {
-	a.epoch = epochs.Add(1)
-	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.tasks = supervisors.NewTasks(c, 0)
 	a.running = map[string]bool{}
-	st, seq, err := Load(a.deps.Store)
+	a.journal = &supervisors.Journal[*State]{Store: a.Store, Stream: Stream, Version: eventVersion, Now: a.Now, Log: a.Log}
+	st, seq, err := Load(a.Store)
 	if err != nil {
-		a.deps.Tree.Fail(fmt.Errorf("volumehold: %w", err))
-		a.st = newState()
+		a.Tree.Fail(fmt.Errorf("volumehold: %w", err))
+		a.journal.Resume(newState(), 0)
 		return
 	}
-	a.st = st
-	a.journal = persistence.Cursor{Stream: Stream, Seq: seq, Every: 256}
-	names := make([]string, 0, len(st.Holds))
-	for n := range st.Holds {
-		names = append(names, n)
+	a.journal.Resume(st, seq)
+	for _, n := range slices.Sorted(maps.Keys(st.Holds)) {
+		a.retry(n)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		a.retry(c, n)
-	}
-	a.deps.Metrics.held.Set(float64(len(a.st.Holds)))
+	a.Metrics.held.Set(float64(len(st.Holds)))
 }
 
 // hold journals a new held deletion and starts retrying it; a volume already held
-// keeps its retry loop (the owner asked again after a restart).
-func (a *Actor) hold(c actor.Context, m *messages.HoldVolume) {
-	if a.st == nil || m.Name == "" {
+// keeps its retry loop (the owner asked again after a restart). A hold whose
+// commit fails is neither retried nor reported (nothing half-applied).
+func (a *Actor) hold(m *messages.HoldVolume) {
+	if a.journal == nil || m.Name == "" {
 		return
 	}
-	if _, ok := a.st.Holds[m.Name]; !ok {
+	if _, ok := a.journal.State.Holds[m.Name]; !ok {
 		if err := a.commit(EvHeld, holdEvent{Name: m.Name, Owner: m.Owner}); err != nil {
 			return
 		}
-		a.log.Warn().Str("volume", m.Name).Str("owner", m.Owner).Msg("volume deletion held; retried until it is gone")
-		a.deps.Metrics.outcomes.WithLabelValues("held").Inc()
+		a.Log.Warn().Str("volume", m.Name).Str("owner", m.Owner).Msg("volume deletion held; retried until it is gone")
+		a.Metrics.outcomes.WithLabelValues("held").Inc()
 	}
-	a.retry(c, m.Name)
+	a.retry(m.Name)
 }
 
-// retry starts the volume's retry loop unless one runs.
-func (a *Actor) retry(c actor.Context, name string) {
+// retry starts the volume's retry loop unless one runs: the kit's jittered
+// backoff from BackoffBase to BackoffCap while the actor lives.
+func (a *Actor) retry(name string) {
 	if a.running[name] {
 		return
 	}
-	if a.deps.Volumes == nil {
+	if a.Volumes == nil {
 		// Journaled holds outlive a config that dropped volume_data_path: keep
 		// them (and say so) until a daemon with the volume root can finish them.
-		a.log.Error().Str("volume", name).Msg("held volume deletion cannot be retried: no volume_data_path configured")
+		a.Log.Error().Str("volume", name).Msg("held volume deletion cannot be retried: no volume_data_path configured")
 		return
 	}
 	a.running[name] = true
-	self, sys, epoch, ctx := c.Self(), c.ActorSystem(), a.epoch, a.ctx
-	vols, base, limit, log := a.deps.Volumes, a.set.BackoffBase, a.set.BackoffCap, a.log
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		for wait := base; ; wait = min(wait*2, limit) {
+	vols, backoff, log := a.Volumes, supervisors.Retry{Base: a.Settings.BackoffBase, Cap: a.Settings.BackoffCap}, a.Log
+	a.tasks.Go("hold-retry", func(ctx context.Context) any {
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
-				return
-			case <-time.After(wait):
+				return nil
+			case <-time.After(backoff.Jittered(n)):
 			}
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			err := vols.Destroy(dctx, name)
 			cancel()
 			if err == nil {
-				sys.Root.Send(self, gone{epoch: epoch, name: name})
-				return
+				return gone{name: name}
 			}
 			if !errors.Is(err, dockerio.ErrVolumeBusy) && ctx.Err() == nil {
 				log.Warn().Err(err).Str("volume", name).Msg("held volume deletion failed; retried")
 			}
 		}
-	}()
+	})
 }
 
 // done journals a finished hold and tells its owner through the registry.
 func (a *Actor) done(name string) {
-	owner, ok := a.st.Holds[name]
+	owner, ok := a.journal.State.Holds[name]
 	delete(a.running, name)
 	if !ok {
 		return
@@ -249,50 +143,7 @@ func (a *Actor) done(name string) {
 	if err := a.commit(EvDone, holdEvent{Name: name}); err != nil {
 		return
 	}
-	a.log.Info().Str("volume", name).Str("owner", owner).Msg("held volume deletion completed")
-	a.deps.Metrics.outcomes.WithLabelValues("completed").Inc()
-	a.deps.Tree.Send(a.set.RegistryPath, &messages.HoldDone{Name: name, Owner: owner})
-}
-
-func (a *Actor) commit(typ string, e holdEvent) error {
-	data, _ := json.Marshal(e)
-	ev := persistence.Event{Type: typ, V: eventVersion, At: a.deps.Now(), Data: data}
-	res, err := a.deps.Store.Commit(persistence.Write{Appends: []persistence.Append{{Stream: Stream, Events: []persistence.Event{ev}}}})
-	if err != nil {
-		a.log.Error().Err(err).Msg("journal write failed")
-		return err
-	}
-	due := a.journal.Advance(res, 1)
-	if err := a.st.Apply(ev); err != nil {
-		a.log.Error().Err(err).Msg("journaled event does not apply")
-	}
-	if due {
-		if err := a.journal.Snapshot(a.deps.Store, eventVersion, a.deps.Now(), a.st); err != nil {
-			a.log.Warn().Err(err).Msg("snapshot")
-		}
-	}
-	a.deps.Metrics.held.Set(float64(len(a.st.Holds)))
-	return nil
-}
-
-// Metrics of held deletions.
-type Metrics struct {
-	held     prometheus.Gauge
-	outcomes *prometheus.CounterVec
-}
-
-// NewMetrics registers berth_volume_holds and berth_volume_hold_outcomes_total.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_volume_holds",
-			Help: "Managed volumes whose deletion is held (busy) and retried."}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_volume_hold_outcomes_total",
-			Help: "Held deletions, by outcome (held, completed)."}, []string{"outcome"}),
-	}
-	m.outcomes.WithLabelValues("held")
-	m.outcomes.WithLabelValues("completed")
-	if reg != nil {
-		reg.MustRegister(m.held, m.outcomes)
-	}
-	return m
+	a.Log.Info().Str("volume", name).Str("owner", owner).Msg("held volume deletion completed")
+	a.Metrics.outcomes.WithLabelValues("completed").Inc()
+	a.Tree.Send(a.Settings.RegistryPath, &messages.HoldDone{Name: name, Owner: owner})
 }

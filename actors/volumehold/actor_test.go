@@ -82,8 +82,8 @@ func TestVolumeHold_BusyRetriedAcrossACrash_DoneJournaledAndReportedOnce(t *test
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
 			return []supervisors.Spec{
 				{Name: "registry", Kind: "probe", Producer: func() actor.Actor { return owner }},
-				{Name: "volumehold", Kind: "volumehold", Producer: New(&Deps{Store: store, Volumes: vols, Tree: tree,
-					Metrics: m, Log: zerolog.Nop(), Now: time.Now,
+				{Name: "volumehold", Kind: "volumehold", Producer: New(&Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop(), Now: time.Now},
+					Store: store, Volumes: vols, Metrics: m,
 					Settings: &Settings{RegistryPath: regPath, BackoffBase: 10 * time.Millisecond, BackoffCap: 40 * time.Millisecond}})},
 			}
 		},
@@ -152,4 +152,82 @@ func TestVolumeHold_CorruptStream_LoadRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"hold.unknown" unknown`) {
 		t.Fatalf("an unknown event type: %v, want a refusal naming it", err)
 	}
+}
+
+// A hold whose commit fails is neither journaled nor retried, and its owner is
+// not told; once the store heals, the same hold is journaled, retried and
+// reported as before.
+func TestVolumeHold_FailedHoldCommit_NotRetriedNotReported_HealedWorksAgain(t *testing.T) {
+	plain, _, err := persistence.Open(persistence.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.Close() })
+	store := &supervisors.FaultyStore{Store: plain}
+	vols := fake.NewVolumes("/volumes")
+	name := dockerio.VolumeName("88888888-8888-4888-8888-888888888888", "app", 0)
+	if _, err := vols.Ensure(context.Background(), name, 64, nil, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	vols.SetBusy(name, -1)
+	owner := &ownerProbe{}
+	m := NewMetrics(prometheus.NewRegistry())
+	tree, err := supervisors.Start(supervisors.Options{
+		Logger:     zerolog.Nop(),
+		Registerer: prometheus.NewRegistry(),
+		Children: func(tree *supervisors.Tree) []supervisors.Spec {
+			return []supervisors.Spec{
+				{Name: "registry", Kind: "probe", Producer: func() actor.Actor { return owner }},
+				{Name: "volumehold", Kind: "volumehold", Producer: New(&Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop(), Now: time.Now},
+					Store: store, Volumes: vols, Metrics: m,
+					Settings: &Settings{RegistryPath: regPath, BackoffBase: 10 * time.Millisecond, BackoffCap: 40 * time.Millisecond}})},
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tree.Stop(ctx)
+	})
+	eventually(t, "volumehold spawned", func() bool { _, ok := tree.Dir.Get(holdPath); return ok })
+	describe := func() messages.NodeInfo {
+		t.Helper()
+		info, err := supervisors.Ask(context.Background(), tree, holdPath, 5*time.Second, func(r chan<- messages.NodeInfo) any {
+			return &messages.Describe{Reply: r}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+
+	store.FailCommits(nil, nil)
+	hold := &messages.HoldVolume{Name: name, Owner: "retention:88888888-8888-4888-8888-888888888888"}
+	tree.Send(holdPath, hold)
+	info := describe() // in mailbox order: the hold has been handled
+	if store.Failed() != 1 || info.InFlight != 0 || len(info.Tasks) != 0 || info.State != "0 held deletions" {
+		t.Fatalf("after a failed hold commit: %d failed commits, %+v; want no hold and no retry loop", store.Failed(), info)
+	}
+	time.Sleep(100 * time.Millisecond) // ten backoffs' worth: a retry loop would have tried by now
+	if n := vols.Calls("destroy"); n != 0 {
+		t.Fatalf("%d destroys of a hold that was never journaled", n)
+	}
+	if st, _, err := Load(store); err != nil || len(st.Holds) != 0 {
+		t.Fatalf("journal after the failed commit: %+v %v", st, err)
+	}
+	if n := testutil.ToFloat64(m.held); n != 0 || len(owner.reports()) != 0 {
+		t.Fatalf("held gauge %v, owner told %+v: a failed hold half-applied", n, owner.reports())
+	}
+
+	store.Heal()
+	tree.Send(holdPath, hold)
+	eventually(t, "the healed hold retried", func() bool { return vols.Calls("destroy") >= 2 })
+	if st, _, err := Load(store); err != nil || st.Holds[name] != hold.Owner {
+		t.Fatalf("journal after heal: %+v %v", st, err)
+	}
+	vols.SetBusy(name, 0)
+	eventually(t, "the hold reported done", func() bool { return len(owner.reports()) == 1 })
 }

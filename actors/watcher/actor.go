@@ -2,60 +2,37 @@
 // containers and forwards every death, with the container's lease and generation,
 // to that lease through the registry. The stream reader never blocks: deaths go
 // through a bounded queue (4096) to a dispatcher, and a full queue drops — counted,
-// never silently. A reconnect (backoff 1 s doubling to 30 s) forgets what the last
+// never silently. A reconnect (backoff 1 s doubling to 30 s, jittered) forgets what the last
 // session saw, so a death whose start it did not see is attributed unknown.
 package watcher
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Settings of the watcher.
-type Settings struct {
-	InstallationID string
-	RegistryPath   string
-	ReconcilerPath string        // asked for a pass after every reconnect
-	QueueSize      int           // 4096
-	BackoffBase    time.Duration // 1 s
-	BackoffCap     time.Duration // 30 s
-}
-
-// Deps are the watcher's collaborators.
-type Deps struct {
-	Engine   dockerio.Engine
-	Tree     *supervisors.Tree
-	Settings *Settings
-	Metrics  *Metrics
-	Log      zerolog.Logger
-}
-
 // Actor owns the stream reader and the dispatcher goroutines.
 type Actor struct {
-	deps      *Deps
-	set       *Settings
-	log       zerolog.Logger
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	*Deps
+	tasks     *supervisors.Tasks
 	connected atomic.Bool
 	sessions  atomic.Int64
 }
 
+// Tasks are the watcher's reader, dispatcher and health pings.
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
 // New returns the producer of the watcher.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
-		return &Actor{deps: deps, set: deps.Settings, log: deps.Log.With().Str("actor", "watcher").Logger()}
+		return &Actor{Deps: deps}
 	}
 }
 
@@ -65,23 +42,16 @@ type death struct {
 	msg   *messages.ContainerDied
 }
 
-// Receive starts and stops the goroutines with the actor's life.
+// Receive starts the goroutines with the actor's life (the kit stops them).
 func (a *Actor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *messages.GetDockerHealth:
 		a.dockerHealth(m)
 	case *actor.Started:
-		ctx, cancel := context.WithCancel(context.Background())
-		a.cancel = cancel
-		queue := make(chan death, a.set.QueueSize)
-		a.wg.Add(2)
-		go func() { defer a.wg.Done(); a.read(ctx, queue) }()
-		go func() { defer a.wg.Done(); a.dispatch(ctx, queue) }()
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
-		a.wg.Wait()
+		a.tasks = supervisors.NewTasks(c, 0)
+		queue := make(chan death, a.Settings.QueueSize)
+		a.tasks.Go("event-reader", func(ctx context.Context) any { a.read(ctx, queue); return nil })
+		a.tasks.Go("death-dispatcher", func(ctx context.Context) any { a.dispatch(ctx, queue); return nil })
 	}
 }
 
@@ -93,18 +63,19 @@ func (a *Actor) dockerHealth(m *messages.GetDockerHealth) {
 		m.Reply <- messages.DockerHealthReply{Reachable: true}
 		return
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	a.tasks.Go("docker-ping", func(ctx context.Context) any {
+		// The ping runs its 2 s even while the watcher stops: a stop is no
+		// reason to tell an asker Docker is unreachable.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		if err := a.deps.Engine.Ping(ctx); err != nil {
-			a.log.Warn().Err(err).Msg("health: docker")
+		if err := a.Engine.Ping(ctx); err != nil {
+			a.Log.Warn().Err(err).Msg("health: docker")
 			m.Reply <- messages.DockerHealthReply{Reason: "docker engine unreachable"}
-			return
+			return nil
 		}
 		m.Reply <- messages.DockerHealthReply{Reachable: true}
-	}()
+		return nil
+	})
 }
 
 // Describe summarises the watcher for /debug/actors.
@@ -115,16 +86,16 @@ func (a *Actor) Describe() (string, int) {
 // read keeps one subscription at a time and tracks, per session, which runs it saw
 // start and whether they were killed.
 func (a *Actor) read(ctx context.Context, queue chan<- death) {
-	backoff := a.set.BackoffBase
+	backoff, failed := supervisors.Retry{Base: a.Settings.BackoffBase, Cap: a.Settings.BackoffCap}, 0
 	for ctx.Err() == nil {
-		a.deps.Metrics.stream.WithLabelValues("connected").Inc()
-		events, errs := a.deps.Engine.Events(ctx)
+		a.Metrics.stream.WithLabelValues("connected").Inc()
+		events, errs := a.Engine.Events(ctx)
 		a.connected.Store(true)
 		a.sessions.Add(1)
 		// Deaths before this session (a reconnect gap, or a restart of the watcher)
 		// were missed: have the reconciler look now — it attributes them unknown —
 		// instead of at its next interval.
-		a.deps.Tree.Send(a.set.ReconcilerPath, messages.RecoverNow{})
+		a.Tree.Send(a.Settings.ReconcilerPath, messages.RecoverNow{})
 		began := time.Now()
 		type run struct{ started, killed bool }
 		runs := make(map[string]*run) // this session only: a reconnect forgets
@@ -139,7 +110,7 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 					break session
 				}
 				healthy = true
-				a.deps.Metrics.events.WithLabelValues(ev.Action).Inc()
+				a.Metrics.events.WithLabelValues(ev.Action).Inc()
 				r := runs[ev.ContainerID]
 				if r == nil {
 					r = &run{}
@@ -156,29 +127,29 @@ func (a *Actor) read(ctx context.Context, queue chan<- death) {
 					delete(runs, ev.ContainerID)
 					select {
 					case queue <- d:
-						a.deps.Metrics.depth.Set(float64(len(queue)))
+						a.Metrics.depth.Set(float64(len(queue)))
 					default:
-						a.deps.Metrics.dropped.WithLabelValues("queue_full").Inc()
+						a.Metrics.dropped.WithLabelValues("queue_full").Inc()
 					}
 				}
 			case err := <-errs:
 				if err != nil && ctx.Err() == nil {
-					a.log.Warn().Err(err).Msg("docker event stream ended; reconnecting")
+					a.Log.Warn().Err(err).Msg("docker event stream ended; reconnecting")
 				}
 				break session
 			}
 		}
 		a.connected.Store(false)
-		a.deps.Metrics.stream.WithLabelValues("reconnect").Inc()
-		if healthy || time.Since(began) > a.set.BackoffCap {
-			backoff = a.set.BackoffBase // the session worked: start over
+		a.Metrics.stream.WithLabelValues("reconnect").Inc()
+		if healthy || time.Since(began) > a.Settings.BackoffCap {
+			failed = 0 // the session worked: start over
 		}
+		failed++
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(backoff.Jittered(failed)):
 		}
-		backoff = min(backoff*2, a.set.BackoffCap)
 	}
 }
 
@@ -191,37 +162,9 @@ func (a *Actor) dispatch(ctx context.Context, queue <-chan death) {
 		case <-ctx.Done():
 			return
 		case d := <-queue:
-			a.deps.Metrics.depth.Set(float64(len(queue)))
-			a.deps.Tree.Send(a.set.RegistryPath, &messages.Deliver{Lease: d.lease, Msg: d.msg,
-				Dropped: func() { a.deps.Metrics.dropped.WithLabelValues("undeliverable").Inc() }})
+			a.Metrics.depth.Set(float64(len(queue)))
+			a.Tree.Send(a.Settings.RegistryPath, &messages.Deliver{Lease: d.lease, Msg: d.msg,
+				Dropped: func() { a.Metrics.dropped.WithLabelValues("undeliverable").Inc() }})
 		}
 	}
-}
-
-// Metrics of the event stream.
-type Metrics struct {
-	stream  *prometheus.CounterVec
-	events  *prometheus.CounterVec
-	dropped *prometheus.CounterVec
-	depth   prometheus.Gauge
-}
-
-// NewMetrics registers the watcher's series.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		stream: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_container_event_stream_total",
-			Help: "Event stream subscriptions, by outcome (connected, reconnect)."}, []string{"outcome"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_container_events_total",
-			Help: "Container events seen, by action."}, []string{"action"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_death_events_dropped_total",
-			Help: "Container deaths not delivered to their lease (queue_full, undeliverable); reconciliation finds them later as unknown."}, []string{"reason"}),
-		depth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_container_death_queue_depth",
-			Help: "Deaths waiting for the dispatcher."}),
-	}
-	m.dropped.WithLabelValues("queue_full")
-	m.dropped.WithLabelValues("undeliverable")
-	if reg != nil {
-		reg.MustRegister(m.stream, m.events, m.dropped, m.depth)
-	}
-	return m
 }

@@ -184,7 +184,7 @@ func newWatcherHarness(t *testing.T, o options) *watcherHarness {
 	if o.before != nil {
 		o.before(h)
 	}
-	deps := &watcher.Deps{Engine: eng, Settings: &set, Metrics: watcher.NewMetrics(h.reg), Log: zerolog.Nop()}
+	deps := &watcher.Deps{Env: supervisors.Env{Log: zerolog.Nop()}, Engine: eng, Settings: &set, Metrics: watcher.NewMetrics(h.reg)}
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),

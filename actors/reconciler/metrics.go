@@ -1,0 +1,49 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Metrics of reconciliation.
+type Metrics struct {
+	passes                            *prometheus.CounterVec
+	lastSuccess, unaccounted, backlog prometheus.Gauge
+	removed, undelivered, diagPruned  prometheus.Counter
+}
+
+// NewMetrics registers the reconciler's series.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	s := supervisors.NewSeries(reg)
+	return &Metrics{
+		passes: s.Counters("berth_reconciliation_total",
+			"Reconciliation passes, by outcome (ok, error).", "outcome", "ok", "error"),
+		lastSuccess: s.Gauge("berth_reconciliation_last_success_timestamp_seconds",
+			"Unix time of the last successful reconciliation pass (0 before the first)."),
+		unaccounted: s.Gauge("berth_unaccounted_containers",
+			"Managed containers of this installation that no journal explains, from the last pass. Never removed automatically."),
+		removed: s.Counter("berth_reconciliation_removed_containers_total",
+			"Containers of closed leases or settled attempts removed by reconciliation (gently: stop, no force)."),
+		backlog: s.Gauge("berth_reconciliation_removal_backlog",
+			"Removal candidates the last pass left for the next (over the per-pass cap, or failed)."),
+		diagPruned: s.Counter("berth_diagnostics_pruned_total",
+			"Diagnostics entries deleted for being older than diagnostics_max_age."),
+		undelivered: s.Counter("berth_reconciliation_undelivered_total",
+			"Lease inventories the registry could not deliver (lease gone, stopped or busy)."),
+	}
+}
+
+func (m *Metrics) observe(res Result, err error, now time.Time) {
+	if err != nil {
+		m.passes.WithLabelValues("error").Inc()
+		return
+	}
+	m.passes.WithLabelValues("ok").Inc()
+	m.lastSuccess.Set(float64(now.Unix()))
+	m.unaccounted.Set(float64(res.Unaccounted))
+	m.removed.Add(float64(res.Removed))
+	m.backlog.Set(float64(res.Backlog))
+}

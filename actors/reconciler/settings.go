@@ -1,0 +1,34 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// Settings of the reconciler.
+type Settings struct {
+	Interval          time.Duration // reconcile_interval
+	PassTimeout       time.Duration // one pass, Docker list included
+	AckTimeout        time.Duration // how long leases have to act on their inventory
+	RegistryPath      string
+	StopTimeout       time.Duration // container_stop_timeout: the grace of every automatic removal
+	MaxRemovals       int           // automatic removals per pass (100)
+	RemoveTimeout     time.Duration // deadline of each removal (30 s)
+	DiagnosticsMaxAge time.Duration // diagnostics_max_age; 0 = never pruned
+	PruneEvery        time.Duration // how often diagnostics.db is pruned (1 h)
+}
+
+// Deps are the reconciler's collaborators.
+type Deps struct {
+	supervisors.Env
+	Engine   dockerio.Engine
+	Diag     *persistence.Diagnostics // nil: nothing to prune
+	Settings *Settings
+	Metrics  *Metrics
+	// ClosedReceipt reports whether a lease's journal ends in a closed receipt:
+	// the only authority to remove containers of a lease nobody runs.
+	ClosedReceipt func(lease string) (bool, error)
+}
