@@ -19,7 +19,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -134,7 +133,7 @@ wait:
 
 // closedOrphans are the containers of leases no live lease owns that a closed
 // receipt lets go; the rest are counted unaccounted and left alone.
-func (a *Actor) closedOrphans(byLease map[string][]dockerio.Container, isLive map[string]bool, res *Result) (remove []string, err error) {
+func (a *Actor) closedOrphans(byLease map[string][]messages.Container, isLive map[string]bool, res *Result) (remove []string, err error) {
 	var orphans []string
 	for id := range byLease {
 		if !isLive[id] {
