@@ -21,11 +21,7 @@ package registry
 // admissions are answered "the registry is restarting", closes dropped.
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
@@ -91,26 +87,6 @@ func (a *Actor) groups() {
 	}
 }
 
-// commitAdmissions journals a batch's admissions in one commit, then spawns each
-// lease's actor (or has the failed one re-provision) and answers each request.
-func (d *Directory) commitAdmissions(items admissionBatch) Decision {
-	out := Decision{Failed: undo(items, errStoreUnavailable)}
-	for _, ad := range items {
-		out.Events = append(out.Events, ad.event)
-		spec := ad.spec
-		if ad.replacing {
-			// Until the lease reports on the new admission it is not "failed" any
-			// more: a second request behind this one is already provisioned.
-			out.Effects = append(out.Effects, Move{spec.Lease, Admitted}, Send{Lease: spec.Lease, Msg: lease.ReprovisionCommand{Spec: spec}})
-		} else {
-			out.Effects = append(out.Effects, Spawn{Spec: spec, Admitted: true})
-		}
-		out.Effects = append(out.Effects, Log{spec.Lease, zerolog.InfoLevel,
-			fmt.Sprintf("lease admitted (admission %d, %d instances, replacing %t)", spec.Admission, spec.Instances(), ad.replacing)}, Answer{ad.reply, nil})
-	}
-	return out
-}
-
 // undo gives back a batch's reservations, newest first, and answers each with err.
 func undo(items []admission, err error) []Effect {
 	var fx []Effect
@@ -118,21 +94,4 @@ func undo(items []admission, err error) []Effect {
 		fx = append(fx, Reserve{items[i].spec.Lease, items[i].before}, Answer{items[i].reply, err})
 	}
 	return fx
-}
-
-// commitCloses journals a batch's closes in one commit, then forgets each lease.
-// A close settled since it was queued is left out.
-func (d *Directory) commitCloses(items closeBatch, now time.Time) Decision {
-	var out Decision
-	seen := map[string]bool{}
-	for _, m := range items {
-		e, cur := d.entries[m.Lease], d.St.Leases[m.Lease]
-		if e == nil || e.status == Closed || seen[m.Lease] || cur == nil || cur.Admission != m.Admission {
-			continue
-		}
-		seen[m.Lease] = true
-		out.Events = append(out.Events, closedEvent(m, now))
-		out.Effects = append(out.Effects, d.markClosed(e, m.Lease)...)
-	}
-	return out
 }

@@ -39,60 +39,53 @@ type Decision struct {
 	Failed  []Effect
 }
 
-// Effect is one thing the actor does for a decision.
+// Effect is one thing the actor does for a decision: the effects below, run in
+// order — a lease actor spawned (Admitted: admitted here, so its first report
+// is its admission in the ring), sent a command (with none running, Reply hears
+// "not found") or stopped, a sibling told (Path "": none configured), a request
+// answered, an admission or plain close queued for its group commit
+// (batches.go), a line logged — and the directory's changes: an entry's status
+// (To "": forgotten), its last report, the status it shows (a transition in
+// the ring unless From is untold), a pool reservation (Use nil: none), a
+// close's decision to retain a footprint (MB).
 type Effect any
 
-// The effects.
 type (
-	// Spawn starts the lease's actor with its spec. Admitted: admitted here, so
-	// its first report is its admission in the transition ring.
 	Spawn struct {
 		Spec     *lease.Spec
 		Admitted bool
 	}
-	// Send hands Msg to the lease's actor; with none running, Reply (when set)
-	// is told the lease is not found.
 	Send struct {
 		Lease string
 		Msg   any
 		Reply chan<- error
 	}
-	// Stop stops the lease's actor.
 	Stop struct{ Lease string }
-	// Tell sends Msg to a sibling actor (Path "": none is configured).
 	Tell struct {
 		Path string
 		Msg  any
 	}
-	// Answer replies to a request.
 	Answer struct {
 		Reply chan<- error
 		Err   error
 	}
-	// Queue puts an admission or a plain close into its group commit (batches.go).
 	Queue struct{ Item any }
-	// Log writes one line about a lease.
-	Log struct {
+	Log   struct {
 		Lease string
 		Level zerolog.Level
 		Msg   string
 	}
 
-	// Move sets the lease's entry status (To "": the entry is forgotten).
 	Move struct {
 		Lease string
 		To    Status
 	}
-	// Report keeps a lease's last report.
-	Report struct{ Report messages.LeaseReport }
-	// Note: the lease now shows To; a transition in the ring unless From is untold.
-	Note struct{ Lease, From, To, Reason string }
-	// Reserve sets the lease's reservation in the pool (Use nil: none).
+	Report  struct{ Report messages.LeaseReport }
+	Note    struct{ Lease, From, To, Reason string }
 	Reserve struct {
 		Lease string
 		Use   *leaseUse
 	}
-	// Retain records a close's decision to retain a footprint (MB).
 	Retain struct {
 		Lease string
 		MB    int64
@@ -214,11 +207,12 @@ func (d *Directory) deprovision(m *messages.Deprovision, env Env) Decision {
 		}
 		out.Effects = append(out.Effects, log...)
 	}
-	out.Effects = append(out.Effects, Move{m.Lease, Closing})
+	fwd := d.forward(e, m.Lease, &cmd, m.Reply, env)
 	if e.status == Stopped {
-		return out.then(Send{m.Lease, &cmd, m.Reply})
+		fwd = Send{m.Lease, &cmd, m.Reply}
 	}
-	return out.then(d.forward(e, m.Lease, &cmd, m.Reply, env))
+	out.Effects = append(out.Effects, Move{m.Lease, Closing}, fwd)
+	return out
 }
 
 // forward hands a command to the lease's actor, or refuses it at once.
@@ -227,11 +221,6 @@ func (d *Directory) forward(e *entry, id string, msg any, reply chan<- error, en
 		return Answer{reply, err}
 	}
 	return Send{id, msg, reply}
-}
-
-func (out Decision) then(fx ...Effect) Decision {
-	out.Effects = append(out.Effects, fx...)
-	return out
 }
 
 // maintain validates a restart or update and hands it to the lease's actor,
@@ -291,7 +280,47 @@ func (d *Directory) report(m messages.LeaseReport, now time.Time) Decision {
 		fx = append(fx, Send{Lease: m.Lease, Msg: lease.ReprovisionCommand{Spec: spec}})
 	}
 	out := d.settleRestore(m, spec, now)
-	out.Effects, out.Failed = append(fx, out.Effects...), fx
+	if len(out.Events) > 0 {
+		out.Failed = fx // the report is kept either way
+	}
+	out.Effects = append(fx, out.Effects...)
+	return out
+}
+
+// commitAdmissions journals a batch's admissions in one commit, then spawns each
+// lease's actor (or has the failed one re-provision) and answers each request.
+func (d *Directory) commitAdmissions(items admissionBatch) Decision {
+	out := Decision{Failed: undo(items, errStoreUnavailable)}
+	for _, ad := range items {
+		out.Events = append(out.Events, ad.event)
+		spec := ad.spec
+		if ad.replacing {
+			// Until the lease reports on the new admission it is not "failed" any
+			// more: a second request behind this one is already provisioned.
+			out.Effects = append(out.Effects, Move{spec.Lease, Admitted}, Send{Lease: spec.Lease, Msg: lease.ReprovisionCommand{Spec: spec}})
+		} else {
+			out.Effects = append(out.Effects, Spawn{Spec: spec, Admitted: true})
+		}
+		out.Effects = append(out.Effects, Log{spec.Lease, zerolog.InfoLevel,
+			fmt.Sprintf("lease admitted (admission %d, %d instances, replacing %t)", spec.Admission, spec.Instances(), ad.replacing)}, Answer{ad.reply, nil})
+	}
+	return out
+}
+
+// commitCloses journals a batch's closes in one commit, then forgets each lease.
+// A close settled since it was queued is left out.
+func (d *Directory) commitCloses(items closeBatch, now time.Time) Decision {
+	var out Decision
+	seen := map[string]bool{}
+	for _, m := range items {
+		e, cur := d.entries[m.Lease], d.St.Leases[m.Lease]
+		if e == nil || e.status == Closed || seen[m.Lease] || cur == nil || cur.Admission != m.Admission {
+			continue
+		}
+		seen[m.Lease] = true
+		out.Events = append(out.Events, closedEvent(m, now))
+		out.Effects = append(out.Effects, d.markClosed(e, m.Lease)...)
+	}
 	return out
 }
 
@@ -355,7 +384,7 @@ func (d *Directory) terminated(m *actor.Terminated, env Env) Decision {
 // retryStopped spawns every stopped lease's actor again (the reconciler asks).
 func (d *Directory) retryStopped() Decision {
 	var out Decision
-	ids := make([]string, 0)
+	var ids []string
 	for id, e := range d.entries {
 		if e.status == Stopped {
 			ids = append(ids, id)
