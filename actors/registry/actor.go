@@ -189,18 +189,14 @@ func (a *Actor) step(in any) bool { return a.execute(Decide(a.dir, in, a.env()))
 // execute journals a decision's events (applied by the journal), then runs its
 // effects — or, when the commit failed, its Failed ones. It reports the commit.
 func (a *Actor) execute(d Decision) bool {
-	if err := a.journal.Commit(d.Events); err != nil {
-		a.runAll(d.Failed)
-		return false
+	fx, ok := d.Effects, a.journal.Commit(d.Events) == nil
+	if !ok {
+		fx = d.Failed
 	}
-	a.runAll(d.Effects)
-	return true
-}
-
-func (a *Actor) runAll(fx []Effect) {
 	for _, e := range fx {
 		a.run(e)
 	}
+	return ok
 }
 
 // run carries out one effect.
@@ -214,14 +210,14 @@ func (a *Actor) run(fx Effect) {
 		}
 		a.dir.spawned(fx, pid)
 	case Send:
-		if pid := a.dir.pid(fx.Lease); pid != nil {
-			a.c.Send(pid, fx.Msg)
+		if e := a.dir.entries[fx.Lease]; e != nil && e.pid != nil {
+			a.c.Send(e.pid, fx.Msg)
 		} else if fx.Reply != nil {
 			fx.Reply <- messages.Refuse(messages.ErrNotFound, "lease not found")
 		}
 	case Stop:
-		if pid := a.dir.pid(fx.Lease); pid != nil {
-			a.c.Stop(pid)
+		if e := a.dir.entries[fx.Lease]; e != nil && e.pid != nil {
+			a.c.Stop(e.pid)
 		}
 	case Tell:
 		if fx.Path != "" {

@@ -1,24 +1,18 @@
 package registry
 
-// Batched admissions and closes, on supervisors.Group. Every admission needs a
-// journal commit (an fsync) before its 202; one at a time, 100 concurrent POSTs
-// queue behind each other's fsyncs, and a mass close of 100 leases holds the
-// registry for 100 fsyncs in a row while admissions wait behind them. So an
-// admission is validated and reserved as it comes, a plain close is queued, and
-// each group commits everything queued in one write at the flush it sent itself
-// behind its first item.
-//
-// A batch is invisible. Anything that could observe it commits it first; what
-// commutes passes: another Admit past the admission batch, a plain close past
-// the close batch, and the reports (and, past the closes, terminations) of
-// leases not in the batch — a burst and a mass close interleave them. A close
-// that retains data is decided alone against the committed records (it may
-// evict another record of its tenant). A failed admission commit gives every
-// reservation back and answers "state store unavailable": nothing was promised.
-// A failed close commit leaves the closes unrecorded: the store has latched and
-// the daemon drains; each lease tells its close again when it next starts. A
-// registry that stops or restarts abandons its batches without committing:
-// admissions are answered "the registry is restarting", closes dropped.
+// Batched admissions and closes, on supervisors.Group: one fsync per admission
+// queued 100 concurrent POSTs behind each other, and a mass close held the
+// registry for one fsync per lease. So an admission is validated and reserved as
+// it comes, a plain close queued, and each group commits all it holds in one
+// write at the flush it sent itself behind its first item. A batch is invisible:
+// what could observe it commits it first; what commutes passes — another Admit
+// the admissions, a plain close the closes, reports (and, past the closes,
+// terminations) of leases not in the batch. A close that retains data is decided
+// alone (it may evict another record of its tenant). A failed admission commit
+// gives every reservation back and answers "state store unavailable"; a failed
+// close commit leaves the closes unrecorded (the store latched, the daemon
+// drains; each lease tells its close again when it next starts). A registry
+// stopping abandons both: admissions answered "restarting", closes dropped.
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
@@ -64,7 +58,7 @@ func (a *Actor) groups() {
 			observe(a.deps.AdmissionBatches, len(items))
 			a.step(admissionBatch(items))
 		},
-		Abandon: func(items []admission) { a.runAll(undo(items, errRestarting)) },
+		Abandon: func(items []admission) { a.execute(Decision{Effects: undo(items, errRestarting)}) },
 	}
 	a.closes = &supervisors.Group[messages.LeaseClosed]{Tasks: a.tasks,
 		Commutes: func(msg any) bool {
@@ -74,8 +68,8 @@ func (a *Actor) groups() {
 			case messages.LeaseReport:
 				return !a.closes.Holds(m.Lease)
 			case *actor.Terminated:
-				id, ok := a.dir.byPID[m.Who.Id]
-				return ok && !a.closes.Holds(id)
+				id, e := a.dir.actorOf(m.Who)
+				return e != nil && !a.closes.Holds(id)
 			}
 			return false
 		},

@@ -39,15 +39,13 @@ type Decision struct {
 	Failed  []Effect
 }
 
-// Effect is one thing the actor does for a decision: the effects below, run in
-// order — a lease actor spawned (Admitted: admitted here, so its first report
-// is its admission in the ring), sent a command (with none running, Reply hears
-// "not found") or stopped, a sibling told (Path "": none configured), a request
-// answered, an admission or plain close queued for its group commit
-// (batches.go), a line logged — and the directory's changes: an entry's status
-// (To "": forgotten), its last report, the status it shows (a transition in
-// the ring unless From is untold), a pool reservation (Use nil: none), a
-// close's decision to retain a footprint (MB).
+// Effect is one thing the actor does for a decision, in order: a lease actor
+// spawned (Admitted here: its first report is its admission in the ring), sent
+// a command (none running: Reply hears "not found") or stopped, a sibling told
+// (Path "": none), a request answered, an item queued for its group commit, a
+// line logged — and the directory's changes: an entry's status (To "":
+// forgotten), its last report, the status it shows (a transition unless From is
+// untold), a pool reservation (Use nil: none), a close's retained footprint.
 type Effect any
 
 type (
@@ -177,7 +175,10 @@ func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 		return answer(m.Reply, err)
 	}
 	spec.Admission = d.St.Admissions + 1 + uint64(len(env.Queued))
-	ad := admission{spec: spec, event: admittedEvent(spec, env.Now), reply: m.Reply, replacing: replacing, before: d.Pool.use(spec.Lease)}
+	ad := admission{spec: spec, event: admittedEvent(spec, env.Now), reply: m.Reply, replacing: replacing}
+	if u, ok := d.Pool.byLease[spec.Lease]; ok {
+		ad.before = &u
+	}
 	// Reserved now: later requests of the batch see it taken.
 	return Decision{Effects: []Effect{Queue{ad}, Reserve{spec.Lease, &leaseUse{spec.Tenant, need}}}}
 }
@@ -362,11 +363,10 @@ func (d *Directory) markClosed(e *entry, id string) []Effect {
 // held as unknown, its reservation kept, until retried. A stopping registry's
 // children stop with it; the next incarnation spawns them.
 func (d *Directory) terminated(m *actor.Terminated, env Env) Decision {
-	id, ok := d.byPID[m.Who.Id]
-	if !ok || env.Stopping {
+	id, e := d.actorOf(m.Who)
+	if e == nil || env.Stopping {
 		return Decision{}
 	}
-	e := d.entries[id]
 	switch e.status {
 	case Respawning:
 		return Decision{Effects: []Effect{Spawn{Spec: d.St.Leases[id]}}}

@@ -89,9 +89,6 @@ func put(d *Directory, id, sku string, n int, status Status, report lease.Status
 	case Stopped:
 		e.pid = nil
 	}
-	if e.pid != nil {
-		d.byPID[e.pid.Id] = id
-	}
 	d.entries[id] = e
 	return spec
 }
@@ -205,7 +202,7 @@ func fingerprint(d *Directory) string {
 		}
 		rows[id] = r
 	}
-	b, _ := json.Marshal([]any{d.St, rows, d.byPID, d.Pool.byLease, d.Pool.allocated, d.Retaining, d.Ready})
+	b, _ := json.Marshal([]any{d.St, rows, d.Pool.byLease, d.Pool.allocated, d.Retaining, d.Ready})
 	return string(b)
 }
 
@@ -215,7 +212,7 @@ func runOn(d *Directory, dec Decision) {
 	mustFold(d, dec.Events...)
 	for _, e := range dec.Effects {
 		if s, ok := e.(Spawn); ok {
-			d.spawned(s, pidOf(s.Spec.Lease+"-again"))
+			d.spawned(s, pidOf(s.Spec.Lease))
 		}
 		d.apply(e)
 	}
@@ -613,35 +610,45 @@ func TestDecide_LeaseReport(t *testing.T) {
 	})
 }
 
-func terminated(id string) *actor.Terminated { return &actor.Terminated{Who: pidOf(id)} }
+// terminated is the Terminated of id's actor (the PID its spawn returned).
+func terminated(d *Directory, id string) *actor.Terminated {
+	if e := d.entries[id]; e != nil {
+		return &actor.Terminated{Who: e.pid}
+	}
+	return &actor.Terminated{Who: pidOf(id)}
+}
 
 func TestDecide_Terminated(t *testing.T) {
 	stopped := func(s Status, r lease.Status) row {
 		return row{name: string(s) + ": stopped past its limit, shown unknown", lease: lA, then: Stopped,
-			setup: func(d *Directory) any { put(d, lA, "docker-small", 1, s, r); return terminated(lA) },
+			setup: func(d *Directory) any { put(d, lA, "docker-small", 1, s, r); return terminated(d, lA) },
 			want:  []string{"move A stopped", "note A " + string(r) + "→unknown"}}
 	}
 	runRows(t, []row{
 		{name: "respawning: spawned anew", lease: lA, then: Admitted, setup: func(d *Directory) any {
 			put(d, lA, "docker-small", 1, Respawning, lease.Closed)
-			return terminated(lA)
+			return terminated(d, lA)
 		}, want: []string{"spawn A#1"}},
 		{name: "closed: forgotten", lease: lA, then: "-", setup: func(d *Directory) any {
 			put(d, lA, "docker-small", 1, Closed, lease.Closed)
-			return terminated(lA)
+			return terminated(d, lA)
 		}, want: []string{"forget A"}},
 		stopped(Reported, lease.Ready),
 		stopped(Maintaining, lease.Failed),
 		stopped(Closing, lease.Deprovisioning),
 		{name: "admitted, never reported: stopped, no transition to tell", lease: lA, then: Stopped, setup: func(d *Directory) any {
 			put(d, lA, "docker-small", 1, Admitted, "")
-			return terminated(lA)
+			return terminated(d, lA)
 		}, want: []string{"move A stopped", "note A ?→unknown"}},
 		{name: "the registry stops: its children stop with it", env: Env{Stopping: true}, setup: func(d *Directory) any {
 			put(d, lA, "docker-small", 1, Reported, lease.Ready)
-			return terminated(lA)
+			return terminated(d, lA)
 		}},
-		{name: "an actor it does not know", setup: func(*Directory) any { return terminated(lA) }},
+		{name: "an actor it does not know", setup: func(d *Directory) any { return terminated(d, lA) }},
+		{name: "its predecessor's, its next actor spawned under the same name", setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Admitted, "")
+			return &actor.Terminated{Who: pidOf(lA)} // the same Id, another PID
+		}, lease: lA, then: Admitted},
 	})
 }
 

@@ -1,28 +1,28 @@
 package registry
 
 import (
+	"maps"
+	"slices"
+	"strings"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
 
-// Status is where a lease's entry is in the registry's directory: one per entry.
+// Status is where a lease's entry is in the registry's directory, one per entry:
 //
-//	         spawn (admission, restore, start)      a report of its admission
-//	(none) ───────────────────────────▶ admitted ──────────────────────────▶ reported ◀─┐
-//	  ▲ ▲          replacing admission (failed) ▲ └─────────────────────────────┘    │ │ report
-//	  │ │                                       │                          maintain ─┘ ▼
-//	  │ │  spawn refused: its predecessor       │                                maintaining
-//	  │ │  still stopping ─▶ respawning ──terminated: spawn──┘
-//	  │ │
-//	  │ └── terminated ── closed ◀── lease.closed journaled ── closing ◀── deprovision ── admitted|reported|maintaining
-//	  │                     └── admission: spawn (─▶ admitted, or respawning)
-//	  └ admitted|reported|maintaining|closing ── terminated past its restart limit ──▶ stopped (shown unknown)
-//	                                      stopped ── retry, deprovision: spawn ──▶ admitted|reported
+//	(none) | closed ── admission, restore, start: spawn ──▶ admitted
+//	                   └ its predecessor still stops ──▶ respawning ── terminated: spawn ──▶ admitted
+//	admitted | maintaining ── a report of its admission ──▶ reported
+//	reported ── maintain ──▶ maintaining;  reported "failed" ── replacing admission ──▶ admitted
+//	admitted | reported | maintaining ── deprovision ──▶ closing ── lease.closed journaled ──▶ closed
+//	closed ── terminated ──▶ (none)
+//	admitted | reported | maintaining | closing ── terminated past its restart limit ──▶ stopped
+//	stopped ── retry, deprovision: spawn ──▶ admitted | reported
 //
-// The entry's last report and the status the transition ring last showed are
-// data beside it, never a status.
+// Its last report and the status the transition ring shows are data beside it.
 type Status string
 
 const (
@@ -57,20 +57,15 @@ type Directory struct {
 	Pool      *Pool
 	Retaining map[string]int64 // closes that decided to retain, by lease: their footprint (MB)
 	entries   map[string]*entry
-	byPID     map[string]string // actor ID → lease
-	Ready     bool              // startup recovery finished: accounting is whole
+	Ready     bool // startup recovery finished: accounting is whole
 }
 
 // newDirectory is the directory of st, its pool folded from it, no entries yet.
 func newDirectory(set *Settings, st *State) *Directory {
 	d := &Directory{set: set, St: st, Pool: NewPool(set.Totals, set.TenantQuota), Retaining: map[string]int64{},
-		entries: map[string]*entry{}, byPID: map[string]string{}}
-	for id := range st.Leases {
-		d.sync(id)
-	}
-	for id := range st.Retentions {
-		d.sync(id)
-	}
+		entries: map[string]*entry{}}
+	d.sync(st.Sorted()...)
+	d.sync(slices.Collect(maps.Keys(st.Retentions))...)
 	return d
 }
 
@@ -107,17 +102,11 @@ func retainedKey(leaseID string) string { return "retained:" + leaseID }
 func (d *Directory) apply(fx Effect) {
 	switch fx := fx.(type) {
 	case Move:
-		e := d.entries[fx.Lease]
-		if e == nil {
-			return
-		}
-		if fx.To == "" || fx.To == Stopped {
-			if e.pid != nil {
-				delete(d.byPID, e.pid.Id)
+		if e := d.entries[fx.Lease]; e != nil && fx.To != "" {
+			if e.status = fx.To; fx.To == Stopped {
+				e.pid = nil
 			}
-			e.pid = nil
-		}
-		if e.status = fx.To; fx.To == "" {
+		} else {
 			delete(d.entries, fx.Lease)
 		}
 	case Report:
@@ -156,31 +145,30 @@ func (d *Directory) spawned(s Spawn, pid *actor.PID) {
 		e.status = Respawning
 		return
 	}
-	if e.pid != nil {
-		delete(d.byPID, e.pid.Id)
-	}
-	e.pid, d.byPID[pid.Id] = pid, id
+	e.pid = pid
 	if e.status = Admitted; e.report.Admission == s.Spec.Admission {
 		e.status = Reported
 	}
 }
 
-// pid is the lease's actor, if one runs.
-func (d *Directory) pid(id string) *actor.PID {
-	if e := d.entries[id]; e != nil {
-		return e.pid
+// actorOf is the lease whose actor pid is (named lease-<uuid>). A lease's next
+// actor reuses the name as soon as its predecessor left the process registry,
+// maybe before the predecessor's Terminated arrives: the PID itself (the one
+// spawned, which Terminated carries) tells them apart.
+func (d *Directory) actorOf(pid *actor.PID) (string, *entry) {
+	id := pid.Id[strings.LastIndex(pid.Id, "/lease-")+len("/lease-"):]
+	if e := d.entries[id]; e != nil && e.pid == pid {
+		return id, e
 	}
-	return nil
+	return "", nil
 }
 
 // reach is why a command cannot be handed to the lease's actor (nil: it can).
 func (d *Directory) reach(e *entry, busy func(*actor.PID) bool) error {
 	switch {
-	case e == nil || e.status == Closed:
-		return messages.Refuse(messages.ErrNotFound, "lease not found")
-	case e.status == Stopped || e.status == Respawning:
+	case e != nil && (e.status == Stopped || e.status == Respawning):
 		return messages.Refuse(messages.ErrUnavailable, "lease actor is being recovered")
-	case e.pid == nil:
+	case e == nil || e.status == Closed || e.pid == nil:
 		return messages.Refuse(messages.ErrNotFound, "lease not found")
 	case busy != nil && busy(e.pid):
 		return messages.Refuse(messages.ErrBusy, "lease is busy, retry later")

@@ -92,14 +92,6 @@ func (p *Pool) Set(leaseID, tenant string, need Resources) {
 	p.byTenant[tenant] = p.byTenant[tenant].add(need)
 }
 
-// use is lease's current reservation (nil: none), to put back on an undo.
-func (p *Pool) use(leaseID string) *leaseUse {
-	if u, ok := p.byLease[leaseID]; ok {
-		return &u
-	}
-	return nil
-}
-
 // Release frees lease's reservation; releasing nothing is a no-op.
 func (p *Pool) Release(leaseID string) {
 	cur, ok := p.byLease[leaseID]

@@ -125,15 +125,20 @@ func (d *Directory) list(m *messages.ListProvisions) messages.ProvisionsReply {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
-	if m.Limit > 0 && len(ids) > m.Limit {
-		ids = ids[:m.Limit]
-		out.Continue = ids[len(ids)-1]
-	}
+	ids, out.Continue = page(ids, m.Limit)
 	for _, id := range ids {
 		out.Provisions = append(out.Provisions, d.view(id, d.entries[id]))
 	}
 	return out
+}
+
+// page sorts ids and keeps the first limit (0: all), with the continue token.
+func page(ids []string, limit int) ([]string, string) {
+	sort.Strings(ids)
+	if limit > 0 && len(ids) > limit {
+		return ids[:limit], ids[limit-1]
+	}
+	return ids, ""
 }
 
 // stats renders the pool for GET /stats; until recovery has joined journals
@@ -149,7 +154,7 @@ func (d *Directory) stats() messages.StatsReply {
 		}
 	}
 	stats := d.Pool.Stats(running)
-	stats.RetainedDiskMB = d.retainedMB(false)
+	stats.RetainedDiskMB = d.retainedMB()
 	stats.DiskQuotaEnforced = d.set.QuotaEnforced
 	return messages.StatsReply{Stats: stats}
 }

@@ -11,6 +11,8 @@ package registry
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -32,18 +34,11 @@ func durableFootprint(spec *lease.Spec) int64 {
 	return n
 }
 
-// retainedMB is every active or reaping record's footprint, with the ledger's
-// closes deciding to retain now.
-func (d *Directory) retainedMB(ledger bool) int64 {
-	var n int64
+// retainedMB is every active or reaping record's footprint.
+func (d *Directory) retainedMB() (n int64) {
 	for _, r := range d.St.Retentions {
 		if r.Status != RetentionRestoring {
 			n += r.Record.DiskMB()
-		}
-	}
-	for _, f := range d.Retaining {
-		if ledger {
-			n += f
 		}
 	}
 	return n
@@ -57,7 +52,11 @@ func (d *Directory) retainDecision(spec *lease.Spec) (bool, []Effect) {
 	if !d.set.RetainOnClose || footprint == 0 {
 		return false, nil
 	}
-	if limit := d.set.MaxRetainedDiskMB; limit > 0 && d.retainedMB(true)+footprint > limit {
+	held := d.retainedMB() + footprint // and the closes deciding to retain now
+	for _, f := range d.Retaining {
+		held += f
+	}
+	if limit := d.set.MaxRetainedDiskMB; limit > 0 && held > limit {
 		return false, []Effect{Log{spec.Lease, zerolog.WarnLevel, fmt.Sprintf("retained-disk cap reached (max_retained_disk_mb %d, "+
 			"footprint %d MB): this lease's data is destroyed at close instead of retained", limit, footprint)}}
 	}
@@ -240,7 +239,7 @@ func (d *Directory) sweep(now time.Time) Decision {
 // ones, and the volume names live leases hold.
 func (d *Directory) sweepReply() messages.RetentionSweepReply {
 	var rep messages.RetentionSweepReply
-	for _, id := range sortedRetentions(d.St.Retentions) {
+	for _, id := range slices.Sorted(maps.Keys(d.St.Retentions)) {
 		r := d.St.Retentions[id]
 		switch r.Status {
 		case RetentionReaping:
@@ -278,15 +277,12 @@ func (d *Directory) retentionGone(id, want, typ string, now time.Time) Decision 
 func (d *Directory) listRetentions(m *messages.ListRetentions) messages.RetentionsReply {
 	out := messages.RetentionsReply{Retentions: []messages.Retention{}}
 	var ids []string
-	for _, id := range sortedRetentions(d.St.Retentions) {
+	for id := range d.St.Retentions {
 		if id > m.Continue {
 			ids = append(ids, id)
 		}
 	}
-	if m.Limit > 0 && len(ids) > m.Limit {
-		ids = ids[:m.Limit]
-		out.Continue = ids[len(ids)-1]
-	}
+	ids, out.Continue = page(ids, m.Limit)
 	for _, id := range ids {
 		r := d.St.Retentions[id]
 		out.Retentions = append(out.Retentions, messages.Retention{LeaseUUID: id, Tenant: r.Record.Tenant,
@@ -305,13 +301,4 @@ func retainedView(r *Retention) messages.ProvisionInfo {
 	return messages.ProvisionInfo{LeaseUUID: r.Record.Lease, ProviderUUID: r.Record.ProviderUUID,
 		Status: messages.StatusRetained, CreatedAt: r.Record.RetainedAt, RetainedUntil: r.Record.RetainedUntil,
 		Tenant: r.Record.Tenant, Quantity: q, Items: r.Record.Items}
-}
-
-func sortedRetentions(m map[string]*Retention) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }

@@ -2,8 +2,9 @@ package registry
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,14 +162,7 @@ func (s *State) apply(ev persistence.Event) ([]string, error) {
 }
 
 // Sorted lists live lease IDs in UUID order.
-func (s *State) Sorted() []string {
-	out := make([]string, 0, len(s.Leases))
-	for id := range s.Leases {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *State) Sorted() []string { return slices.Sorted(maps.Keys(s.Leases)) }
 
 // LoadState rebuilds the registry's state from its stream; it also returns the
 // stream's last sequence number.
@@ -229,33 +223,29 @@ func VerifyInto(store *persistence.Store, into *Replayed) error {
 	if err != nil {
 		return fmt.Errorf("list lease streams: %w", err)
 	}
-	ids := make([]string, 0, len(streams))
-	named := make(map[string]bool, len(streams))
-	for _, s := range streams {
-		id := s[len("lease/"):]
-		ids = append(ids, id)
-		named[id] = true
+	ids := make([]string, len(streams)) // sorted, as the streams are
+	for i, s := range streams {
+		ids[i] = s[len("lease/"):]
 	}
 	// The registry's own stream replays beside the lease streams (it names
 	// which leases are live, needed only once all are replayed): at 10k leases
 	// it is a fifth of the work, and serially it was a fifth of restart → healthy.
 	var st *State
 	var stSeq uint64
-	var stErr error
-	regDone := make(chan struct{})
+	loaded := make(chan error, 1)
 	go func() {
-		defer close(regDone)
-		st, stSeq, stErr = LoadState(store)
+		var err error
+		st, stSeq, err = LoadState(store)
+		loaded <- err
 	}()
 	states, seqs, errs := replayLeases(store, ids)
-	<-regDone
-	if stErr != nil {
-		return stErr
+	if err := <-loaded; err != nil {
+		return err
 	}
 	// A live lease without a stream still replays (to its initial state).
 	var unnamed []string
 	for _, id := range st.Sorted() {
-		if !named[id] {
+		if _, named := slices.BinarySearch(ids, id); !named {
 			unnamed = append(unnamed, id)
 		}
 	}
