@@ -90,7 +90,7 @@ type NetworkPool interface {
 type Actor struct {
 	deps *Deps
 	set  *Settings
-	spec *atomic.Pointer[Spec] // shared with the registry: the latest admission
+	spec *latest // the latest admission, shared with the producer (spec.go)
 	id   string
 
 	st      *State
@@ -115,12 +115,10 @@ type worker struct {
 
 var epochs atomic.Uint64
 
-// New returns the producer of a lease actor.
-func New(deps *Deps, spec *atomic.Pointer[Spec]) actor.Producer {
-	return func() actor.Actor {
-		id := spec.Load().Lease
-		return &Actor{deps: deps, set: deps.Settings, spec: spec, id: id}
-	}
+// New returns the producer of the actor of a lease admitted as spec.
+func New(deps *Deps, spec *Spec) actor.Producer {
+	cur := &latest{spec: spec}
+	return func() actor.Actor { return &Actor{deps: deps, set: deps.Settings, spec: cur, id: cur.spec.Lease} }
 }
 
 // Receive dispatches a lease's messages.
@@ -132,7 +130,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.drain()
 	case *messages.Deprovision:
 		a.deprovision(m)
-	case Reprovision:
+	case ReprovisionCommand:
+		a.spec.take(m.Spec)
 		a.step(Reprovision{})
 	case *MaintainCommand:
 		d := a.step(m.Maintain)

@@ -70,7 +70,7 @@ func wantRows(t *testing.T, l *leaseUnderTest, want ...wantRow) []messages.Callb
 	if !slices.Equal(got, wantStatuses) {
 		t.Fatalf("outbox rows %v, want %v", got, wantStatuses)
 	}
-	spec := l.spec.Load()
+	spec := l.spec
 	for i, r := range rows {
 		cb := out[i]
 		wantURL, wantKind := spec.CallbackURL, "operation"

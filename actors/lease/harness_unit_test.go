@@ -184,7 +184,7 @@ type leaseParent struct {
 }
 
 type spawnLease struct {
-	spec *atomic.Pointer[lease.Spec]
+	spec *lease.Spec
 	done chan<- error
 }
 
@@ -192,7 +192,7 @@ func (p *leaseParent) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case spawnLease:
 		_, err := p.tree.Spawn(c, supervisors.Spec{
-			Name:         "lease-" + m.spec.Load().Lease,
+			Name:         "lease-" + m.spec.Lease,
 			Kind:         "lease",
 			Producer:     lease.New(p.h.deps, m.spec),
 			MailboxLimit: 256,
@@ -249,17 +249,15 @@ func forward[T any](h *harness, ch chan T, v T) {
 type leaseUnderTest struct {
 	h    *harness
 	id   string
-	spec *atomic.Pointer[lease.Spec]
+	spec *lease.Spec
 	path string
 }
 
 // start spawns the lease actor of spec under the parent.
 func (h *harness) start(spec *lease.Spec) *leaseUnderTest {
 	h.t.Helper()
-	ptr := &atomic.Pointer[lease.Spec]{}
-	ptr.Store(spec)
 	done := make(chan error, 1)
-	h.tree.Send(parentPath, spawnLease{spec: ptr, done: done})
+	h.tree.Send(parentPath, spawnLease{spec: spec, done: done})
 	select {
 	case err := <-done:
 		if err != nil {
@@ -268,7 +266,7 @@ func (h *harness) start(spec *lease.Spec) *leaseUnderTest {
 	case <-time.After(unitWait):
 		h.t.Fatalf("spawning lease %s took over %s", spec.Lease, unitWait)
 	}
-	return &leaseUnderTest{h: h, id: spec.Lease, spec: ptr, path: parentPath + "/lease-" + spec.Lease}
+	return &leaseUnderTest{h: h, id: spec.Lease, spec: spec, path: parentPath + "/lease-" + spec.Lease}
 }
 
 func (l *leaseUnderTest) send(msg any) { l.h.tree.Send(l.path, msg) }

@@ -266,20 +266,18 @@ func (p *idleParent) Receive(c actor.Context) {
 }
 
 // spawnAll spawns every lease the way the registry's spawn does, with a Spec (and
-// its shared pointer) allocated per lease, as an admission or a recovery does.
+// the box its producer keeps it in) allocated per lease, as an admission or a recovery does.
 func (p *idleParent) spawnAll(c actor.Context) error {
 	f := p.f
 	for i, id := range f.ids {
 		spec := memBenchSpec(strings.Clone(id), strings.Clone(f.ops[i]), uint64(i+1), f.at)
-		ptr := &atomic.Pointer[lease.Spec]{}
-		ptr.Store(spec)
 		if i%probeEvery == 0 {
 			f.probes[i/probeEvery] = weak.Make(spec)
 		}
 		if _, err := f.tree.Spawn(c, supervisors.Spec{
 			Name:         "lease-" + id,
 			Kind:         "lease",
-			Producer:     lease.New(f.deps, ptr),
+			Producer:     lease.New(f.deps, spec),
 			MailboxLimit: 256,
 		}); err != nil {
 			return err

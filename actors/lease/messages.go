@@ -4,8 +4,10 @@ package lease
 // package messages (Deprovision, GetInfo, Inventory, ContainerDied, …), and the
 // actor's messages to itself.
 
-// Reprovision (an Input, inputs.go) is also the registry's command: it admitted
-// a new Spec for a failed lease, already stored in the shared spec pointer.
+// ReprovisionCommand is the registry's Reprovision (an Input, inputs.go): it
+// admitted Spec for this failed lease. The lease keeps the spec, and so does its
+// producer, before deciding (spec.go: latest).
+type ReprovisionCommand struct{ Spec *Spec }
 
 // MaintainCommand is a restart or update the registry validated (for an update:
 // the target release with the new manifest and the lease's frozen profiles). A nil

@@ -56,6 +56,22 @@ type Spec struct {
 	Restore *RestoreFrom `json:"restore,omitempty"`
 }
 
+// latest is a lease's latest admitted spec, held by its actor and by the producer
+// that builds each incarnation: an actor a supervisor restarts starts from the
+// admission the lease last took, not the one it was spawned with. Only the
+// lease's goroutine touches it (a restart runs on its mailbox).
+type latest struct{ spec *Spec }
+
+// Load is the spec.
+func (l *latest) Load() *Spec { return l.spec }
+
+// take keeps a newer admission (a re-provision), before anything can fail.
+func (l *latest) take(spec *Spec) {
+	if spec.Admission > l.spec.Admission {
+		l.spec = spec
+	}
+}
+
 // RestoreFrom is a restore's source: the retained lease whose volumes this lease
 // adopts (renamed into its own names, given its own quota) before its first launch.
 type RestoreFrom struct {

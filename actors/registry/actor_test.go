@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -479,6 +480,49 @@ func TestActor_RegistryCrash_RestartsInPlaceAndRebuilds(t *testing.T) {
 	h.provisionReady(id, "docker-small", 1)
 	if st, _ := h.journal(); st.Leases[id].Admission != st0.Admissions+1 {
 		t.Fatalf("admission after restart = %d, want %d", st.Leases[id].Admission, st0.Admissions+1)
+	}
+	h.assertPoolInvariant()
+}
+
+// A lease actor its supervisor restarts right after the re-provision of its
+// failed lease is rebuilt by its producer: it must run the new admission (the
+// lease keeps the spec the registry handed it, and so does its producer), not
+// the one it was spawned with.
+func TestActor_LeaseRestartedAfterReprovision_RunsTheNewAdmission(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	id := uuid.NewString()
+	h.provisionFailed(id, "docker-small", 1)
+	node, ok := h.tree.Dir.Get(leasePath(id))
+	if !ok {
+		t.Fatal("no lease actor")
+	}
+	req := leaseRequest(id, "docker-tiny", 2)
+	if err := h.admit(req); err != nil {
+		t.Fatalf("replacement refused: %v", err)
+	}
+	// The registry sent the ReprovisionCommand before answering: the crash
+	// lands behind it, once the lease has taken the new spec.
+	h.tree.Send(leasePath(id), &messages.Crash{})
+	h.eventually("the lease actor restarted", func() bool { return node.Restarts() == 1 })
+	info := h.waitStatus(id, messages.StatusReady)
+	if info.Quantity != 2 || info.FailCount != 1 || info.Items[0].SKU != "docker-tiny" {
+		t.Fatalf("after the restart the lease runs %+v, want the new admission's 2 × docker-tiny", info)
+	}
+	ls, _, err := lease.Load(h.store, id)
+	if err != nil || ls.Status != lease.Ready || ls.Admission != 2 || len(ls.Containers) != 2 {
+		t.Fatalf("lease journal after the restart: %+v, %v", ls, err)
+	}
+	rows, err := h.store.OutboxOf(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := false
+	for _, r := range rows {
+		ready = ready || r.Row.URL == req.CallbackURL && strings.Contains(string(r.Row.Body), `"status":"success"`)
+	}
+	if !ready {
+		t.Fatalf("no ready callback to the new admission's %s in %+v", req.CallbackURL, rows)
 	}
 	h.assertPoolInvariant()
 }

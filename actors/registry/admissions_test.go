@@ -1,6 +1,6 @@
 package registry
 
-// Batched admission (admissions.go): a burst of concurrent Admits shares journal
+// Batched admission (batches.go): a burst of concurrent Admits shares journal
 // commits, yet every outcome is what serial admission would give — one admission
 // number each, no lease twice, no pool overcommit, a later message of any kind
 // sees every earlier admission, and a failed commit promises nothing.
@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -201,4 +202,52 @@ func TestAdmission_MarksTheBurstForTheWorkers(t *testing.T) {
 	if at := h.quiet.LastMark(); at.Before(before) {
 		t.Fatalf("last mark %v, before the admission at %v", at, before)
 	}
+}
+
+// A commit the store fails (supervisors.FaultyStore) gives every reservation of
+// its batch back — a replaced failed lease's too — and answers each "state
+// store unavailable": nothing is half applied in the directory, the pool or the
+// journal, and once healed the failed lease is replaced under the next number.
+func TestAdmission_FaultyStore_FailedCommitHalfAppliesNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	failed := uuid.NewString()
+	h.provisionFailed(failed, "docker-small", 1)
+	stats0, journal0, list0 := h.stats(), h.journalJSON(), mustJSON(t, h.list(messages.ListProvisions{}))
+	h.faulty.FailCommits(func(w persistence.Write) bool { return slices.Contains(supervisors.Streams(w), Stream) }, nil)
+	reqs := []messages.ProvisionRequest{leaseRequest(failed, "docker-tiny", 2)}
+	for range 9 {
+		reqs = append(reqs, leaseRequest(uuid.NewString(), "docker-small", 1))
+	}
+	for _, err := range h.admitAll(reqs) {
+		assertRefusal(t, err, messages.ErrUnavailable, "state store unavailable")
+	}
+	if h.faulty.Failed() == 0 {
+		t.Fatal("no commit was failed")
+	}
+	if s := h.stats(); s != stats0 {
+		t.Fatalf("pool after the failed commit %+v, want %+v", s, stats0)
+	}
+	if j := h.journalJSON(); j != journal0 {
+		t.Fatalf("journal after the failed commit:\n%s\nwant\n%s", j, journal0)
+	}
+	if l := mustJSON(t, h.list(messages.ListProvisions{})); l != list0 {
+		t.Fatalf("directory after the failed commit:\n%s\nwant\n%s", l, list0)
+	}
+	for _, req := range reqs[1:] {
+		if _, ok := h.tree.Dir.Get(leasePath(req.LeaseUUID)); ok {
+			t.Fatalf("a lease actor was spawned for %s", req.LeaseUUID)
+		}
+	}
+	h.faulty.Heal()
+	if err := h.admit(leaseRequest(failed, "docker-tiny", 2)); err != nil {
+		t.Fatalf("the failed lease is no longer replaceable: %v", err)
+	}
+	if st, _ := h.journal(); st.Leases[failed].Admission != 2 {
+		t.Fatalf("the replacement was admitted as %d, want 2", st.Leases[failed].Admission)
+	}
+	if info := h.waitStatus(failed, messages.StatusReady); info.Quantity != 2 || info.FailCount != 1 {
+		t.Fatalf("replaced lease %+v", info)
+	}
+	h.assertPoolInvariant()
 }

@@ -1,12 +1,13 @@
 package registry
 
-// Batched closes (closures.go): the closes of a mass deprovision share journal
+// Batched closes (batches.go): the closes of a mass deprovision share journal
 // commits, yet every one is journaled, its capacity is released before any
 // later message is answered (an admission right behind the closes fits), and a
 // close whose lease was re-admitted meanwhile changes nothing.
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 func TestClosures_MassClose_SharesCommits_AdmissionRightBehindFits(t *testing.T) {
@@ -123,5 +126,43 @@ func TestClosures_RealDeprovisions_AllJournaled_CloseOfAnOldAdmissionIgnored(t *
 	if _, after := h.journal(); after != before {
 		t.Fatalf("a late close of an old admission journaled %d events", after-before)
 	}
+	h.assertPoolInvariant()
+}
+
+// A close commit the store fails (supervisors.FaultyStore) leaves the lease
+// unrecorded as closed: live in the journal, its reservation held, listed, its
+// actor running, the cleanup passes not told. Once healed, the lease tells its
+// close again when its actor next starts, and the close is journaled.
+func TestClosures_FaultyStore_FailedCommitLeavesTheLeaseUnrecorded(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	id := uuid.NewString()
+	h.provisionReady(id, "docker-small", 1)
+	stats0, journal0 := h.stats(), h.journalJSON()
+	node, _ := h.tree.Dir.Get(leasePath(id))
+	h.faulty.FailCommits(func(w persistence.Write) bool { return slices.Contains(supervisors.Streams(w), Stream) }, nil)
+	if err := h.deprovision(id); err != nil {
+		t.Fatalf("deprovision: %v", err) // the lease's own journal is healthy: it closed
+	}
+	h.eventually("the registry's close commit failed", func() bool { return h.faulty.Failed() > 0 })
+	if j := h.journalJSON(); j != journal0 {
+		t.Fatalf("journal after the failed close:\n%s\nwant\n%s", j, journal0)
+	}
+	if s := h.stats(); s.AllocatedCPUCores != stats0.AllocatedCPUCores || s.AllocatedDiskMB != stats0.AllocatedDiskMB {
+		t.Fatalf("pool after the failed close %+v, want its reservation held (%+v)", s, stats0)
+	}
+	if r := h.get(id); r.Err != nil || r.Info.Status != messages.StatusDeprovisioning {
+		t.Fatalf("after the failed close the lease reads %+v, %v", r.Info, r.Err)
+	}
+	if n, ok := h.tree.Dir.Get(leasePath(id)); !ok || n != node {
+		t.Fatal("the lease actor was stopped though its close is not recorded")
+	}
+	if got := h.reclaimer.received(); len(got) != 0 {
+		t.Fatalf("the reclaimer was told %v", got)
+	}
+	h.faulty.Heal()
+	h.tree.Send(leasePath(id), &messages.Crash{})
+	h.eventually("the close journaled", func() bool { st, _ := h.journal(); return st.Leases[id] == nil })
+	h.eventually("the lease actor stopped", func() bool { _, ok := h.tree.Dir.Get(leasePath(id)); return !ok })
 	h.assertPoolInvariant()
 }

@@ -8,34 +8,6 @@ import (
 // The registry's part of the operator's debug API: lease rows from its read
 // model, and the ring of recent transitions.
 
-// Shown statuses of the transition ring beyond the lease's own.
-const (
-	shownUnknown = messages.StatusUnknown // the lease actor was stopped past its restart limit
-)
-
-// noteReport records the transition a lease's report makes, if any. The first
-// report after a registry (re)start only sets where the lease is: its history
-// before that is not this incarnation's to tell. The first report of a lease
-// admitted here is its admission (from "").
-func (a *Actor) noteReport(e *entry, m messages.LeaseReport) {
-	to := m.Status
-	if m.Info.Status == messages.StatusUnknown {
-		to = shownUnknown // a lease whose journal could not be read
-	}
-	a.note(e, to, m.Info.Reason)
-}
-
-// note records e moving to status to.
-func (a *Actor) note(e *entry, to, reason string) {
-	if e.shown == to {
-		return
-	}
-	if e.shown != "" || e.admitted {
-		a.transitions().Add(a.deps.Now(), e.id, e.shown, to, reason)
-	}
-	e.shown, e.admitted = to, false
-}
-
 func (a *Actor) transitions() *Transitions {
 	if a.deps.Transitions == nil {
 		a.deps.Transitions = NewTransitions(messages.TransitionsKept)
@@ -45,7 +17,7 @@ func (a *Actor) transitions() *Transitions {
 
 // debugLeases builds the rows DebugLeases asks for: live leases (a stopped one
 // as unknown), then retained ones no live lease shadows.
-func (a *Actor) debugLeases(m *messages.DebugLeases) messages.DebugLeasesReply {
+func (d *Directory) debugLeases(m *messages.DebugLeases) messages.DebugLeasesReply {
 	var out messages.DebugLeasesReply
 	keep := func(r messages.LeaseRow) {
 		if m.Status != "" && r.Status != m.Status && r.LeaseStatus != m.Status {
@@ -56,29 +28,30 @@ func (a *Actor) debugLeases(m *messages.DebugLeases) messages.DebugLeasesReply {
 		}
 		out.Rows = append(out.Rows, r)
 	}
-	for id, e := range a.leases {
-		if e.closed || m.Lease != "" && id != m.Lease {
+	for id := range d.entries {
+		e, ok := d.live(id)
+		if !ok || m.Lease != "" && id != m.Lease {
 			continue
 		}
-		spec := e.spec.Load()
-		row := leaseRow(a.view(e), spec)
+		spec := d.St.Leases[id]
+		row := leaseRow(d.view(id, e), spec)
 		row.LeaseStatus = string(lease.Reserved)
-		if e.reported {
+		if e.report.Admission == spec.Admission {
 			row.LeaseStatus = e.report.Status
 		}
 		switch {
-		case e.stopped:
-			row.LeaseStatus = shownUnknown
+		case e.status == Stopped:
+			row.LeaseStatus = messages.StatusUnknown
 		case e.pid != nil:
 			row.Actor = e.pid.Id
 		}
 		keep(row)
 	}
-	for id, r := range a.st.Retentions {
+	for id, r := range d.St.Retentions {
 		if m.Lease != "" && id != m.Lease {
 			continue
 		}
-		if e := a.leases[id]; e != nil && !e.closed {
+		if _, ok := d.live(id); ok {
 			continue
 		}
 		row := leaseRow(retainedView(r), nil)

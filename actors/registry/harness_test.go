@@ -80,6 +80,7 @@ type harness struct {
 	t          *testing.T
 	tree       *supervisors.Tree
 	store      *persistence.Store
+	faulty     *supervisors.FaultyStore // the registry's store: fails its commits on demand
 	diag       *persistence.Diagnostics
 	eng        *fake.Engine
 	vols       *fake.Volumes
@@ -130,7 +131,8 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 		mutate(set)
 	}
 	h := &harness{t: t, store: store, diag: diag, eng: fake.New(fake.Options{InstallationID: store.Identity().InstallationID}), set: set,
-		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}, closures: &batchSizes{}, quiet: &supervisors.Quiet{}}
+		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}, closures: &batchSizes{}, quiet: &supervisors.Quiet{},
+		faulty: &supervisors.FaultyStore{Store: store}}
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
@@ -153,7 +155,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 			SnapshotEvery:    64,
 			WorkerDrain:      10 * time.Second,
 		}}
-	deps := &Deps{Store: store, Diag: diag, LeaseDeps: leaseDeps, Settings: set, Log: zerolog.Nop(), Now: time.Now,
+	deps := &Deps{Store: h.faulty, Diag: diag, LeaseDeps: leaseDeps, Settings: set, Log: zerolog.Nop(), Now: time.Now,
 		AdmissionBatches: h.batches, ClosureBatches: h.closures, Quiet: h.quiet}
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),

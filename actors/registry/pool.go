@@ -64,38 +64,24 @@ func NewPool(total, quota Resources) *Pool {
 }
 
 // Check reports whether lease (owned by tenant) can hold need, counting its current
-// reservation (if any) as freed: a re-admission swaps allocations atomically.
-func (p *Pool) Check(leaseID, tenant string, need Resources) error {
-	cur := p.byLease[leaseID]
-	total := p.allocated.sub(cur.use).add(need)
+// reservation (if any) as freed — a re-admission swaps allocations atomically —
+// and those of freed too (a restore takes over its source record's footprint).
+func (p *Pool) Check(leaseID, tenant string, need Resources, freed ...string) error {
+	total, t := p.allocated.add(need), p.byTenant[tenant].add(need)
+	for _, id := range append([]string{leaseID}, freed...) {
+		u := p.byLease[id]
+		total = total.sub(u.use)
+		if u.tenant == tenant {
+			t = t.sub(u.use)
+		}
+	}
 	if !total.within(p.Total, false) {
 		return messages.Refuse(messages.ErrInsufficientResources, "insufficient resources in the provider's pool")
 	}
-	t := p.byTenant[tenant]
-	if cur.tenant == tenant {
-		t = t.sub(cur.use)
-	}
-	if !t.add(need).within(p.Quota, true) {
+	if !t.within(p.Quota, true) {
 		return messages.Refuse(messages.ErrInsufficientResources, "tenant quota exceeded")
 	}
 	return nil
-}
-
-// CheckFreeing is Check with the reservations of freed counted as released too (a
-// restore takes over its source record's footprint).
-func (p *Pool) CheckFreeing(leaseID, tenant string, need Resources, freed ...string) error {
-	saved := make(map[string]leaseUse, len(freed))
-	for _, f := range freed {
-		if u, ok := p.byLease[f]; ok {
-			saved[f] = u
-			p.Release(f)
-		}
-	}
-	err := p.Check(leaseID, tenant, need)
-	for f, u := range saved {
-		p.Set(f, u.tenant, u.use)
-	}
-	return err
 }
 
 // Set records lease's reservation, replacing any previous one.
@@ -104,14 +90,6 @@ func (p *Pool) Set(leaseID, tenant string, need Resources) {
 	p.byLease[leaseID] = leaseUse{tenant: tenant, use: need}
 	p.allocated = p.allocated.add(need)
 	p.byTenant[tenant] = p.byTenant[tenant].add(need)
-}
-
-// use is lease's current reservation (nil: none), to put back on an undo.
-func (p *Pool) use(leaseID string) *leaseUse {
-	if u, ok := p.byLease[leaseID]; ok {
-		return &u
-	}
-	return nil
 }
 
 // Release frees lease's reservation; releasing nothing is a no-op.

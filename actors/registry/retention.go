@@ -9,31 +9,21 @@ package registry
 // ever destroyed because of what it is called.
 
 import (
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
 )
-
-// retainedKey is a record's entry in the pool (disk only, no tenant quota).
-func retainedKey(leaseID string) string { return "retained:" + leaseID }
-
-// countRetained puts an active or reaping record's footprint in the pool.
-func (a *Actor) countRetained(id string, r *Retention) {
-	if r.Status == RetentionRestoring {
-		a.pool.Release(retainedKey(id)) // the destination lease's reservation counts it
-		return
-	}
-	a.pool.Set(retainedKey(id), "", Resources{DiskMB: r.Record.DiskMB()})
-}
 
 // durableFootprint is the disk a lease's stateful instances hold.
 func durableFootprint(spec *lease.Spec) int64 {
@@ -44,16 +34,12 @@ func durableFootprint(spec *lease.Spec) int64 {
 	return n
 }
 
-// retainedDiskMB is every record's footprint plus closes deciding to retain now.
-func (a *Actor) retainedDiskMB() int64 {
-	var n int64
-	for _, r := range a.st.Retentions {
+// retainedMB is every active or reaping record's footprint.
+func (d *Directory) retainedMB() (n int64) {
+	for _, r := range d.St.Retentions {
 		if r.Status != RetentionRestoring {
 			n += r.Record.DiskMB()
 		}
-	}
-	for _, f := range a.retaining {
-		n += f
 	}
 	return n
 }
@@ -61,29 +47,33 @@ func (a *Actor) retainedDiskMB() int64 {
 // retainDecision is the registry's answer for a close: retain the lease's durable
 // volumes when retain_on_close is set, the lease has any, and the per-provider cap
 // (max_retained_disk_mb) has room — else they are destroyed.
-func (a *Actor) retainDecision(spec *lease.Spec) bool {
+func (d *Directory) retainDecision(spec *lease.Spec) (bool, []Effect) {
 	footprint := durableFootprint(spec)
-	if !a.set.RetainOnClose || footprint == 0 {
-		return false
+	if !d.set.RetainOnClose || footprint == 0 {
+		return false, nil
 	}
-	if limit := a.set.MaxRetainedDiskMB; limit > 0 && a.retainedDiskMB()+footprint > limit {
-		a.log.Warn().Str("lease_uuid", spec.Lease).Int64("footprint_mb", footprint).Int64("max_retained_disk_mb", limit).
-			Msg("retained-disk cap reached: this lease's data is destroyed at close instead of retained")
-		return false
+	held := d.retainedMB() + footprint // and the closes deciding to retain now
+	for _, f := range d.Retaining {
+		held += f
 	}
-	return true
+	if limit := d.set.MaxRetainedDiskMB; limit > 0 && held > limit {
+		return false, []Effect{Log{spec.Lease, zerolog.WarnLevel, fmt.Sprintf("retained-disk cap reached (max_retained_disk_mb %d, "+
+			"footprint %d MB): this lease's data is destroyed at close instead of retained", limit, footprint)}}
+	}
+	return true, nil
 }
 
 // closedEvents is lease.closed for m plus, for a new record, the evictions the
-// per-tenant cap makes (the tenant's oldest active records beyond the cap).
-func (a *Actor) closedEvents(m messages.LeaseClosed, now time.Time) ([]persistence.Event, bool) {
-	evs := []persistence.Event{closedEvent(m, now)}
-	limit := a.set.MaxRetainedPerTenant
+// per-tenant cap makes (the tenant's oldest active records beyond the cap); the
+// reaper is asked for a pass when any was evicted.
+func (d *Directory) closedEvents(m messages.LeaseClosed, now time.Time) Decision {
+	out := Decision{Events: []persistence.Event{closedEvent(m, now)}}
+	limit := d.set.MaxRetainedPerTenant
 	if m.Retention == nil || limit <= 0 {
-		return evs, false
+		return out
 	}
 	var mine []*Retention
-	for id, r := range a.st.Retentions {
+	for id, r := range d.St.Retentions {
 		if r.Status == RetentionActive && r.Record.Tenant == m.Retention.Tenant && id != m.Lease {
 			mine = append(mine, r)
 		}
@@ -94,83 +84,61 @@ func (a *Actor) closedEvents(m messages.LeaseClosed, now time.Time) ([]persisten
 		}
 		return mine[i].Record.Lease < mine[j].Record.Lease
 	})
-	evicted := false
-	for len(mine)+1 > limit && len(mine) > 0 {
-		evs = append(evs, retentionEv(EvRetentionReaping, mine[0].Record.Lease, "evicted", now))
-		a.log.Info().Str("lease_uuid", mine[0].Record.Lease).Str("tenant", m.Retention.Tenant).
-			Msg("per-tenant retention cap: oldest retained lease evicted")
-		mine, evicted = mine[1:], true
+	for ; len(mine)+1 > limit && len(mine) > 0; mine = mine[1:] {
+		out.Events = append(out.Events, retentionEv(EvRetentionReaping, mine[0].Record.Lease, "evicted", now))
+		out.Effects = append(out.Effects, Log{mine[0].Record.Lease, zerolog.InfoLevel, "per-tenant retention cap: oldest retained lease evicted"})
 	}
-	return evs, evicted
+	if len(out.Events) > 1 {
+		out.Effects = append(out.Effects, Tell{d.set.ReaperPath, messages.ReapNow{}})
+	}
+	return out
 }
 
-// afterCommitRetentions brings the pool in line with the records after a commit.
-func (a *Actor) afterCommitRetentions(touched ...string) {
-	for _, id := range touched {
-		if r := a.st.Retentions[id]; r != nil {
-			a.countRetained(id, r)
-		} else {
-			a.pool.Release(retainedKey(id))
-		}
-	}
-}
-
-// restoreReport settles a restore from its destination's report: Ready commits it
-// (the record is consumed), a failed attempt — its volumes already handed back —
-// releases the record.
-func (a *Actor) restoreReport(m messages.LeaseReport) {
-	spec := a.st.Leases[m.Lease]
+// settleRestore settles a restore from its destination's report: Ready commits
+// it (the record is consumed), a failed attempt — its volumes already handed
+// back — releases the record.
+func (d *Directory) settleRestore(m messages.LeaseReport, spec *lease.Spec, now time.Time) Decision {
 	if spec == nil || spec.Restore == nil || spec.Admission != m.Admission {
-		return
+		return Decision{}
 	}
-	rec := a.st.Retentions[spec.Restore.From]
+	rec := d.St.Retentions[spec.Restore.From]
 	if rec == nil || rec.Status != RetentionRestoring || rec.Dest != m.Lease {
-		return
+		return Decision{}
 	}
-	var typ string
+	typ := EvRetentionConsumed
 	switch m.Status {
 	case string(lease.Ready):
-		typ = EvRetentionConsumed
 	case string(lease.Failed):
 		typ = EvRetentionReleased
 	default:
-		return
+		return Decision{}
 	}
-	if err := a.commit([]persistence.Event{retentionEv(typ, spec.Restore.From, "", a.deps.Now())}); err != nil {
-		return
-	}
-	a.afterCommitRetentions(spec.Restore.From)
-	a.log.Info().Str("lease_uuid", m.Lease).Str("from", spec.Restore.From).Str("event", typ).Msg("restore settled")
+	return Decision{Events: []persistence.Event{retentionEv(typ, spec.Restore.From, "", now)},
+		Effects: []Effect{Log{m.Lease, zerolog.InfoLevel, "restore settled: " + typ + " of " + spec.Restore.From}}}
 }
 
 // restore admits a restore: validate, claim the source record and admit the
 // destination in one journaled event, then spawn the destination, which adopts
 // the retained volumes and redeploys the retained manifest on its exact images.
-func (a *Actor) restore(c actor.Context, req messages.RestoreRequest) error {
-	if !a.ready {
-		return messages.Refuse(messages.ErrUnavailable, "recovering state, retry shortly")
+func (d *Directory) restore(m *messages.Restore, env Env) Decision {
+	if !d.Ready {
+		return answer(m.Reply, errRecovering)
 	}
-	now := a.deps.Now()
-	spec, err := a.set.prepareRestore(req, a.st.Retentions[req.FromLeaseUUID], now)
+	spec, err := d.set.prepareRestore(m.Req, d.St.Retentions[m.Req.FromLeaseUUID], env.Now)
 	if err != nil {
-		return err
+		return answer(m.Reply, err)
 	}
-	if e := a.leases[spec.Lease]; e != nil && !e.closed {
-		return messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned")
+	if e := d.entries[spec.Lease]; e != nil && e.status != Closed {
+		return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
 	}
-	need := Need(spec)
-	if err := a.pool.CheckFreeing(spec.Lease, spec.Tenant, need, retainedKey(spec.Restore.From)); err != nil {
-		return err
+	if err := d.Pool.Check(spec.Lease, spec.Tenant, Need(spec), retainedKey(spec.Restore.From)); err != nil {
+		return answer(m.Reply, err)
 	}
-	spec.Admission = a.st.Admissions + 1
-	if err := a.commit([]persistence.Event{admittedEvent(spec, now)}); err != nil {
-		return messages.Refuse(messages.ErrUnavailable, "state store unavailable")
-	}
-	a.afterCommitRetentions(spec.Restore.From)
-	a.pool.Set(spec.Lease, spec.Tenant, need)
-	a.spawn(c, spec)
-	a.log.Info().Str("lease_uuid", spec.Lease).Str("from", spec.Restore.From).Uint64("admission", spec.Admission).Msg("restore admitted")
-	return nil
+	spec.Admission = d.St.Admissions + 1 + uint64(len(env.Queued))
+	return Decision{Events: []persistence.Event{admittedEvent(spec, env.Now)},
+		Effects: []Effect{Spawn{Spec: spec}, Log{spec.Lease, zerolog.InfoLevel, fmt.Sprintf("restore admitted from %s (admission %d)",
+			spec.Restore.From, spec.Admission)}, Answer{m.Reply, nil}},
+		Failed: []Effect{Answer{m.Reply, errStoreUnavailable}}}
 }
 
 // prepareRestore validates a restore request against its source record and builds
@@ -182,8 +150,7 @@ func (s *Settings) prepareRestore(req messages.RestoreRequest, rec *Retention, n
 	if req.LeaseUUID == req.FromLeaseUUID {
 		return nil, messages.Refuse(messages.ErrBadRequest, "a lease cannot be restored into itself")
 	}
-	lifecycle, err := s.checkCommonFields(req.Tenant, req.ProviderUUID, len(req.Items), req.CallbackURL, req.LifecycleCallbackURL)
-	if err != nil {
+	if _, err := s.checkCommonFields(req.Tenant, req.ProviderUUID, len(req.Items), req.CallbackURL, req.LifecycleCallbackURL); err != nil {
 		return nil, err
 	}
 	// Nothing retained that this tenant may claim: a bare 422, whatever the reason
@@ -202,23 +169,14 @@ func (s *Settings) prepareRestore(req messages.RestoreRequest, rec *Retention, n
 	if !sameShape(items, rec.Record.Items) {
 		return nil, messages.Refuse(messages.ErrInvalidManifest, "a restore keeps the retained lease's service names and quantities")
 	}
-	built, err := manifest.Build(rec.Record.Manifest, items, manifest.Options{AllowedRegistries: s.AllowedRegistries})
+	// The retained manifest is provisioned again under the provision rules.
+	spec, err := s.prepare(messages.ProvisionRequest{LeaseUUID: req.LeaseUUID, Tenant: req.Tenant, ProviderUUID: req.ProviderUUID,
+		Items: req.Items, CallbackURL: req.CallbackURL, LifecycleCallbackURL: req.LifecycleCallbackURL,
+		Payload: base64.StdEncoding.EncodeToString(rec.Record.Manifest)}, now)
 	if err != nil {
 		return nil, err
 	}
-	spec := &lease.Spec{Lease: req.LeaseUUID, Tenant: req.Tenant, ProviderUUID: req.ProviderUUID, Items: built.Items,
-		Flat: built.Flat, Manifest: rec.Record.Manifest, CallbackURL: req.CallbackURL, LifecycleURL: lifecycle,
-		OperationID: callback.OperationID(req.CallbackURL), AdmittedAt: now.UTC(),
-		Restore: &lease.RestoreFrom{From: req.FromLeaseUUID}}
-	for _, it := range built.Items {
-		prof, ok := s.resolveSKU(it.SKU)
-		if !ok {
-			return nil, messages.Refuse(messages.ErrUnknownSKU, "unknown sku %q", excerpt(it.SKU))
-		}
-		spec.Services = append(spec.Services, lease.ServiceSpec{Name: it.ServiceName, SKU: it.SKU,
-			Quantity: it.Quantity, Profile: prof, Manifest: built.Services[it.ServiceName]})
-	}
-	sort.Slice(spec.Services, func(i, j int) bool { return spec.Services[i].Name < spec.Services[j].Name })
+	spec.Restore = &lease.RestoreFrom{From: req.FromLeaseUUID}
 	profiles := map[string]lease.Profile{}
 	for _, svc := range spec.Services {
 		profiles[svc.Name] = svc.Profile
@@ -244,52 +202,45 @@ func (s *Settings) prepareRestore(req messages.RestoreRequest, rec *Retention, n
 // sameShape reports whether two normalized item lists have the same services and
 // quantities (SKUs may differ: a restore may change tier).
 func sameShape(a, b []messages.LeaseItem) bool {
-	count := func(items []messages.LeaseItem) map[string]int {
-		m := map[string]int{}
-		for _, it := range items {
-			m[it.ServiceName] += it.Quantity
-		}
-		return m
+	count := map[string]int{}
+	for _, it := range a {
+		count[it.ServiceName] += it.Quantity
 	}
-	ca, cb := count(a), count(b)
-	if len(ca) != len(cb) {
-		return false
+	for _, it := range b {
+		count[it.ServiceName] -= it.Quantity
 	}
-	for k, v := range ca {
-		if cb[k] != v {
+	for _, n := range count {
+		if n != 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// sweep answers the reaper: expired active records become reaping first (journaled,
-// their bytes still counted), restoring records whose destination is gone are
-// released, then the lists the pass needs.
-func (a *Actor) sweep(m *messages.RetentionSweep) messages.RetentionSweepReply {
-	var evs []persistence.Event
-	var touched []string
-	for id, r := range a.st.Retentions {
+// sweep answers the reaper: expired active records become reaping first
+// (journaled, their bytes still counted), restoring records whose destination is
+// gone are released; the actor then answers with the lists (sweepReply).
+func (d *Directory) sweep(now time.Time) Decision {
+	var out Decision
+	for id, r := range d.St.Retentions {
 		switch {
-		case r.Status == RetentionActive && !r.Record.RetainedUntil.IsZero() && m.Now.After(r.Record.RetainedUntil):
-			evs = append(evs, retentionEv(EvRetentionReaping, id, "expired", m.Now))
-			touched = append(touched, id)
-		case r.Status == RetentionRestoring && a.st.Leases[r.Dest] == nil:
+		case r.Status == RetentionActive && !r.Record.RetainedUntil.IsZero() && now.After(r.Record.RetainedUntil):
+			out.Events = append(out.Events, retentionEv(EvRetentionReaping, id, "expired", now))
+		case r.Status == RetentionRestoring && d.St.Leases[r.Dest] == nil:
 			// The destination closed or was never admitted: nothing claims the data.
-			evs = append(evs, retentionEv(EvRetentionReleased, id, "", m.Now))
-			touched = append(touched, id)
+			out.Events = append(out.Events, retentionEv(EvRetentionReleased, id, "", now))
 		}
 	}
-	sort.Slice(evs, func(i, j int) bool { return string(evs[i].Data) < string(evs[j].Data) })
-	if len(evs) > 0 {
-		if err := a.commit(evs); err != nil {
-			return messages.RetentionSweepReply{}
-		}
-		a.afterCommitRetentions(touched...)
-	}
+	sort.Slice(out.Events, func(i, j int) bool { return string(out.Events[i].Data) < string(out.Events[j].Data) })
+	return out
+}
+
+// sweepReply is what a sweep tells the reaper: the records to reap, the active
+// ones, and the volume names live leases hold.
+func (d *Directory) sweepReply() messages.RetentionSweepReply {
 	var rep messages.RetentionSweepReply
-	for _, id := range sortedRetentions(a.st.Retentions) {
-		r := a.st.Retentions[id]
+	for _, id := range slices.Sorted(maps.Keys(d.St.Retentions)) {
+		r := d.St.Retentions[id]
 		switch r.Status {
 		case RetentionReaping:
 			rep.Reaping = append(rep.Reaping, r.Record)
@@ -298,12 +249,10 @@ func (a *Actor) sweep(m *messages.RetentionSweep) messages.RetentionSweepReply {
 		}
 		// A restoring record's volumes wear the destination's names (in Live).
 	}
-	for _, spec := range a.st.Leases {
+	for _, spec := range d.St.Leases {
 		for _, svc := range spec.Services {
-			if svc.Profile.DiskMB > 0 {
-				for i := 0; i < svc.Quantity; i++ {
-					rep.Live = append(rep.Live, dockerio.VolumeName(spec.Lease, svc.Name, i))
-				}
+			for i := 0; svc.Profile.DiskMB > 0 && i < svc.Quantity; i++ {
+				rep.Live = append(rep.Live, dockerio.VolumeName(spec.Lease, svc.Name, i))
 			}
 		}
 	}
@@ -311,58 +260,31 @@ func (a *Actor) sweep(m *messages.RetentionSweep) messages.RetentionSweepReply {
 	return rep
 }
 
-// reaped deletes a reaping record whose volumes are all gone.
-func (a *Actor) reaped(m *messages.RetentionReaped) {
-	if r := a.st.Retentions[m.Lease]; r == nil || r.Status != RetentionReaping {
-		return
+// retentionGone deletes a record in status want: a reaping one whose volumes are
+// all destroyed, an active one whose volumes vanished out of band.
+func (d *Directory) retentionGone(id, want, typ string, now time.Time) Decision {
+	if r := d.St.Retentions[id]; r == nil || r.Status != want {
+		return Decision{}
 	}
-	if err := a.commit([]persistence.Event{retentionEv(EvRetentionDeleted, m.Lease, "", a.deps.Now())}); err != nil {
-		return
+	reason, level, msg := "", zerolog.InfoLevel, "retained data destroyed; its record is deleted"
+	if typ == EvRetentionPruned {
+		reason, level, msg = "orphan", zerolog.WarnLevel, "retention record pruned: its volumes vanished out of band"
 	}
-	a.afterCommitRetentions(m.Lease)
-	a.log.Info().Str("lease_uuid", m.Lease).Msg("retained data destroyed; its record is deleted")
-}
-
-// orphaned prunes an active record whose volumes vanished out of band.
-func (a *Actor) orphaned(m *messages.RetentionOrphaned) {
-	if r := a.st.Retentions[m.Lease]; r == nil || r.Status != RetentionActive {
-		return
-	}
-	if err := a.commit([]persistence.Event{retentionEv(EvRetentionPruned, m.Lease, "orphan", a.deps.Now())}); err != nil {
-		return
-	}
-	a.afterCommitRetentions(m.Lease)
-	a.log.Warn().Str("lease_uuid", m.Lease).Msg("retention record pruned: its volumes vanished out of band")
-}
-
-// holdDone routes a finished held deletion to its owner.
-func (a *Actor) holdDone(c actor.Context, m *messages.HoldDone) {
-	kind, id, _ := strings.Cut(m.Owner, ":")
-	switch kind {
-	case "lease":
-		if e := a.leases[id]; e != nil && e.pid != nil && !e.closed {
-			c.Send(e.pid, &messages.VolumeHoldDone{Name: m.Name})
-		}
-	case "retention":
-		a.deps.Tree.Send(a.set.ReaperPath, messages.ReapNow{})
-	}
+	return Decision{Events: []persistence.Event{retentionEv(typ, id, reason, now)}, Effects: []Effect{Log{id, level, msg}}}
 }
 
 // listRetentions pages the records by lease UUID.
-func (a *Actor) listRetentions(m *messages.ListRetentions) messages.RetentionsReply {
+func (d *Directory) listRetentions(m *messages.ListRetentions) messages.RetentionsReply {
 	out := messages.RetentionsReply{Retentions: []messages.Retention{}}
 	var ids []string
-	for _, id := range sortedRetentions(a.st.Retentions) {
+	for id := range d.St.Retentions {
 		if id > m.Continue {
 			ids = append(ids, id)
 		}
 	}
-	if m.Limit > 0 && len(ids) > m.Limit {
-		ids = ids[:m.Limit]
-		out.Continue = ids[len(ids)-1]
-	}
+	ids, out.Continue = page(ids, m.Limit)
 	for _, id := range ids {
-		r := a.st.Retentions[id]
+		r := d.St.Retentions[id]
 		out.Retentions = append(out.Retentions, messages.Retention{LeaseUUID: id, Tenant: r.Record.Tenant,
 			ProviderUUID: r.Record.ProviderUUID, Status: r.Status, RetainedAt: r.Record.RetainedAt,
 			RetainedUntil: r.Record.RetainedUntil, DiskMB: r.Record.DiskMB(), UsedBytes: r.Record.UsedBytes()})
@@ -379,13 +301,4 @@ func retainedView(r *Retention) messages.ProvisionInfo {
 	return messages.ProvisionInfo{LeaseUUID: r.Record.Lease, ProviderUUID: r.Record.ProviderUUID,
 		Status: messages.StatusRetained, CreatedAt: r.Record.RetainedAt, RetainedUntil: r.Record.RetainedUntil,
 		Tenant: r.Record.Tenant, Quantity: q, Items: r.Record.Items}
-}
-
-func sortedRetentions(m map[string]*Retention) []string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }

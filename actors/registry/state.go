@@ -1,10 +1,10 @@
 package registry
 
 import (
-	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +12,7 @@ import (
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // Stream is the registry's journal stream.
@@ -64,7 +65,7 @@ type leaseClosed struct {
 }
 
 // State is the registry's durable knowledge: every live lease's latest admitted
-// spec. The pool is derived from it.
+// spec and the retention records. The pool is derived from it (Directory.fold).
 type State struct {
 	Leases     map[string]*lease.Spec `json:"leases"`
 	Admissions uint64                 `json:"admissions"` // last admission number handed out
@@ -75,34 +76,54 @@ func newState() *State {
 	return &State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*Retention{}}
 }
 
+// retentionMoves is each retention event's required record status and the
+// status it moves the record to ("": the record is deleted).
+var retentionMoves = map[string][2]string{
+	EvRetentionConsumed: {RetentionRestoring, ""},
+	EvRetentionReleased: {RetentionRestoring, RetentionActive},
+	EvRetentionReaping:  {RetentionActive, RetentionReaping},
+	EvRetentionDeleted:  {RetentionReaping, ""},
+	EvRetentionPruned:   {RetentionActive, ""},
+}
+
 // Apply folds one registry event into the state.
 func (s *State) Apply(ev persistence.Event) error {
+	_, err := s.apply(ev)
+	return err
+}
+
+// apply is Apply naming the leases whose reservation or retention record the
+// event touched, so the registry's pool follows (Directory.fold).
+func (s *State) apply(ev persistence.Event) ([]string, error) {
 	if ev.V != eventVersion {
-		return fmt.Errorf("event %s: version %d not supported (this berthd reads %d)", ev.Type, ev.V, eventVersion)
+		return nil, fmt.Errorf("event %s: version %d not supported (this berthd reads %d)", ev.Type, ev.V, eventVersion)
 	}
 	switch ev.Type {
 	case EvLeaseAdmitted:
 		var e leaseAdmitted
 		if err := persistence.DecodeValid(ev.Data, &e); err != nil || e.Spec == nil || e.Spec.Lease == "" {
-			return fmt.Errorf("event %s: malformed", ev.Type)
+			return nil, fmt.Errorf("event %s: malformed", ev.Type)
 		}
 		if e.Spec.Admission <= s.Admissions {
-			return fmt.Errorf("event %s: admission %d not after %d", ev.Type, e.Spec.Admission, s.Admissions)
+			return nil, fmt.Errorf("event %s: admission %d not after %d", ev.Type, e.Spec.Admission, s.Admissions)
 		}
+		touched := []string{e.Spec.Lease}
 		if r := e.Spec.Restore; r != nil {
 			// The claim of the source record is the same event as the admission.
 			rec := s.Retentions[r.From]
 			if rec == nil || rec.Status != RetentionActive {
-				return fmt.Errorf("event %s: restore of %s, which is not an active retention", ev.Type, r.From)
+				return nil, fmt.Errorf("event %s: restore of %s, which is not an active retention", ev.Type, r.From)
 			}
 			rec.Status, rec.Dest = RetentionRestoring, e.Spec.Lease
+			touched = append(touched, r.From)
 		}
 		s.Leases[e.Spec.Lease] = e.Spec
 		s.Admissions = e.Spec.Admission
+		return touched, nil
 	case EvLeaseClosed:
 		var e leaseClosed
 		if err := persistence.DecodeValid(ev.Data, &e); err != nil {
-			return fmt.Errorf("event %s: %w", ev.Type, err)
+			return nil, fmt.Errorf("event %s: %w", ev.Type, err)
 		}
 		if cur, ok := s.Leases[e.Lease]; ok && cur.Admission == e.Admission {
 			delete(s.Leases, e.Lease)
@@ -113,86 +134,52 @@ func (s *State) Apply(ev persistence.Event) error {
 		if rec := s.Retentions[e.Requarantined]; rec != nil && rec.Status == RetentionRestoring && rec.Dest == e.Lease {
 			rec.Status, rec.Dest = RetentionActive, ""
 		}
-	case EvRetentionConsumed, EvRetentionReleased, EvRetentionReaping, EvRetentionDeleted, EvRetentionPruned:
-		var e retentionEvent
-		if err := persistence.DecodeValid(ev.Data, &e); err != nil {
-			return fmt.Errorf("event %s: %w", ev.Type, err)
-		}
-		rec := s.Retentions[e.Lease]
-		if rec == nil {
-			return fmt.Errorf("event %s: no retention record of %s", ev.Type, e.Lease)
-		}
-		switch ev.Type {
-		case EvRetentionConsumed:
-			if rec.Status != RetentionRestoring {
-				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
-			}
-			delete(s.Retentions, e.Lease)
-		case EvRetentionReleased:
-			if rec.Status != RetentionRestoring {
-				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
-			}
-			rec.Status, rec.Dest = RetentionActive, ""
-		case EvRetentionReaping:
-			if rec.Status != RetentionActive {
-				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
-			}
-			rec.Status, rec.Reason = RetentionReaping, e.Reason
-		case EvRetentionDeleted:
-			if rec.Status != RetentionReaping {
-				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
-			}
-			delete(s.Retentions, e.Lease)
-		case EvRetentionPruned:
-			if rec.Status != RetentionActive {
-				return fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
-			}
-			delete(s.Retentions, e.Lease)
-		}
-	default:
-		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
+		return []string{e.Lease, e.Requarantined}, nil
 	}
-	return nil
+	move, ok := retentionMoves[ev.Type]
+	if !ok {
+		return nil, fmt.Errorf("event type %q unknown to this berthd", ev.Type)
+	}
+	var e retentionEvent
+	if err := persistence.DecodeValid(ev.Data, &e); err != nil {
+		return nil, fmt.Errorf("event %s: %w", ev.Type, err)
+	}
+	rec := s.Retentions[e.Lease]
+	switch {
+	case rec == nil:
+		return nil, fmt.Errorf("event %s: no retention record of %s", ev.Type, e.Lease)
+	case rec.Status != move[0]:
+		return nil, fmt.Errorf("event %s: record of %s is %s", ev.Type, e.Lease, rec.Status)
+	case move[1] == "":
+		delete(s.Retentions, e.Lease)
+	default:
+		rec.Status, rec.Dest = move[1], ""
+		if move[1] == RetentionReaping {
+			rec.Reason = e.Reason
+		}
+	}
+	return []string{e.Lease}, nil
 }
 
 // Sorted lists live lease IDs in UUID order.
-func (s *State) Sorted() []string {
-	out := make([]string, 0, len(s.Leases))
-	for id := range s.Leases {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *State) Sorted() []string { return slices.Sorted(maps.Keys(s.Leases)) }
 
 // LoadState rebuilds the registry's state from its stream; it also returns the
 // stream's last sequence number.
-func LoadState(store *persistence.Store) (*State, uint64, error) {
-	l, err := store.Load(Stream)
-	if err != nil {
-		return nil, 0, fmt.Errorf("load registry: %w", err)
-	}
+func LoadState(store supervisors.JournalStore) (*State, uint64, error) {
 	st := newState()
-	if l.Snapshot != nil {
-		if l.Snapshot.V != eventVersion {
-			return nil, 0, fmt.Errorf("load registry: snapshot version %d not supported (this berthd reads %d)", l.Snapshot.V, eventVersion)
-		}
-		if err := persistence.DecodeValid(l.Snapshot.Data, st); err != nil {
-			return nil, 0, fmt.Errorf("load registry: snapshot: %w", err)
-		}
-		if st.Leases == nil {
-			st.Leases = map[string]*lease.Spec{}
-		}
-		if st.Retentions == nil {
-			st.Retentions = map[string]*Retention{}
-		}
+	seq, err := supervisors.Replay(store, Stream, eventVersion, st, st.repair)
+	return st, seq, err
+}
+
+// repair gives a decoded snapshot the maps JSON left unset.
+func (s *State) repair() {
+	if s.Leases == nil {
+		s.Leases = map[string]*lease.Spec{}
 	}
-	for _, r := range l.Events {
-		if err := st.Apply(r.Event); err != nil {
-			return nil, 0, fmt.Errorf("load registry: seq %d: %w", r.Seq, err)
-		}
+	if s.Retentions == nil {
+		s.Retentions = map[string]*Retention{}
 	}
-	return st, l.LastSeq, nil
 }
 
 // Replayed is what startup's verification replayed, handed to the actors' first
@@ -236,33 +223,29 @@ func VerifyInto(store *persistence.Store, into *Replayed) error {
 	if err != nil {
 		return fmt.Errorf("list lease streams: %w", err)
 	}
-	ids := make([]string, 0, len(streams))
-	named := make(map[string]bool, len(streams))
-	for _, s := range streams {
-		id := s[len("lease/"):]
-		ids = append(ids, id)
-		named[id] = true
+	ids := make([]string, len(streams)) // sorted, as the streams are
+	for i, s := range streams {
+		ids[i] = s[len("lease/"):]
 	}
 	// The registry's own stream replays beside the lease streams (it names
 	// which leases are live, needed only once all are replayed): at 10k leases
 	// it is a fifth of the work, and serially it was a fifth of restart → healthy.
 	var st *State
 	var stSeq uint64
-	var stErr error
-	regDone := make(chan struct{})
+	loaded := make(chan error, 1)
 	go func() {
-		defer close(regDone)
-		st, stSeq, stErr = LoadState(store)
+		var err error
+		st, stSeq, err = LoadState(store)
+		loaded <- err
 	}()
 	states, seqs, errs := replayLeases(store, ids)
-	<-regDone
-	if stErr != nil {
-		return stErr
+	if err := <-loaded; err != nil {
+		return err
 	}
 	// A live lease without a stream still replays (to its initial state).
 	var unnamed []string
 	for _, id := range st.Sorted() {
-		if !named[id] {
+		if _, named := slices.BinarySearch(ids, id); !named {
 			unnamed = append(unnamed, id)
 		}
 	}
@@ -306,16 +289,14 @@ func replayLeases(store *persistence.Store, ids []string) ([]*lease.State, []uin
 }
 
 func admittedEvent(spec *lease.Spec, at time.Time) persistence.Event {
-	data, _ := json.Marshal(leaseAdmitted{Spec: spec})
-	return persistence.Event{Type: EvLeaseAdmitted, V: eventVersion, At: at, Data: data}
+	return supervisors.NewEvent(EvLeaseAdmitted, eventVersion, at, leaseAdmitted{Spec: spec})
 }
 
 func closedEvent(m messages.LeaseClosed, at time.Time) persistence.Event {
-	data, _ := json.Marshal(leaseClosed{Lease: m.Lease, Admission: m.Admission, Retention: m.Retention, Requarantined: m.Requarantined})
-	return persistence.Event{Type: EvLeaseClosed, V: eventVersion, At: at, Data: data}
+	return supervisors.NewEvent(EvLeaseClosed, eventVersion, at,
+		leaseClosed{Lease: m.Lease, Admission: m.Admission, Retention: m.Retention, Requarantined: m.Requarantined})
 }
 
 func retentionEv(typ, leaseID, reason string, at time.Time) persistence.Event {
-	data, _ := json.Marshal(retentionEvent{Lease: leaseID, Reason: reason})
-	return persistence.Event{Type: typ, V: eventVersion, At: at, Data: data}
+	return supervisors.NewEvent(typ, eventVersion, at, retentionEvent{Lease: leaseID, Reason: reason})
 }

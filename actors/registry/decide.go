@@ -1,0 +1,412 @@
+package registry
+
+// The registry is decided like a lease (actors/lease/machine.go). Decide is the
+// only code that chooses what the registry does: given the directory, an input
+// (a request, a lease's report or close, an actor's termination, a batch due for
+// its commit, the reaper's asks) and the environment, it returns the events to
+// journal in one commit and the effects to run once they are, as data — or those
+// to run instead when the commit fails. It changes nothing and touches no actor,
+// store or Docker: decide_test.go tables every input from every entry status.
+// The actor only runs decisions (actor.go).
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
+)
+
+// Env is what Decide may know beyond the directory.
+type Env struct {
+	Now      time.Time
+	Stopping bool                  // the registry restarts or stops: its children stop because it does
+	Queued   []admission           // the admission batch waiting for its commit
+	Busy     func(*actor.PID) bool // whether a lease actor's backlog is over its limit (nil: never)
+}
+
+// Decision is what one input does: Events journaled in one commit, then Effects
+// run in order; Failed run instead when the commit fails.
+type Decision struct {
+	Events  []persistence.Event
+	Effects []Effect
+	Failed  []Effect
+}
+
+// Effect is one thing the actor does for a decision, in order: a lease actor
+// spawned (Admitted here: its first report is its admission in the ring), sent
+// a command (none running: Reply hears "not found") or stopped, a sibling told
+// (Path "": none), a request answered, an item queued for its group commit, a
+// line logged — and the directory's changes: an entry's status (To "":
+// forgotten), its last report, the status it shows (a transition unless From is
+// untold), a pool reservation (Use nil: none), a close's retained footprint.
+type Effect any
+
+type (
+	Spawn struct {
+		Spec     *lease.Spec
+		Admitted bool
+	}
+	Send struct {
+		Lease string
+		Msg   any
+		Reply chan<- error
+	}
+	Stop struct{ Lease string }
+	Tell struct {
+		Path string
+		Msg  any
+	}
+	Answer struct {
+		Reply chan<- error
+		Err   error
+	}
+	Queue struct{ Item any }
+	Log   struct {
+		Lease string
+		Level zerolog.Level
+		Msg   string
+	}
+
+	Move struct {
+		Lease string
+		To    Status
+	}
+	Report  struct{ Report messages.LeaseReport }
+	Note    struct{ Lease, From, To, Reason string }
+	Reserve struct {
+		Lease string
+		Use   *leaseUse
+	}
+	Retain struct {
+		Lease string
+		MB    int64
+	}
+)
+
+// started is the registry's own input when it (re)starts with its State loaded.
+type started struct{}
+
+// Decide chooses what an input does. It never changes the directory: the actor
+// journals the events, then runs the effects (directory changes among them).
+func Decide(d *Directory, in any, env Env) Decision {
+	switch m := in.(type) {
+	case started:
+		return d.start()
+	case *messages.Admit:
+		return d.admit(m, env)
+	case admissionBatch:
+		return d.commitAdmissions(m)
+	case *messages.Restore:
+		return d.restore(m, env)
+	case *messages.Deprovision:
+		return d.deprovision(m, env)
+	case *messages.Maintain:
+		return d.maintain(m, env)
+	case messages.LeaseReport:
+		return d.report(m, env.Now)
+	case messages.LeaseClosed:
+		return d.leaseClosed(m, env.Now)
+	case closeBatch:
+		return d.commitCloses(m, env.Now)
+	case *actor.Terminated:
+		return d.terminated(m, env)
+	case messages.RetryStopped:
+		return d.retryStopped()
+	case *messages.RetentionSweep:
+		return d.sweep(m.Now)
+	case *messages.RetentionReaped:
+		return d.retentionGone(m.Lease, RetentionReaping, EvRetentionDeleted, env.Now)
+	case *messages.RetentionOrphaned:
+		return d.retentionGone(m.Lease, RetentionActive, EvRetentionPruned, env.Now)
+	case *messages.HoldDone:
+		return d.holdDone(m)
+	}
+	return Decision{}
+}
+
+func answer(reply chan<- error, err error) Decision {
+	return Decision{Effects: []Effect{Answer{reply, err}}}
+}
+
+var errRecovering = messages.Refuse(messages.ErrUnavailable, "recovering state, retry shortly")
+
+// start spawns every live lease's actor and asks the reconciler for a recovery pass.
+func (d *Directory) start() Decision {
+	var out Decision
+	for _, id := range d.St.Sorted() {
+		out.Effects = append(out.Effects, Spawn{Spec: d.St.Leases[id]})
+	}
+	out.Effects = append(out.Effects, Tell{d.set.ReconcilerPath, messages.RecoverNow{}})
+	return out
+}
+
+// admit validates and reserves, then queues the admission for its batch's one
+// journal commit (batches.go); a refused request is answered at once, nothing
+// reserved. A failed lease is replaced, keeping its fail_count.
+func (d *Directory) admit(m *messages.Admit, env Env) Decision {
+	if !d.Ready {
+		return answer(m.Reply, errRecovering)
+	}
+	spec, err := d.set.prepare(m.Req, env.Now)
+	if err != nil {
+		return answer(m.Reply, err)
+	}
+	replacing := false
+	for _, q := range env.Queued {
+		if q.spec.Lease == spec.Lease {
+			return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
+		}
+	}
+	if e := d.entries[spec.Lease]; e != nil && e.status != Closed {
+		if e.status != Reported || e.report.Status != string(lease.Failed) {
+			return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
+		}
+		replacing = true
+	}
+	need := Need(spec)
+	if err := d.Pool.Check(spec.Lease, spec.Tenant, need); err != nil {
+		return answer(m.Reply, err)
+	}
+	spec.Admission = d.St.Admissions + 1 + uint64(len(env.Queued))
+	ad := admission{spec: spec, event: admittedEvent(spec, env.Now), reply: m.Reply, replacing: replacing}
+	if u, ok := d.Pool.byLease[spec.Lease]; ok {
+		ad.before = &u
+	}
+	// Reserved now: later requests of the batch see it taken.
+	return Decision{Effects: []Effect{Queue{ad}, Reserve{spec.Lease, &leaseUse{spec.Tenant, need}}}}
+}
+
+// deprovision forwards a close to the lease's actor, with the retention decision
+// made when the close is first asked for. An unknown or closed lease is gone.
+func (d *Directory) deprovision(m *messages.Deprovision, env Env) Decision {
+	if !messages.ValidLeaseID(m.Lease) {
+		return answer(m.Reply, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
+	}
+	e, spec := d.entries[m.Lease], d.St.Leases[m.Lease]
+	switch {
+	case e == nil || e.status == Closed || spec == nil:
+		return answer(m.Reply, nil)
+	case e.status == Respawning:
+		return answer(m.Reply, messages.Refuse(messages.ErrLifecyclePending, "lease is being replaced, retry shortly"))
+	}
+	var out Decision
+	cmd := *m
+	if e.status == Stopped {
+		out.Effects = append(out.Effects, Spawn{Spec: spec}) // another chance to own its close
+	}
+	if e.status != Closing {
+		var log []Effect
+		if cmd.Retain, log = d.retainDecision(spec); cmd.Retain {
+			out.Effects = append(out.Effects, Retain{m.Lease, durableFootprint(spec)})
+		}
+		out.Effects = append(out.Effects, log...)
+	}
+	fwd := d.forward(e, m.Lease, &cmd, m.Reply, env)
+	if e.status == Stopped {
+		fwd = Send{m.Lease, &cmd, m.Reply}
+	}
+	out.Effects = append(out.Effects, Move{m.Lease, Closing}, fwd)
+	return out
+}
+
+// forward hands a command to the lease's actor, or refuses it at once.
+func (d *Directory) forward(e *entry, id string, msg any, reply chan<- error, env Env) Effect {
+	if err := d.reach(e, env.Busy); err != nil {
+		return Answer{reply, err}
+	}
+	return Send{id, msg, reply}
+}
+
+// maintain validates a restart or update and hands it to the lease's actor,
+// which decides it and journals the intent before answering. An update's
+// manifest passes the provision rules, keeps the lease's services and its
+// frozen profiles. Until the lease reports after deciding, its last report
+// (maybe "failed") must not admit a replacement behind the maintenance's back.
+func (d *Directory) maintain(m *messages.Maintain, env Env) Decision {
+	if !d.Ready {
+		return answer(m.Reply, errRecovering)
+	}
+	id := m.Req.LeaseUUID
+	e, spec := d.entries[id], d.St.Leases[id]
+	if e == nil || spec == nil || e.status == Closed || e.status == Closing {
+		return answer(m.Reply, messages.Refuse(messages.ErrNotFound, "lease not provisioned"))
+	}
+	in := lease.Maintain{Kind: m.Kind, ID: m.MaintenanceID, AdmittedAt: m.AdmittedAt}
+	if m.Kind == messages.MaintenanceUpdate {
+		target, err := d.set.prepareUpdate(spec, m.Req.Payload)
+		if err != nil {
+			return answer(m.Reply, err)
+		}
+		in.Target = target
+	}
+	fx := d.forward(e, id, &lease.MaintainCommand{Maintain: in, Reply: m.Reply}, m.Reply, env)
+	if _, sent := fx.(Send); sent && e.status == Reported {
+		return Decision{Effects: []Effect{Move{id, Maintaining}, fx}}
+	}
+	return Decision{Effects: []Effect{fx}}
+}
+
+// report keeps a lease's report and the transition it makes. A report of its
+// current admission moves an admitted or maintaining entry to reported; one of
+// an older admission from a live actor means that actor runs a spec it was
+// re-provisioned past (restarted before it took the Reprovision): sent again.
+// A restore's destination settles its source record on ready or failed.
+func (d *Directory) report(m messages.LeaseReport, now time.Time) Decision {
+	e := d.entries[m.Lease]
+	if e == nil || m.Admission < e.report.Admission {
+		return Decision{}
+	}
+	var fx []Effect
+	to := m.Status
+	if m.Info.Status == messages.StatusUnknown {
+		to = messages.StatusUnknown // a lease whose journal could not be read
+	}
+	if to != e.shown {
+		fx = append(fx, Note{m.Lease, e.shown, to, m.Info.Reason})
+	}
+	fx = append(fx, Report{m})
+	spec := d.St.Leases[m.Lease]
+	switch {
+	case spec == nil:
+	case m.Admission == spec.Admission && (e.status == Admitted || e.status == Maintaining):
+		fx = append(fx, Move{m.Lease, Reported})
+	case m.Admission < spec.Admission && e.pid != nil && (e.status == Admitted || e.status == Reported):
+		fx = append(fx, Send{Lease: m.Lease, Msg: lease.ReprovisionCommand{Spec: spec}})
+	}
+	out := d.settleRestore(m, spec, now)
+	if len(out.Events) > 0 {
+		out.Failed = fx // the report is kept either way
+	}
+	out.Effects = append(fx, out.Effects...)
+	return out
+}
+
+// commitAdmissions journals a batch's admissions in one commit, then spawns each
+// lease's actor (or has the failed one re-provision) and answers each request.
+func (d *Directory) commitAdmissions(items admissionBatch) Decision {
+	out := Decision{Failed: undo(items, errStoreUnavailable)}
+	for _, ad := range items {
+		out.Events = append(out.Events, ad.event)
+		spec := ad.spec
+		if ad.replacing {
+			// Until the lease reports on the new admission it is not "failed" any
+			// more: a second request behind this one is already provisioned.
+			out.Effects = append(out.Effects, Move{spec.Lease, Admitted}, Send{Lease: spec.Lease, Msg: lease.ReprovisionCommand{Spec: spec}})
+		} else {
+			out.Effects = append(out.Effects, Spawn{Spec: spec, Admitted: true})
+		}
+		out.Effects = append(out.Effects, Log{spec.Lease, zerolog.InfoLevel,
+			fmt.Sprintf("lease admitted (admission %d, %d instances, replacing %t)", spec.Admission, spec.Instances(), ad.replacing)}, Answer{ad.reply, nil})
+	}
+	return out
+}
+
+// commitCloses journals a batch's closes in one commit, then forgets each lease.
+// A close settled since it was queued is left out.
+func (d *Directory) commitCloses(items closeBatch, now time.Time) Decision {
+	var out Decision
+	seen := map[string]bool{}
+	for _, m := range items {
+		e, cur := d.entries[m.Lease], d.St.Leases[m.Lease]
+		if e == nil || e.status == Closed || seen[m.Lease] || cur == nil || cur.Admission != m.Admission {
+			continue
+		}
+		seen[m.Lease] = true
+		out.Events = append(out.Events, closedEvent(m, now))
+		out.Effects = append(out.Effects, d.markClosed(e, m.Lease)...)
+	}
+	return out
+}
+
+// leaseClosed settles a lease's close: a plain close joins the close batch
+// (batches.go); a retaining one may evict another record of its tenant, so it
+// is decided alone against the committed records. A close of an admission
+// since superseded changes nothing.
+func (d *Directory) leaseClosed(m messages.LeaseClosed, now time.Time) Decision {
+	e, cur := d.entries[m.Lease], d.St.Leases[m.Lease]
+	switch {
+	case e == nil || e.status == Closed:
+		return Decision{}
+	case cur == nil:
+		return Decision{Effects: d.markClosed(e, m.Lease)}
+	case cur.Admission != m.Admission:
+		return Decision{}
+	case m.Retention == nil:
+		return Decision{Effects: []Effect{Queue{m}}}
+	}
+	out := d.closedEvents(m, now)
+	out.Effects = append(out.Effects, Log{m.Lease, zerolog.InfoLevel, fmt.Sprintf("lease closed; its data is retained until %s (%d MB)",
+		m.Retention.RetainedUntil.Format(time.RFC3339), m.Retention.DiskMB())})
+	out.Effects = append(out.Effects, d.markClosed(e, m.Lease)...)
+	return out
+}
+
+// markClosed forgets a closed lease: the cleanup passes hear it is gone and its
+// actor stops.
+func (d *Directory) markClosed(e *entry, id string) []Effect {
+	fx := []Effect{Tell{d.set.ReclaimerPath, &messages.LeaseGone{Lease: id}}, Tell{d.set.NetpoolPath, &messages.LeaseGone{Lease: id}}}
+	if e.pid == nil {
+		return append(fx, Move{id, ""})
+	}
+	return append(fx, Move{id, Closed}, Stop{id})
+}
+
+// terminated settles a lease actor that stopped: a closed lease is forgotten, a
+// respawning one spawned anew; any other stopped past its restart limit and is
+// held as unknown, its reservation kept, until retried. A stopping registry's
+// children stop with it; the next incarnation spawns them.
+func (d *Directory) terminated(m *actor.Terminated, env Env) Decision {
+	id, e := d.actorOf(m.Who)
+	if e == nil || env.Stopping {
+		return Decision{}
+	}
+	switch e.status {
+	case Respawning:
+		return Decision{Effects: []Effect{Spawn{Spec: d.St.Leases[id]}}}
+	case Closed:
+		return Decision{Effects: []Effect{Move{id, ""}}}
+	}
+	const why = "lease actor stopped after repeated failures"
+	fx := []Effect{Move{id, Stopped}}
+	if e.shown != messages.StatusUnknown {
+		fx = append(fx, Note{id, e.shown, messages.StatusUnknown, why})
+	}
+	return Decision{Effects: append(fx, Log{id, zerolog.ErrorLevel, why + "; lease shown unknown"})}
+}
+
+// retryStopped spawns every stopped lease's actor again (the reconciler asks).
+func (d *Directory) retryStopped() Decision {
+	var out Decision
+	var ids []string
+	for id, e := range d.entries {
+		if e.status == Stopped {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		out.Effects = append(out.Effects, Log{id, zerolog.InfoLevel, "respawning stopped lease actor"}, Spawn{Spec: d.St.Leases[id]})
+	}
+	return out
+}
+
+// holdDone routes a finished held deletion to its owner.
+func (d *Directory) holdDone(m *messages.HoldDone) Decision {
+	kind, id, _ := strings.Cut(m.Owner, ":")
+	switch kind {
+	case "lease":
+		if d.reach(d.entries[id], nil) == nil {
+			return Decision{Effects: []Effect{Send{Lease: id, Msg: &messages.VolumeHoldDone{Name: m.Name}}}}
+		}
+	case "retention":
+		return Decision{Effects: []Effect{Tell{d.set.ReaperPath, messages.ReapNow{}}}}
+	}
+	return Decision{}
+}
