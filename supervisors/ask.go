@@ -13,11 +13,11 @@ import (
 // actor at path and waits for the reply, ctx, or timeout. An actor whose backlog is
 // over its limit is refused at once (ErrBusy → 503) instead of being queued on.
 // This replaces protoactor's RequestFuture, which races upstream.
-func Ask[R any](ctx context.Context, t *Tree, path string, timeout time.Duration, build func(reply chan<- R) any) (R, error) {
+func Ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout time.Duration, build func(reply chan<- R) any) (R, error) {
 	return ask(ctx, t, path, timeout, true, build)
 }
 
-func ask[R any](ctx context.Context, t *Tree, path string, timeout time.Duration, checkBacklog bool, build func(reply chan<- R) any) (R, error) {
+func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout time.Duration, checkBacklog bool, build func(reply chan<- R) any) (R, error) {
 	var zero R
 	node, ok := t.Dir.Get(path)
 	if !ok {
@@ -52,14 +52,14 @@ func (t *Tree) DescribeTree(ctx context.Context) messages.NodeInfo {
 	return t.describe(ctx, RootPath, sem)
 }
 
-func (t *Tree) describe(ctx context.Context, path string, sem chan struct{}) messages.NodeInfo {
+func (t *Tree) describe(ctx context.Context, path messages.Address, sem chan struct{}) messages.NodeInfo {
 	sem <- struct{}{}
 	info, err := ask(ctx, t, path, DescribeTimeout, false, func(r chan<- messages.NodeInfo) any {
 		return &messages.Describe{Reply: r}
 	})
 	<-sem
 	if err != nil {
-		info = messages.NodeInfo{Path: path, Status: "unresponsive"}
+		info = messages.NodeInfo{Path: string(path), Status: "unresponsive"}
 		if n, ok := t.Dir.Get(path); ok {
 			info.Kind, info.Restarts, info.MailboxDepth = n.Kind, n.Restarts(), n.Depth()
 		}
@@ -74,7 +74,7 @@ func (t *Tree) describe(ctx context.Context, path string, sem chan struct{}) mes
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			info.Children[i] = t.describe(ctx, p, sem)
+			info.Children[i] = t.describe(ctx, messages.Address(p), sem)
 		}()
 	}
 	wg.Wait()
@@ -83,7 +83,7 @@ func (t *Tree) describe(ctx context.Context, path string, sem chan struct{}) mes
 
 // LiveLeases asks the registry at path for its live leases, as a set (background
 // passes compare Docker's inventory with it).
-func LiveLeases(ctx context.Context, t *Tree, path string, timeout time.Duration) (map[string]bool, error) {
+func LiveLeases(ctx context.Context, t *Tree, path messages.Address, timeout time.Duration) (map[string]bool, error) {
 	rep, err := Ask(ctx, t, path, timeout, func(r chan<- messages.LeasesReply) any { return &messages.ListLeases{Reply: r} })
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/berth-dev/berth/messages"
 )
 
 // Node is the tree's bookkeeping for one live actor: what kind it is, how deep its
@@ -63,9 +64,9 @@ type Directory struct {
 func NewDirectory() *Directory { return &Directory{nodes: make(map[string]*Node)} }
 
 // Get returns the node at path.
-func (d *Directory) Get(path string) (*Node, bool) {
+func (d *Directory) Get(path messages.Address) (*Node, bool) {
 	d.mu.RLock()
-	n, ok := d.nodes[path]
+	n, ok := d.nodes[string(path)]
 	d.mu.RUnlock()
 	return n, ok
 }

@@ -60,7 +60,7 @@ func (a *kitActor) Receive(c actor.Context) {
 	}
 }
 
-func spawnKit(t *testing.T, a func() *kitActor) (*Tree, string) {
+func spawnKit(t *testing.T, a func() *kitActor) (*Tree, messages.Address) {
 	t.Helper()
 	tree := newTestTree(t, Options{Chaos: true, Children: specs(Spec{Name: "kit", Kind: "kit",
 		Producer: func() actor.Actor { return a() }})})
@@ -69,7 +69,7 @@ func spawnKit(t *testing.T, a func() *kitActor) (*Tree, string) {
 	return tree, path
 }
 
-func describe(t *testing.T, tree *Tree, path string) messages.NodeInfo {
+func describe(t *testing.T, tree *Tree, path messages.Address) messages.NodeInfo {
 	t.Helper()
 	info, err := Ask(context.Background(), tree, path, time.Second, func(r chan<- messages.NodeInfo) any {
 		return &messages.Describe{Reply: r}

@@ -2,6 +2,7 @@ package supervisors
 
 import (
 	"fmt"
+	"path"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,13 @@ type Spec struct {
 	Producer     actor.Producer
 	Supervisor   actor.SupervisorStrategy // applied to this actor's children; nil = the tree's default
 	MailboxLimit int                      // askers get 503 at this backlog; 0 = no limit
+}
+
+// At is the Spec of the root's child at address to, of its own kind (its
+// name): the tree's rows are spelled by address, not by path strings.
+func At(to messages.Address, producer actor.Producer) Spec {
+	name := path.Base(string(to))
+	return Spec{Name: name, Kind: name, Producer: producer}
 }
 
 // Describer is implemented by actors that summarise themselves for /debug/actors.

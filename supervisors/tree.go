@@ -11,12 +11,13 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/berth-dev/berth/messages"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
 // RootPath is the PID id of the root actor.
-const RootPath = "root"
+const RootPath = messages.Root
 
 // Options configure a tree.
 type Options struct {
@@ -82,14 +83,14 @@ func Start(opts Options) (*Tree, error) {
 	if opts.Children != nil {
 		children = opts.Children(t)
 	}
-	node := &Node{Path: RootPath, Kind: "root"}
+	node := &Node{Path: string(RootPath), Kind: "root"}
 	props := actor.PropsFromProducer(func() actor.Actor { return &rootActor{tree: t, children: children} },
 		actor.WithMailbox(actor.Unbounded(mailboxCounter{node})),
 		actor.WithReceiverMiddleware(t.middleware(node)),
 		actor.WithSupervisor(t.childStrategy),
 		actor.WithGuardian(&guardian), // a pointer: protoactor keys guardians by strategy value
 	)
-	pid, err := t.System.Root.SpawnNamed(props, RootPath)
+	pid, err := t.System.Root.SpawnNamed(props, string(RootPath))
 	if err != nil {
 		return nil, fmt.Errorf("spawn root: %w", err)
 	}
@@ -127,15 +128,15 @@ func (t *Tree) Stop(ctx context.Context) error {
 }
 
 // PID returns the PID of the actor at path (which need not exist).
-func (t *Tree) PID(path string) *actor.PID { return t.System.NewLocalPID(path) }
+func (t *Tree) PID(path messages.Address) *actor.PID { return t.System.NewLocalPID(string(path)) }
 
 // AddProcess registers a bare protoactor process (a test's stand-in for an
 // actor) at path, in protoactor's registry and in the directory, so Send and
 // Ask reach it.
-func (t *Tree) AddProcess(path, kind string, p actor.Process) (*actor.PID, bool) {
-	pid, added := t.System.ProcessRegistry.Add(p, path)
+func (t *Tree) AddProcess(path messages.Address, kind string, p actor.Process) (*actor.PID, bool) {
+	pid, added := t.System.ProcessRegistry.Add(p, string(path))
 	if added {
-		t.Dir.put(&Node{Path: path, Kind: kind})
+		t.Dir.put(&Node{Path: string(path), Kind: kind})
 	}
 	return pid, added
 }
@@ -147,7 +148,7 @@ func (t *Tree) AddProcess(path, kind string, p actor.Process) (*actor.PID, bool)
 // SpawnNamed returns, so a message to an actor not in it yet is dropped, as one
 // to an absent actor would be (dead letters) — every recipient does at start
 // what such a message asks.
-func (t *Tree) Send(path string, msg any) {
+func (t *Tree) Send(path messages.Address, msg any) {
 	if _, ok := t.Dir.Get(path); !ok {
 		return
 	}
@@ -162,7 +163,7 @@ func (t *Tree) onSystemEvent(evt any) {
 	path, kind := "", "unknown"
 	if ev.Child != nil {
 		path = ev.Child.Id
-		if n, ok := t.Dir.Get(path); ok {
+		if n, ok := t.Dir.Get(messages.Address(path)); ok {
 			kind = n.Kind
 			if ev.Directive == actor.RestartDirective {
 				n.restarts.Add(1)

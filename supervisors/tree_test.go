@@ -75,7 +75,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func askCount(t *testing.T, tree *Tree, path string) int {
+func askCount(t *testing.T, tree *Tree, path messages.Address) int {
 	t.Helper()
 	n, err := Ask(context.Background(), tree, path, 5*time.Second, func(r chan<- int) any { return get{reply: r} })
 	if err != nil {
@@ -103,7 +103,7 @@ func TestChaosCrash_ActorRestartsWithSamePIDAndCountsRestart(t *testing.T) {
 		Name: "worker", Kind: "worker",
 		Producer: func() actor.Actor { return &counter{incarnations: &inc1, block: make(chan struct{})} },
 	})})
-	path := "root/worker"
+	const path = "root/worker"
 	waitFor(t, "worker started", func() bool { return inc1.Load() == 1 })
 	before := tree.PID(path)
 	tree.Send(path, inc{})
@@ -116,7 +116,7 @@ func TestChaosCrash_ActorRestartsWithSamePIDAndCountsRestart(t *testing.T) {
 
 	// Same PID, fresh (in-memory) state: persistence is what brings state back, and
 	// the registry's tests prove that; here the point is PID identity and accounting.
-	if got := askCount(t, tree, before.Id); got != 0 {
+	if got := askCount(t, tree, messages.Address(before.Id)); got != 0 {
 		t.Fatalf("count after restart = %d, want 0 (fresh instance)", got)
 	}
 	n, _ := tree.Dir.Get(path)
@@ -181,7 +181,7 @@ func TestOneForOne_ChildPastRestartLimit_IsStoppedAndReported(t *testing.T) {
 	})})
 	ref.Store(tree)
 	close(ready)
-	child := "root/registry/child"
+	const child = "root/registry/child"
 	waitFor(t, "child started", func() bool { return incs.Load() == 1 })
 	for i := 1; i <= 5; i++ {
 		tree.Send(child, &messages.Crash{})
@@ -247,7 +247,7 @@ func TestMiddleware_CountsMessagesAndMailboxDepth(t *testing.T) {
 		Name: "worker", Kind: "worker", MailboxLimit: 3,
 		Producer: func() actor.Actor { return &counter{incarnations: &incs, block: release} },
 	})})
-	path := "root/worker"
+	const path = "root/worker"
 	waitFor(t, "started", func() bool { return incs.Load() == 1 })
 	tree.Send(path, blockNow{})
 	for i := 0; i < 3; i++ {
@@ -292,7 +292,7 @@ func TestDescribeTree_ListsChildrenAndMarksUnresponsive(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("describe took %s; an unresponsive actor must not stall it", took)
 	}
-	if info.Path != RootPath || info.Kind != "root" || info.Status != "ok" {
+	if info.Path != string(RootPath) || info.Kind != "root" || info.Status != "ok" {
 		t.Fatalf("root node = %+v", info)
 	}
 	if len(info.Children) != 2 {
@@ -334,7 +334,7 @@ func (p *recordingProcess) count() int {
 func TestSend_OnlyToRegisteredActors(t *testing.T) {
 	tree := newTestTree(t, Options{})
 	early := &recordingProcess{}
-	if _, ok := tree.System.ProcessRegistry.Add(early, RootPath+"/half-spawned"); !ok {
+	if _, ok := tree.System.ProcessRegistry.Add(early, "root/half-spawned"); !ok {
 		t.Fatal("path taken")
 	}
 	tree.Send(RootPath+"/half-spawned", "hello")

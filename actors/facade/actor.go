@@ -46,6 +46,12 @@ type Settings struct {
 	MaxHeaderBytes int
 }
 
+// DefaultSettings are the facade's fixed settings: 30 s for in-flight requests
+// when it stops, 10 s to read a request's headers (the rest: the Default* limits).
+func DefaultSettings() Settings {
+	return Settings{ShutdownGrace: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second}
+}
+
 // Defaults of the connection limits.
 const (
 	DefaultReadHeaderTimeout = 10 * time.Second

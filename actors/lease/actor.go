@@ -63,13 +63,13 @@ type Settings struct {
 	ReadonlyRootfs   bool
 	PidsLimit        int64
 	TmpfsSizeMB      int
-	OutboxPath       string        // where OutboxWake goes
-	VolumeHoldPath   string        // where a busy volume is handed (HoldVolume)
-	SnapshotEvery    int           // journal events between snapshots
-	WorkerDrain      time.Duration // how long a stopping actor waits for its goroutines
-	ReleasesMaxAge   time.Duration // releases_max_age
-	HistoryBytes     int           // per-lease release history cap (32 MiB)
-	RetentionMaxAge  time.Duration // retention_max_age: a retention record's grace
+	OutboxPath       messages.Address // where OutboxWake goes
+	VolumeHoldPath   messages.Address // where a busy volume is handed (HoldVolume)
+	SnapshotEvery    int              // journal events between snapshots
+	WorkerDrain      time.Duration    // how long a stopping actor waits for its goroutines
+	ReleasesMaxAge   time.Duration    // releases_max_age
+	HistoryBytes     int              // per-lease release history cap (32 MiB)
+	RetentionMaxAge  time.Duration    // retention_max_age: a retention record's grace
 }
 
 // NetworkPool hands a lease a pre-created network (actors/netpool).
@@ -405,7 +405,7 @@ func (a *Actor) commit(d Decision) error {
 		}
 	}
 	if len(rows) > 0 {
-		a.sys.Root.Send(a.sys.NewLocalPID(a.set.OutboxPath), &messages.OutboxWake{Lease: a.id})
+		a.sys.Root.Send(a.sys.NewLocalPID(string(a.set.OutboxPath)), &messages.OutboxWake{Lease: a.id})
 	}
 	a.report()
 	return nil
@@ -456,7 +456,7 @@ func (a *Actor) holdVolume(name string) {
 	if a.set.VolumeHoldPath == "" {
 		return
 	}
-	a.sys.Root.Send(a.sys.NewLocalPID(a.set.VolumeHoldPath), &messages.HoldVolume{Name: name, Owner: "lease:" + a.id})
+	a.sys.Root.Send(a.sys.NewLocalPID(string(a.set.VolumeHoldPath)), &messages.HoldVolume{Name: name, Owner: "lease:" + a.id})
 }
 
 // reportInput sends an intermediate input from a worker to the actor.

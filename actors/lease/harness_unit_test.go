@@ -250,7 +250,7 @@ type leaseUnderTest struct {
 	h    *harness
 	id   string
 	spec *lease.Spec
-	path string
+	path messages.Address
 }
 
 // start spawns the lease actor of spec under the parent.
@@ -266,7 +266,7 @@ func (h *harness) start(spec *lease.Spec) *leaseUnderTest {
 	case <-time.After(unitWait):
 		h.t.Fatalf("spawning lease %s took over %s", spec.Lease, unitWait)
 	}
-	return &leaseUnderTest{h: h, id: spec.Lease, spec: spec, path: parentPath + "/lease-" + spec.Lease}
+	return &leaseUnderTest{h: h, id: spec.Lease, spec: spec, path: parentPath.Child("lease-" + spec.Lease)}
 }
 
 func (l *leaseUnderTest) send(msg any) { l.h.tree.Send(l.path, msg) }

@@ -12,7 +12,7 @@ import (
 // Client is how a lease worker reaches the pool (lease.NetworkPool).
 type Client struct {
 	Tree    *supervisors.Tree
-	Path    string
+	Path    messages.Address
 	Timeout time.Duration // a pool that does not answer in time is passed over
 }
 

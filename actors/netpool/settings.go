@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -19,10 +20,16 @@ type Settings struct {
 	// instead of competing with its container starts, and the trim of a mass
 	// close's surplus lets the reclaimer's removals go first. 0: at once.
 	IdleWait       time.Duration
-	RegistryPath   string
+	RegistryPath   messages.Address
 	BackendName    string
 	InstallationID string
 	SnapshotEvery  int // 0 = 256
+}
+
+// DefaultSettings are the pool's fixed settings: a pass once claims paused 2 s,
+// a minute's budget a pass of which up to 40 s waiting for Docker to be idle.
+func DefaultSettings() Settings {
+	return Settings{Quiet: 2 * time.Second, Budget: time.Minute, IdleWait: 40 * time.Second, RegistryPath: messages.Registry}
 }
 
 // Deps are the pool's collaborators.

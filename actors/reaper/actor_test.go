@@ -122,7 +122,7 @@ func (h *harness) sweep() {
 	n := h.passes()
 	h.tree.Send(selfPath, messages.ReapNow{})
 	h.waitPasses(n + 1)
-	for _, path := range []string{regPath, holdPath} {
+	for _, path := range []messages.Address{regPath, holdPath} {
 		b := make(barrier)
 		h.tree.Send(path, b)
 		select {

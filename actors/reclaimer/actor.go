@@ -31,7 +31,13 @@ type Settings struct {
 	Parallel       int           // removals in flight at once; 0 = defaultParallel
 	InstallationID string
 	BackendName    string
-	RegistryPath   string
+	RegistryPath   messages.Address
+}
+
+// DefaultSettings are the reclaimer's fixed settings: a pass 5 s after a close,
+// 30 s of budget a pass.
+func DefaultSettings() Settings {
+	return Settings{AfterClose: 5 * time.Second, Budget: 30 * time.Second, RegistryPath: messages.Registry}
 }
 
 // Deps are the reclaimer's collaborators.

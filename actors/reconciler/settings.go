@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -13,12 +14,20 @@ type Settings struct {
 	Interval          time.Duration // reconcile_interval
 	PassTimeout       time.Duration // one pass, Docker list included
 	AckTimeout        time.Duration // how long leases have to act on their inventory
-	RegistryPath      string
+	RegistryPath      messages.Address
 	StopTimeout       time.Duration // container_stop_timeout: the grace of every automatic removal
 	MaxRemovals       int           // automatic removals per pass (100)
 	RemoveTimeout     time.Duration // deadline of each removal (30 s)
 	DiagnosticsMaxAge time.Duration // diagnostics_max_age; 0 = never pruned
 	PruneEvery        time.Duration // how often diagnostics.db is pruned (1 h)
+}
+
+// DefaultSettings are the reconciler's fixed settings: a pass within 2 min, 30 s
+// for leases to act on their inventory, at most 100 gentle removals a pass (30 s
+// each), diagnostics pruned hourly. The interval and ages come from the config.
+func DefaultSettings() Settings {
+	return Settings{PassTimeout: 2 * time.Minute, AckTimeout: 30 * time.Second, RegistryPath: messages.Registry,
+		MaxRemovals: 100, RemoveTimeout: 30 * time.Second, PruneEvery: time.Hour}
 }
 
 // Deps are the reconciler's collaborators.

@@ -30,9 +30,9 @@ type Settings struct {
 	AllowedRegistries []string
 	LeaseMailboxLimit int
 	SnapshotEvery     int
-	ReconcilerPath    string // asked for a recovery pass whenever the registry (re)starts
-	ReclaimerPath     string // told when a lease closed, so its network goes soon
-	NetpoolPath       string // told too: a pool network returns to the pool
+	ReconcilerPath    messages.Address // asked for a recovery pass whenever the registry (re)starts
+	ReclaimerPath     messages.Address // told when a lease closed, so its network goes soon
+	NetpoolPath       messages.Address // told too: a pool network returns to the pool
 	// Callbacks is the callback URL policy: no link-local target in any spelling,
 	// never one of berthd's own listeners.
 	Callbacks callback.Policy
@@ -40,9 +40,24 @@ type Settings struct {
 	RetainOnClose        bool
 	MaxRetainedDiskMB    int64
 	MaxRetainedPerTenant int
-	ReaperPath           string // asked for a pass when a record is evicted or a hold finished
+	ReaperPath           messages.Address // asked for a pass when a record is evicted or a hold finished
 	// QuotaEnforced is whether tenant volumes are kernel-quota-bounded (/stats says so).
 	QuotaEnforced bool
+}
+
+// DefaultSettings are the registry's fixed settings: a lease actor's backlog
+// limit (256) and the siblings it tells; the pool, SKUs and retention policy
+// come from the config.
+func DefaultSettings() Settings {
+	return Settings{LeaseMailboxLimit: 256, SnapshotEvery: 256, ReconcilerPath: messages.Reconciler,
+		ReclaimerPath: messages.Reclaimer, NetpoolPath: messages.Netpool, ReaperPath: messages.Reaper}
+}
+
+// Spec is the registry's row in the tree: its lease actors restart under
+// LeaseStrategy, and askers get 503 beyond a backlog of 1024.
+func Spec(deps *Deps) supervisors.Spec {
+	return supervisors.Spec{Name: "registry", Kind: "registry", Producer: New(deps), MailboxLimit: 1024,
+		Supervisor: supervisors.LeaseStrategy()}
 }
 
 // Deps are the registry's collaborators.
@@ -178,7 +193,7 @@ func (a *Actor) started(c actor.Context) {
 // env is what Decide may know beyond the directory.
 func (a *Actor) env() Env {
 	return Env{Now: a.deps.Now(), Stopping: a.stopping, Queued: a.admissions.Items(), Busy: func(pid *actor.PID) bool {
-		n, ok := a.deps.Tree.Dir.Get(pid.Id)
+		n, ok := a.deps.Tree.Dir.Get(messages.Address(pid.Id))
 		return ok && n.Overloaded()
 	}}
 }

@@ -121,14 +121,14 @@ func TestDebug_LeaseRowsFromTheReadModel(t *testing.T) {
 	}
 	r := byID[ids[0]]
 	if r.Status != "ready" || r.LeaseStatus != "ready" || r.Tenant != "fred1tenant" || r.ProviderUUID != "provider-test" ||
-		r.Actor != leasePath(ids[0]) || r.CreatedAt.IsZero() || r.TerminalBudget.Verdict != "retry" ||
+		r.Actor != string(leasePath(ids[0])) || r.CreatedAt.IsZero() || r.TerminalBudget.Verdict != "retry" ||
 		!reflect.DeepEqual(r.Items, []messages.DebugItem{{SKU: "docker-small", Quantity: 2, ServiceName: "app"}}) ||
 		len(r.Services) != 1 || r.Services[0].Name != "app" || len(r.Services[0].Instances) != 0 {
 		t.Fatalf("ready row = %+v (instances are the lease actor's to fill)", r)
 	}
 	f := byID[ids[1]]
 	if f.Status != "failed" || f.LeaseStatus != "failed" || f.FailCount != 1 || f.Reason != messages.ReasonInternal ||
-		f.Message != "container creation failed" || f.Actor != leasePath(ids[1]) {
+		f.Message != "container creation failed" || f.Actor != string(leasePath(ids[1])) {
 		t.Fatalf("failed row = %+v", f)
 	}
 

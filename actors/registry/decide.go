@@ -60,7 +60,7 @@ type (
 	}
 	Stop struct{ Lease string }
 	Tell struct {
-		Path string
+		Path messages.Address
 		Msg  any
 	}
 	Answer struct {

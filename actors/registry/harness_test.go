@@ -366,7 +366,7 @@ func sortedIDs(n int) []string {
 	return ids
 }
 
-func leasePath(id string) string { return regPath + "/lease-" + id }
+func leasePath(id string) messages.Address { return regPath.Child("lease-" + id) }
 
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()

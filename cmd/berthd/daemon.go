@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,42 +12,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/actors/facade"
-	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/netpool"
-	"github.com/berth-dev/berth/actors/outbox"
-	"github.com/berth-dev/berth/actors/reaper"
-	"github.com/berth-dev/berth/actors/reclaimer"
-	"github.com/berth-dev/berth/actors/reconciler"
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/actors/volumehold"
-	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/cmd/berthd/config"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/addresspool"
 	"github.com/berth-dev/berth/dockerio/engine"
-	"github.com/berth-dev/berth/http/api"
-	"github.com/berth-dev/berth/http/debug"
-	"github.com/berth-dev/berth/http/hmac"
-	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
-)
-
-// Paths of the root's children (PID ids), fixed so actors can address siblings.
-const (
-	registryPath   = supervisors.RootPath + "/registry"
-	outboxPath     = supervisors.RootPath + "/outbox"
-	watcherPath    = supervisors.RootPath + "/watcher"
-	reconcilerPath = supervisors.RootPath + "/reconciler"
-	reclaimerPath  = supervisors.RootPath + "/reclaimer"
-	netpoolPath    = supervisors.RootPath + "/netpool"
-	reaperPath     = supervisors.RootPath + "/reaper"
-	volumeHoldPath = supervisors.RootPath + "/volumehold"
 )
 
 // daemon is a running berthd: what start opened, and how to stop it.
@@ -97,19 +72,89 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 			d.closeStorage()
 		}
 	}()
-	phases := newStartupPhases(log)
+	w := &wiring{cfg: cfg, d: d, log: log, phases: newStartupPhases(log), now: time.Now,
+		callbacks: callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}}
+	if testHooks.now != nil {
+		w.now = testHooks.now
+	}
+	mark := time.Now()
+	if err := d.openStorage(cfg, opts, w.phases); err != nil {
+		return nil, err
+	}
+	w.id = d.store.Identity()
+	var err error
+	if w.secret, err = loadSecret(cfg, log); err != nil {
+		return nil, err
+	}
+	w.reg = prometheus.NewRegistry()
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), w.phases.gauge)
+	mark = time.Now()
+	if err := d.connectDocker(cfg, w.id.InstallationID, w.reg); err != nil {
+		return nil, err
+	}
+	mark = w.phases.done("docker_connect", mark)
+	if d.vols, err = openVolumes(cfg, w.id.InstallationID, log); err != nil {
+		return nil, err
+	}
+	w.phases.done("volumes_open", mark)
+	d.tree, err = supervisors.Start(supervisors.Options{Logger: log, Registerer: w.reg, Chaos: cfg.Debug.Chaos,
+		Guardian: testHooks.guardian, Children: func(tree *supervisors.Tree) []supervisors.Spec {
+			w.tree = tree
+			return w.children()
+		}})
+	if err != nil {
+		return nil, err
+	}
+	log.Info().Str("version", version).Str("data_dir", cfg.DataDir).Str("storage_id", w.id.StorageID).
+		Str("listen_addr", cfg.ListenAddr).Str("debug_listen_addr", cfg.DebugListenAddr).Msg("berthd started")
+	ok = true
+	return d, nil
+}
+
+// openStorage takes the data dir's lock, opens state.db and replays every
+// journal (refusing what it cannot read), then opens diagnostics.db.
+func (d *daemon) openStorage(cfg *config.Config, opts persistence.Options, phases *startupPhases) error {
 	mark := time.Now()
 	lock, err := persistence.AcquireLock(cfg.DataDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.lock = lock
 	store, info, err := persistence.Open(opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.store = store
 	mark = phases.done("store_open", mark)
+	d.logOpened(cfg, info)
+	d.replayed = registry.NewReplayed()
+	if err := registry.VerifyInto(store, d.replayed); err != nil {
+		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
+	if _, _, err := volumehold.Load(store); err != nil {
+		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
+	if _, _, err := netpool.Load(store); err != nil {
+		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
+	phases.done("journal_verify", mark)
+	dopts := opts
+	if dopts.DiagnosticsFile, err = filepath.Abs(cfg.DiagnosticsDBPath); err != nil {
+		return fmt.Errorf("diagnostics_db_path %s: %w", cfg.DiagnosticsDBPath, err)
+	}
+	if d.diag, err = persistence.OpenDiagnostics(dopts); err != nil {
+		return err
+	}
+	if sa, ok := d.diag.SetAside(); ok {
+		// Diagnostics carry no authority: a damaged file is set aside, never a reason to refuse start.
+		d.log.Error().Str("set_aside", sa.Path).Str("reason", sa.Reason).Msg(sa.OperatorMessage())
+	}
+	return nil
+}
+
+// logOpened tells the operator what opening the store found.
+func (d *daemon) logOpened(cfg *config.Config, info persistence.OpenInfo) {
+	log, store := d.log, d.store
 	if info.Initialized {
 		log.Warn().Str("data_dir", cfg.DataDir).Str("storage_id", store.Identity().StorageID).
 			Msg("empty data dir initialised with a new storage identity (production mode requires -initialize-storage-identity new)")
@@ -124,28 +169,10 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	for _, f := range store.Findings() {
 		log.Error().Str("path", store.Path()).Msg(f)
 	}
-	d.replayed = registry.NewReplayed()
-	if err := registry.VerifyInto(store, d.replayed); err != nil {
-		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
-	}
-	if _, _, err := volumehold.Load(store); err != nil {
-		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
-	}
-	if _, _, err := netpool.Load(store); err != nil {
-		return nil, fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
-	}
-	mark = phases.done("journal_verify", mark)
-	dopts := opts
-	if dopts.DiagnosticsFile, err = filepath.Abs(cfg.DiagnosticsDBPath); err != nil {
-		return nil, fmt.Errorf("diagnostics_db_path %s: %w", cfg.DiagnosticsDBPath, err)
-	}
-	if d.diag, err = persistence.OpenDiagnostics(dopts); err != nil {
-		return nil, err
-	}
-	if sa, ok := d.diag.SetAside(); ok {
-		// Diagnostics carry no authority: a damaged file is set aside, never a reason to refuse start.
-		log.Error().Str("set_aside", sa.Path).Str("reason", sa.Reason).Msg(sa.OperatorMessage())
-	}
+}
+
+// loadSecret is the callback secret (configured, or generated once into the data dir).
+func loadSecret(cfg *config.Config, log zerolog.Logger) ([]byte, error) {
 	secret, secretPath, err := config.CallbackSecret(cfg)
 	if err != nil {
 		return nil, err
@@ -153,189 +180,29 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if secretPath != "" {
 		log.Info().Str("path", secretPath).Msg("callback secret generated or read from the data dir (value not logged)")
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), phases.gauge)
-	if testHooks.engine != nil {
-		if d.engine, err = testHooks.engine(store.Identity().InstallationID); err != nil {
-			return nil, fmt.Errorf("test engine: %w", err)
-		}
-	} else {
-		d.docker, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: store.Identity().InstallationID,
-			PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
-			MaxInFlight: cfg.DockerMaxInFlight, MaxStartsInFlight: cfg.DockerMaxStartsInFlight,
-			Registerer: reg, Logger: log.With().Str("component", "docker").Logger()})
-		if err != nil {
-			return nil, fmt.Errorf("docker client: %w", err)
-		}
-		d.engine = d.docker
-	}
-	mark = phases.done("docker_connect", mark)
-	if d.docker != nil {
-		warnNetworkCapacity(d.docker, cfg, log)
-	}
-	if d.vols, err = openVolumes(cfg, store.Identity().InstallationID, log); err != nil {
-		return nil, err
-	}
-	phases.done("volumes_open", mark)
-
-	now := time.Now
-	if testHooks.now != nil {
-		now = testHooks.now
-	}
-	id := store.Identity()
-
-	d.tree, err = supervisors.Start(supervisors.Options{
-		Logger:     log,
-		Registerer: reg,
-		Chaos:      cfg.Debug.Chaos,
-		Guardian:   testHooks.guardian,
-		Children: func(tree *supervisors.Tree) []supervisors.Spec {
-			return children(cfg, secret, id, d, tree, reg, now, log, phases)
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	log.Info().Str("version", version).Str("data_dir", cfg.DataDir).Str("storage_id", id.StorageID).
-		Str("listen_addr", cfg.ListenAddr).Str("debug_listen_addr", cfg.DebugListenAddr).Msg("berthd started")
-	ok = true
-	return d, nil
+	return secret, nil
 }
 
-// children builds the root's children, in spawn order: the facade last, so it is
-// the first to stop when the tree drains.
-func children(cfg *config.Config, secret []byte, id persistence.Identity, d *daemon, tree *supervisors.Tree,
-	reg *prometheus.Registry, now func() time.Time, log zerolog.Logger, phases *startupPhases) []supervisors.Spec {
-	eng := d.engine
-	leaseDeps := &lease.Deps{Store: d.store, Diag: d.diag, Engine: eng, Volumes: d.vols, Preloaded: d.replayed.Leases, Log: log, Now: now, Metrics: lease.NewMetrics(reg), Settings: &lease.Settings{
-		BackendName:      cfg.Name,
-		HostAddress:      cfg.HostAddress,
-		HostBindIP:       cfg.HostBindIP,
-		StorageID:        id.StorageID,
-		InstallationID:   id.InstallationID,
-		ProvisionTimeout: cfg.ProvisionTimeout,
-		PullTimeout:      cfg.ImagePullTimeout,
-		VerifyDuration:   cfg.StartupVerifyDuration,
-		StopTimeout:      cfg.ContainerStopTimeout,
-		HealthPoll:       2 * time.Second,
-		ResumePoll:       5 * time.Second,
-		TeardownRetry:    5 * time.Second,
-		ReadonlyRootfs:   cfg.ContainerReadonlyRootfs,
-		PidsLimit:        cfg.ContainerPidsLimit,
-		TmpfsSizeMB:      int(cfg.ContainerTmpfsSizeMB),
-		OutboxPath:       outboxPath,
-		SnapshotEvery:    64,
-		WorkerDrain:      cfg.ContainerStopTimeout + time.Minute,
-		ReleasesMaxAge:   cfg.ReleasesMaxAge,
-		HistoryBytes:     32 << 20,
-		VolumeHoldPath:   volumeHoldPath,
-		RetentionMaxAge:  cfg.RetentionMaxAge,
-	}}
-	if cfg.NetworkPoolSize > 0 {
-		leaseDeps.Networks = &netpool.Client{Tree: tree, Path: netpoolPath, Timeout: 10 * time.Second}
+// connectDocker makes the Engine (the test hook's, or the real client) and
+// warns when Docker's address pools hold fewer networks than leases fit.
+func (d *daemon) connectDocker(cfg *config.Config, installationID string, reg prometheus.Registerer) error {
+	var err error
+	if testHooks.engine != nil {
+		if d.engine, err = testHooks.engine(installationID); err != nil {
+			return fmt.Errorf("test engine: %w", err)
+		}
+		return nil
 	}
-	// Callbacks never reach berthd's own listeners (nor link-local addresses):
-	// refused at admission, and again on the address the outbox dials.
-	callbacks := callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}
-	profiles := make(map[string]lease.Profile, len(cfg.SKUProfiles))
-	for name, p := range cfg.SKUProfiles {
-		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
+	d.docker, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: installationID,
+		PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
+		MaxInFlight: cfg.DockerMaxInFlight, MaxStartsInFlight: cfg.DockerMaxStartsInFlight,
+		Registerer: reg, Logger: d.log.With().Str("component", "docker").Logger()})
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
 	}
-	// A burst of admissions is answered before its provisions start their Docker
-	// work (supervisors.Quiet): measured at 100 concurrent POSTs on real Docker.
-	leaseDeps.Quiet = &supervisors.Quiet{Window: admissionQuietWindow, Max: admissionQuietMax}
-	registryDeps := &registry.Deps{Store: d.store, Diag: d.diag, Tree: tree, LeaseDeps: leaseDeps, Log: log, Now: now, Replayed: d.replayed, Quiet: leaseDeps.Quiet,
-		Phase: func(p string, took time.Duration) {
-			phases.record(p, took)
-			if p == "recovery" {
-				d.recoveredOnce.Do(func() { close(d.recovered) })
-			}
-		},
-		Transitions: registry.NewTransitions(messages.TransitionsKept),
-		AdmissionBatches: promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
-			Name:    "berth_admission_batch_size",
-			Help:    "Admissions carried by each registry journal commit (a burst of concurrent provisions shares one).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
-		}),
-		ClosureBatches: promauto.With(reg).NewHistogram(prometheus.HistogramOpts{
-			Name:    "berth_closure_batch_size",
-			Help:    "Lease closes carried by each registry journal commit (a mass close shares a few).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
-		}),
-		Settings: &registry.Settings{
-			Totals: registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB},
-			TenantQuota: registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
-				MemoryMB: cfg.TenantQuota.MaxMemoryMB, DiskMB: cfg.TenantQuota.MaxDiskMB},
-			SKUMapping:        cfg.SKUMapping,
-			SKUProfiles:       profiles,
-			ScratchMB:         cfg.ContainerTmpfsSizeMB,
-			AllowedRegistries: cfg.AllowedRegistries,
-			LeaseMailboxLimit: 256,
-			SnapshotEvery:     256,
-			ReconcilerPath:    reconcilerPath,
-			ReclaimerPath:     reclaimerPath,
-			NetpoolPath:       netpoolPath,
-			Callbacks:         callbacks,
-			// Retention: a close keeps the volumes only when there are volumes to keep.
-			RetainOnClose:        cfg.RetainOnClose && d.vols != nil,
-			MaxRetainedDiskMB:    cfg.MaxRetainedDiskMB,
-			MaxRetainedPerTenant: cfg.MaxRetainedLeasesPerTenant,
-			ReaperPath:           reaperPath,
-			QuotaEnforced:        d.vols != nil && d.vols.Enforced(),
-		}}
-
-	outSet := outbox.DefaultSettings(secret, callbacks) // signs with the wall clock: receivers check it
-	if cfg.CallbackInsecureSkipVerify {
-		// Dev only (refused in production): same guarded client, TLS unchecked.
-		outSet.Client = outbox.NewClient(callbacks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec
-	}
-
-	apiMetrics := api.NewMetrics(reg)
-	verifier := &hmac.Verifier{Secret: secret, MaxBody: cfg.MaxRequestBodySize, Observe: apiMetrics.AuthOutcome}
-	if cfg.CallbackSecretNext != "" {
-		verifier.NextSecret = []byte(cfg.CallbackSecretNext)
-	}
-	apiHandler := api.Handler(&api.Deps{Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath,
-		Verifier: verifier, Callbacks: callbacks, Gatherer: reg, Metrics: apiMetrics, Log: log.With().Str("component", "http").Logger(),
-		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: now})
-	debugHandler := debug.Handler(tree, debug.Options{Chaos: cfg.Debug.Chaos, Token: string(cfg.Debug.Token),
-		RegistryPath: registryPath, OutboxPath: outboxPath, PassPaths: []string{reconcilerPath, reclaimerPath, netpoolPath, reaperPath},
-		Reads: debugReads{store: d.store, diag: d.diag}, Now: now})
-
-	env := supervisors.Env{Tree: tree, Log: log, Now: now}
-	return []supervisors.Spec{
-		{Name: "registry", Kind: "registry", Producer: registry.New(registryDeps), MailboxLimit: 1024,
-			Supervisor: supervisors.LeaseStrategy()},
-		{Name: "outbox", Kind: "outbox", Producer: outbox.New(d.store, outSet, log, outbox.NewMetrics(reg, d.store, now))},
-		{Name: "watcher", Kind: "watcher", Producer: watcher.New(&watcher.Deps{Env: env.For("watcher"), Engine: eng,
-			Metrics: watcher.NewMetrics(reg), Settings: &watcher.Settings{InstallationID: id.InstallationID,
-				RegistryPath: registryPath, ReconcilerPath: reconcilerPath, QueueSize: 4096, BackoffBase: time.Second, BackoffCap: 30 * time.Second}})},
-		{Name: "reconciler", Kind: "reconciler", Producer: reconciler.New(&reconciler.Deps{Env: env.For("reconciler"), Engine: eng, Diag: d.diag,
-			Metrics: reconciler.NewMetrics(reg), ClosedReceipt: lease.ClosedReceipt(d.store), Settings: &reconciler.Settings{
-				Interval: cfg.ReconcileInterval, PassTimeout: 2 * time.Minute, AckTimeout: 30 * time.Second,
-				RegistryPath: registryPath, StopTimeout: cfg.ContainerStopTimeout, MaxRemovals: 100,
-				RemoveTimeout: 30 * time.Second, DiagnosticsMaxAge: cfg.DiagnosticsMaxAge, PruneEvery: time.Hour}})},
-		{Name: "reclaimer", Kind: "reclaimer", Producer: reclaimer.New(&reclaimer.Deps{Env: env.For("reclaimer"), Engine: eng,
-			Metrics: reclaimer.NewMetrics(reg), Settings: &reclaimer.Settings{Interval: cfg.ReconcileInterval,
-				AfterClose: 5 * time.Second, Budget: 30 * time.Second, InstallationID: id.InstallationID,
-				BackendName: cfg.Name, RegistryPath: registryPath}})},
-		{Name: "netpool", Kind: "netpool", Producer: netpool.New(&netpool.Deps{Env: env.For("netpool"), Store: d.store, Engine: eng,
-			Metrics: netpool.NewMetrics(reg), Settings: &netpool.Settings{Size: cfg.NetworkPoolSize,
-				Interval: cfg.ReconcileInterval, Quiet: 2 * time.Second, Budget: time.Minute, IdleWait: 40 * time.Second,
-				RegistryPath: registryPath, BackendName: cfg.Name, InstallationID: id.InstallationID}})},
-		{Name: "volumehold", Kind: "volumehold", Producer: volumehold.New(&volumehold.Deps{Env: env.For("volumehold"), Store: d.store,
-			Volumes: d.vols, Metrics: volumehold.NewMetrics(reg), Settings: &volumehold.Settings{RegistryPath: registryPath,
-				BackoffBase: time.Second, BackoffCap: time.Minute}})},
-		{Name: "reaper", Kind: "reaper", Producer: reaper.New(&reaper.Deps{Env: env.For("reaper"), Volumes: d.vols,
-			Metrics: reaper.NewMetrics(reg), Settings: &reaper.Settings{Interval: cfg.RetentionReapInterval,
-				OrphanConfirmations: cfg.RetentionOrphanConfirmations, PassTimeout: 10 * time.Minute,
-				RegistryPath: registryPath, VolumeHoldPath: volumeHoldPath}})},
-		{Name: "facade", Kind: "facade", Producer: facade.New(&facade.Deps{Tree: tree, API: apiHandler,
-			Debug: debugHandler, Log: log, Settings: &facade.Settings{
-				ListenAddr: cfg.ListenAddr, DebugListenAddr: cfg.DebugListenAddr, TLSCertFile: cfg.TLSCertFile,
-				TLSKeyFile: cfg.TLSKeyFile, TLSClientCAFile: cfg.TLSClientCAFile, TLSClientAllowed: cfg.TLSClientAllowedNames,
-				ShutdownGrace: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second}})},
-	}
+	d.engine = d.docker
+	warnNetworkCapacity(d.docker, cfg, d.log)
+	return nil
 }
 
 // stop drains the tree (the facade first), then closes storage and the lock.

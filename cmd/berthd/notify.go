@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/http/api"
+	"github.com/berth-dev/berth/messages"
 )
 
 // berthd under systemd (Type=notify, deploy/berthd.service) tells the service
@@ -215,5 +216,5 @@ func (d *daemon) health(ctx context.Context) api.HealthVerdict {
 	if deadline, ok := ctx.Deadline(); ok {
 		ask = max(time.Until(deadline)-time.Second, 500*time.Millisecond)
 	}
-	return api.CheckHealth(ctx, d.tree, registryPath, watcherPath, ask)
+	return api.CheckHealth(ctx, d.tree, messages.Registry, messages.Watcher, ask)
 }

@@ -19,8 +19,8 @@ import (
 // Deps are what the API handlers ask and check.
 type Deps struct {
 	Tree         *supervisors.Tree
-	RegistryPath string // leases, admission, health of accounting and the store
-	WatcherPath  string // Docker reachability (GET /health)
+	RegistryPath messages.Address // leases, admission, health of accounting and the store
+	WatcherPath  messages.Address // Docker reachability (GET /health)
 	Verifier     *hmac.Verifier
 	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer

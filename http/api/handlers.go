@@ -68,7 +68,7 @@ func ask[R any](s *server, r *http.Request, timeout time.Duration, build func(ch
 }
 
 // askAt asks the actor at path.
-func askAt[R any](s *server, r *http.Request, path string, timeout time.Duration, build func(chan<- R) any) (R, error) {
+func askAt[R any](s *server, r *http.Request, path messages.Address, timeout time.Duration, build func(chan<- R) any) (R, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout+time.Second)
 	defer cancel()
 	return supervisors.Ask(ctx, s.d.Tree, path, timeout, build)

@@ -164,7 +164,7 @@ func newEnvWith(t *testing.T, v *hmac.Verifier, askTimeout time.Duration) *env {
 		defer cancel()
 		_ = tree.Stop(ctx)
 	})
-	for _, p := range []string{registryPath, watcherPath} {
+	for _, p := range []messages.Address{registryPath, watcherPath} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			if _, ok := tree.Dir.Get(p); ok {

@@ -23,8 +23,8 @@ func (v HealthVerdict) Healthy() bool { return v.Reason == "" }
 // CheckHealth asks the registry (recovery finished, accounting whole, its store
 // healthy) and the watcher (Docker reachable) at once, each bounded by timeout;
 // neither check runs here.
-func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watcherPath string, timeout time.Duration) HealthVerdict {
-	askAt := func(path string, build func(chan<- messages.HealthReply) any) (messages.HealthReply, error) {
+func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watcherPath messages.Address, timeout time.Duration) HealthVerdict {
+	askAt := func(path messages.Address, build func(chan<- messages.HealthReply) any) (messages.HealthReply, error) {
 		actx, cancel := context.WithTimeout(ctx, timeout+time.Second)
 		defer cancel()
 		return supervisors.Ask(actx, tree, path, timeout, build)

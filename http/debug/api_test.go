@@ -160,7 +160,7 @@ func newFixture(t *testing.T, mutate func(*debug.Options)) *fixture {
 	for _, p := range []string{"registry", "outbox", "leaseA", "reconciler", "reclaimer", "mute"} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			if _, ok := tree.Dir.Get("root/" + p); ok {
+			if _, ok := tree.Dir.Get(messages.Root.Child(p)); ok {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -170,7 +170,7 @@ func newFixture(t *testing.T, mutate func(*debug.Options)) *fixture {
 		}
 	}
 	opts := debug.Options{Token: token, RegistryPath: "root/registry", OutboxPath: "root/outbox",
-		PassPaths: []string{"root/reconciler", "root/reclaimer", "root/reaper"}, Reads: storeReads{store, diag},
+		PassPaths: []messages.Address{"root/reconciler", "root/reclaimer", "root/reaper"}, Reads: storeReads{store, diag},
 		Now: func() time.Time { return now }, AskTimeout: 2 * time.Second}
 	if mutate != nil {
 		mutate(&opts)

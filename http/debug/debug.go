@@ -33,9 +33,9 @@ type Options struct {
 	Token string
 
 	// What the operator's API reads; unset paths answer 503 (no such actor).
-	RegistryPath string   // lease rows, transitions, releases
-	OutboxPath   string   // delivery attempts and recent deliveries
-	PassPaths    []string // background actors answering GetPass (reconciler, reclaimer, reaper)
+	RegistryPath messages.Address   // lease rows, transitions, releases
+	OutboxPath   messages.Address   // delivery attempts and recent deliveries
+	PassPaths    []messages.Address // background actors answering GetPass (reconciler, reclaimer, reaper)
 	// Reads reads the stores: a lease's journal, queued outbox rows, stored
 	// failure captures. Nil: not served.
 	Reads Reads
@@ -91,13 +91,13 @@ func Handler(tree *supervisors.Tree, opts Options) http.Handler {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "chaos requires debug.token"})
 			return
 		}
-		path := r.URL.Query().Get("actor")
+		path := messages.Address(r.URL.Query().Get("actor"))
 		if _, ok := tree.Dir.Get(path); !ok {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no live actor at that path"})
 			return
 		}
 		tree.Send(path, &messages.Crash{})
-		writeJSON(w, http.StatusAccepted, map[string]string{"status": "crash sent", "actor": path})
+		writeJSON(w, http.StatusAccepted, map[string]string{"status": "crash sent", "actor": string(path)})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})

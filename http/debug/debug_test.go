@@ -19,7 +19,7 @@ import (
 
 const (
 	token      = "debug-token-4b1f0c"
-	victimPath = supervisors.RootPath + "/victim"
+	victimPath = "root/victim"
 )
 
 type victim struct{}

@@ -41,12 +41,12 @@ func (s *server) freshness(w http.ResponseWriter, r *http.Request) {
 	}{out})
 }
 
-func (s *server) passFreshness(ctx context.Context, actorPath string, now time.Time) messages.Freshness {
+func (s *server) passFreshness(ctx context.Context, actorPath messages.Address, now time.Time) messages.Freshness {
 	rep, err := askWithin(s, ctx, actorPath, passAskTimeout, func(c chan<- messages.PassReport) any {
 		return &messages.GetPass{Reply: c}
 	})
 	if err != nil {
-		return messages.Freshness{Name: path.Base(actorPath), Outcome: "error: " + err.Error(), Status: messages.FreshnessUnknown}
+		return messages.Freshness{Name: path.Base(string(actorPath)), Outcome: "error: " + err.Error(), Status: messages.FreshnessUnknown}
 	}
 	return Freshness(rep, now)
 }

@@ -94,7 +94,7 @@ func (s *server) leaseRows(ctx context.Context, q messages.DebugLeases) ([]messa
 
 // fillInstances asks a row's lease actor for its services and instances.
 func (s *server) fillInstances(ctx context.Context, row *messages.LeaseRow) {
-	rep, err := askWithin(s, ctx, row.Actor, leaseAskTimeout, func(c chan<- messages.DebugLeaseReply) any {
+	rep, err := askWithin(s, ctx, messages.Address(row.Actor), leaseAskTimeout, func(c chan<- messages.DebugLeaseReply) any {
 		return &messages.DebugLease{Reply: c}
 	})
 	if err != nil {

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"crypto/tls"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/rs/zerolog"
+
+	"github.com/berth-dev/berth/actors/facade"
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/netpool"
+	"github.com/berth-dev/berth/actors/outbox"
+	"github.com/berth-dev/berth/actors/reaper"
+	"github.com/berth-dev/berth/actors/reclaimer"
+	"github.com/berth-dev/berth/actors/reconciler"
+	"github.com/berth-dev/berth/actors/registry"
+	"github.com/berth-dev/berth/actors/volumehold"
+	"github.com/berth-dev/berth/actors/watcher"
+	"github.com/berth-dev/berth/cmd/berthd/config"
+	"github.com/berth-dev/berth/http/api"
+	"github.com/berth-dev/berth/http/debug"
+	"github.com/berth-dev/berth/http/hmac"
+	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/callback"
+	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
+)
+
+// wiring is what the tree's rows are built from: the config, what start
+// opened, and the process-wide pieces every actor shares.
+type wiring struct {
+	cfg    *config.Config
+	d      *daemon
+	tree   *supervisors.Tree
+	reg    *prometheus.Registry
+	id     persistence.Identity
+	secret []byte
+	now    func() time.Time
+	log    zerolog.Logger
+	phases *startupPhases
+	// callbacks: a callback never reaches berthd's own listeners (nor a
+	// link-local address) — refused at admission, and again on the address the
+	// outbox dials.
+	callbacks callback.Policy
+}
+
+// children is the root's children in spawn order, one row each (the facade
+// last, so it is the first to stop when the tree drains). A row maps only what
+// the configuration decides; everything else is its package's DefaultSettings.
+func (w *wiring) children() []supervisors.Spec {
+	cfg, id, env := w.cfg, w.id, supervisors.Env{Tree: w.tree, Log: w.log, Now: w.now}
+	return []supervisors.Spec{
+		registry.Spec(w.registry()),
+		supervisors.At(messages.Outbox, outbox.New(w.d.store, w.outbox(), w.log, outbox.NewMetrics(w.reg, w.d.store, w.now))),
+		supervisors.At(messages.Watcher, watcher.New(&watcher.Deps{Env: env.For("watcher"), Engine: w.d.engine, Metrics: watcher.NewMetrics(w.reg),
+			Settings: with(watcher.DefaultSettings(), func(s *watcher.Settings) { s.InstallationID = id.InstallationID })})),
+		supervisors.At(messages.Reconciler, reconciler.New(&reconciler.Deps{Env: env.For("reconciler"), Engine: w.d.engine, Diag: w.d.diag,
+			Metrics: reconciler.NewMetrics(w.reg), ClosedReceipt: lease.ClosedReceipt(w.d.store),
+			Settings: with(reconciler.DefaultSettings(), func(s *reconciler.Settings) {
+				s.Interval, s.StopTimeout, s.DiagnosticsMaxAge = cfg.ReconcileInterval, cfg.ContainerStopTimeout, cfg.DiagnosticsMaxAge
+			})})),
+		supervisors.At(messages.Reclaimer, reclaimer.New(&reclaimer.Deps{Env: env.For("reclaimer"), Engine: w.d.engine, Metrics: reclaimer.NewMetrics(w.reg),
+			Settings: with(reclaimer.DefaultSettings(), func(s *reclaimer.Settings) {
+				s.Interval, s.InstallationID, s.BackendName = cfg.ReconcileInterval, id.InstallationID, cfg.Name
+			})})),
+		supervisors.At(messages.Netpool, netpool.New(&netpool.Deps{Env: env.For("netpool"), Store: w.d.store, Engine: w.d.engine, Metrics: netpool.NewMetrics(w.reg),
+			Settings: with(netpool.DefaultSettings(), func(s *netpool.Settings) {
+				s.Size, s.Interval, s.BackendName, s.InstallationID = cfg.NetworkPoolSize, cfg.ReconcileInterval, cfg.Name, id.InstallationID
+			})})),
+		supervisors.At(messages.VolumeHold, volumehold.New(&volumehold.Deps{Env: env.For("volumehold"), Store: w.d.store, Volumes: w.d.vols,
+			Metrics: volumehold.NewMetrics(w.reg), Settings: with(volumehold.DefaultSettings(), nil)})),
+		supervisors.At(messages.Reaper, reaper.New(&reaper.Deps{Env: env.For("reaper"), Volumes: w.d.vols, Metrics: reaper.NewMetrics(w.reg),
+			Settings: with(reaper.DefaultSettings(), func(s *reaper.Settings) {
+				s.Interval, s.OrphanConfirmations = cfg.RetentionReapInterval, cfg.RetentionOrphanConfirmations
+			})})),
+		supervisors.At(messages.Facade, facade.New(&facade.Deps{Tree: w.tree, API: w.api(), Debug: w.debug(), Log: w.log,
+			Settings: with(facade.DefaultSettings(), func(s *facade.Settings) {
+				s.ListenAddr, s.DebugListenAddr, s.TLSClientAllowed = cfg.ListenAddr, cfg.DebugListenAddr, cfg.TLSClientAllowedNames
+				s.TLSCertFile, s.TLSKeyFile, s.TLSClientCAFile = cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile
+			})})),
+	}
+}
+
+// with is a package's defaults with the config's part set.
+func with[S any](defaults S, set func(*S)) *S {
+	if set != nil {
+		set(&defaults)
+	}
+	return &defaults
+}
+
+// registry is the registry's row: the pool, SKUs and retention policy, and
+// its lease actors' settings.
+func (w *wiring) registry() *registry.Deps {
+	cfg := w.cfg
+	profiles := make(map[string]lease.Profile, len(cfg.SKUProfiles))
+	for name, p := range cfg.SKUProfiles {
+		profiles[name] = lease.Profile{CPUCores: p.CPUCores, MemoryMB: p.MemoryMB, DiskMB: p.DiskMB}
+	}
+	leases := w.leases()
+	return &registry.Deps{Store: w.d.store, Diag: w.d.diag, Tree: w.tree, LeaseDeps: leases, Log: w.log, Now: w.now,
+		Replayed: w.d.replayed, Quiet: leases.Quiet, Phase: w.phase, Transitions: registry.NewTransitions(messages.TransitionsKept),
+		AdmissionBatches: batchSizes(w.reg, "berth_admission_batch_size",
+			"Admissions carried by each registry journal commit (a burst of concurrent provisions shares one)."),
+		ClosureBatches: batchSizes(w.reg, "berth_closure_batch_size",
+			"Lease closes carried by each registry journal commit (a mass close shares a few)."),
+		Settings: with(registry.DefaultSettings(), func(s *registry.Settings) {
+			s.Totals = registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB}
+			s.TenantQuota = registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
+				MemoryMB: cfg.TenantQuota.MaxMemoryMB, DiskMB: cfg.TenantQuota.MaxDiskMB}
+			s.SKUMapping, s.SKUProfiles, s.ScratchMB = cfg.SKUMapping, profiles, cfg.ContainerTmpfsSizeMB
+			s.AllowedRegistries, s.Callbacks = cfg.AllowedRegistries, w.callbacks
+			// A close keeps volumes only when there are volumes to keep.
+			s.RetainOnClose = cfg.RetainOnClose && w.d.vols != nil
+			s.MaxRetainedDiskMB, s.MaxRetainedPerTenant = cfg.MaxRetainedDiskMB, cfg.MaxRetainedLeasesPerTenant
+			s.QuotaEnforced = w.d.vols != nil && w.d.vols.Enforced()
+		})}
+}
+
+// leases are every lease actor's collaborators and settings.
+func (w *wiring) leases() *lease.Deps {
+	cfg, id := w.cfg, w.id
+	deps := &lease.Deps{Store: w.d.store, Diag: w.d.diag, Engine: w.d.engine, Volumes: w.d.vols, Preloaded: w.d.replayed.Leases,
+		Log: w.log, Now: w.now, Metrics: lease.NewMetrics(w.reg),
+		// A burst of admissions is answered before its provisions start their
+		// Docker work: measured at 100 concurrent POSTs on real Docker.
+		Quiet: &supervisors.Quiet{Window: admissionQuietWindow, Max: admissionQuietMax},
+		Settings: with(lease.DefaultSettings(), func(s *lease.Settings) {
+			s.BackendName, s.HostAddress, s.HostBindIP = cfg.Name, cfg.HostAddress, cfg.HostBindIP
+			s.StorageID, s.InstallationID = id.StorageID, id.InstallationID
+			s.ProvisionTimeout, s.PullTimeout, s.VerifyDuration = cfg.ProvisionTimeout, cfg.ImagePullTimeout, cfg.StartupVerifyDuration
+			s.StopTimeout, s.WorkerDrain = cfg.ContainerStopTimeout, cfg.ContainerStopTimeout+time.Minute
+			s.ReadonlyRootfs, s.PidsLimit, s.TmpfsSizeMB = cfg.ContainerReadonlyRootfs, cfg.ContainerPidsLimit, int(cfg.ContainerTmpfsSizeMB)
+			s.ReleasesMaxAge, s.RetentionMaxAge = cfg.ReleasesMaxAge, cfg.RetentionMaxAge
+		})}
+	if cfg.NetworkPoolSize > 0 {
+		deps.Networks = &netpool.Client{Tree: w.tree, Path: messages.Netpool, Timeout: 10 * time.Second}
+	}
+	return deps
+}
+
+// phase records a startup phase; recovery's is the daemon's readiness too.
+func (w *wiring) phase(p string, took time.Duration) {
+	w.phases.record(p, took)
+	if p == "recovery" {
+		w.d.recoveredOnce.Do(func() { close(w.d.recovered) })
+	}
+}
+
+func batchSizes(reg prometheus.Registerer, name, help string) prometheus.Observer {
+	return promauto.With(reg).NewHistogram(prometheus.HistogramOpts{Name: name, Help: help,
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
+}
+
+// outbox signs with the wall clock (receivers check it).
+func (w *wiring) outbox() outbox.Settings {
+	set := outbox.DefaultSettings(w.secret, w.callbacks)
+	if w.cfg.CallbackInsecureSkipVerify {
+		// Dev only (refused in production): same guarded client, TLS unchecked.
+		set.Client = outbox.NewClient(w.callbacks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec
+	}
+	return set
+}
+
+// api is the API listener's handler.
+func (w *wiring) api() http.Handler {
+	metrics := api.NewMetrics(w.reg)
+	verifier := &hmac.Verifier{Secret: w.secret, MaxBody: w.cfg.MaxRequestBodySize, Observe: metrics.AuthOutcome}
+	if w.cfg.CallbackSecretNext != "" {
+		verifier.NextSecret = []byte(w.cfg.CallbackSecretNext)
+	}
+	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher,
+		Verifier: verifier, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
+		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: w.now})
+}
+
+// debug is the debug listener's handler.
+func (w *wiring) debug() http.Handler {
+	return debug.Handler(w.tree, debug.Options{Chaos: w.cfg.Debug.Chaos, Token: string(w.cfg.Debug.Token),
+		RegistryPath: messages.Registry, OutboxPath: messages.Outbox,
+		PassPaths: []messages.Address{messages.Reconciler, messages.Reclaimer, messages.Netpool, messages.Reaper},
+		Reads:     debugReads{store: w.d.store, diag: w.d.diag}, Now: w.now})
+}
