@@ -32,9 +32,8 @@ type Tasks struct {
 	drain time.Duration
 
 	mu      sync.Mutex
-	running map[string]int          // goroutines by name
-	timers  map[*timer]string       // pending one-shot timers by name
-	tickers map[*time.Ticker]string // intervals by name
+	running map[string]int    // goroutines by name
+	timers  map[*timer]string // pending timers and intervals by name
 	stopped bool
 	wg      sync.WaitGroup
 }
@@ -130,64 +129,33 @@ func (t *Tasks) finished(name string) {
 // After sends msg to the actor once d has passed; Stop cancels it. It returns a
 // cancel func (a no-op once fired or refused).
 func (t *Tasks) After(name string, d time.Duration, msg any) (cancel func()) {
-	if t == nil {
-		return func() {}
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped {
-		return func() {}
-	}
-	if t.timers == nil {
-		t.timers = map[*timer]string{}
-	}
 	tm := &timer{}
-	t.timers[tm] = name
-	tm.t = time.AfterFunc(d, func() {
+	if !t.addTimer(name, tm) {
+		return func() {}
+	}
+	t.mu.Lock() // the timer may fire before stop is set: the lock holds it off
+	defer t.mu.Unlock()
+	at := time.AfterFunc(d, func() {
 		if t.forget(tm) {
 			t.Send(msg)
 		}
 	})
+	tm.stop = func() { at.Stop() }
 	return func() {
 		if t.forget(tm) {
-			tm.t.Stop()
+			tm.stop()
 		}
 	}
 }
 
-// timer is a pending After, keyed before its time.Timer exists.
-type timer struct{ t *time.Timer }
-
-// forget drops a pending timer; false when it was already gone (fired, canceled
-// or stopped).
-func (t *Tasks) forget(tm *timer) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.timers[tm]; !ok {
-		return false
-	}
-	delete(t.timers, tm)
-	return true
-}
-
 // Every sends msg to the actor every d until Stop.
 func (t *Tasks) Every(name string, d time.Duration, msg any) {
-	if t == nil || d <= 0 {
+	tk := time.NewTicker(max(d, time.Millisecond))
+	if d <= 0 || !t.addTimer(name, &timer{stop: tk.Stop}) {
+		tk.Stop()
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped {
-		return
-	}
-	if t.tickers == nil {
-		t.tickers = map[*time.Ticker]string{}
-	}
-	tk := time.NewTicker(d)
-	t.tickers[tk] = name
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
+	t.wg.Go(func() {
 		for {
 			select {
 			case <-t.ctx.Done():
@@ -196,7 +164,36 @@ func (t *Tasks) Every(name string, d time.Duration, msg any) {
 				t.Send(msg)
 			}
 		}
-	}()
+	})
+}
+
+// timer is a pending After or an Every, keyed before its clock exists.
+type timer struct{ stop func() }
+
+func (t *Tasks) addTimer(name string, tm *timer) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	if t.timers == nil {
+		t.timers = map[*timer]string{}
+	}
+	t.timers[tm] = name
+	return true
+}
+
+// forget drops a pending timer; false when it was already gone (fired,
+// canceled or stopped).
+func (t *Tasks) forget(tm *timer) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.timers[tm]
+	delete(t.timers, tm)
+	return ok
 }
 
 // Running is how many goroutines run now (timers not counted).
@@ -221,7 +218,7 @@ func (t *Tasks) Names() map[string]int {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.running)+len(t.timers)+len(t.tickers) == 0 {
+	if len(t.running)+len(t.timers) == 0 {
 		return nil
 	}
 	out := make(map[string]int, len(t.running)+len(t.timers))
@@ -229,9 +226,6 @@ func (t *Tasks) Names() map[string]int {
 		out[n] += c
 	}
 	for _, n := range t.timers {
-		out["timer:"+n]++
-	}
-	for _, n := range t.tickers {
 		out["timer:"+n]++
 	}
 	return out
@@ -247,12 +241,9 @@ func (t *Tasks) Stop() []string {
 	t.mu.Lock()
 	t.stopped = true
 	for tm := range t.timers {
-		tm.t.Stop()
+		tm.stop()
 	}
-	for tk := range t.tickers {
-		tk.Stop()
-	}
-	t.timers, t.tickers = nil, nil
+	t.timers = nil
 	t.mu.Unlock()
 	t.stop()
 	done := make(chan struct{})
