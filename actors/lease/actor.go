@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,7 +25,7 @@ import (
 
 // Deps are a lease actor's collaborators.
 type Deps struct {
-	Store    *persistence.Store
+	Store    Store
 	Diag     *persistence.Diagnostics
 	Engine   dockerio.Engine
 	Settings *Settings
@@ -72,6 +70,13 @@ type Settings struct {
 	RetentionMaxAge  time.Duration    // retention_max_age: a retention record's grace
 }
 
+// Store is what a lease needs of the state store: its journal and the
+// maintenance fence (*persistence.Store, or in tests supervisors.FaultyStore).
+type Store interface {
+	supervisors.JournalStore
+	OutboxPending(lease, kind string) (int, error)
+}
+
 // NetworkPool hands a lease a pre-created network (actors/netpool).
 type NetworkPool interface {
 	// Claim returns the pool network bound to lease; with bind, a free one is
@@ -92,33 +97,43 @@ type Actor struct {
 	set  *Settings
 	spec *latest // the latest admission, shared with the producer (spec.go)
 	id   string
+	c    actor.Context
 
+	// The journal and the Tasks are made when first needed: an idle lease
+	// holds neither (10,000 of them must fit in 5 KiB each).
 	st      *State
-	journal persistence.Cursor
+	seq     uint64 // the stream's last sequence, until the journal is made
+	journal *supervisors.Journal[*State]
+	tasks   *supervisors.Tasks
 	worker  *worker        // the lease's one worker, nil when none runs
-	timer   uint64         // token of the pending Wait, 0 when none
-	side    *goroutines    // named short goroutines (death checks, log reads), lazily made
+	wait    *waiting       // the pending Wait, nil when none
 	waiters []chan<- error // deprovision requests waiting for the closed receipt
-	self    *actor.PID
-	parent  *actor.PID
-	sys     *actor.ActorSystem
-	broken  bool // the journal could not be read: refuse everything
+	broken  bool           // the journal could not be read: refuse everything
 }
 
-// worker is the one goroutine a lease may have doing Docker work.
+// worker is the one task a lease may have doing Docker work. Its result is
+// acted on only while it is the lease's current worker.
 type worker struct {
-	epoch  uint64
-	kind   WorkKind
-	cancel context.CancelFunc
-	done   chan struct{}
+	kind WorkKind
+	task *supervisors.Task
 }
-
-var epochs atomic.Uint64
 
 // New returns the producer of the actor of a lease admitted as spec.
 func New(deps *Deps, spec *Spec) actor.Producer {
 	cur := &latest{spec: spec}
 	return func() actor.Actor { return &Actor{deps: deps, set: deps.Settings, spec: cur, id: cur.spec.Lease} }
+}
+
+// Tasks are the lease's worker, side checks and timers (supervisors.Tasked).
+func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
+
+// tasked is the lease's Tasks, made at its first goroutine or timer. The kit
+// stops them after a Restarting or Stopping, waiting up to WorkerDrain.
+func (a *Actor) tasked() *supervisors.Tasks {
+	if a.tasks == nil {
+		a.tasks = supervisors.NewTasks(a.c, a.set.WorkerDrain)
+	}
+	return a.tasks
 }
 
 // Receive dispatches a lease's messages.
@@ -127,7 +142,11 @@ func (a *Actor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.started(c)
 	case *actor.Restarting, *actor.Stopping:
-		a.drain()
+		// The worker first, so it cannot create containers after the actor moved
+		// on; the kit then stops every task and waits for them.
+		if a.worker != nil {
+			a.worker.task.Cancel()
+		}
 	case *messages.Deprovision:
 		a.deprovision(m)
 	case ReprovisionCommand:
@@ -157,16 +176,17 @@ func (a *Actor) Receive(c actor.Context) {
 	case *messages.ContainerDied:
 		a.step(Died{ContainerID: m.ContainerID, Generation: m.Generation, Counted: m.Counted})
 	case workerDone:
-		if a.finish(m.epoch) {
+		if m.w == a.worker { // not a canceled or superseded worker's
+			a.worker = nil
 			a.step(m.in)
 		}
-	case timerFired:
-		if m.token == a.timer {
-			a.timer = 0
+	case *waiting:
+		if m == a.wait {
+			a.wait = nil
 			a.step(Timer{What: m.what})
 		}
-	case sideDone:
-		a.step(m.in)
+	case Input: // a side check's answer, or a worker's intermediate report
+		a.step(m)
 	}
 }
 
@@ -181,7 +201,7 @@ func (a *Actor) Describe() (string, int) {
 		s += ", worker " + string(a.worker.kind)
 		inFlight++
 	}
-	if n := a.side.running(); n > 0 {
+	if n := a.tasks.Running() - a.tasks.Names()["worker"]; n > 0 {
 		s += fmt.Sprintf(", %d side checks", n)
 		inFlight += n
 	}
@@ -191,7 +211,7 @@ func (a *Actor) Describe() (string, int) {
 // started rebuilds the state from the journal, then lets Decide settle any intent
 // that has no completion before taking new commands.
 func (a *Actor) started(c actor.Context) {
-	a.self, a.parent, a.sys = c.Self(), c.Parent(), c.ActorSystem()
+	a.c = c
 	st, seq, ok := a.deps.Preloaded.take(a.id)
 	var err error
 	if !ok {
@@ -204,9 +224,8 @@ func (a *Actor) started(c actor.Context) {
 		a.report()
 		return
 	}
-	a.st = st
+	a.st, a.seq = st, seq
 	a.st.ShareAdmission(a.spec.Load())
-	a.journal = persistence.Cursor{Stream: Stream(a.id), Seq: seq, Every: a.set.SnapshotEvery}
 	a.log().Debug().Str("status", string(st.Status)).Uint64("admission", a.spec.Load().Admission).
 		Uint64("journaled_admission", st.Admission).Uint64("generation", st.Generation).Msg("lease actor started")
 	a.report()
@@ -270,17 +289,16 @@ func (a *Actor) run(e Effect) {
 		a.startWorker(e.Kind)
 	case Cancel:
 		if a.worker != nil {
-			a.worker.cancel()
+			a.worker.task.Cancel()
 		}
 	case Wait:
-		token := epochs.Add(1)
-		a.timer = token
-		self, sys := a.self, a.sys
-		time.AfterFunc(e.D, func() { sys.Root.Send(self, timerFired{token: token, what: e.What}) })
+		a.cancelWait()
+		w := &waiting{what: e.What}
+		w.cancel = a.tasked().After("wait", e.D, w)
+		a.wait = w
 	case Confirm:
-		j, gen := a.job(), a.st.Generation
-		death := e.Death
-		a.goSide("confirm-death", func(ctx context.Context) Input {
+		j, gen, death := a.job(), a.st.Generation, e.Death
+		a.check("confirm-death", func(ctx context.Context) any {
 			return Confirmed{Generation: gen, Death: death, Exited: j.confirmExited(ctx, death.ContainerID)}
 		})
 	case Sweep:
@@ -297,7 +315,7 @@ func (a *Actor) run(e Effect) {
 		if c := a.st.Closed; c != nil {
 			closed.Retention, closed.Requarantined = c.Retention, c.Requarantined
 		}
-		a.sys.Root.Send(a.parent, closed)
+		a.c.Send(a.c.Parent(), closed)
 	}
 }
 
@@ -350,7 +368,7 @@ func (a *Actor) getLogs(m *messages.GetLogs) {
 		failedRelease = l.Version
 	}
 	tail, reply := m.Tail, m.Reply
-	a.goSide("read-logs", func(context.Context) Input { // Docker reads never run on the actor
+	a.check("read-logs", func(context.Context) any { // Docker reads never run on the actor
 		reply <- j.logs(tail, known, failedRelease)
 		return nil
 	})
@@ -374,41 +392,39 @@ func (a *Actor) provisionInfo() messages.ProvisionInfo {
 
 // --- plumbing --------------------------------------------------------------------
 
-// commit journals a decision's events with its callback rows in one transaction,
-// then applies them, wakes the outbox and reports to the registry.
+// commit journals a decision's events with its callback rows in one transaction
+// (the journal applies them), then wakes the outbox and reports to the registry.
 func (a *Actor) commit(d Decision) error {
 	rows := make([]persistence.OutboxRow, 0, len(d.Callbacks))
 	for _, cb := range d.Callbacks {
 		rows = append(rows, a.callback(cb))
 	}
-	res, err := a.deps.Store.Commit(persistence.Write{
-		Appends: []persistence.Append{{Stream: a.journal.Stream, Events: d.Events}},
-		Outbox:  rows,
-	})
-	if err != nil {
-		a.log().Error().Err(err).Msg("journal write failed")
+	if err := a.journaled().Commit(d.Events, rows...); err != nil {
 		return err
 	}
-	due := a.journal.Advance(res, len(d.Events))
-	for _, ev := range d.Events {
-		from := a.st.Status
-		if err := a.st.Apply(ev); err != nil {
-			// Decide chose the event for this state; reaching this is a bug in berth.
-			a.log().Error().Err(err).Msg("journaled event does not apply")
-		}
-		a.deps.Metrics.transition(from, a.st.Status, ev.Type)
-	}
 	a.st.ShareAdmission(a.spec.Load())
-	if due {
-		if err := a.journal.Snapshot(a.deps.Store, eventVersion, a.deps.Now(), a.st); err != nil {
-			a.log().Warn().Err(err).Msg("snapshot")
-		}
-	}
 	if len(rows) > 0 {
-		a.sys.Root.Send(a.sys.NewLocalPID(string(a.set.OutboxPath)), &messages.OutboxWake{Lease: a.id})
+		a.tell(a.set.OutboxPath, &messages.OutboxWake{Lease: a.id})
 	}
 	a.report()
 	return nil
+}
+
+// journaled is the lease's journal, made at its first commit. Its lines name
+// the lease by its stream (a logger of its own would cost every lease 500 B).
+func (a *Actor) journaled() *supervisors.Journal[*State] {
+	if a.journal == nil {
+		metrics := a.deps.Metrics
+		a.journal = &supervisors.Journal[*State]{Store: a.deps.Store, Stream: Stream(a.id), Version: eventVersion,
+			Every: a.set.SnapshotEvery, Now: a.deps.Now, Log: a.deps.Log, Fold: func(st *State, ev persistence.Event) error {
+				from := st.Status
+				err := st.Apply(ev)
+				metrics.transition(from, st.Status, ev.Type)
+				return err
+			}}
+		a.journal.Resume(a.st, a.seq)
+	}
+	return a.journal
 }
 
 // callback builds the outbox row of a decision's callback. Provision outcomes go
@@ -437,7 +453,7 @@ func (a *Actor) callback(cb Callback) persistence.OutboxRow {
 }
 
 func (a *Actor) report() {
-	if a.parent == nil {
+	if a.c.Parent() == nil {
 		return
 	}
 	spec := a.spec.Load()
@@ -448,178 +464,55 @@ func (a *Actor) report() {
 	if a.st.Status == Ready {
 		r.Running = len(a.st.Containers)
 	}
-	a.sys.Root.Send(a.parent, r)
+	a.c.Send(a.c.Parent(), r)
 }
 
 // holdVolume hands a volume whose destruction is busy to the volumehold actor.
 func (a *Actor) holdVolume(name string) {
-	if a.set.VolumeHoldPath == "" {
-		return
+	if a.set.VolumeHoldPath != "" {
+		a.tell(a.set.VolumeHoldPath, &messages.HoldVolume{Name: name, Owner: "lease:" + a.id})
 	}
-	a.sys.Root.Send(a.sys.NewLocalPID(string(a.set.VolumeHoldPath)), &messages.HoldVolume{Name: name, Owner: "lease:" + a.id})
 }
 
-// reportInput sends an intermediate input from a worker to the actor.
-func (a *Actor) reportInput(in Input) {
-	a.sys.Root.Send(a.self, sideDone{in: in})
+// tell sends msg to the actor at path; a worker may call it.
+func (a *Actor) tell(path messages.Address, msg any) {
+	sys := a.c.ActorSystem()
+	sys.Root.Send(sys.NewLocalPID(string(path)), msg)
 }
 
-// startWorker starts the lease's worker of kind. Its result comes back as a
-// workerDone stamped with the worker's epoch.
+// startWorker starts the lease's worker of kind; a pending wait is superseded.
 func (a *Actor) startWorker(kind WorkKind) {
 	if a.worker != nil {
 		a.log().Error().Str("running", string(a.worker.kind)).Str("asked", string(kind)).Msg("a second worker was asked for; the first is canceled")
-		a.worker.cancel()
+		a.worker.task.Cancel()
 	}
-	a.timer = 0 // a pending wait is superseded
-	j := a.job()
-	gen := a.st.Generation
-	var fn func(ctx context.Context) Input
-	switch kind {
-	case WorkProvision:
-		fn = func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.provision(ctx)} }
-	case WorkResume:
-		fn = func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.resume(ctx)} }
-	case WorkTeardown:
-		fn = func(ctx context.Context) Input { return j.teardown(ctx) }
-	case WorkCapture:
-		fn = func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
-	case WorkReplace, WorkReplaceResume:
-		if j.maint == nil {
-			return
-		}
-		id, resume := j.maint.ID, kind == WorkReplaceResume
-		fn = func(ctx context.Context) Input {
-			if resume {
-				return Replaced{ID: id, Result: j.replaceResume(ctx)}
-			}
-			return Replaced{ID: id, Result: j.replace(ctx)}
-		}
-	default:
+	a.cancelWait()
+	fn := a.job().work(kind)
+	if fn == nil {
 		return
 	}
-	epoch := epochs.Add(1)
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{epoch: epoch, kind: kind, cancel: cancel, done: make(chan struct{})}
-	a.worker = w
-	self, sys := a.self, a.sys
-	go func() {
-		defer close(w.done)
+	w := &worker{kind: kind}
+	if w.task = a.tasked().Start("worker", func(ctx context.Context) any { return workerDone{w: w, in: fn(ctx)} }); w.task != nil {
+		a.worker = w
+	}
+}
+
+// cancelWait cancels the pending Wait, if any.
+func (a *Actor) cancelWait() {
+	if a.wait != nil {
+		a.wait.cancel()
+		a.wait = nil
+	}
+}
+
+// check runs a short named side check (bounded by 30 s); what it returns goes
+// back through Decide.
+func (a *Actor) check(name string, fn func(ctx context.Context) any) {
+	a.tasked().Go(name, func(ctx context.Context) any {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		sys.Root.Send(self, workerDone{epoch: epoch, in: fn(ctx)})
-	}()
-}
-
-// finish accepts a worker's report only from the current worker.
-func (a *Actor) finish(epoch uint64) bool {
-	if a.worker == nil || a.worker.epoch != epoch {
-		return false
-	}
-	a.worker.cancel()
-	a.worker = nil
-	return true
-}
-
-// drain cancels the worker and the side goroutines and waits for them (bounded),
-// so a canceled worker cannot create containers after the actor moved on or
-// restarted.
-func (a *Actor) drain() {
-	a.timer = 0
-	if w := a.worker; w != nil {
-		w.cancel()
-		select {
-		case <-w.done:
-		case <-time.After(a.set.WorkerDrain):
-			a.log().Error().Str("worker", string(w.kind)).Msg("worker did not drain in time")
-		}
-		a.worker = nil
-	}
-	if !a.side.drain(a.set.WorkerDrain) {
-		a.log().Error().Msg("side checks did not drain in time")
-	}
-}
-
-// goSide runs a short named side goroutine (bounded by 30 s); a non-nil Input it
-// returns goes back through Decide.
-func (a *Actor) goSide(name string, fn func(ctx context.Context) Input) {
-	if a.side == nil {
-		a.side = &goroutines{}
-	}
-	self, sys := a.self, a.sys
-	a.side.goNamed(name, func(ctx context.Context) {
-		if in := fn(ctx); in != nil {
-			sys.Root.Send(self, sideDone{in: in})
-		}
+		return fn(ctx)
 	})
-}
-
-// goroutines tracks an actor's side goroutines by name, so Describe can show them
-// and a stopping actor can cancel and wait for them.
-type goroutines struct {
-	mu     sync.Mutex
-	names  map[string]int
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-func (g *goroutines) goNamed(name string, fn func(ctx context.Context)) {
-	g.mu.Lock()
-	if g.names == nil {
-		g.names = map[string]int{}
-	}
-	if g.ctx == nil {
-		g.ctx, g.cancel = context.WithCancel(context.Background())
-	}
-	g.names[name]++
-	parent := g.ctx
-	g.mu.Unlock()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		ctx, cancel := context.WithTimeout(parent, 30*time.Second)
-		defer cancel()
-		defer func() {
-			g.mu.Lock()
-			g.names[name]--
-			g.mu.Unlock()
-		}()
-		fn(ctx)
-	}()
-}
-
-func (g *goroutines) running() int {
-	if g == nil {
-		return 0
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := 0
-	for _, c := range g.names {
-		n += c
-	}
-	return n
-}
-
-// drain cancels every side goroutine and waits up to d; false when some remain.
-func (g *goroutines) drain(d time.Duration) bool {
-	if g == nil {
-		return true
-	}
-	g.mu.Lock()
-	if g.cancel != nil {
-		g.cancel()
-		g.cancel, g.ctx = nil, nil
-	}
-	g.mu.Unlock()
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
 }
 
 // log is the lease's logger, built when a line is written: a logger per idle

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // The lease's part of the operator's debug API: its services and instances as
@@ -78,8 +79,12 @@ type History struct {
 // LoadHistory reads lease's stream once and replays it.
 func LoadHistory(store *persistence.Store, lease string) (History, error) {
 	h := History{Events: []messages.DebugEvent{}}
-	l, st, err := loadStream(store, lease)
+	l, err := store.Load(Stream(lease))
 	if err != nil || l.LastSeq == 0 && l.Snapshot == nil {
+		return h, err
+	}
+	st, _, err := Load(snapshotOnly{l: l}, lease)
+	if err != nil {
 		return h, err
 	}
 	if l.Snapshot != nil {
@@ -92,6 +97,18 @@ func LoadHistory(store *persistence.Store, lease string) (History, error) {
 	}
 	h.State = st
 	return h, nil
+}
+
+// snapshotOnly serves Load a stream already read, without its events: the
+// history replays them itself, past any that does not apply.
+type snapshotOnly struct {
+	supervisors.JournalStore
+	l persistence.Loaded
+}
+
+func (s snapshotOnly) Load(string) (persistence.Loaded, error) {
+	s.l.Events = nil
+	return s.l, nil
 }
 
 // Row is the debug row of a lease no actor runs (closed, or not yet respawned),

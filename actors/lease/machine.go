@@ -33,7 +33,6 @@ package lease
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // Status is where a lease is in its lifecycle.
@@ -204,14 +204,9 @@ type (
 	}
 )
 
-// event encodes a payload as a journal event.
+// event encodes a payload as a journal event of the lease stream.
 func event(typ string, at time.Time, payload any) persistence.Event {
-	data, err := json.Marshal(payload)
-	if err != nil {
-		// Payloads are plain structs of this package; marshalling cannot fail.
-		data = []byte("null")
-	}
-	return persistence.Event{Type: typ, V: eventVersion, At: at, Data: data}
+	return supervisors.NewEvent(typ, eventVersion, at, payload)
 }
 
 // Instance is one container of a running cohort, as recorded when it became Ready.
@@ -359,36 +354,8 @@ func (s *State) instance(containerID string) (Instance, bool) {
 }
 
 // Load rebuilds a lease's state from its stream.
-func Load(store *persistence.Store, lease string) (*State, uint64, error) {
-	l, st, err := loadStream(store, lease)
-	if err != nil {
-		return nil, 0, err
-	}
-	for _, r := range l.Events {
-		if err := st.Apply(r.Event); err != nil {
-			return nil, 0, fmt.Errorf("load lease %s: seq %d: %w", lease, r.Seq, err)
-		}
-	}
-	return st, l.LastSeq, nil
-}
-
-// loadStream reads lease's stream and the state its snapshot holds (a new one
-// when there is none); the events after the snapshot are the caller's to apply.
-func loadStream(store *persistence.Store, lease string) (persistence.Loaded, *State, error) {
-	l, err := store.Load(Stream(lease))
-	if err != nil {
-		return l, nil, fmt.Errorf("load lease %s: %w", lease, err)
-	}
-	st := NewState()
-	if snap := l.Snapshot; snap != nil {
-		if snap.V != eventVersion {
-			return l, nil, fmt.Errorf("load lease %s: snapshot version %d not supported (this berthd reads %d)", lease, snap.V, eventVersion)
-		}
-		if err := persistence.DecodeValid(snap.Data, st); err != nil {
-			return l, nil, fmt.Errorf("load lease %s: snapshot: %w", lease, err)
-		}
-	}
-	return l, st, nil
+func Load(store supervisors.JournalStore, lease string) (*State, uint64, error) {
+	return supervisors.Rebuild(store, Stream(lease), eventVersion, NewState, nil)
 }
 
 // Stream is the journal stream of a lease.

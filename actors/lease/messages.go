@@ -17,18 +17,16 @@ type MaintainCommand struct {
 	Reply    chan<- error
 }
 
-// The actor's messages to itself. A worker's completion carries the epoch of the
-// worker that produced it: a completion whose epoch is not the current worker's is
-// from a canceled or previous worker (possibly of a previous incarnation of the
-// actor) and is ignored.
+// The actor's messages to itself, sent by its Tasks (a restarted actor never
+// sees its predecessor's). A worker's result names its worker: one canceled or
+// superseded since is ignored; so is a Wait's timer once canceled or replaced.
 type (
 	workerDone struct {
-		epoch uint64
-		in    Input
+		w  *worker
+		in Input
 	}
-	timerFired struct {
-		token uint64
-		what  string
+	waiting struct {
+		what   string
+		cancel func()
 	}
-	sideDone struct{ in Input }
 )

@@ -27,7 +27,7 @@ type job struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	metrics  *Metrics
-	report   func(Input)        // sends an intermediate input (Pinned) to the actor
+	report   func(msg any)      // sends an intermediate input (Pinned) to the actor
 	hold     func(name string)  // hands a busy volume to the volumehold actor
 	vols     dockerio.Volumes   // nil: no volume root configured
 	pool     NetworkPool        // nil: every lease creates fred-<lease>
@@ -45,7 +45,7 @@ type job struct {
 func (a *Actor) job() *job {
 	st := a.st
 	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
-		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.reportInput, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
+		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.tasked().Send, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
 		pins: knownPins(st), deadline: st.Deadline,
 		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}}
 	if r := st.Running(); r != nil {
@@ -70,6 +70,31 @@ func (a *Actor) job() *job {
 		}
 	}
 	return j
+}
+
+// work is the worker function of kind (nil: none to run).
+func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
+	gen := j.launch.Generation
+	switch kind {
+	case WorkProvision:
+		return func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.provision(ctx)} }
+	case WorkResume:
+		return func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.resume(ctx)} }
+	case WorkTeardown:
+		return func(ctx context.Context) Input { return j.teardown(ctx) }
+	case WorkCapture:
+		return func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
+	case WorkReplace, WorkReplaceResume:
+		if j.maint == nil {
+			return nil
+		}
+		id, run := j.maint.ID, j.replace
+		if kind == WorkReplaceResume {
+			run = j.replaceResume
+		}
+		return func(ctx context.Context) Input { return Replaced{ID: id, Result: run(ctx)} }
+	}
+	return nil
 }
 
 // knownPins maps every image reference the lease ever recorded to its content,
