@@ -67,12 +67,17 @@ type Engine struct {
 	images   *imageCache // image inspect answers by content ID (launchfacts.go)
 
 	resolving singleflight.Group // tag → its registry's digest, one round trip for concurrent callers
+	scans     scanCache          // image ID → what it holds under the writable-path parents (writable.go)
+	scanning  singleflight.Group // image ID → one helper for concurrent scans
 
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value
 }
 
-var _ dockerio.Engine = (*Engine)(nil)
+var (
+	_ dockerio.Engine      = (*Engine)(nil)
+	_ dockerio.Preparation = (*Engine)(nil)
+)
 
 // pinnedAPIVersion is Docker Engine 20.10's API, used when negotiation cannot run.
 const pinnedAPIVersion = "1.41"

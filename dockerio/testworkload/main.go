@@ -12,6 +12,8 @@
 //	workload exit -code N -after D
 //	workload logs -n N           print N lines, then wait for SIGTERM
 //	workload fetch URL           GET URL once, print the body, exit 0 on 2xx else 1
+//	workload ioctl DIR           try the btrfs subvolume/snapshot-create ioctls on DIR
+//	                             and FIONREAD on a pipe; print each one's errno
 package main
 
 import (
@@ -44,8 +46,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runLogs(args, stdout, stderr)
 	case "fetch":
 		return runFetch(args, stdout, stderr)
+	case "ioctl":
+		return runIoctl(args, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "workload: unknown mode %q (want serve, probe, exit, logs or fetch)\n", mode)
+		fmt.Fprintf(stderr, "workload: unknown mode %q (want serve, probe, exit, logs, fetch or ioctl)\n", mode)
 		return 2
 	}
 }
