@@ -209,9 +209,7 @@ func writeEntry(dst *os.Root, r io.Reader, hdr *tar.Header, rel, base string, bu
 		if err != nil || old == "." {
 			return fmt.Errorf("hard link to %q outside the directory", hdr.Linkname)
 		}
-		if err := dst.Link(old, rel); err != nil {
-			return err
-		}
+		return dst.Link(old, rel) // one inode: it has its owner already
 	default:
 		return nil // devices and FIFOs are never made on the host
 	}

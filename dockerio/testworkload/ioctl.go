@@ -16,6 +16,7 @@ const (
 	btrfsIocSnapCreateV2   = 0x50009417
 	btrfsIocSubvolCreateV2 = 0x50009418
 	fionread               = 0x541b
+	tcgets                 = 0x5401
 )
 
 // btrfsVolArgs is struct btrfs_ioctl_vol_args (and, for the fields used here,
@@ -25,7 +26,8 @@ type btrfsVolArgs [4096]byte
 // runIoctl is `workload ioctl DIR`: it tries, on the directory DIR, each btrfs
 // ioctl that creates a subvolume or snapshot (a tenant's way out of its volume's
 // quota), then an ordinary ioctl (FIONREAD on a pipe), and prints one line per
-// call: "<name> ok" or "<name> <errno name> (<errno number>)". Exit 0 when every
+// call: "<name> ok" or "<name> <errno name> (<errno number>)"; then TCGETS on
+// the same pipe, which the filter lets through to the kernel's ENOTTY. Exit 0 when every
 // call was made, whatever it answered; 1 when DIR cannot be opened.
 func runIoctl(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
@@ -63,25 +65,24 @@ func runIoctl(args []string, stdout, stderr io.Writer) int {
 	copy(a[8:], "berth-escape-high")
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, dir.Fd(), 0xffffffff00000000|btrfsIocSubvolCreate, uintptr(unsafe.Pointer(&a)))
 	reportErrno(stdout, "SUBVOL_CREATE_HIGHBITS", errno)
-	reportErrno(stdout, "FIONREAD", fionreadPipe())
-	return 0
-}
-
-// fionreadPipe asks how many bytes a pipe holds after writing three.
-func fionreadPipe() syscall.Errno {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return syscall.EIO
+		fmt.Fprintf(stderr, "workload ioctl: %v\n", err)
+		return 1
 	}
 	defer r.Close()
 	defer w.Close()
 	_, _ = w.Write([]byte("abc"))
 	var n int32
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, r.Fd(), fionread, uintptr(unsafe.Pointer(&n)))
+	_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, r.Fd(), fionread, uintptr(unsafe.Pointer(&n)))
 	if errno == 0 && n != 3 {
-		return syscall.EIO
+		errno = syscall.EIO // answered, but wrongly
 	}
-	return errno
+	reportErrno(stdout, "FIONREAD", errno)
+	var termios [64]byte
+	_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, r.Fd(), tcgets, uintptr(unsafe.Pointer(&termios)))
+	reportErrno(stdout, "TCGETS", errno)
+	return 0
 }
 
 func reportErrno(w io.Writer, name string, errno syscall.Errno) {
