@@ -69,6 +69,7 @@ type Engine struct {
 	resolving singleflight.Group // tag → its registry's digest, one round trip for concurrent callers
 	scans     scanCache          // image ID → what it holds under the writable-path parents (writable.go)
 	scanning  singleflight.Group // image ID → one helper for concurrent scans
+	seeds     seedCache          // image ID + writable path → its archive (seed.go)
 
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value

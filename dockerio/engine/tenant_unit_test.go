@@ -180,26 +180,31 @@ func tarOf(t *testing.T, entries ...tar.Header) []byte {
 	return buf.Bytes()
 }
 
-func TestReadScan_DepthOneEntriesAndBounds(t *testing.T) {
+func TestReadScan_DepthOneEntriesOfTheParentsInParentOrderAndBounds(t *testing.T) {
 	archive := tarOf(t,
-		tar.Header{Name: "lib/", Typeflag: tar.TypeDir},
-		tar.Header{Name: "lib/apt/", Typeflag: tar.TypeDir},
-		tar.Header{Name: "lib/apt/lists/", Typeflag: tar.TypeDir, Uid: 7},
-		tar.Header{Name: "lib/nginx/", Typeflag: tar.TypeDir, Uid: 33},
-		tar.Header{Name: "lib/link", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
-		tar.Header{Name: "lib/zz/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/cache/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/cache/c/", Typeflag: tar.TypeDir, Uid: 5},
+		tar.Header{Name: "var/lib/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/lib/apt/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/lib/apt/lists/", Typeflag: tar.TypeDir, Uid: 7},
+		tar.Header{Name: "var/lib/link", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
+		tar.Header{Name: "var/lib/nginx/", Typeflag: tar.TypeDir, Uid: 33},
+		tar.Header{Name: "var/mail/m/", Typeflag: tar.TypeDir, Uid: 8},
 	)
-	got, cut, err := readScan(bytes.NewReader(archive), "/var/lib", 100, 1<<20)
-	if err != nil || cut || len(got) != 4 {
-		t.Fatalf("readScan = %+v, cut %v, %v", got, cut, err)
+	got, cut, err := readScan(bytes.NewReader(archive), "/var", nil, 100, 1<<20)
+	want := []scanEntry{{path: "/var/lib/apt", isDir: true}, {path: "/var/lib/link", isLink: true, linkTo: "/etc"},
+		{path: "/var/lib/nginx", uid: 33, isDir: true}, {path: "/var/cache/c", uid: 5, isDir: true}}
+	if err != nil || cut || !slices.Equal(got, want) {
+		t.Fatalf("readScan = %+v, cut %v, %v\nwant %+v", got, cut, err, want)
 	}
-	if got[1] != (scanEntry{path: "/var/lib/nginx", uid: 33, isDir: true}) || got[2] != (scanEntry{path: "/var/lib/link", isLink: true, linkTo: "/etc"}) {
-		t.Errorf("entries %+v", got)
+	if got, _, _ := readScan(bytes.NewReader(archive), "/var", []string{"/var/cache"}, 100, 1<<20); len(got) != 3 {
+		t.Errorf("with VOLUME /var/cache: %+v", got)
 	}
-	if got, cut, _ := readScan(bytes.NewReader(archive), "/var/lib", 4, 1<<20); !cut || len(got) != 2 {
+	if got, cut, _ := readScan(bytes.NewReader(archive), "/var", nil, 5, 1<<20); !cut || len(got) != 2 {
 		t.Errorf("entry bound: %+v cut %v", got, cut)
 	}
-	if got, cut, _ := readScan(bytes.NewReader(archive), "/var/lib", 100, 2000); !cut || len(got) != 1 {
+	if got, cut, _ := readScan(bytes.NewReader(archive), "/var", nil, 100, 2000); !cut || len(got) != 1 {
 		t.Errorf("byte bound: %+v cut %v", got, cut)
 	}
 }
