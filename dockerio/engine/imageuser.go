@@ -10,7 +10,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
@@ -29,27 +28,6 @@ const maxAccountFile = 1 << 20
 const maxUserCache = 4096
 
 type userIDs struct{ uid, gid int }
-
-type userCache struct {
-	mu sync.Mutex
-	m  map[string]userIDs // imageID + "\x00" + user
-}
-
-func (c *userCache) get(key string) (userIDs, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ids, ok := c.m[key]
-	return ids, ok
-}
-
-func (c *userCache) put(key string, ids userIDs) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxUserCache {
-		c.m = make(map[string]userIDs)
-	}
-	c.m[key] = ids
-}
 
 // withUser fills info.UID/GID from info.User of the image info.ID.
 func (e *Engine) withUser(ctx context.Context, info dockerio.ImageInfo, volumes []string) (dockerio.ImageInfo, error) {

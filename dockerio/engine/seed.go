@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
@@ -42,37 +41,14 @@ const (
 // The archives of writable paths are kept by image ID and path (an ID names
 // immutable content) when small: a later instance or launch of the image seeds
 // from memory, without a helper or an archive request (each costs dockerd
-// about 0.2 s on 20.10). The cache starts over when full.
+// about 0.2 s on 20.10). At most maxSeedCache of them: 64 MiB.
 const (
 	maxSeedArchive = 1 << 20
-	maxSeedCache   = 64 << 20
+	maxSeedCache   = 64
 )
 
 // errNotCached: a seed from the cache alone met a path it does not hold.
 var errNotCached = errors.New("archive not cached")
-
-type seedCache struct {
-	mu   sync.Mutex
-	m    map[string][]byte // image ID + "\x00" + path → its archive
-	size int
-}
-
-func (c *seedCache) get(key string) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b, ok := c.m[key]
-	return b, ok
-}
-
-func (c *seedCache) put(key string, b []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || c.size+len(b) > maxSeedCache {
-		c.m, c.size = make(map[string][]byte), 0
-	}
-	c.m[key] = b
-	c.size += len(b)
-}
 
 // seedBudget is what one directory's seed may still write.
 type seedBudget struct {

@@ -11,7 +11,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
@@ -71,28 +70,6 @@ type scanEntry struct {
 type imageScan struct {
 	entries []scanEntry
 	cut     []string // parents whose scan stopped at a bound
-}
-
-// scanCache holds image scans by image ID.
-type scanCache struct {
-	mu sync.Mutex
-	m  map[string]imageScan
-}
-
-func (c *scanCache) get(id string) (imageScan, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.m[id]
-	return s, ok
-}
-
-func (c *scanCache) put(id string, s imageScan) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxScanCache {
-		c.m = make(map[string]imageScan)
-	}
-	c.m[id] = s
 }
 
 // DetectWritablePaths finds the writable paths of a container of q.ImageID run

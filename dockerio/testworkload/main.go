@@ -35,23 +35,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		mode, args = args[0], args[1:]
 	}
-	switch mode {
-	case "serve":
-		return runServe(args, stdout, stderr)
-	case "probe":
-		return runProbe(args, stdout, stderr)
-	case "exit":
-		return runExit(args, stdout, stderr)
-	case "logs":
-		return runLogs(args, stdout, stderr)
-	case "fetch":
-		return runFetch(args, stdout, stderr)
-	case "ioctl":
-		return runIoctl(args, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "workload: unknown mode %q (want serve, probe, exit, logs, fetch or ioctl)\n", mode)
-		return 2
+	modes := map[string]func(args []string, stdout, stderr io.Writer) int{
+		"serve": runServe, "probe": runProbe, "exit": runExit, "logs": runLogs, "fetch": runFetch, "ioctl": runIoctl,
 	}
+	if m, ok := modes[mode]; ok {
+		return m(args, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "workload: unknown mode %q (want serve, probe, exit, logs, fetch or ioctl)\n", mode)
+	return 2
 }
 
 // watchSignals returns a channel that receives SIGTERM and SIGINT. With
