@@ -308,6 +308,20 @@ func TestHostileImage_RefusedOrConfined(t *testing.T) {
 		}
 	}
 
+	// A symlink-then-file archive never becomes an image: Docker's import
+	// extracts in a chroot and fails on the link to /etc the layer lacks.
+	escape := tarOf(t, tar.Header{Name: "var/lib/app/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/lib/app/link", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
+		tar.Header{Name: "var/lib/app/link/escape", Typeflag: tar.TypeReg, Linkname: "x"})
+	rc, err := fx.docker.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(escape), SourceName: "-"}, "", image.ImportOptions{})
+	if err == nil {
+		err = drainJSON(rc)
+		rc.Close()
+	}
+	if err == nil {
+		t.Errorf("Docker imported a symlink-then-file archive")
+	}
+
 	id := importHostile(t, "VOLUME /var/lib/vol")
 	w, _ := detect(t, e, dockerio.WritableQuery{ImageID: id, User: "app"})
 	t.Logf("detected %v, refused %q", w.Paths, w.Refused)
@@ -318,7 +332,7 @@ func TestHostileImage_RefusedOrConfined(t *testing.T) {
 	}
 	// Asked to seed the symlink all the same, seeding refuses it.
 	dir := t.TempDir()
-	err := e.SeedWritablePaths(ctx, dockerio.SeedRequest{ImageID: id, Paths: []string{"/var/lib/evil"}, Dirs: []string{dir}, MaxEntries: 100, MaxBytes: 1 << 20})
+	err = e.SeedWritablePaths(ctx, dockerio.SeedRequest{ImageID: id, Paths: []string{"/var/lib/evil"}, Dirs: []string{dir}, MaxEntries: 100, MaxBytes: 1 << 20})
 	if err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("seeding a symlink: %v", err)
 	}
