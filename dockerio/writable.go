@@ -41,7 +41,7 @@ type Writable struct {
 	Program  string   // the program name the name rule matched against ("" = none)
 	Dropped  []string // matched beyond MaxWritablePaths, not mounted
 	Refused  []string // "path: why" — a matching symlink, one over or under a VOLUME or tmpfs, an unusable name
-	Cut      []string // parents whose scan stopped at a bound: later entries were not seen
+	Cut      []string // archives read (a parent, or /var for its four) that stopped at a bound: later entries unseen
 }
 
 // SeedRequest asks for the image's content of Paths copied into every one of

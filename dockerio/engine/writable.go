@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
 )
@@ -69,7 +71,7 @@ type scanEntry struct {
 // imageScan is what an image holds under the parents.
 type imageScan struct {
 	entries []scanEntry
-	cut     []string // parents whose scan stopped at a bound
+	cut     []string // archives (a parent, or /var) whose read stopped at a bound
 }
 
 // DetectWritablePaths finds the writable paths of a container of q.ImageID run
@@ -88,12 +90,20 @@ func (e *Engine) DetectWritablePaths(ctx context.Context, q dockerio.WritableQue
 	if err != nil {
 		return dockerio.Writable{}, fmt.Errorf("detect writable paths: %w", err)
 	}
-	uid, gid, err := e.imageUser(ctx, q.ImageID, info.Volumes, cmp.Or(q.User, info.User))
-	if err != nil {
-		return dockerio.Writable{}, fmt.Errorf("detect writable paths: %w", err)
-	}
-	scan, err := e.scanImage(ctx, q.ImageID, info.Volumes)
-	if err != nil {
+	// Each reads through a helper of its own: dockerd serves two containers'
+	// archives at once, one container's one after another.
+	var uid, gid int
+	var scan imageScan
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		uid, gid, err = e.imageUser(gctx, q.ImageID, info.Volumes, cmp.Or(q.User, info.User))
+		return err
+	})
+	g.Go(func() (err error) {
+		scan, err = e.scanImage(gctx, q.ImageID, info.Volumes)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return dockerio.Writable{}, fmt.Errorf("detect writable paths of %s: %w", trimID(q.ImageID), err)
 	}
 	var entrypoint, cmd []string
