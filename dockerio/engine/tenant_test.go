@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
 
 // Stock images on a read-only rootfs, against the real engine: writable-path
@@ -166,13 +167,13 @@ func TestSeedWritablePaths_ImageContentAndOwnersReseedKeepsData(t *testing.T) {
 
 // launchAndWait launches svc on a read-only rootfs and waits until its one
 // container runs (returning it inspected) or exits (ok false).
-func launchAndWait(t *testing.T, e *Engine, l testLease, svc dockerio.ServicePlan) (dockerio.Container, bool) {
+func launchAndWait(t *testing.T, e *Engine, l testLease, svc dockerio.ServicePlan) (messages.Container, bool) {
 	t.Helper()
 	ctx := testCtx(t, 2*time.Minute)
 	if _, err := e.Launch(ctx, l.plan(svc)); err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
-	var c dockerio.Container
+	var c messages.Container
 	eventually(t, 30*time.Second, "the container runs a while or exits", func() bool {
 		cohort, err := e.Cohort(ctx, l.Lease)
 		if err != nil || len(cohort) != 1 {
@@ -195,7 +196,7 @@ func TestLaunch_StockNginxAsWwwDataOnAReadOnlyRootfs(t *testing.T) {
 	v := dirVolumes(t)
 	web := dockerio.ServicePlan{Name: "web", SKU: "small", Quantity: 1, CPUCores: 0.5, MemoryMB: 64, Image: ref, ImageID: info.ID,
 		ImageVolumes: info.Volumes, User: "www-data", Ports: []dockerio.PortSpec{{Port: 80, Protocol: "tcp"}}}
-	serves := func(t *testing.T, c dockerio.Container) {
+	serves := func(t *testing.T, c messages.Container) {
 		t.Helper()
 		body, err := httpGet("http://127.0.0.1:" + c.Ports["80/tcp"].HostPort + "/")
 		if err != nil || !strings.Contains(body, "nginx") {
@@ -300,7 +301,7 @@ func TestHostileImage_RefusedOrConfined(t *testing.T) {
 		"a VOLUME holding ':'": {"VOLUME /a:b"},
 	} {
 		id := importHostile(t, changes...)
-		_, err := e.PinnedImage(ctx, dockerio.ImagePin{Ref: "hostile", ID: id})
+		_, err := e.PinnedImage(ctx, messages.ImagePin{Ref: "hostile", ID: id})
 		_, derr := e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: id})
 		t.Logf("%s: %v", what, err)
 		if !errors.Is(err, dockerio.ErrImageNotAdmissible) || !errors.Is(derr, dockerio.ErrImageNotAdmissible) {
@@ -396,7 +397,7 @@ func TestTenantSeccomp_BtrfsSubvolumeIoctlsRefusedOrdinaryIoctlsWork(t *testing.
 	}
 	_ = drainJSON(rc)
 	rc.Close()
-	info, err := e.PinnedImage(ctx, dockerio.ImagePin{Ref: ref, ID: imageIDOf(t, ref)})
+	info, err := e.PinnedImage(ctx, messages.ImagePin{Ref: ref, ID: imageIDOf(t, ref)})
 	if err != nil {
 		t.Fatal(err)
 	}
