@@ -58,17 +58,11 @@ func (id Identity) validate() error {
 
 // readMarker reads and validates <dir>/storage-identity without following a symlink.
 func readMarker(path string) (Identity, error) {
-	if err := checkEntry(path, "storage identity marker"); err != nil {
-		return Identity{}, err
-	}
-	f, err := openNoFollow(path, "storage identity marker", os.O_RDONLY)
+	f, _, _, err := openChecked(path, "storage identity marker", markerMaxBytes)
 	if err != nil {
 		return Identity{}, err
 	}
 	defer f.Close()
-	if _, _, err := checkShape(f, "storage identity marker", markerMaxBytes); err != nil {
-		return Identity{}, err
-	}
 	raw, err := io.ReadAll(io.LimitReader(f, markerMaxBytes+1))
 	if err != nil {
 		return Identity{}, fmt.Errorf("read storage identity marker %s: %w", path, err)
@@ -83,31 +77,14 @@ func readMarker(path string) (Identity, error) {
 	return id, nil
 }
 
-func encodeMarker(id Identity) ([]byte, error) {
+// publishMarker publishes the marker atomically (stageFile): with renameNoReplace
+// for a new store, with os.Rename over the old one after a re-key.
+func publishMarker(path string, id Identity, rename func(tmp, final string) error) error {
 	raw, err := json.MarshalIndent(id, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("encode storage identity: %w", err)
+		return fmt.Errorf("encode storage identity: %w", err)
 	}
-	return append(raw, '\n'), nil
-}
-
-// writeMarker publishes the marker atomically; it never replaces an existing one.
-func writeMarker(path string, id Identity) error {
-	raw, err := encodeMarker(id)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, raw)
-}
-
-// replaceMarker republishes the marker atomically over the existing one (after a
-// re-key): readers see the old marker or the whole new one, never a mix.
-func replaceMarker(path string, id Identity) error {
-	raw, err := encodeMarker(id)
-	if err != nil {
-		return err
-	}
-	return replaceFileAtomic(path, raw)
+	return stageFile(path, append(raw, '\n'), rename)
 }
 
 // InitializeIdentity implements `berthd -initialize-storage-identity new`: it mints a
@@ -146,7 +123,7 @@ func createStore(opts Options, files storeFiles, location string) (Identity, err
 	if err := createBoltFile(files.state, func(tx *bolt.Tx) error { return initStateTx(tx, id, location) }); err != nil {
 		return Identity{}, err
 	}
-	if err := writeMarker(files.marker, id); err != nil {
+	if err := publishMarker(files.marker, id, renameNoReplace); err != nil {
 		if rmErr := os.Remove(files.state); rmErr == nil {
 			_ = SyncDir(opts.Dir)
 		}

@@ -117,7 +117,7 @@ func TestCheck_MarkerDrift_Latches(t *testing.T) {
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeMarker(marker, other); err != nil {
+	if err := publishMarker(marker, other, renameNoReplace); err != nil {
 		t.Fatal(err)
 	}
 	err = s.Check()

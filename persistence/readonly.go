@@ -186,17 +186,11 @@ func copyUntilConsistent(ctx context.Context, statePath, copyPath string, opts R
 // reports whether the copy is consistent: src's meta pages were the same bytes
 // before and after, and the copy holds them. Shape refusals are the live file's.
 func copyConsistent(ctx context.Context, src, dst string, ceiling int64) (bool, error) {
-	if err := checkEntry(src, "state.db"); err != nil {
-		return false, err
-	}
-	f, err := openNoFollow(src, "state.db", os.O_RDONLY)
+	f, _, _, err := openChecked(src, "state.db", ceiling)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	if _, _, err := checkShape(f, "state.db", ceiling); err != nil {
-		return false, err
-	}
 	before, err := metaRegion(f)
 	if err != nil {
 		return false, err
@@ -240,14 +234,7 @@ func metaRegion(f *os.File) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
-	read := func(off int64) ([]byte, error) {
-		buf := make([]byte, metaReadBytes)
-		n, err := f.ReadAt(buf, off)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
-		}
-		return buf[:n], nil
-	}
+	read := pageReader(f, f.Name())
 	head, err := read(0)
 	if err != nil {
 		return nil, err

@@ -99,8 +99,8 @@ type Store struct {
 	latchErr   error
 	latchedCh  chan struct{}
 	closed     atomic.Bool
-	commitHook atomic.Pointer[func(*bolt.Tx) error] // tests: consulted inside every write tx, after its writes
-	preBatch   atomic.Pointer[func()]               // tests: runs after the pre-check, before db.Batch
+	commitHook atomic.Pointer[func(*bolt.Tx) error] // tests: consulted inside every write tx, after its writes; an error fails it
+	preBatch   atomic.Pointer[func()]               // tests: runs after the latch pre-check, before db.Batch
 }
 
 // Open validates and opens <dir>/state.db. Everything is checked read-only before a
@@ -277,13 +277,13 @@ func settleIdentity(db *bolt.DB, opts Options, files storeFiles, st stateMeta, a
 		identity.InstallationID = newID
 		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.id.InstallationID, NewInstallationID: newID,
 			OldLocation: st.location, NewLocation: location, At: at}
-		if err := replaceMarker(files.marker, identity); err != nil {
+		if err := publishMarker(files.marker, identity, os.Rename); err != nil {
 			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed (the next start completes it): %w", files.state, newID, files.marker, err)
 		}
 	case identityRepublish:
 		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
 			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt, Resumed: true}
-		if err := replaceMarker(files.marker, identity); err != nil {
+		if err := publishMarker(files.marker, identity, os.Rename); err != nil {
 			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed again (the next start retries): %w", files.state, identity.InstallationID, files.marker, err)
 		}
 	}
@@ -389,8 +389,7 @@ func (s *Store) update(op string, fn func(*bolt.Tx) error) error {
 	if s.closed.Load() && errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("%s: %w", s.path, errClosed)
 	}
-	cause := fmt.Errorf("%s %s: %w", op, s.path, err)
-	s.Latch(cause)
+	s.Latch(fmt.Errorf("%s %s: %w", op, s.path, err))
 	return &latchedError{path: s.path, first: s.Err()}
 }
 
@@ -475,26 +474,6 @@ func (s *Store) Close() error {
 		return fmt.Errorf("close %s: %w", s.path, err)
 	}
 	return nil
-}
-
-// setCommitHook installs a test hook consulted inside every write transaction after
-// its writes; a non-nil error fails that transaction.
-func (s *Store) setCommitHook(h func(*bolt.Tx) error) {
-	if h == nil {
-		s.commitHook.Store(nil)
-		return
-	}
-	s.commitHook.Store(&h)
-}
-
-// setPreBatchHook installs a test hook run after a write's latch pre-check and before
-// its transaction.
-func (s *Store) setPreBatchHook(h func()) {
-	if h == nil {
-		s.preBatch.Store(nil)
-		return
-	}
-	s.preBatch.Store(&h)
 }
 
 // withFinding appends a meta fallback to a refusal of the same open: a store refused
