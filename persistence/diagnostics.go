@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,15 +114,8 @@ func diagnosticsPath(opts Options) (string, error) {
 // settableAside reports whether err says the file at the path is unusable (and so
 // may be set aside), rather than in use or the directory being at fault.
 func settableAside(err error) bool {
-	if errors.Is(err, ErrLocked) {
-		return false
-	}
-	for _, kind := range []error{ErrCorrupt, ErrUnsafeFile, ErrTooLarge, ErrNewerSchema, fs.ErrPermission} {
-		if errors.Is(err, kind) {
-			return true
-		}
-	}
-	return false
+	return !errors.Is(err, ErrLocked) && slices.ContainsFunc([]error{ErrCorrupt, ErrUnsafeFile, ErrTooLarge, ErrNewerSchema, fs.ErrPermission},
+		func(kind error) bool { return errors.Is(err, kind) })
 }
 
 // setAsideFile renames path (whatever kind of entry it is, never following it) to a
@@ -167,7 +161,7 @@ func openDiagnosticsFile(path string, ceiling int64) (*Diagnostics, error) {
 			return nil, fmt.Errorf("create diagnostics.db %s: %w", path, err)
 		}
 	}
-	fid, err := inspectBolt(path, "diagnostics.db", ceiling, func(tx *bolt.Tx) error {
+	fid, err := inspectBolt(path, path, "diagnostics.db", ceiling, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return refuse(ErrCorrupt, "diagnostics.db %s has no meta bucket; refusing it (file left untouched)", path)

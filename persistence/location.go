@@ -103,6 +103,15 @@ type stateMeta struct {
 	rekeyedAt    time.Time
 }
 
+// recordedRekey is the last re-key meta records, or nil.
+func (st stateMeta) recordedRekey() *Rekey {
+	if st.prevID == "" {
+		return nil
+	}
+	return &Rekey{StorageID: st.id.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
+		OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt}
+}
+
 // metaValue reads a meta key, telling "absent" from "present but empty" (bbolt's Get
 // does not) and refusing a nested bucket where a value belongs.
 func metaValue(meta *bolt.Bucket, key []byte, path string) ([]byte, bool, error) {

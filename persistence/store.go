@@ -9,6 +9,7 @@
 package persistence
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -186,15 +187,10 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	lastRekey := info.Rekey
-	if lastRekey == nil && st.prevID != "" {
-		lastRekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: identity.InstallationID,
-			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt}
-	}
 	db.MaxBatchDelay = batchMaxDelay
 	db.MaxBatchSize = batchMaxSize
 	s := storeOver(db, files, opts, location, identity, info.Findings)
-	s.lastRekey = lastRekey
+	s.lastRekey = cmp.Or(info.Rekey, st.recordedRekey())
 	return s, nil
 }
 
@@ -237,7 +233,7 @@ func findStore(dir, refusing, kept string) (files storeFiles, found bool, err er
 // its meta against the marker, and plans what Open does about the installation
 // identity. It returns the validated inode.
 func planOpen(path string, files storeFiles, marker Identity, location string, ceiling int64) (st stateMeta, action identityAction, fid fileID, err error) {
-	fid, err = inspectBoltAs(path, files.state, "state.db", ceiling, func(tx *bolt.Tx) error {
+	fid, err = inspectBolt(path, files.state, "state.db", ceiling, func(tx *bolt.Tx) error {
 		var err error
 		if st, err = readStateMeta(tx, files.state); err != nil {
 			return err
@@ -281,8 +277,8 @@ func settleIdentity(db *bolt.DB, opts Options, files storeFiles, st stateMeta, a
 			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed (the next start completes it): %w", files.state, newID, files.marker, err)
 		}
 	case identityRepublish:
-		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
-			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt, Resumed: true}
+		info.Rekey = st.recordedRekey()
+		info.Rekey.Resumed = true
 		if err := publishMarker(files.marker, identity, os.Rename); err != nil {
 			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed again (the next start retries): %w", files.state, identity.InstallationID, files.marker, err)
 		}
