@@ -23,18 +23,11 @@ type Identity struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
-// newIdentity mints a fresh identity with two UUIDv4s.
-func newIdentity(now time.Time) (Identity, error) {
-	sid, err := uuid.NewRandom()
-	if err != nil {
-		return Identity{}, fmt.Errorf("generate storage id: %w", err)
-	}
-	iid, err := uuid.NewRandom()
-	if err != nil {
-		return Identity{}, fmt.Errorf("generate installation id: %w", err)
-	}
-	// Round(0) drops the monotonic reading so the value round-trips through JSON.
-	return Identity{StorageID: sid.String(), InstallationID: iid.String(), CreatedAt: now.UTC().Round(0)}, nil
+// newIdentity mints a fresh identity with two UUIDv4s (uuid.NewString, as tempPath
+// does on the same paths). Round(0) drops the monotonic reading so the value
+// round-trips through JSON.
+func newIdentity(now time.Time) Identity {
+	return Identity{StorageID: uuid.NewString(), InstallationID: uuid.NewString(), CreatedAt: now.UTC().Round(0)}
 }
 
 // validUUIDv4 accepts only the canonical lower-case form of a version-4 UUID.
@@ -116,10 +109,7 @@ func InitializeIdentity(opts Options) (Identity, error) {
 // its installation id claimed by location, and then the marker. The marker is published last: it is what says "this store is
 // initialised". If publishing it fails, the fresh, empty state.db is removed again.
 func createStore(opts Options, files storeFiles, location string) (Identity, error) {
-	id, err := newIdentity(opts.Now())
-	if err != nil {
-		return Identity{}, err
-	}
+	id := newIdentity(opts.Now())
 	if err := createBoltFile(files.state, func(tx *bolt.Tx) error { return initStateTx(tx, id, location) }); err != nil {
 		return Identity{}, err
 	}

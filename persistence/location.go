@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -265,13 +264,4 @@ func rekeyTx(tx *bolt.Tx, path string, want stateMeta, newID, cur string, at tim
 		}
 	}
 	return nil
-}
-
-// newInstallationID mints a fresh UUIDv4.
-func newInstallationID() (string, error) {
-	u, err := uuid.NewRandom()
-	if err != nil {
-		return "", fmt.Errorf("generate installation id: %w", err)
-	}
-	return u.String(), nil
 }

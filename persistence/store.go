@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -259,10 +260,7 @@ func settleIdentity(db *bolt.DB, opts Options, files storeFiles, st stateMeta, a
 		}
 		info.LocationBound = true
 	case identityRekey:
-		newID, err := newInstallationID()
-		if err != nil {
-			return identity, err
-		}
+		newID := uuid.NewString()
 		at := opts.Now().UTC().Round(0)
 		if err := db.Update(func(tx *bolt.Tx) error { return rekeyTx(tx, files.state, st, newID, location, at) }); err != nil {
 			if errors.Is(err, errIdentityRaced) {
