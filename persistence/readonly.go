@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,12 +73,8 @@ var errReadOnly = errors.New("store opened read-only (a private copy)")
 // Refusals are Open's, wrapping the same sentinels; a data dir with neither a
 // marker nor state.db is ErrNoIdentity.
 func OpenReadOnly(ctx context.Context, opts ReadOnlyOptions) (*Store, ReadOnlyInfo, error) {
-	if opts.MaxFileBytes <= 0 {
-		opts.MaxFileBytes = defaultMaxFileBytes
-	}
-	if opts.Attempts <= 0 {
-		opts.Attempts = 5
-	}
+	opts.MaxFileBytes = cmp.Or(max(opts.MaxFileBytes, 0), defaultMaxFileBytes)
+	opts.Attempts = cmp.Or(max(opts.Attempts, 0), 5)
 	fi, err := os.Stat(opts.Dir)
 	if err != nil {
 		return nil, ReadOnlyInfo{}, fmt.Errorf("data dir: %w", err)

@@ -51,9 +51,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.MaxFileBytes <= 0 {
-		o.MaxFileBytes = defaultMaxFileBytes
-	}
+	o.MaxFileBytes = cmp.Or(max(o.MaxFileBytes, 0), defaultMaxFileBytes)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -69,10 +67,8 @@ type OpenInfo struct {
 	// LocationBound: a store created by an earlier berthd had no recorded location; it
 	// is now bound to Location (once; nothing else changed).
 	LocationBound bool
-	// Rekey is non-nil when the store was found elsewhere than where its installation
-	// id was claimed (a copy or a move) and got a fresh installation id in this open,
-	// or when this open finished a re-key an earlier open committed but did not
-	// republish. Log Rekey.OperatorMessage().
+	// Rekey is this open's re-key, or an earlier open's it finished (Rekey.Resumed);
+	// nil when neither. Log Rekey.OperatorMessage().
 	Rekey *Rekey
 	// MetaFallback is set when state.db's newest meta page failed validation and
 	// bbolt opened the previous transaction instead, silently dropping the last

@@ -159,13 +159,7 @@ func Text(root messages.NodeInfo) string {
 			fmt.Fprintf(&b, " — %s", n.State)
 		}
 		fmt.Fprintf(&b, " (restarts=%d mailbox=%d in_flight=%d)\n", n.Restarts, n.MailboxDepth, n.InFlight)
-		next := prefix
-		switch branch {
-		case "├── ":
-			next += "│   "
-		case "└── ":
-			next += "    "
-		}
+		next := prefix + map[string]string{"├── ": "│   ", "└── ": "    "}[branch]
 		for i, c := range n.Children {
 			br := "├── "
 			if i == len(n.Children)-1 {
@@ -201,12 +195,8 @@ func DOT(root messages.NodeInfo) string {
 	return b.String()
 }
 
-func name(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[i+1:]
-	}
-	return path
-}
+// name is the last element of an actor path.
+func name(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
 
 func escape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
