@@ -2,10 +2,9 @@
 // journals and snapshots, and the callback outbox; the storage identity marker; the
 // daemon.lock that makes one berthd the owner of a data directory; and the separate,
 // recreatable diagnostics.db. It fails closed: anything it cannot prove is berth's own,
-// intact, current-schema store is refused with one line and left untouched. The
-// installation identity is bound to the data dir's resolved location: a copied or
-// moved store is re-keyed (see Rekey). diagnostics.db carries no authority, so an
-// unusable one is set aside and recreated rather than refused.
+// intact, current-schema store is refused with one line and left untouched, except
+// that a copied or moved store is re-keyed (location.go) and an unusable
+// diagnostics.db, which carries no authority, is set aside and recreated.
 package persistence
 
 import (

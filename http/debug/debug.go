@@ -25,12 +25,8 @@ import (
 
 // Options of the debug listener.
 type Options struct {
-	// Chaos enables POST /debug/chaos/crash (debug.chaos).
-	Chaos bool
-	// Token (debug.token), when set, is required on every debug endpoint as
-	// "Authorization: Bearer <token>". The chaos endpoint always requires it: with
-	// no token configured it cannot be used.
-	Token string
+	Chaos bool   // debug.chaos: enables POST /debug/chaos/crash, which also needs Token
+	Token string // debug.token, required on every endpoint when set (see the package doc)
 
 	// What the operator's API reads; unset paths answer 503 (no such actor).
 	RegistryPath messages.Address   // lease rows, transitions, releases

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/messages"
@@ -174,7 +173,7 @@ func boundTree(n messages.NodeInfo, limit int) messages.NodeInfo {
 	if len(n.Children) > limit {
 		kids := slices.Clone(n.Children)
 		slices.SortStableFunc(kids, func(a, b messages.NodeInfo) int {
-			return cmp.Or(cmp.Compare(interest(b), interest(a)), strings.Compare(a.Path, b.Path))
+			return cmp.Or(cmp.Compare(interest(b), interest(a)), cmp.Compare(a.Path, b.Path))
 		})
 		n.OmittedChildren += len(kids) - limit
 		n.Children = kids[:limit]

@@ -45,7 +45,7 @@ func (s *server) leases(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	slices.SortFunc(rows, func(a, b messages.LeaseRow) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(a.LeaseUUID, b.LeaseUUID))
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.LeaseUUID, b.LeaseUUID))
 	})
 	writeJSON(w, http.StatusOK, struct {
 		Leases []messages.LeaseRow `json:"leases"`

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/messages"
@@ -68,7 +67,7 @@ func summarizeOutbox(rows []QueuedCallback, book messages.DebugOutboxReply, now 
 		out.Leases[i].OldestAgeSeconds = seconds(now.Sub(out.Leases[i].OldestAt))
 	}
 	slices.SortStableFunc(out.Leases, func(a, b messages.OutboxLease) int {
-		return cmp.Or(a.OldestAt.Compare(b.OldestAt), strings.Compare(a.LeaseUUID, b.LeaseUUID))
+		return cmp.Or(a.OldestAt.Compare(b.OldestAt), cmp.Compare(a.LeaseUUID, b.LeaseUUID))
 	})
 	return out
 }
