@@ -114,8 +114,8 @@ func diagnosticsPath(opts Options) (string, error) {
 // settableAside reports whether err says the file at the path is unusable (and so
 // may be set aside), rather than in use or the directory being at fault.
 func settableAside(err error) bool {
-	return !errors.Is(err, ErrLocked) && slices.ContainsFunc([]error{ErrCorrupt, ErrUnsafeFile, ErrTooLarge, ErrNewerSchema, fs.ErrPermission},
-		func(kind error) bool { return errors.Is(err, kind) })
+	unusable := []error{ErrCorrupt, ErrUnsafeFile, ErrTooLarge, ErrNewerSchema, fs.ErrPermission}
+	return !errors.Is(err, ErrLocked) && slices.ContainsFunc(unusable, func(kind error) bool { return errors.Is(err, kind) })
 }
 
 // setAsideFile renames path (whatever kind of entry it is, never following it) to a

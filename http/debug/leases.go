@@ -89,9 +89,8 @@ func (s *server) leaseRows(ctx context.Context, q messages.DebugLeases) ([]messa
 
 // fillInstances asks a row's lease actor for its services and instances.
 func (s *server) fillInstances(ctx context.Context, row *messages.LeaseRow) {
-	rep, err := supervisors.Ask(ctx, s.tree, messages.Address(row.Actor), leaseAskTimeout, func(c chan<- messages.DebugLeaseReply) any {
-		return &messages.DebugLease{Reply: c}
-	})
+	rep, err := supervisors.Ask(ctx, s.tree, messages.Address(row.Actor), leaseAskTimeout,
+		func(c chan<- messages.DebugLeaseReply) any { return &messages.DebugLease{Reply: c} })
 	if err != nil {
 		row.InstancesError = "lease actor did not answer: " + err.Error()
 		return
