@@ -1,8 +1,9 @@
 package debug
 
 import (
+	"cmp"
 	"net/http"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/berth-dev/berth/messages"
@@ -65,11 +66,8 @@ func summarizeOutbox(rows []QueuedCallback, book messages.DebugOutboxReply, now 
 	for i := range out.Leases {
 		out.Leases[i].OldestAgeSeconds = seconds(now.Sub(out.Leases[i].OldestAt))
 	}
-	sort.SliceStable(out.Leases, func(i, k int) bool {
-		if !out.Leases[i].OldestAt.Equal(out.Leases[k].OldestAt) {
-			return out.Leases[i].OldestAt.Before(out.Leases[k].OldestAt)
-		}
-		return out.Leases[i].LeaseUUID < out.Leases[k].LeaseUUID
+	slices.SortStableFunc(out.Leases, func(a, b messages.OutboxLease) int {
+		return cmp.Or(a.OldestAt.Compare(b.OldestAt), cmp.Compare(a.LeaseUUID, b.LeaseUUID))
 	})
 	return out
 }
