@@ -369,14 +369,6 @@ type Engine interface {
 	ListManaged(ctx context.Context) ([]messages.Container, error)
 	Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error)
 	Events(ctx context.Context) (<-chan Event, <-chan error)
-}
-
-// Preparation is what berth asks of Docker to run a stock image under its
-// hardening (issue 17): writable paths, and whether the tenant seccomp
-// profile is enforced at all. The real engine and the fake implement it
-// beside Engine; it joins Engine once every Engine implementation does (a
-// test double in actors/lease implements Engine alone).
-type Preparation interface {
 	// DetectWritablePaths finds the directories a container of q.ImageID writes
 	// at start outside its VOLUMEs (writable.go). The image's scan is cached by
 	// image ID. An error means the detection could not be made (the launch goes

@@ -75,10 +75,7 @@ type Engine struct {
 	composeReady bool // compose's process-wide API-version cache holds a good value
 }
 
-var (
-	_ dockerio.Engine      = (*Engine)(nil)
-	_ dockerio.Preparation = (*Engine)(nil)
-)
+var _ dockerio.Engine = (*Engine)(nil)
 
 // pinnedAPIVersion is Docker Engine 20.10's API, used when negotiation cannot run.
 const pinnedAPIVersion = "1.41"

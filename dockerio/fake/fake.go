@@ -113,10 +113,7 @@ type Engine struct {
 	netByName map[string]map[string]*fakeNetwork   // network name → ID → network
 }
 
-var (
-	_ dockerio.Engine      = (*Engine)(nil)
-	_ dockerio.Preparation = (*Engine)(nil)
-)
+var _ dockerio.Engine = (*Engine)(nil)
 
 // New returns an empty fake engine.
 func New(opts Options) *Engine {
