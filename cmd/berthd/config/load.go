@@ -63,7 +63,7 @@ func Load(path string, environ []string) (*Config, error) {
 	for _, name := range env.unknown {
 		c.Warnings = append(c.Warnings, name+": names no configuration key; ignored")
 	}
-	validate(c, ps, given{quota: d.quotaSet, operator: operator})
+	validate(c, ps, given{quota: d.given, operator: operator})
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
