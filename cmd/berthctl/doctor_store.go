@@ -63,15 +63,17 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 	perm := fi.Mode().Perm()
 	verdict := verdictOK
 	var problems, fixes []string
+	found := func(v, problem, fix string) {
+		verdict, problems = worse(verdict, v), append(problems, problem)
+		if fix != "" {
+			fixes = append(fixes, fix)
+		}
+	}
 	switch {
 	case perm&0o027 != 0:
-		verdict = verdictFail
-		problems = append(problems, fmt.Sprintf("mode %04o lets others in (tenant data and the callback secret live here)", perm))
-		fixes = append(fixes, "chmod 700 "+dir)
+		found(verdictFail, fmt.Sprintf("mode %04o lets others in (tenant data and the callback secret live here)", perm), "chmod 700 "+dir)
 	case perm&0o070 != 0:
-		verdict = verdictWarn
-		problems = append(problems, fmt.Sprintf("mode %04o, group may read (want 0700)", perm))
-		fixes = append(fixes, "chmod 700 "+dir)
+		found(verdictWarn, fmt.Sprintf("mode %04o, group may read (want 0700)", perm), "chmod 700 "+dir)
 	}
 	for _, f := range []struct {
 		file     string
@@ -90,19 +92,16 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 		}
 		switch {
 		case err != nil:
-			problems, verdict = append(problems, err.Error()), worse(verdict, verdictFail)
+			found(verdictFail, err.Error(), "")
 		case ffi.Mode()&fs.ModeSymlink != 0:
-			problems, verdict = append(problems, f.file+" is a symlink (refused: it must be the file itself)"), worse(verdict, bad)
-			fixes = append(fixes, "replace "+p+" with the file it points to")
+			found(bad, f.file+" is a symlink (refused: it must be the file itself)", "replace "+p+" with the file it points to")
 		case !ffi.Mode().IsRegular():
-			problems, verdict = append(problems, f.file+" is not a regular file"), worse(verdict, bad)
+			found(bad, f.file+" is not a regular file", "")
 		case ffi.Mode().Perm() != 0o600:
-			problems, verdict = append(problems, fmt.Sprintf("%s has mode %04o, want 0600 (refused otherwise)", f.file, ffi.Mode().Perm())), worse(verdict, bad)
-			fixes = append(fixes, "chmod 600 "+p)
+			found(bad, fmt.Sprintf("%s has mode %04o, want 0600 (refused otherwise)", f.file, ffi.Mode().Perm()), "chmod 600 "+p)
 		default:
 			if fuid, fowner := fileOwner(ffi); fuid != uid {
-				problems, verdict = append(problems, fmt.Sprintf("%s is owned by %s, the dir by %s", f.file, fowner, owner)), worse(verdict, bad)
-				fixes = append(fixes, "chown "+owner+": "+p)
+				found(bad, fmt.Sprintf("%s is owned by %s, the dir by %s", f.file, fowner, owner), "chown "+owner+": "+p)
 			}
 		}
 	}
