@@ -236,10 +236,9 @@ func validateCallbacks(c *Config, ps *problemSet) {
 // Files berth keeps in data_dir besides state.db; diagnostics_db_path must name none of them.
 var dataDirFiles = []string{StateDBFile, "storage-identity", "daemon.lock", CallbackSecretFile}
 
-// validateStores checks the store paths and ages of the Callbacks, Diagnostics
-// and Releases sections. Fred's three authoritative files are one state.db in
-// berth: their paths are kept but unused, and a non-default one is warned about
-// so an operator does not back up a file that never exists.
+// validateStores warns about a non-default path of a Fred store berth keeps in
+// state.db (an operator must not back up a file that never exists), and checks
+// and resolves diagnostics_db_path.
 func validateStores(c *Config, ps *problemSet) {
 	statePath := filepath.Join(c.DataDir, StateDBFile)
 	unused := []struct{ key, value, def, what string }{
