@@ -15,7 +15,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -64,7 +63,10 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 	if err != nil {
 		var p *config.Problems
 		if errors.As(err, &p) {
-			fmt.Fprintf(stderr, "berthd: invalid configuration (%d problems):\n  %s\n", len(p.List), strings.Join(p.List, "\n  "))
+			fmt.Fprintf(stderr, "berthd: invalid configuration (%d problems):\n", len(p.List))
+			for _, line := range p.List {
+				fmt.Fprintf(stderr, "  %s\n", line)
+			}
 		} else {
 			fmt.Fprintf(stderr, "berthd: %v\n", err)
 		}
