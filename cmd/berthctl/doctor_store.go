@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,7 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 	case errors.Is(err, fs.ErrNotExist) && !env.cfg.ProductionMode:
 		return warn(name, dir+" does not exist yet (berthd creates it at its first start)", "")
 	case errors.Is(err, fs.ErrNotExist):
-		return fail(name, dir+" does not exist", "install -d -o berth -g berth -m 0700 "+dir+" && sudo -u berth berthd -config "+orDefaultConfig(env.cfgFile)+" -initialize-storage-identity new")
+		return fail(name, dir+" does not exist", "install -d -o berth -g berth -m 0700 "+dir+" && "+env.initIdentityCmd())
 	case err != nil:
 		return fail(name, err.Error(), "")
 	}
@@ -111,11 +112,9 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 	return checkResult{Name: name, Verdict: verdict, Finding: dir + ": " + strings.Join(problems, "; "), Fix: strings.Join(fixes, " && ")}
 }
 
-func orDefaultConfig(f string) string {
-	if f == "" {
-		return "/etc/berth/berthd.yaml"
-	}
-	return f
+// initIdentityCmd binds a new data dir to a fresh storage identity.
+func (env *doctorEnv) initIdentityCmd() string {
+	return "sudo -u berth berthd -config " + cmp.Or(env.cfg.File, "/etc/berth/berthd.yaml") + " -initialize-storage-identity new"
 }
 
 // checkStore opens state.db read-only on a consistent private copy (no lock,
@@ -165,7 +164,7 @@ func storeRefusal(env *doctorEnv, err error) checkResult {
 	case errors.Is(err, persistence.ErrNoIdentity) && !env.cfg.ProductionMode:
 		return warn(name, msg, "")
 	case errors.Is(err, persistence.ErrNoIdentity):
-		return fail(name, msg, "sudo -u berth berthd -config "+orDefaultConfig(env.cfgFile)+" -initialize-storage-identity new")
+		return fail(name, msg, env.initIdentityCmd())
 	case errors.Is(err, fs.ErrNotExist):
 		if env.cfg.ProductionMode {
 			return fail(name, msg, "create the data dir and its storage identity (see data_dir)")
@@ -195,7 +194,7 @@ func checkIdentity(_ context.Context, env *doctorEnv) checkResult {
 		return fail(name, err.Error(), "the marker and state.db belong to different installations: restore this data dir's own storage-identity (with its state.db) from its backup; never copy a marker between data dirs")
 	case errors.Is(err, persistence.ErrNoIdentity) || errors.Is(err, fs.ErrNotExist):
 		if env.cfg.ProductionMode {
-			return fail(name, "no storage identity in "+env.cfg.DataDir, "sudo -u berth berthd -config "+orDefaultConfig(env.cfgFile)+" -initialize-storage-identity new")
+			return fail(name, "no storage identity in "+env.cfg.DataDir, env.initIdentityCmd())
 		}
 		return warn(name, "no storage identity in "+env.cfg.DataDir+" yet (berthd creates one at its first start)", "")
 	case err != nil:
