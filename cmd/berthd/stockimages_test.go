@@ -82,6 +82,12 @@ func assertNotDegraded(t *testing.T, d *daemonProc, lease string) {
 	}
 }
 
+// runningContainerID is the ID of the lease's one running container.
+func runningContainerID(t *testing.T, dc *client.Client, lease string) string {
+	t.Helper()
+	return runningContainer(t, dc, lease).ID
+}
+
 // runningContainer is the lease's one running container, checked to run on a
 // read-only rootfs under runtime contract 2.
 func runningContainer(t *testing.T, dc *client.Client, lease string) container.InspectResponse {
@@ -129,7 +135,7 @@ func TestStockNginx_ReadOnlyRootfs_ReadyAndServesOnItsPort(t *testing.T) {
 // only loopback clients: protected mode, as its stock configuration has it).
 func redisCLI(t *testing.T, dc *client.Client, lease string, args ...string) string {
 	t.Helper()
-	id := runningContainer(t, dc, lease).ID
+	id := runningContainerID(t, dc, lease)
 	out, err := exec.Command("docker", append([]string{"exec", id, "redis-cli"}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
