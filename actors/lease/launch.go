@@ -251,7 +251,7 @@ func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.I
 				j.log.Warn().Err(err).Str("image", ref).Msg("image admission failed")
 				switch {
 				case errors.Is(err, dockerio.ErrImageNotAdmissible):
-					return nil, fail(messages.ReasonImagePullFailed, "image metadata is not admissible"), false
+					return nil, fail(messages.ReasonImagePullFailed, notAdmissibleMessage(err)), false
 				case errors.Is(err, dockerio.ErrImagePull) || timedOut:
 					return nil, fail(messages.ReasonImagePullFailed, "image could not be pulled"), false
 				}
