@@ -3,6 +3,7 @@ package engine
 import (
 	"archive/tar"
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,10 @@ func (e *Engine) ImageUser(ctx context.Context, imageID, user string) (uid, gid 
 	return e.imageUser(ctx, imageID, imageVolumes(resp), user)
 }
 
-func (e *Engine) imageUser(ctx context.Context, imageID string, volumes []string, user string) (int, int, error) {
+// imageUser resolves the first non-empty of users (the manifest's override,
+// then the image's USER) in the image.
+func (e *Engine) imageUser(ctx context.Context, imageID string, volumes []string, users ...string) (int, int, error) {
+	user := cmp.Or(users...)
 	u, err := admission.ParseUser(user)
 	if err != nil {
 		return 0, 0, fmt.Errorf("image %s: %w: %w", trimID(imageID), dockerio.ErrImageNotAdmissible, err)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,7 +163,7 @@ func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.Servic
 		slices.Sort(masks)
 		out[i].MaskLabels = slices.Compact(masks)
 		if svc.UID == 0 && svc.GID == 0 {
-			if out[i].UID, out[i].GID, err = e.imageUser(ctx, svc.ImageID, info.Volumes, cmp.Or(svc.User, info.User)); err != nil {
+			if out[i].UID, out[i].GID, err = e.imageUser(ctx, svc.ImageID, info.Volumes, svc.User, info.User); err != nil {
 				return nil, fmt.Errorf("service %q: %w", svc.Name, err)
 			}
 		}

@@ -96,7 +96,7 @@ func (e *Engine) DetectWritablePaths(ctx context.Context, q dockerio.WritableQue
 	var scan imageScan
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
-		uid, gid, err = e.imageUser(gctx, q.ImageID, info.Volumes, cmp.Or(q.User, info.User))
+		uid, gid, err = e.imageUser(gctx, q.ImageID, info.Volumes, q.User, info.User)
 		return err
 	})
 	g.Go(func() (err error) {
