@@ -1,0 +1,58 @@
+package messages
+
+// The runtime refresh (actors/refresh): an operator's run that recreates the
+// Ready leases still running containers of an older runtime contract.
+
+// StartRefresh is POST /runtime_refresh: start a run. Its reply is the status
+// with the stale leases read as it started (202), or ErrDisabled (403),
+// ErrInvalidState (409: a run is active) or ErrUnavailable (503: the inventory
+// could not be read, or the run not journaled).
+type StartRefresh struct{ Reply chan<- RefreshReply }
+
+// GetRefresh is GET /runtime_refresh.
+type GetRefresh struct{ Reply chan<- RefreshReply }
+
+// RefreshReply answers StartRefresh and GetRefresh.
+type RefreshReply struct {
+	Status *RuntimeRefreshStatus
+	Err    error
+}
+
+// RuntimeRefreshStatus is the body of GET /runtime_refresh and of a run's 202:
+// what Docker shows now, every live lease's last refresh outcome, and the
+// current or most recent run. Every list is sorted and never null.
+type RuntimeRefreshStatus struct {
+	Contract            int          `json:"contract"`
+	Active              bool         `json:"active"`
+	Stale               int          `json:"stale"`
+	StaleLeases         []string     `json:"stale_leases"`
+	InFlight            int          `json:"in_flight"`
+	Refreshed           int          `json:"refreshed"`
+	Failed              int          `json:"failed"`
+	Restored            int          `json:"restored"`
+	Skipped             int          `json:"skipped"`
+	SharedNetworkLeases []string     `json:"shared_network_leases"`
+	Leases              []RefreshRow `json:"leases"`
+}
+
+// Refresh outcomes of a lease.
+const (
+	RefreshRefreshed = "refreshed"
+	RefreshFailed    = "failed"
+	RefreshSkipped   = "skipped"
+)
+
+// RefreshRow is one lease's refresh outcome.
+type RefreshRow struct {
+	LeaseUUID     string           `json:"lease_uuid"`
+	MaintenanceID string           `json:"maintenance_id,omitempty"`
+	Outcome       string           `json:"outcome"`
+	Restored      *RestoredRelease `json:"restored,omitempty"`
+}
+
+// RestoredRelease is the pre-refresh release a failed refresh left running and
+// ready: its version and the sha256 of its manifest.
+type RestoredRelease struct {
+	ReleaseVersion int    `json:"release_version"`
+	ReleaseDigest  string `json:"release_digest"`
+}
