@@ -56,3 +56,21 @@ type RestoredRelease struct {
 	ReleaseVersion int    `json:"release_version"`
 	ReleaseDigest  string `json:"release_digest"`
 }
+
+// GetRefreshReceipt asks a lease (through the registry's Deliver) how its
+// runtime_refresh maintenance MaintenanceID stands.
+type GetRefreshReceipt struct {
+	MaintenanceID string
+	Reply         chan<- RefreshReceipt
+}
+
+// RefreshReceipt answers GetRefreshReceipt. Read is false when the lease could
+// not be asked; Found, when a release of the lease carries the ID; Settled,
+// once that maintenance is over, with its outcome (RefreshRefreshed or
+// RefreshFailed) and, for a failure the lease came back Ready from, the
+// release it restored.
+type RefreshReceipt struct {
+	Read, Found, Settled bool
+	Outcome              string
+	Restored             *RestoredRelease
+}

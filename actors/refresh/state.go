@@ -40,11 +40,20 @@ const (
 
 // Run is one operator-started run.
 type Run struct {
-	ID          string           `json:"id"`
-	StartedAt   time.Time        `json:"started_at"`
-	Concurrency int              `json:"concurrency"`
-	Leases      map[string]Phase `json:"leases"` // the stale Ready leases when it started
-	Ended       bool             `json:"ended"`
+	ID          string            `json:"id"`
+	StartedAt   time.Time         `json:"started_at"`
+	Concurrency int               `json:"concurrency"`
+	Leases      map[string]*Lease `json:"leases"` // the stale Ready leases when it started
+	Ended       bool              `json:"ended"`
+}
+
+// Lease is one lease of a run. MaintenanceID and Stale are those of its
+// current (or last) attempt: the same ID is asked for again after a restart
+// that lost the answer, so the lease admits it at most once.
+type Lease struct {
+	Phase         Phase    `json:"phase"`
+	MaintenanceID string   `json:"maintenance_id,omitempty"`
+	Stale         []string `json:"stale,omitempty"`
 }
 
 // Outcome is a lease's latest settled refresh: its durable receipt.
@@ -69,8 +78,8 @@ func (s *State) Active() bool { return s.Run != nil && !s.Run.Ended }
 func (s *State) count(p Phase) int {
 	n := 0
 	if s.Run != nil {
-		for _, q := range s.Run.Leases {
-			if q == p {
+		for _, l := range s.Run.Leases {
+			if l.Phase == p {
 				n++
 			}
 		}
@@ -87,9 +96,11 @@ type (
 		Leases      []string  `json:"leases"`
 	}
 	leaseEvent struct {
-		Lease   string   `json:"lease_uuid,omitempty"`
-		Outcome *Outcome `json:"outcome,omitempty"` // lease.settled
-		Leases  []string `json:"leases,omitempty"`  // outcomes.dropped
+		Lease         string   `json:"lease_uuid,omitempty"`
+		MaintenanceID string   `json:"maintenance_id,omitempty"` // lease.started
+		Stale         []string `json:"stale,omitempty"`          // lease.started
+		Outcome       *Outcome `json:"outcome,omitempty"`        // lease.settled
+		Leases        []string `json:"leases,omitempty"`         // outcomes.dropped
 	}
 )
 
@@ -112,9 +123,9 @@ func (s *State) Apply(ev persistence.Event) error {
 		if s.Active() {
 			return fmt.Errorf("event %s: a run is active", ev.Type)
 		}
-		s.Run = &Run{ID: e.ID, StartedAt: e.At, Concurrency: e.Concurrency, Leases: map[string]Phase{}}
+		s.Run = &Run{ID: e.ID, StartedAt: e.At, Concurrency: e.Concurrency, Leases: map[string]*Lease{}}
 		for _, l := range e.Leases {
-			s.Run.Leases[l] = Pending
+			s.Run.Leases[l] = &Lease{Phase: Pending}
 		}
 		return nil
 	}
@@ -145,10 +156,16 @@ func (s *State) move(ev persistence.Event, e leaseEvent) error {
 	if !ok {
 		return supervisors.UnknownEvent(ev)
 	}
-	if !s.Active() || s.Run.Leases[e.Lease] != m[0] {
+	if !s.Active() || s.Run.Leases[e.Lease] == nil || s.Run.Leases[e.Lease].Phase != m[0] {
 		return fmt.Errorf("event %s: lease %s is not %s", typ, e.Lease, m[0])
 	}
-	to := m[1]
+	l, to := s.Run.Leases[e.Lease], m[1]
+	if typ == EvLeaseStarted {
+		if e.MaintenanceID == "" {
+			return fmt.Errorf("event %s: malformed", typ)
+		}
+		l.MaintenanceID, l.Stale = e.MaintenanceID, e.Stale
+	}
 	if typ == EvLeaseSettled {
 		o := e.Outcome
 		if o == nil || !slices.Contains([]string{messages.RefreshRefreshed, messages.RefreshFailed}, o.Outcome) {
@@ -160,7 +177,7 @@ func (s *State) move(ev persistence.Event, e leaseEvent) error {
 		}
 		s.Outcomes[e.Lease] = *o
 	}
-	s.Run.Leases[e.Lease] = to
+	l.Phase = to
 	return nil
 }
 
