@@ -56,7 +56,7 @@ func Classify(live, ready map[string]bool, containers []messages.Container) Inve
 // outcome, and the skipped leases of the current or most recent run.
 func Status(st *State, inv Inventory) *messages.RuntimeRefreshStatus {
 	out := &messages.RuntimeRefreshStatus{Contract: dockerio.RuntimeContract, Active: st.Active(),
-		StaleLeases: slices.Sorted(maps.Keys(inv.Stale)), InFlight: st.count(InFlight),
+		StaleLeases: append([]string{}, slices.Sorted(maps.Keys(inv.Stale))...), InFlight: st.count(InFlight),
 		SharedNetworkLeases: inv.Shared, Leases: []messages.RefreshRow{}}
 	out.Stale = len(out.StaleLeases)
 	if out.SharedNetworkLeases == nil {
