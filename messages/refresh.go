@@ -35,13 +35,6 @@ type RuntimeRefreshStatus struct {
 	Leases              []RefreshRow `json:"leases"`
 }
 
-// Refresh outcomes of a lease.
-const (
-	RefreshRefreshed = "refreshed"
-	RefreshFailed    = "failed"
-	RefreshSkipped   = "skipped"
-)
-
 // RefreshRow is one lease's refresh outcome.
 type RefreshRow struct {
 	LeaseUUID     string           `json:"lease_uuid"`
@@ -49,6 +42,9 @@ type RefreshRow struct {
 	Outcome       string           `json:"outcome"`
 	Restored      *RestoredRelease `json:"restored,omitempty"`
 }
+
+// Refresh outcomes of a lease.
+const RefreshRefreshed, RefreshFailed, RefreshSkipped = "refreshed", "failed", "skipped"
 
 // RestoredRelease is the pre-refresh release a failed refresh left running and
 // ready: its version and the sha256 of its manifest.
