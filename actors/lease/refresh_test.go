@@ -51,7 +51,9 @@ func TestDecide_RuntimeRefresh(t *testing.T) {
 		{name: "completed: the target is active, one success completion", j: jRefreshing(),
 			in:     lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceCompleted, Generation: 4, Containers: cohortOf(spec.Services, 4)}},
 			events: []wantEvent{evType(lease.EvMaintenanceDone)}, cbs: []wantCB{maintCB(messages.CallbackSuccess, "", mID1)}, status: lease.Ready,
-			check: func(t *testing.T, st *lease.State) { wantReleases(t, st, "v1:superseded", "v2:superseded", "v3:active") }},
+			check: func(t *testing.T, st *lease.State) {
+				wantReleases(t, st, "v1:superseded", "v2:superseded", "v3:active")
+			}},
 		{name: "rolled back: ready on its release, no error, fail_count and streak unchanged", j: jRefreshing(),
 			in: lease.Replaced{ID: mID1, Result: lease.ReplaceResult{Kind: lease.ReplaceRecovered, Generation: 5, Containers: recreated,
 				Reason: messages.ReasonHealthCheckFailed}},
@@ -66,4 +68,39 @@ func TestDecide_RuntimeRefresh(t *testing.T) {
 				eq(t, "containers", st.Containers, recreated)
 			}},
 	})
+}
+
+// RefreshReceipt: how a runtime_refresh maintenance stands, as the refresh
+// actor reads it — never admitted, in flight, refreshed, or failed with the
+// release the rollback restored (its version and manifest digest).
+func TestRefreshReceipt_NotFoundInFlightRefreshedRestored(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		j               *journal
+		found, settled  bool
+		outcome         string
+		restoredVersion int
+	}{
+		{"never admitted", jStreak(), false, false, "", 0},
+		{"in flight", jRefreshing(), true, false, "", 0},
+		{"completed", jRefreshing().completes(), true, true, messages.RefreshRefreshed, 0},
+		{"rolled back: restored v2", jRefreshing().rollsBack(), true, true, messages.RefreshFailed, 2},
+		{"failed without a restore", jRefreshing().maintenanceFails(), true, true, messages.RefreshFailed, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := lease.RefreshReceipt(replay(t, c.j.evs...), mID1)
+			if !rec.Read || rec.Found != c.found || rec.Settled != c.settled || rec.Outcome != c.outcome {
+				t.Fatalf("receipt = %+v", rec)
+			}
+			if got := 0; rec.Restored != nil {
+				got = rec.Restored.ReleaseVersion
+				if len(rec.Restored.ReleaseDigest) != 64 {
+					t.Errorf("digest %q", rec.Restored.ReleaseDigest)
+				}
+				eq(t, "restored version", got, c.restoredVersion)
+			} else if c.restoredVersion != 0 {
+				t.Errorf("no restored release, want v%d", c.restoredVersion)
+			}
+		})
+	}
 }
