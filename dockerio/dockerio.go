@@ -48,6 +48,12 @@ const (
 // subvolume and snapshot creation refused).
 const RuntimeContract = 2
 
+// ContractSeccomp is the contract that brought the tenant seccomp profile.
+const ContractSeccomp = 2
+
+// ContractOf is the contract plan's containers are created under.
+func ContractOf(plan Plan) int { return cmp.Or(plan.Contract, RuntimeContract) }
+
 // Errors the adapter returns; callers classify with errors.Is.
 var (
 	ErrNotFound             = errors.New("docker object not found")
@@ -93,7 +99,10 @@ type Plan struct {
 	ReadonlyRootfs bool
 	PidsLimit      int64
 	TmpfsSizeMB    int
-	Services       []ServicePlan // sorted by Name
+	// Contract is the runtime contract the containers are created under: 0 is
+	// RuntimeContract; an older one only in tests (leases from before a bump).
+	Contract int
+	Services []ServicePlan // sorted by Name
 }
 
 // ServicePlan is one tenant service, fanned out to Quantity instances.

@@ -17,6 +17,7 @@ const (
 	Netpool    Address = "root/netpool"
 	VolumeHold Address = "root/volumehold"
 	Reaper     Address = "root/reaper"
+	Refresh    Address = "root/refresh"
 	Facade     Address = "root/facade"
 )
 

@@ -115,6 +115,9 @@ type GetDockerHealth struct {
 const (
 	MaintenanceRestart = "restart"
 	MaintenanceUpdate  = "update"
+	// MaintenanceRuntimeRefresh is a restart the runtime refresh asks for: the
+	// active release recreated unchanged under the current runtime contract.
+	MaintenanceRuntimeRefresh = "runtime_refresh"
 )
 
 // Maintain asks for a restart or an update of a lease. MaintenanceID is always a
@@ -123,11 +126,14 @@ const (
 // A nil error means 202: the intent is journaled and the status already reads
 // restarting / updating.
 type Maintain struct {
-	Kind          string // MaintenanceRestart | MaintenanceUpdate
+	Kind          string // MaintenanceRestart | MaintenanceUpdate | MaintenanceRuntimeRefresh
 	Req           MaintenanceRequest
 	MaintenanceID string
 	AdmittedAt    time.Time
-	Reply         chan<- error
+	// Stale (runtime_refresh) are the containers seen under an older runtime
+	// contract: the lease refreshes only while one of them is its ready cohort.
+	Stale []string
+	Reply chan<- error
 }
 
 // ReleasesReply answers GetReleases.

@@ -23,6 +23,8 @@ type Container struct {
 	FinishedAt  time.Time
 	Ports       map[string]PortBinding // "8080/tcp" → binding
 	Labels      map[string]string
+	Contract    int      // fred.runtime_contract it was created under (0: before the contract)
+	Networks    []string // IDs of the networks it is attached to (listings only)
 }
 
 // ImagePin is the recorded content of one service image.

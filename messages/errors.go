@@ -23,6 +23,7 @@ var (
 	ErrBusy                  = errors.New("busy")                   // an actor is over its backlog or did not answer in time
 	ErrUnavailable           = errors.New("unavailable")            // a dependency (store, Docker) is unhealthy
 	ErrNotRetained           = errors.New("nothing retained")       // a restore names no retained data this tenant may claim
+	ErrDisabled              = errors.New("disabled")               // the configuration turned the endpoint off
 	// ErrDemoteExceedsTier: the retained data does not fit the requested smaller disk tier.
 	ErrDemoteExceedsTier = errors.New("retained data exceeds the requested tier")
 )
@@ -51,7 +52,7 @@ func SafeMessage(err error) string {
 	}
 	for _, s := range []error{ErrBadRequest, ErrInvalidManifest, ErrUnknownSKU, ErrImageNotAllowed,
 		ErrAlreadyProvisioned, ErrInvalidState, ErrNotFound, ErrInsufficientResources,
-		ErrLifecyclePending, ErrBusy, ErrUnavailable, ErrNotRetained, ErrDemoteExceedsTier} {
+		ErrLifecyclePending, ErrBusy, ErrUnavailable, ErrNotRetained, ErrDemoteExceedsTier, ErrDisabled} {
 		if errors.Is(err, s) {
 			return s.Error()
 		}

@@ -168,6 +168,12 @@ func (a *Actor) Receive(c actor.Context) {
 		a.getLogs(m)
 	case *messages.GetReleases:
 		a.getReleases(m)
+	case *messages.GetRefreshReceipt:
+		if a.st != nil {
+			m.Reply <- RefreshReceipt(a.st, m.MaintenanceID)
+		} else {
+			m.Reply <- messages.RefreshReceipt{}
+		}
 	case *messages.DebugLease:
 		m.Reply <- a.debugLease()
 	case *messages.Inventory:

@@ -177,7 +177,9 @@ func (s *State) onMaintenanceStarted(e *MaintenanceStarted) bool {
 	s.Maintenance = &m
 	s.LastGeneration = m.CompensateGen
 	s.PendingFailure = nil
-	s.Budget = Budget{} // an accepted restart or update resets the streak
+	if m.Kind != KindRuntimeRefresh {
+		s.Budget = Budget{} // an accepted restart or update resets the streak; the operator's refresh does not count
+	}
 	r := e.Release
 	r.Version, r.Status = s.nextVersion(), messages.ReleaseDeploying
 	s.Maintenance.Version = r.Version
@@ -206,8 +208,12 @@ func (s *State) onMaintenanceRestored(e *MaintenanceRestored) bool {
 	if e.Compensated || s.ReadyAt.IsZero() {
 		s.ReadyAt = e.At
 	}
-	// A ready lease keeps the cause of its last failed maintenance (seed: GET /provisions).
-	s.Reason, s.Message, s.Maintenance = e.Reason, e.Message, nil
+	// A ready lease keeps the cause of its last failed maintenance (seed: GET
+	// /provisions); a rolled-back runtime refresh leaves no error on it.
+	if m.Kind != KindRuntimeRefresh {
+		s.Reason, s.Message = e.Reason, e.Message
+	}
+	s.Maintenance = nil
 	return true
 }
 

@@ -252,6 +252,9 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	switch {
 	case st.Status != Ready && st.Status != Failing && st.Status != Failed:
 		return refuse("lease is %s; %s needs a ready or failed lease", st.Status.Wire(), in.Kind)
+	case in.Kind == KindRuntimeRefresh && (st.Status != Ready || !runsAny(st, in.Stale)):
+		// Checked again under the lease's fence: a tenant's restart may have won.
+		return refuse("lease is %s and runs no container under an older runtime contract", st.Status.Wire())
 	case pendingAdmission(st, env):
 		return refuse("lease is being re-provisioned; %s needs a ready or failed lease", in.Kind)
 	case st.hasMaintenance(in.ID):
@@ -293,6 +296,11 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	// A failure capture still running is canceled: the replacement starts when it drained.
 	return Decision{Events: append([]persistence.Event{event(EvMaintenanceStarted, env.Now, MaintenanceStarted{Maintenance: m, Release: target})}, prune...),
 		Effects: after(env, WorkReplace)}
+}
+
+// runsAny reports whether one of ids is a container of the lease's cohort.
+func runsAny(st *State, ids []string) bool {
+	return slices.ContainsFunc(st.Containers, func(c Instance) bool { return slices.Contains(ids, c.ContainerID) })
 }
 
 func decideReplaced(st *State, in Replaced, env Env) Decision {

@@ -23,13 +23,15 @@ type (
 	// Close: a deprovision request; Retain is the registry's decision to keep the
 	// lease's durable volumes as a retention record.
 	Close struct{ Retain bool }
-	// Maintain: a restart (Target nil) or an update (Target: the validated new
-	// manifest, items and services, with the lease's frozen profiles).
+	// Maintain: a restart or runtime refresh (Target nil) or an update (Target:
+	// the validated new manifest, items and services, with the lease's frozen
+	// profiles). Stale (runtime refresh): containers seen under an older contract.
 	Maintain struct {
 		Kind       string
 		ID         string
 		AdmittedAt time.Time
 		Target     *Release
+		Stale      []string
 	}
 	// Pinned: a worker resolved the images of a deploying release.
 	Pinned struct {

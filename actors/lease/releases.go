@@ -18,6 +18,9 @@ const (
 	KindProvision = "provision"
 	KindRestart   = messages.MaintenanceRestart
 	KindUpdate    = messages.MaintenanceUpdate
+	// KindRuntimeRefresh is a restart the runtime refresh asks for: restart-shaped,
+	// without any failure-budget effect.
+	KindRuntimeRefresh = messages.MaintenanceRuntimeRefresh
 )
 
 // Release is one deployment of the lease: what was asked for (manifest, items, the

@@ -238,7 +238,7 @@ func (d *Directory) maintain(m *messages.Maintain, env Env) Decision {
 	if e == nil || spec == nil || e.status == Closed || e.status == Closing {
 		return answer(m.Reply, messages.Refuse(messages.ErrNotFound, "lease not provisioned"))
 	}
-	in := lease.Maintain{Kind: m.Kind, ID: m.MaintenanceID, AdmittedAt: m.AdmittedAt}
+	in := lease.Maintain{Kind: m.Kind, ID: m.MaintenanceID, AdmittedAt: m.AdmittedAt, Stale: m.Stale}
 	if m.Kind == messages.MaintenanceUpdate {
 		target, err := d.set.prepareUpdate(spec, m.Req.Payload)
 		if err != nil {

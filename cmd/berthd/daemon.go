@@ -58,6 +58,9 @@ type hooks struct {
 	// installation ID on every start, so one engine can outlive a restart as
 	// Docker does.
 	engine func(installationID string) (dockerio.Engine, error)
+	// contract, when set, is the runtime contract the engine creates
+	// containers under: leases from before a contract bump.
+	contract int
 }
 
 var testHooks hooks
@@ -198,7 +201,7 @@ func (d *daemon) connectDocker(cfg *config.Config, installationID string, reg pr
 	}
 	d.docker, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: installationID,
 		PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
-		MaxInFlight: cfg.DockerMaxInFlight, MaxStartsInFlight: cfg.DockerMaxStartsInFlight,
+		MaxInFlight: cfg.DockerMaxInFlight, MaxStartsInFlight: cfg.DockerMaxStartsInFlight, Contract: testHooks.contract,
 		Registerer: reg, Logger: d.log.With().Str("component", "docker").Logger()})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)

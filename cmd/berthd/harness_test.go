@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,9 @@ func TestMain(m *testing.M) {
 			_, _ = fmt.Sscan(parts[2], &max)
 			testHooks.guardian = supervisors.Backoff{Base: base, Cap: limit, MaxFailures: max, Window: time.Minute}
 		}
+		// A child berthd may create its containers under another runtime
+		// contract (leases from before a bump, or after one).
+		testHooks.contract, _ = strconv.Atoi(os.Getenv("BERTH_TEST_CONTRACT"))
 		main()
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/actors/reaper"
 	"github.com/berth-dev/berth/actors/reclaimer"
 	"github.com/berth-dev/berth/actors/reconciler"
+	"github.com/berth-dev/berth/actors/refresh"
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/actors/volumehold"
 	"github.com/berth-dev/berth/actors/watcher"
@@ -75,6 +76,10 @@ func (w *wiring) children() []supervisors.Spec {
 		supervisors.At(messages.Reaper, reaper.New(&reaper.Deps{Env: env.For("reaper"), Volumes: w.d.vols, Metrics: reaper.NewMetrics(w.reg),
 			Settings: with(reaper.DefaultSettings(), func(s *reaper.Settings) {
 				s.Interval, s.OrphanConfirmations = cfg.RetentionReapInterval, cfg.RetentionOrphanConfirmations
+			})})),
+		supervisors.At(messages.Refresh, refresh.New(&refresh.Deps{Env: env.For("refresh"), Store: w.d.store, Engine: w.d.engine,
+			Metrics: refresh.NewMetrics(w.reg), Settings: with(refresh.DefaultSettings(), func(s *refresh.Settings) {
+				s.Concurrency, s.Interval = cfg.RuntimeRefreshMaxConcurrency, cfg.ReconcileInterval
 			})})),
 		supervisors.At(messages.Facade, facade.New(&facade.Deps{Tree: w.tree, API: w.api(), Debug: w.debug(), Log: w.log,
 			Settings: with(facade.DefaultSettings(), func(s *facade.Settings) {
@@ -174,7 +179,7 @@ func (w *wiring) api() http.Handler {
 	if w.cfg.CallbackSecretNext != "" {
 		verifier.NextSecret = []byte(w.cfg.CallbackSecretNext)
 	}
-	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher,
+	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher, RefreshPath: messages.Refresh,
 		Verifier: verifier, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
 		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: w.now})
 }

@@ -73,6 +73,13 @@ func fromSummary(s container.Summary) messages.Container {
 	}
 	c := fromLabels(s.ID, name, s.Labels)
 	c.ImageID, c.State, c.Health = s.ImageID, s.State, labels.HealthFromStatus(s.Status)
+	if s.NetworkSettings != nil {
+		for _, n := range s.NetworkSettings.Networks {
+			if n != nil && n.NetworkID != "" {
+				c.Networks = append(c.Networks, n.NetworkID)
+			}
+		}
+	}
 	return c
 }
 
@@ -147,6 +154,7 @@ func fromInspect(r container.InspectResponse) messages.Container {
 // reconciler decides what such a container means).
 func fromLabels(id, name string, l map[string]string) messages.Container {
 	c := messages.Container{ID: id, Name: name, Labels: l}
+	c.Contract, _ = strconv.Atoi(l[dockerio.LabelRuntimeContract]) // absent: 0, before the contract
 	if inst, ok := labels.ParseInstance(l); ok {
 		c.Lease, c.Service, c.Index = inst.Lease, inst.Service, inst.Index
 		c.OperationID, c.Generation, c.Image = inst.OperationID, inst.Generation, inst.ImageRef

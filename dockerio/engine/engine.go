@@ -46,6 +46,9 @@ type Options struct {
 	// is given: a hundred at once all finish near the end of the burst, while a
 	// few at a time finish one after another at the same throughput.
 	MaxStartsInFlight int
+	// Contract, when set, is the runtime contract every launch creates its
+	// containers under (a test hook: leases from before a contract bump).
+	Contract int
 	// Registerer receives berth_docker_requests_total{op}; nil = counted, not registered.
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger

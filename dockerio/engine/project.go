@@ -104,7 +104,7 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 		Labels:       fred,
 		CustomLabels: custom,
 		CapDrop:      []string{"ALL"},
-		SecurityOpt:  []string{"no-new-privileges:true", tenantSeccompOpt()},
+		SecurityOpt:  securityOpts(plan),
 		ReadOnly:     plan.ReadonlyRootfs,
 		PidsLimit:    plan.PidsLimit,
 		MemLimit:     memBytes,
@@ -154,6 +154,15 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 		sc.Expose = types.StringOrNumberList(slices.Clone(svc.Expose))
 	}
 	return sc
+}
+
+// securityOpts are a container's: the tenant seccomp profile from the contract
+// that brought it on (an older one is Docker's default profile).
+func securityOpts(plan dockerio.Plan) []string {
+	if dockerio.ContractOf(plan) < dockerio.ContractSeccomp {
+		return []string{"no-new-privileges:true"}
+	}
+	return []string{"no-new-privileges:true", tenantSeccompOpt()}
 }
 
 // serviceLabels are one instance's hashed labels (the seed's fred.* labels and

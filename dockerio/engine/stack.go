@@ -62,6 +62,7 @@ func (e *Engine) up(ctx context.Context, plan dockerio.Plan) (*launchFacts, erro
 	if plan.BackendName == "" {
 		plan.BackendName = e.opts.BackendName
 	}
+	plan.Contract = cmp.Or(plan.Contract, e.opts.Contract)
 	inst, err := e.installation(plan.InstallationID)
 	if err != nil {
 		return nil, fmt.Errorf("compose up %s: %w", name, err)

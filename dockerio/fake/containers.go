@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,7 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
 	plan.InstallationID = inst
+	plan.Contract = cmp.Or(plan.Contract, e.opts.Contract)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.failNextUp; err != nil {
@@ -242,7 +244,11 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 			State:       "created",
 			Ports:       map[string]messages.PortBinding{},
 			Labels:      l,
+			Contract:    dockerio.ContractOf(plan),
 		},
+	}
+	if plan.NetworkID != "" {
+		c.c.Networks = []string{plan.NetworkID}
 	}
 	for _, p := range svc.Ports {
 		proto := p.Protocol

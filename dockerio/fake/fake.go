@@ -73,6 +73,8 @@ type Options struct {
 	InstallationID string
 	// BackendName is fred.backend_name on the pool networks it creates; "" means "docker".
 	BackendName string
+	// Contract, when set, is the runtime contract every Up creates under.
+	Contract int
 }
 
 func (e *Engine) backendName() string {

@@ -20,6 +20,7 @@ type Deps struct {
 	Tree         *supervisors.Tree
 	RegistryPath messages.Address // leases, admission, health of accounting and the store
 	WatcherPath  messages.Address // Docker reachability (GET /health)
+	RefreshPath  messages.Address // the runtime refresh (GET and POST /runtime_refresh)
 	Verifier     *hmac.Verifier
 	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer
@@ -59,10 +60,14 @@ func Handler(d *Deps) http.Handler {
 		{"/update", true, post, s.maintain(messages.MaintenanceUpdate)},
 		{"/restore", true, post, s.restore},
 		{"/releases/{lease}", true, get, withLease(s.releases)},
+		{"/runtime_refresh", true, "", s.runtimeRefresh}, // GET and POST
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
-		var h http.Handler = onlyMethod(r.method, r.handler)
+		var h http.Handler = r.handler
+		if r.method != "" {
+			h = onlyMethod(r.method, r.handler)
+		}
 		if r.auth {
 			h = d.Verifier.Middleware(h)
 		} else {

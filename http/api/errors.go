@@ -31,6 +31,7 @@ var wireErrors = []struct {
 	{messages.ErrAlreadyProvisioned, http.StatusConflict, "", "already_provisioned"},
 	{messages.ErrInvalidState, http.StatusConflict, "", ""},
 	{messages.ErrNotFound, http.StatusNotFound, "", ""},
+	{messages.ErrDisabled, http.StatusForbidden, "", ""},
 	{messages.ErrDemoteExceedsTier, http.StatusUnprocessableEntity, "", "demote_exceeds_tier"},
 	{messages.ErrNotRetained, http.StatusUnprocessableEntity, "", ""},
 	{messages.ErrInsufficientResources, http.StatusServiceUnavailable, "", "insufficient_resources"},

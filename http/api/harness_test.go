@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,6 +47,7 @@ type script struct {
 	maintain error
 	restore  error
 	releases messages.ReleasesReply
+	refresh  messages.RefreshReply
 	health   messages.HealthReply
 	docker   messages.DockerHealthReply
 	silent   map[string]bool // "registry" | "watcher"
@@ -107,6 +109,9 @@ func (a *standIn) Receive(c actor.Context) {
 		}
 		a.s.asked = append(a.s.asked, messages.GetReleases{Lease: m.Lease})
 		m.Reply <- a.s.releases
+	case *messages.StartRefresh, *messages.GetRefresh: // the registry's stand-in is the refresh actor's too
+		a.s.asked = append(a.s.asked, fmt.Sprintf("%T", m))
+		reflect.ValueOf(m).Elem().FieldByName("Reply").Send(reflect.ValueOf(a.s.refresh))
 	case *messages.GetHealth:
 		if a.name != "registry" {
 			return
@@ -178,7 +183,7 @@ func newEnvWith(t *testing.T, v *hmac.Verifier, askTimeout time.Duration) *env {
 	}
 	e := &env{t: t, s: s, now: time.Date(2030, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 3600))}
 	h := api.Handler(&api.Deps{
-		Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath, Verifier: v,
+		Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath, RefreshPath: registryPath, Verifier: v,
 		Callbacks: callback.Policy{Self: []string{apiListen, debugListen}},
 		Gatherer:  prometheus.NewRegistry(), Metrics: api.NewMetrics(nil), Log: zerolog.Nop(),
 		AskTimeout: askTimeout, CloseWait: askTimeout,

@@ -215,9 +215,8 @@ type Config struct {
 	ContainerPidsLimit      int64 `key:"container_pids_limit"`
 	ContainerTmpfsSizeMB    int64 `key:"container_tmpfs_size_mb"`
 	// RuntimeRefreshMaxConcurrency (0–64) is how many leases one operator-started
-	// runtime refresh recreates at once in Fred. berth has no /runtime_refresh
-	// endpoint; the key is accepted and checked so Fred configurations load, and
-	// nothing reads it yet.
+	// runtime refresh (POST /runtime_refresh, actors/refresh) recreates at once;
+	// 0 disables the endpoint.
 	RuntimeRefreshMaxConcurrency int `key:"runtime_refresh_max_concurrency"`
 	// DockerMaxInFlight (0 = unlimited, the default) bounds the Engine API requests
 	// berthd has in flight at once (streams, pulls, registry look-ups and stops

@@ -59,7 +59,7 @@ func Container(plan dockerio.Plan, svc dockerio.ServicePlan, index int, createdA
 	l[dockerio.LabelFailCount] = strconv.Itoa(plan.FailCount)
 	l[dockerio.LabelCallbackURL] = plan.CallbackURL
 	l[dockerio.LabelLifecycleURL] = plan.LifecycleURL
-	l[dockerio.LabelRuntimeContract] = strconv.Itoa(dockerio.RuntimeContract)
+	l[dockerio.LabelRuntimeContract] = strconv.Itoa(dockerio.ContractOf(plan))
 	l[dockerio.LabelMaintenanceID] = plan.MaintenanceID // empty for a provision launch
 	l[dockerio.LabelBackend] = plan.BackendName
 	l[dockerio.LabelImageRef] = svc.Image
