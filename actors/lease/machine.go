@@ -22,8 +22,10 @@ package lease
 //	    │        restarting|updating ──maintenance.failed─────▶ failed
 //	    │
 //	    └─ any live status ──close.requested──▶ deprovisioning ──closed──▶ closed
-//	            failed ──provision.started (re-provision: a new admission)──▶ provisioning
-//	            closed ──provision.started (a new lease under the old UUID)──▶ provisioning
+//	    failing | failed ──provision.started (re-provision: a new admission)──▶ provisioning
+//
+// Closed is final: no event follows it, so a lease UUID is never provisioned twice
+// (the registry refuses a closed UUID's provision or restore; this refuses it too).
 //
 // Every terminal decision (ready, failed, closed, a maintenance outcome) is
 // journaled together with exactly one callback row; nothing else sends callbacks.

@@ -402,10 +402,23 @@ func TestActor_LeaseClosed_ReleasesPoolAndJournalsClosed(t *testing.T) {
 		t.Fatalf("repeated deprovision = %v, want nil", err)
 	}
 
-	// The UUID can be admitted again: a new admission number.
-	h.provisionReady(id, "docker-small", 1)
-	if st, _ := h.journal(); st.Leases[id].Admission != 2 {
-		t.Fatalf("re-admission after close: %+v", st.Leases[id])
+	// The UUID is never admitted again (issue 18: it was, under a new admission
+	// number): 409 already_provisioned, nothing journaled, nothing reserved —
+	// also once its actor is gone and after a registry restart.
+	_, before := h.journal()
+	if err := h.admit(leaseRequest(id, "docker-small", 1)); !errors.Is(err, messages.ErrAlreadyProvisioned) {
+		t.Fatalf("provision of the closed UUID = %v, want already provisioned", err)
+	}
+	h.tree.Send(regPath, &messages.Crash{})
+	h.recovered()
+	if err := h.admit(leaseRequest(id, "docker-small", 1)); !errors.Is(err, messages.ErrAlreadyProvisioned) {
+		t.Fatalf("provision of the closed UUID after a registry restart = %v, want already provisioned", err)
+	}
+	if _, after := h.journal(); after != before {
+		t.Fatalf("refused provisions of a closed UUID journaled %d events", after-before)
+	}
+	if s := h.stats(); s.AllocatedCPUCores != 0 {
+		t.Fatalf("pool after the refused provisions = %+v", s)
 	}
 	h.assertPoolInvariant()
 }
