@@ -84,7 +84,7 @@ func (s *State) onProvisionStarted(e *ProvisionStarted) bool {
 	s.Status, s.Admission, s.Generation = Provisioning, e.Admission, e.Generation
 	s.LastGeneration = max(s.LastGeneration, e.Generation)
 	s.OperationID, s.Deadline = e.OperationID, e.Deadline
-	s.Reason, s.Message, s.Containers, s.PendingFailure = "", "", nil, nil
+	s.Reason, s.Message, s.Containers, s.PendingFailure, s.Kept = "", "", nil, nil, false
 	s.Budget.Exhausted = false
 	if !retry {
 		r := Release{Kind: KindProvision, OperationID: e.OperationID, CreatedAt: e.At}
@@ -122,6 +122,7 @@ func (s *State) onProvisionFailed(e *ProvisionFailed) bool {
 	}
 	s.fail(e.Reason, e.Message)
 	s.failRelease(s.Latest(), e.Reason, e.Message)
+	s.Kept = e.Kept
 	return true
 }
 
@@ -174,7 +175,7 @@ func (s *State) onMaintenanceStarted(e *MaintenanceStarted) bool {
 	}
 	s.Maintenance = &m
 	s.LastGeneration = m.CompensateGen
-	s.PendingFailure = nil
+	s.PendingFailure, s.Kept = nil, false
 	s.Budget = Budget{} // an accepted restart or update resets the streak
 	r := e.Release
 	r.Version, r.Status = s.nextVersion(), messages.ReleaseDeploying
@@ -246,7 +247,7 @@ func (s *State) onCloseRequested(e *CloseRequested) bool {
 		s.failRelease(s.Release(s.Maintenance.Version), reasonCanceled, "closed before the "+s.Maintenance.Kind+" completed")
 		s.Maintenance = nil
 	}
-	s.Status, s.Close = Deprovisioning, e
+	s.Status, s.Close, s.Kept = Deprovisioning, e, false
 	if e.Admission > s.Admission {
 		s.Admission = e.Admission
 	}

@@ -148,10 +148,10 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 		ev := event(EvProvisionSucceeded, env.Now, ProvisionSucceeded{Stamp: Stamp{st.Generation, env.Now}, Containers: out.Containers})
 		return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackSuccess}}}
 	case OutcomeFailed:
-		return provisionFailed(st, env, out.Reason, out.Message)
+		return provisionFailed(st, env, Cause{out.Reason, out.Message}, out.Kept)
 	case OutcomeRetry:
 		if !env.Now.Before(st.Deadline) {
-			return provisionFailed(st, env, messages.ReasonInternal, "provisioning did not complete in time")
+			return provisionFailed(st, env, Cause{messages.ReasonInternal, "provisioning did not complete in time"}, false)
 		}
 		// An interrupted attempt, its incomplete cohort removed: the same admission
 		// starts again at once under a new generation, within the same deadline.
@@ -162,9 +162,9 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 	return effects(Wait{D: env.Limits.ResumePoll, What: string(WorkResume)})
 }
 
-func provisionFailed(st *State, env Env, reason, message string) Decision {
-	ev := event(EvProvisionFailed, env.Now, ProvisionFailed{Stamp: Stamp{st.Generation, env.Now}, Cause: Cause{reason, message}})
-	return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackFailed, Error: callbackError(reason)}}}
+func provisionFailed(st *State, env Env, cause Cause, kept bool) Decision {
+	ev := event(EvProvisionFailed, env.Now, ProvisionFailed{Stamp: Stamp{st.Generation, env.Now}, Cause: cause, Kept: kept})
+	return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackFailed, Error: callbackError(cause.Reason)}}}
 }
 
 // decideClose journals the close intent first (write-ahead), with the failed
@@ -381,6 +381,11 @@ func decideListed(st *State, in Listed, env Env) Decision {
 	case Failed:
 		stale(func(c messages.Container) bool { return c.Generation == st.Generation })
 		d.Events, _ = pruneReleases(st, nil, env)
+		// A failed attempt whose containers were kept (its diagnostics unwritten,
+		// or their removal failed): its cleanup is retried while they are listed.
+		if st.Kept && env.Worker == "" && slices.ContainsFunc(in.Containers, func(c messages.Container) bool { return c.Generation == st.Generation }) {
+			d.Effects = append(d.Effects, Work{WorkCleanup})
+		}
 	case Provisioning:
 		stale(func(c messages.Container) bool { return c.Generation >= st.Generation })
 	}

@@ -142,6 +142,9 @@ type (
 	ProvisionFailed struct {
 		Stamp
 		Cause
+		// Kept: the attempt's containers are kept — its diagnostics could not be
+		// written, or their removal failed — and their cleanup is retried.
+		Kept bool `json:"kept,omitempty"`
 	}
 	RuntimeFailing struct {
 		Stamp
@@ -325,6 +328,8 @@ type State struct {
 	Releases        []Release       `json:"releases,omitempty"` // oldest first
 	Maintenance     *Maintenance    `json:"maintenance,omitempty"`
 	ClosedAdmission uint64          `json:"closed_admission"`
+	// Kept: a failed provision's containers were kept (ProvisionFailed.Kept).
+	Kept bool `json:"kept,omitempty"`
 	// Close is the close in progress (deprovisioning): what becomes of the volumes.
 	Close *CloseRequested `json:"close,omitempty"`
 	// Closed is the closed receipt (status closed): the retention record, if any.
