@@ -8,34 +8,22 @@ import (
 )
 
 // Sentinel errors. Every refusal that reaches the wire wraps exactly one of these;
-// http/api maps them to status codes and codes (CONTRACT.md) in one table.
+// http/api maps them to CONTRACT.md's statuses and codes in one table.
 var (
-	// ErrBadRequest: malformed JSON, missing fields, non-canonical UUIDs, bad query values. 400.
-	ErrBadRequest = errors.New("bad request")
-	// ErrInvalidManifest: the tenant manifest breaks a rule. 400 validation_code invalid_manifest.
-	ErrInvalidManifest = errors.New("invalid manifest")
-	// ErrUnknownSKU: an item's SKU resolves to no profile. 400 validation_code unknown_sku.
-	ErrUnknownSKU = errors.New("unknown sku")
-	// ErrImageNotAllowed: an image's registry is outside allowed_registries. 400 validation_code image_not_allowed.
-	ErrImageNotAllowed = errors.New("image not allowed")
-	// ErrAlreadyProvisioned: the lease exists and is not failed. 409 code already_provisioned.
-	ErrAlreadyProvisioned = errors.New("already provisioned")
-	// ErrInvalidState: the lease exists but the command does not apply to its status. Bare 409.
-	ErrInvalidState = errors.New("invalid state")
-	// ErrNotFound: no such lease (or not in a state that exposes the resource). 404.
-	ErrNotFound = errors.New("not found")
-	// ErrInsufficientResources: the pool or a tenant quota cannot hold the lease. 503 code insufficient_resources.
-	ErrInsufficientResources = errors.New("insufficient resources")
-	// ErrLifecyclePending: a close cannot finish yet; retry later. 503 code lifecycle_pending.
-	ErrLifecyclePending = errors.New("lifecycle pending")
-	// ErrBusy: an actor's backlog is over its limit or it did not answer in time. 503.
-	ErrBusy = errors.New("busy")
-	// ErrUnavailable: a dependency (store, Docker) is unhealthy. 503.
-	ErrUnavailable = errors.New("unavailable")
-	// ErrNotRetained: a restore names no retained data this tenant may claim. Bare 422.
-	ErrNotRetained = errors.New("nothing retained")
-	// ErrDemoteExceedsTier: the retained data does not fit the requested smaller
-	// disk tier. 422 code demote_exceeds_tier.
+	// ErrBadRequest: malformed JSON, missing fields, non-canonical UUIDs, bad query values.
+	ErrBadRequest            = errors.New("bad request")
+	ErrInvalidManifest       = errors.New("invalid manifest")       // the tenant manifest breaks a rule
+	ErrUnknownSKU            = errors.New("unknown sku")            // an item's SKU resolves to no profile
+	ErrImageNotAllowed       = errors.New("image not allowed")      // an image's registry is outside allowed_registries
+	ErrAlreadyProvisioned    = errors.New("already provisioned")    // the lease exists and is not failed
+	ErrInvalidState          = errors.New("invalid state")          // the command does not apply to the lease's status
+	ErrNotFound              = errors.New("not found")              // no such lease, or it does not expose the resource
+	ErrInsufficientResources = errors.New("insufficient resources") // the pool or a tenant quota cannot hold the lease
+	ErrLifecyclePending      = errors.New("lifecycle pending")      // a close cannot finish yet; retry later
+	ErrBusy                  = errors.New("busy")                   // an actor is over its backlog or did not answer in time
+	ErrUnavailable           = errors.New("unavailable")            // a dependency (store, Docker) is unhealthy
+	ErrNotRetained           = errors.New("nothing retained")       // a restore names no retained data this tenant may claim
+	// ErrDemoteExceedsTier: the retained data does not fit the requested smaller disk tier.
 	ErrDemoteExceedsTier = errors.New("retained data exceeds the requested tier")
 )
 

@@ -48,14 +48,9 @@ func noFollowOpener(what string, ceiling int64, onOpen func(id fileID, size int6
 // check, then a second open that loads the freelist, walks every bucket and value and
 // runs tx.Check, and finally the caller's check. bbolt panics on damaged pages, and
 // faults on the mapping (SetPanicOnFault makes SIGBUS/SIGSEGV recoverable in this
-// goroutine), become ErrCorrupt. It returns the validated inode.
-func inspectBolt(path, what string, ceiling int64, check func(*bolt.Tx) error) (fid fileID, err error) {
-	return inspectBoltAs(path, path, what, ceiling, check)
-}
-
-// inspectBoltAs is inspectBolt on the file at path, naming it shown in every
-// message: a private copy of state.db (OpenReadOnly) is reported as the original.
-func inspectBoltAs(path, shown, what string, ceiling int64, check func(*bolt.Tx) error) (fid fileID, err error) {
+// goroutine), become ErrCorrupt. It returns the validated inode. Messages name the
+// file shown: a private copy of state.db (OpenReadOnly) is reported as the original.
+func inspectBolt(path, shown, what string, ceiling int64, check func(*bolt.Tx) error) (fid fileID, err error) {
 	if err := checkEntry(path, what); err != nil {
 		return fileID{}, err
 	}
@@ -114,7 +109,7 @@ func inspectBoltAs(path, shown, what string, ceiling int64, check func(*bolt.Tx)
 	return in.fid, nil
 }
 
-// boltInspection is one inspectBoltAs: the file it reads, what its opener saw, and
+// boltInspection is one inspectBolt: the file it reads, what its opener saw, and
 // the handles a refusal or a recovered fault must release.
 type boltInspection struct {
 	path, shown, what string

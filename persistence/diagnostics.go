@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,15 +114,8 @@ func diagnosticsPath(opts Options) (string, error) {
 // settableAside reports whether err says the file at the path is unusable (and so
 // may be set aside), rather than in use or the directory being at fault.
 func settableAside(err error) bool {
-	if errors.Is(err, ErrLocked) {
-		return false
-	}
-	for _, kind := range []error{ErrCorrupt, ErrUnsafeFile, ErrTooLarge, ErrNewerSchema, fs.ErrPermission} {
-		if errors.Is(err, kind) {
-			return true
-		}
-	}
-	return false
+	unusable := []error{ErrCorrupt, ErrUnsafeFile, ErrTooLarge, ErrNewerSchema, fs.ErrPermission}
+	return !errors.Is(err, ErrLocked) && slices.ContainsFunc(unusable, func(kind error) bool { return errors.Is(err, kind) })
 }
 
 // setAsideFile renames path (whatever kind of entry it is, never following it) to a
@@ -167,7 +161,7 @@ func openDiagnosticsFile(path string, ceiling int64) (*Diagnostics, error) {
 			return nil, fmt.Errorf("create diagnostics.db %s: %w", path, err)
 		}
 	}
-	fid, err := inspectBolt(path, "diagnostics.db", ceiling, func(tx *bolt.Tx) error {
+	fid, err := inspectBolt(path, path, "diagnostics.db", ceiling, func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return refuse(ErrCorrupt, "diagnostics.db %s has no meta bucket; refusing it (file left untouched)", path)
@@ -242,25 +236,32 @@ func (d *Diagnostics) Put(lease string, at time.Time, blob json.RawMessage) erro
 	return nil
 }
 
-// Latest returns the most recent blob stored for lease.
-func (d *Diagnostics) Latest(lease string) (json.RawMessage, bool, error) {
+// readLease runs fn, in a read transaction, on lease's bucket when it has one.
+func (d *Diagnostics) readLease(op, lease string, fn func(lb *bolt.Bucket)) error {
 	if err := validName("lease", lease); err != nil {
-		return nil, false, err
+		return err
 	}
-	var out json.RawMessage
 	err := d.db.View(func(tx *bolt.Tx) error {
-		out = nil
 		if lb := nested(tx, bucketDiagLeases, lease); lb != nil {
-			if k, v := lb.Cursor().Last(); k != nil {
-				out = append(json.RawMessage(nil), v...)
-			}
+			fn(lb)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("read diagnostics for %q in %s: %w", lease, d.path, err)
+		return fmt.Errorf("%s diagnostics for %q in %s: %w", op, lease, d.path, err)
 	}
-	return out, out != nil, nil
+	return nil
+}
+
+// Latest returns the most recent blob stored for lease.
+func (d *Diagnostics) Latest(lease string) (json.RawMessage, bool, error) {
+	var out json.RawMessage
+	err := d.readLease("read", lease, func(lb *bolt.Bucket) {
+		if k, v := lb.Cursor().Last(); k != nil {
+			out = append(json.RawMessage(nil), v...)
+		}
+	})
+	return out, out != nil, err
 }
 
 // DiagnosticsEntry is one stored blob with the time it was stored under.
@@ -271,16 +272,8 @@ type DiagnosticsEntry struct {
 
 // Recent returns up to n of the newest blobs stored for lease, newest first.
 func (d *Diagnostics) Recent(lease string, n int) ([]DiagnosticsEntry, error) {
-	if err := validName("lease", lease); err != nil {
-		return nil, err
-	}
 	var out []DiagnosticsEntry
-	err := d.db.View(func(tx *bolt.Tx) error {
-		out = out[:0]
-		lb := nested(tx, bucketDiagLeases, lease)
-		if lb == nil {
-			return nil
-		}
+	err := d.readLease("read", lease, func(lb *bolt.Bucket) {
 		c := lb.Cursor()
 		for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
 			if len(k) != 16 || v == nil {
@@ -289,12 +282,14 @@ func (d *Diagnostics) Recent(lease string, n int) ([]DiagnosticsEntry, error) {
 			at := time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC()
 			out = append(out, DiagnosticsEntry{At: at, Blob: append(json.RawMessage(nil), v...)})
 		}
-		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read diagnostics for %q in %s: %w", lease, d.path, err)
-	}
-	return out, nil
+	return out, err
+}
+
+// Count is how many blobs are stored for lease.
+func (d *Diagnostics) Count(lease string) (n int, err error) {
+	err = d.readLease("count", lease, func(lb *bolt.Bucket) { n = lb.Stats().KeyN })
+	return n, err
 }
 
 // pruneBatch bounds the deletions of one Prune transaction, so an hourly prune of a
@@ -303,25 +298,6 @@ const pruneBatch = 10000
 
 // errPruneBudget ends one Prune transaction's walk when its batch is full.
 var errPruneBudget = errors.New("prune batch full")
-
-// Count is how many blobs are stored for lease.
-func (d *Diagnostics) Count(lease string) (int, error) {
-	if err := validName("lease", lease); err != nil {
-		return 0, err
-	}
-	n := 0
-	err := d.db.View(func(tx *bolt.Tx) error {
-		n = 0
-		if lb := nested(tx, bucketDiagLeases, lease); lb != nil {
-			n = lb.Stats().KeyN
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("count diagnostics for %q in %s: %w", lease, d.path, err)
-	}
-	return n, nil
-}
 
 // Prune deletes every blob stored before olderThan, drops leases left empty, and
 // returns how many blobs it deleted. Each lease's keys are in time order, so a

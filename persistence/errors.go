@@ -9,23 +9,16 @@ import (
 // Sentinels. Every refusal wraps exactly one of them; its message is one line that
 // names the file (or directory) and the reason, fit to print before exiting 1.
 var (
-	// ErrLocked: another process holds daemon.lock (or bbolt's lock on a db file).
-	ErrLocked = errors.New("locked by another process")
+	ErrLocked = errors.New("locked by another process") // daemon.lock (or bbolt's lock on a db file) is held
 	// ErrCorrupt: a db or marker that does not decode, is truncated or fails bbolt's consistency check.
-	ErrCorrupt = errors.New("corrupt store")
-	// ErrNewerSchema: meta.schema_version is newer than SchemaVersion.
-	ErrNewerSchema = errors.New("newer store schema")
-	// ErrForeign: the storage identity marker and state.db do not belong together
-	// (IDs differ, or one exists without the other).
-	ErrForeign = errors.New("foreign store")
-	// ErrUnsafeFile: a symlink, a non-regular file, a hard-linked file or a mode other than 0600.
-	ErrUnsafeFile = errors.New("unsafe store file")
-	// ErrTooLarge: a db file over the configured size ceiling.
-	ErrTooLarge = errors.New("store file too large")
-	// ErrNoIdentity: production mode and no storage identity marker.
-	ErrNoIdentity = errors.New("no storage identity")
-	// ErrIdentityExists: initialisation asked for on a directory that already has a store.
-	ErrIdentityExists = errors.New("storage identity already exists")
+	ErrCorrupt     = errors.New("corrupt store")
+	ErrNewerSchema = errors.New("newer store schema") // meta.schema_version is newer than SchemaVersion
+	// ErrForeign: the marker and state.db do not belong together (IDs differ, or one exists without the other).
+	ErrForeign        = errors.New("foreign store")
+	ErrUnsafeFile     = errors.New("unsafe store file")               // a symlink, non-regular, hard-linked or not mode 0600
+	ErrTooLarge       = errors.New("store file too large")            // a db file over the configured size ceiling
+	ErrNoIdentity     = errors.New("no storage identity")             // production mode and no storage identity marker
+	ErrIdentityExists = errors.New("storage identity already exists") // initialisation asked for over an existing store
 	// ErrLatched: an earlier write failed with an unknown outcome; no write is accepted any more.
 	ErrLatched = errors.New("store latched")
 )

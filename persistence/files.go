@@ -115,6 +115,19 @@ func checkShape(f *os.File, what string, ceiling int64) (fileID, int64, error) {
 	return fileID{dev: uint64(st.Dev), ino: st.Ino}, st.Size, nil
 }
 
+// openChecked opens an existing file read-only the way noFollowOpener does, after
+// checkEntry; the caller closes it.
+func openChecked(path, what string, ceiling int64) (f *os.File, id fileID, size int64, err error) {
+	if err := checkEntry(path, what); err != nil {
+		return nil, fileID{}, 0, err
+	}
+	f, err = noFollowOpener(what, ceiling, func(i fileID, n int64) error {
+		id, size = i, n
+		return nil
+	})(path, os.O_RDONLY, 0)
+	return f, id, size, err
+}
+
 // SyncDir makes a rename or create in dir durable.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -156,21 +169,10 @@ func createExclusive(path string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// writeFileAtomic publishes data at final: temp file + fsync + rename (never over an
-// existing file) + directory fsync. A crash leaves either nothing or the whole file.
-func writeFileAtomic(final string, data []byte) error {
-	return stageFile(final, data, renameNoReplace)
-}
-
-// replaceFileAtomic publishes data at final, replacing what is there: temp file +
-// fsync + rename(2) (which replaces the directory entry itself, never following a
-// symlink) + directory fsync. A crash leaves the old file or the whole new one.
-func replaceFileAtomic(final string, data []byte) error {
-	return stageFile(final, data, os.Rename)
-}
-
-// stageFile writes data to a fresh temp sibling of final, fsyncs it and publishes it
-// with rename.
+// stageFile publishes data at final atomically: temp file + fsync + rename +
+// directory fsync. With renameNoReplace it never goes over an existing file; with
+// os.Rename (rename(2): it replaces the directory entry itself, never following a
+// symlink) it replaces one. A crash leaves what was there or the whole new file.
 func stageFile(final string, data []byte, rename func(tmp, final string) error) error {
 	tmp := tempPath(final)
 	f, err := createExclusive(tmp)

@@ -23,18 +23,11 @@ type Identity struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
-// newIdentity mints a fresh identity with two UUIDv4s.
-func newIdentity(now time.Time) (Identity, error) {
-	sid, err := uuid.NewRandom()
-	if err != nil {
-		return Identity{}, fmt.Errorf("generate storage id: %w", err)
-	}
-	iid, err := uuid.NewRandom()
-	if err != nil {
-		return Identity{}, fmt.Errorf("generate installation id: %w", err)
-	}
-	// Round(0) drops the monotonic reading so the value round-trips through JSON.
-	return Identity{StorageID: sid.String(), InstallationID: iid.String(), CreatedAt: now.UTC().Round(0)}, nil
+// newIdentity mints a fresh identity with two UUIDv4s (uuid.NewString, as tempPath
+// does on the same paths). Round(0) drops the monotonic reading so the value
+// round-trips through JSON.
+func newIdentity(now time.Time) Identity {
+	return Identity{StorageID: uuid.NewString(), InstallationID: uuid.NewString(), CreatedAt: now.UTC().Round(0)}
 }
 
 // validUUIDv4 accepts only the canonical lower-case form of a version-4 UUID.
@@ -58,17 +51,11 @@ func (id Identity) validate() error {
 
 // readMarker reads and validates <dir>/storage-identity without following a symlink.
 func readMarker(path string) (Identity, error) {
-	if err := checkEntry(path, "storage identity marker"); err != nil {
-		return Identity{}, err
-	}
-	f, err := openNoFollow(path, "storage identity marker", os.O_RDONLY)
+	f, _, _, err := openChecked(path, "storage identity marker", markerMaxBytes)
 	if err != nil {
 		return Identity{}, err
 	}
 	defer f.Close()
-	if _, _, err := checkShape(f, "storage identity marker", markerMaxBytes); err != nil {
-		return Identity{}, err
-	}
 	raw, err := io.ReadAll(io.LimitReader(f, markerMaxBytes+1))
 	if err != nil {
 		return Identity{}, fmt.Errorf("read storage identity marker %s: %w", path, err)
@@ -83,31 +70,14 @@ func readMarker(path string) (Identity, error) {
 	return id, nil
 }
 
-func encodeMarker(id Identity) ([]byte, error) {
+// publishMarker publishes the marker atomically (stageFile): with renameNoReplace
+// for a new store, with os.Rename over the old one after a re-key.
+func publishMarker(path string, id Identity, rename func(tmp, final string) error) error {
 	raw, err := json.MarshalIndent(id, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("encode storage identity: %w", err)
+		return fmt.Errorf("encode storage identity: %w", err)
 	}
-	return append(raw, '\n'), nil
-}
-
-// writeMarker publishes the marker atomically; it never replaces an existing one.
-func writeMarker(path string, id Identity) error {
-	raw, err := encodeMarker(id)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, raw)
-}
-
-// replaceMarker republishes the marker atomically over the existing one (after a
-// re-key): readers see the old marker or the whole new one, never a mix.
-func replaceMarker(path string, id Identity) error {
-	raw, err := encodeMarker(id)
-	if err != nil {
-		return err
-	}
-	return replaceFileAtomic(path, raw)
+	return stageFile(path, append(raw, '\n'), rename)
 }
 
 // InitializeIdentity implements `berthd -initialize-storage-identity new`: it mints a
@@ -139,14 +109,11 @@ func InitializeIdentity(opts Options) (Identity, error) {
 // its installation id claimed by location, and then the marker. The marker is published last: it is what says "this store is
 // initialised". If publishing it fails, the fresh, empty state.db is removed again.
 func createStore(opts Options, files storeFiles, location string) (Identity, error) {
-	id, err := newIdentity(opts.Now())
-	if err != nil {
-		return Identity{}, err
-	}
+	id := newIdentity(opts.Now())
 	if err := createBoltFile(files.state, func(tx *bolt.Tx) error { return initStateTx(tx, id, location) }); err != nil {
 		return Identity{}, err
 	}
-	if err := writeMarker(files.marker, id); err != nil {
+	if err := publishMarker(files.marker, id, renameNoReplace); err != nil {
 		if rmErr := os.Remove(files.state); rmErr == nil {
 			_ = SyncDir(opts.Dir)
 		}

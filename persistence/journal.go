@@ -227,7 +227,6 @@ func (s *Store) Load(stream string) (Loaded, error) {
 	}
 	var out Loaded
 	err := s.db.View(func(tx *bolt.Tx) error {
-		out = Loaded{}
 		var after uint64
 		if sb := nested(tx, bucketSnapshot, stream); sb != nil {
 			if raw := sb.Get(snapshotKey); raw != nil {

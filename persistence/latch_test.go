@@ -110,17 +110,14 @@ func TestCheck_MarkerDrift_Latches(t *testing.T) {
 		t.Fatalf("Check on a healthy store: %v", err)
 	}
 	marker := filepath.Join(filepath.Dir(s.Path()), markerFileName)
-	other, err := newIdentity(s.opts.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := newIdentity(s.opts.Now())
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeMarker(marker, other); err != nil {
+	if err := publishMarker(marker, other, renameNoReplace); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Check()
+	err := s.Check()
 	assertRefusal(t, err, ErrForeign, "storage identity drift", other.StorageID, s.Identity().StorageID)
 	if !latchedClosed(s) || !errors.Is(s.Err(), ErrForeign) {
 		t.Fatalf("drift did not latch: %v", s.Err())

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -101,6 +100,15 @@ type stateMeta struct {
 	prevID       string // set by a re-key
 	prevLocation string // set by a re-key
 	rekeyedAt    time.Time
+}
+
+// recordedRekey is the last re-key meta records, or nil.
+func (st stateMeta) recordedRekey() *Rekey {
+	if st.prevID == "" {
+		return nil
+	}
+	return &Rekey{StorageID: st.id.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
+		OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt}
 }
 
 // metaValue reads a meta key, telling "absent" from "present but empty" (bbolt's Get
@@ -256,13 +264,4 @@ func rekeyTx(tx *bolt.Tx, path string, want stateMeta, newID, cur string, at tim
 		}
 	}
 	return nil
-}
-
-// newInstallationID mints a fresh UUIDv4.
-func newInstallationID() (string, error) {
-	u, err := uuid.NewRandom()
-	if err != nil {
-		return "", fmt.Errorf("generate installation id: %w", err)
-	}
-	return u.String(), nil
 }

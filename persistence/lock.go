@@ -53,9 +53,6 @@ func AcquireLock(dir string) (*Lock, error) {
 	return &Lock{f: f, path: path}, nil
 }
 
-// Path is the lock file's path.
-func (l *Lock) Path() string { return l.path }
-
 // Release drops the lock. The file stays: deleting it would let two processes
 // lock two different inodes under the same name.
 func (l *Lock) Release() error {

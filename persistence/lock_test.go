@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -102,11 +103,11 @@ func TestAcquireLock_ReleaseThenReacquire_InProcess(t *testing.T) {
 		t.Fatalf("reacquire: %v", err)
 	}
 	defer l2.Release()
-	pid, err := os.ReadFile(l2.Path())
+	pid, err := os.ReadFile(filepath.Join(dir, lockFileName))
 	if err != nil || strings.TrimSpace(string(pid)) == "" {
 		t.Fatalf("lock file pid = %q, %v", pid, err)
 	}
-	fi, err := os.Stat(l2.Path())
+	fi, err := os.Stat(filepath.Join(dir, lockFileName))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("lock file mode = %v, %v", fi.Mode(), err)
 	}

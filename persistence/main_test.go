@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Helper processes: the test binary re-executes itself with helperEnv set to a mode.
@@ -319,4 +321,24 @@ func atoiOrFail(t *testing.T, s string) int {
 		t.Fatalf("bad number %q: %v", s, err)
 	}
 	return n
+}
+
+// setCommitHook installs a hook consulted inside every write transaction after
+// its writes; a non-nil error fails that transaction.
+func (s *Store) setCommitHook(h func(*bolt.Tx) error) {
+	if h == nil {
+		s.commitHook.Store(nil)
+		return
+	}
+	s.commitHook.Store(&h)
+}
+
+// setPreBatchHook installs a hook run after a write's latch pre-check and before
+// its transaction.
+func (s *Store) setPreBatchHook(h func()) {
+	if h == nil {
+		s.preBatch.Store(nil)
+		return
+	}
+	s.preBatch.Store(&h)
 }

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -75,26 +76,12 @@ func validPageSize(ps uint32) bool {
 // page size cannot be learnt from a valid meta — both pages are bad, which bbolt
 // refuses on its own.
 func readMetaPages(path, what string, ceiling int64) (m0, m1 metaPage, found bool, fid fileID, err error) {
-	if err := checkEntry(path, what); err != nil {
-		return m0, m1, false, fileID{}, err
-	}
-	f, err := openNoFollow(path, what, os.O_RDONLY)
+	f, fid, size, err := openChecked(path, what, ceiling)
 	if err != nil {
 		return m0, m1, false, fileID{}, err
 	}
 	defer f.Close()
-	fid, size, err := checkShape(f, what, ceiling)
-	if err != nil {
-		return m0, m1, false, fileID{}, err
-	}
-	read := func(off int64) ([]byte, error) {
-		buf := make([]byte, metaReadBytes)
-		n, err := f.ReadAt(buf, off)
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("read %s %s at %d: %w", what, path, off, err)
-		}
-		return buf[:n], nil
-	}
+	read := pageReader(f, what+" "+path)
 	buf, err := read(0)
 	if err != nil {
 		return m0, m1, false, fileID{}, err
@@ -112,6 +99,19 @@ func readMetaPages(path, what string, ceiling int64) (m0, m1 metaPage, found boo
 	}
 	m1 = parseMeta(1, buf)
 	return m0, m1, true, fid, nil
+}
+
+// pageReader reads up to metaReadBytes of f at an offset (less at its end); name
+// is f as its errors call it.
+func pageReader(f *os.File, name string) func(off int64) ([]byte, error) {
+	return func(off int64) ([]byte, error) {
+		buf := make([]byte, metaReadBytes)
+		n, err := f.ReadAt(buf, off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("read %s at %d: %w", name, off, err)
+		}
+		return buf[:n], nil
+	}
 }
 
 // findPageSize is the page size of a bbolt file of size bytes whose page 0 decodes

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -171,7 +172,7 @@ func TestOpen_RefusedStoreWithMetaFallback_RefusalNamesTheFallback(t *testing.T)
 	}
 	other := m
 	other.InstallationID = "6f1c6b1e-3f0a-4c55-9d5e-2b7a3c1d9e10"
-	raw, _ := encodeMarker(other)
+	raw, _ := json.Marshal(other)
 	if err := os.WriteFile(markerPathOf(dir), raw, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,18 @@ type OutboxRow struct {
 	DeliveryID string          `json:"delivery_id"` // UUID, stable across retries/restarts
 	URL        string          `json:"url"`
 	Body       json.RawMessage `json:"body"`
-	Kind       string          `json:"kind"` // "operation" | "lifecycle"
+	Kind       string          `json:"kind"` // KindOperation | KindLifecycle | KindMaintenance
 	CreatedAt  time.Time       `json:"created_at"`
 }
+
+// Outbox row kinds. Operation (provision/restore) and maintenance completions are
+// exact: only their delivery removes them. Lifecycle observations (deaths,
+// deprovisions) may also leave undelivered: coalesced or aged out by the outbox.
+const (
+	KindOperation   = "operation"
+	KindLifecycle   = "lifecycle"
+	KindMaintenance = "maintenance"
+)
 
 // OutboxKey names one row: outbox/<Lease>/<Seq>. Seq comes from one global counter,
 // so it orders rows per lease (FIFO) and across leases (creation order).
@@ -105,7 +114,6 @@ func forEachOutboxLease(tx *bolt.Tx, fn func(lease string, lb *bolt.Bucket) erro
 func (s *Store) OutboxLeases() ([]string, error) {
 	var leases []string
 	err := s.db.View(func(tx *bolt.Tx) error {
-		leases = leases[:0]
 		return forEachOutboxLease(tx, func(lease string, _ *bolt.Bucket) error {
 			leases = append(leases, lease)
 			return nil
@@ -117,52 +125,27 @@ func (s *Store) OutboxLeases() ([]string, error) {
 	return leases, nil
 }
 
-// OutboxHead returns a lease's oldest pending row.
-func (s *Store) OutboxHead(lease string) (*OutboxEntry, bool, error) {
-	if err := validName("outbox lease", lease); err != nil {
-		return nil, false, err
-	}
-	var head *OutboxEntry
-	err := s.db.View(func(tx *bolt.Tx) error {
-		head = nil
-		lb := nested(tx, bucketOutbox, lease)
-		if lb == nil {
-			return nil
-		}
-		k, v := lb.Cursor().First()
-		if k == nil {
-			return nil
-		}
-		e, err := s.decodeOutbox(lease, k, v)
-		if err != nil {
-			return err
-		}
-		head = &e
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	return head, head != nil, nil
-}
-
 // OutboxOf returns one lease's pending rows, oldest first.
 func (s *Store) OutboxOf(lease string) ([]OutboxEntry, error) {
 	if err := validName("outbox lease", lease); err != nil {
 		return nil, err
 	}
-	var rows []OutboxEntry
-	err := s.db.View(func(tx *bolt.Tx) (err error) {
-		rows = rows[:0]
-		if lb := nested(tx, bucketOutbox, lease); lb != nil {
-			rows, err = s.appendOutboxRows(rows, lease, lb)
-		}
-		return err
-	})
+	rows, err := s.outboxOf(lease)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox of %s: %w", lease, err)
 	}
 	return rows, nil
+}
+
+// outboxOf reads one lease's pending rows, oldest first.
+func (s *Store) outboxOf(lease string) (rows []OutboxEntry, err error) {
+	err = s.db.View(func(tx *bolt.Tx) (err error) {
+		if lb := nested(tx, bucketOutbox, lease); lb != nil {
+			rows, err = s.appendOutboxRows(nil, lease, lb)
+		}
+		return err
+	})
+	return rows, err
 }
 
 // OutboxAll returns every pending row in global creation order (which is also FIFO
@@ -170,7 +153,6 @@ func (s *Store) OutboxOf(lease string) ([]OutboxEntry, error) {
 func (s *Store) OutboxAll() ([]OutboxEntry, error) {
 	var all []OutboxEntry
 	err := s.db.View(func(tx *bolt.Tx) error {
-		all = all[:0]
 		return forEachOutboxLease(tx, func(lease string, lb *bolt.Bucket) (err error) {
 			all, err = s.appendOutboxRows(all, lease, lb)
 			return err
@@ -187,7 +169,6 @@ func (s *Store) OutboxAll() ([]OutboxEntry, error) {
 // oldest (zero when none is pending).
 func (s *Store) OutboxStats() (pending int, oldest time.Time, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
-		pending, oldest = 0, time.Time{}
 		return forEachOutboxLease(tx, func(lease string, lb *bolt.Bucket) error {
 			c := lb.Cursor()
 			k, v := c.First()
@@ -217,33 +198,15 @@ func (s *Store) OutboxPending(lease, kind string) (int, error) {
 	if err := validName("outbox lease", lease); err != nil {
 		return 0, err
 	}
-	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
-		n = 0
-		lb := nested(tx, bucketOutbox, lease)
-		if lb == nil {
-			return nil
-		}
-		c := lb.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			seq, ok := keyU64(k)
-			if !ok || v == nil {
-				return refuse(ErrCorrupt, "state.db %s: outbox/%s has a malformed key %x", s.path, lease, k)
-			}
-			var row struct {
-				Kind string `json:"kind"`
-			}
-			if err := json.Unmarshal(v, &row); err != nil {
-				return refuseCause(ErrCorrupt, err, "state.db %s: outbox/%s row %d does not decode: %v", s.path, lease, seq, err)
-			}
-			if row.Kind == kind {
-				n++
-			}
-		}
-		return nil
-	})
+	rows, err := s.outboxOf(lease)
 	if err != nil {
 		return 0, err
+	}
+	n := 0
+	for _, e := range rows {
+		if e.Row.Kind == kind {
+			n++
+		}
 	}
 	return n, nil
 }

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,12 +73,8 @@ var errReadOnly = errors.New("store opened read-only (a private copy)")
 // Refusals are Open's, wrapping the same sentinels; a data dir with neither a
 // marker nor state.db is ErrNoIdentity.
 func OpenReadOnly(ctx context.Context, opts ReadOnlyOptions) (*Store, ReadOnlyInfo, error) {
-	if opts.MaxFileBytes <= 0 {
-		opts.MaxFileBytes = defaultMaxFileBytes
-	}
-	if opts.Attempts <= 0 {
-		opts.Attempts = 5
-	}
+	opts.MaxFileBytes = cmp.Or(max(opts.MaxFileBytes, 0), defaultMaxFileBytes)
+	opts.Attempts = cmp.Or(max(opts.Attempts, 0), 5)
 	fi, err := os.Stat(opts.Dir)
 	if err != nil {
 		return nil, ReadOnlyInfo{}, fmt.Errorf("data dir: %w", err)
@@ -186,17 +183,11 @@ func copyUntilConsistent(ctx context.Context, statePath, copyPath string, opts R
 // reports whether the copy is consistent: src's meta pages were the same bytes
 // before and after, and the copy holds them. Shape refusals are the live file's.
 func copyConsistent(ctx context.Context, src, dst string, ceiling int64) (bool, error) {
-	if err := checkEntry(src, "state.db"); err != nil {
-		return false, err
-	}
-	f, err := openNoFollow(src, "state.db", os.O_RDONLY)
+	f, _, _, err := openChecked(src, "state.db", ceiling)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	if _, _, err := checkShape(f, "state.db", ceiling); err != nil {
-		return false, err
-	}
 	before, err := metaRegion(f)
 	if err != nil {
 		return false, err
@@ -240,14 +231,7 @@ func metaRegion(f *os.File) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
-	read := func(off int64) ([]byte, error) {
-		buf := make([]byte, metaReadBytes)
-		n, err := f.ReadAt(buf, off)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
-		}
-		return buf[:n], nil
-	}
+	read := pageReader(f, f.Name())
 	head, err := read(0)
 	if err != nil {
 		return nil, err

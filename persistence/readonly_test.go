@@ -79,7 +79,7 @@ func TestOpenReadOnly_NextToAWritingDaemon_ConsistentAndHarmless(t *testing.T) {
 	}
 	defer live.Close()
 	// What a plain read-only bbolt open would meet: the daemon's exclusive flock.
-	if _, err := inspectBolt(statePathOf(dir), "state.db", 0, nil); !errors.Is(err, ErrLocked) {
+	if _, err := inspectBolt(statePathOf(dir), statePathOf(dir), "state.db", 0, nil); !errors.Is(err, ErrLocked) {
 		t.Fatalf("a read-only bbolt open beside the daemon: %v, want ErrLocked", err)
 	}
 	var (

@@ -2,13 +2,13 @@
 // journals and snapshots, and the callback outbox; the storage identity marker; the
 // daemon.lock that makes one berthd the owner of a data directory; and the separate,
 // recreatable diagnostics.db. It fails closed: anything it cannot prove is berth's own,
-// intact, current-schema store is refused with one line and left untouched. The
-// installation identity is bound to the data dir's resolved location: a copied or
-// moved store is re-keyed (see Rekey). diagnostics.db carries no authority, so an
-// unusable one is set aside and recreated rather than refused.
+// intact, current-schema store is refused with one line and left untouched, except
+// that a copied or moved store is re-keyed (location.go) and an unusable
+// diagnostics.db, which carries no authority, is set aside and recreated.
 package persistence
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -49,9 +50,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.MaxFileBytes <= 0 {
-		o.MaxFileBytes = defaultMaxFileBytes
-	}
+	o.MaxFileBytes = cmp.Or(max(o.MaxFileBytes, 0), defaultMaxFileBytes)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -67,10 +66,8 @@ type OpenInfo struct {
 	// LocationBound: a store created by an earlier berthd had no recorded location; it
 	// is now bound to Location (once; nothing else changed).
 	LocationBound bool
-	// Rekey is non-nil when the store was found elsewhere than where its installation
-	// id was claimed (a copy or a move) and got a fresh installation id in this open,
-	// or when this open finished a re-key an earlier open committed but did not
-	// republish. Log Rekey.OperatorMessage().
+	// Rekey is this open's re-key, or an earlier open's it finished (Rekey.Resumed);
+	// nil when neither. Log Rekey.OperatorMessage().
 	Rekey *Rekey
 	// MetaFallback is set when state.db's newest meta page failed validation and
 	// bbolt opened the previous transaction instead, silently dropping the last
@@ -99,8 +96,8 @@ type Store struct {
 	latchErr   error
 	latchedCh  chan struct{}
 	closed     atomic.Bool
-	commitHook atomic.Pointer[func(*bolt.Tx) error] // tests: consulted inside every write tx, after its writes
-	preBatch   atomic.Pointer[func()]               // tests: runs after the pre-check, before db.Batch
+	commitHook atomic.Pointer[func(*bolt.Tx) error] // tests: consulted inside every write tx, after its writes; an error fails it
+	preBatch   atomic.Pointer[func()]               // tests: runs after the latch pre-check, before db.Batch
 }
 
 // Open validates and opens <dir>/state.db. Everything is checked read-only before a
@@ -186,15 +183,10 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	lastRekey := info.Rekey
-	if lastRekey == nil && st.prevID != "" {
-		lastRekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: identity.InstallationID,
-			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt}
-	}
 	db.MaxBatchDelay = batchMaxDelay
 	db.MaxBatchSize = batchMaxSize
 	s := storeOver(db, files, opts, location, identity, info.Findings)
-	s.lastRekey = lastRekey
+	s.lastRekey = cmp.Or(info.Rekey, st.recordedRekey())
 	return s, nil
 }
 
@@ -237,7 +229,7 @@ func findStore(dir, refusing, kept string) (files storeFiles, found bool, err er
 // its meta against the marker, and plans what Open does about the installation
 // identity. It returns the validated inode.
 func planOpen(path string, files storeFiles, marker Identity, location string, ceiling int64) (st stateMeta, action identityAction, fid fileID, err error) {
-	fid, err = inspectBoltAs(path, files.state, "state.db", ceiling, func(tx *bolt.Tx) error {
+	fid, err = inspectBolt(path, files.state, "state.db", ceiling, func(tx *bolt.Tx) error {
 		var err error
 		if st, err = readStateMeta(tx, files.state); err != nil {
 			return err
@@ -263,10 +255,7 @@ func settleIdentity(db *bolt.DB, opts Options, files storeFiles, st stateMeta, a
 		}
 		info.LocationBound = true
 	case identityRekey:
-		newID, err := newInstallationID()
-		if err != nil {
-			return identity, err
-		}
+		newID := uuid.NewString()
 		at := opts.Now().UTC().Round(0)
 		if err := db.Update(func(tx *bolt.Tx) error { return rekeyTx(tx, files.state, st, newID, location, at) }); err != nil {
 			if errors.Is(err, errIdentityRaced) {
@@ -277,13 +266,13 @@ func settleIdentity(db *bolt.DB, opts Options, files storeFiles, st stateMeta, a
 		identity.InstallationID = newID
 		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.id.InstallationID, NewInstallationID: newID,
 			OldLocation: st.location, NewLocation: location, At: at}
-		if err := replaceMarker(files.marker, identity); err != nil {
+		if err := publishMarker(files.marker, identity, os.Rename); err != nil {
 			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed (the next start completes it): %w", files.state, newID, files.marker, err)
 		}
 	case identityRepublish:
-		info.Rekey = &Rekey{StorageID: identity.StorageID, OldInstallationID: st.prevID, NewInstallationID: st.id.InstallationID,
-			OldLocation: st.prevLocation, NewLocation: st.location, At: st.rekeyedAt, Resumed: true}
-		if err := replaceMarker(files.marker, identity); err != nil {
+		info.Rekey = st.recordedRekey()
+		info.Rekey.Resumed = true
+		if err := publishMarker(files.marker, identity, os.Rename); err != nil {
 			return identity, fmt.Errorf("state.db %s was re-keyed to installation_id %s but publishing it in marker %s failed again (the next start retries): %w", files.state, identity.InstallationID, files.marker, err)
 		}
 	}
@@ -389,8 +378,7 @@ func (s *Store) update(op string, fn func(*bolt.Tx) error) error {
 	if s.closed.Load() && errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("%s: %w", s.path, errClosed)
 	}
-	cause := fmt.Errorf("%s %s: %w", op, s.path, err)
-	s.Latch(cause)
+	s.Latch(fmt.Errorf("%s %s: %w", op, s.path, err))
 	return &latchedError{path: s.path, first: s.Err()}
 }
 
@@ -475,26 +463,6 @@ func (s *Store) Close() error {
 		return fmt.Errorf("close %s: %w", s.path, err)
 	}
 	return nil
-}
-
-// setCommitHook installs a test hook consulted inside every write transaction after
-// its writes; a non-nil error fails that transaction.
-func (s *Store) setCommitHook(h func(*bolt.Tx) error) {
-	if h == nil {
-		s.commitHook.Store(nil)
-		return
-	}
-	s.commitHook.Store(&h)
-}
-
-// setPreBatchHook installs a test hook run after a write's latch pre-check and before
-// its transaction.
-func (s *Store) setPreBatchHook(h func()) {
-	if h == nil {
-		s.preBatch.Store(nil)
-		return
-	}
-	s.preBatch.Store(&h)
 }
 
 // withFinding appends a meta fallback to a refusal of the same open: a store refused

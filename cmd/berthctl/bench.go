@@ -6,6 +6,7 @@ package main
 // is closed and the run proves it left nothing behind.
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -137,7 +138,7 @@ func resolveBenchSettings(daemon *daemonConfig, o benchOptions) (benchSettings, 
 	}
 	set := benchSettings{
 		verify: cfg.StartupVerifyDuration, verifySource: source, configSource: source,
-		dockerHost: cfg.DockerHost, hostBindIP: cfg.HostBindIP,
+		dockerHost: cmp.Or(o.dockerHost, cfg.DockerHost), hostBindIP: cfg.HostBindIP,
 		readonly: cfg.ContainerReadonlyRootfs, pidsLimit: cfg.ContainerPidsLimit, tmpfsSizeMB: cfg.ContainerTmpfsSizeMB,
 	}
 	if o.verify > 0 {
@@ -145,9 +146,6 @@ func resolveBenchSettings(daemon *daemonConfig, o benchOptions) (benchSettings, 
 	}
 	if set.verify <= 0 {
 		set.verify = config.DefaultStartupVerifyDuration
-	}
-	if o.dockerHost != "" {
-		set.dockerHost = o.dockerHost
 	}
 	name := o.sku
 	if mapped, ok := cfg.SKUMapping[o.sku]; ok {
@@ -196,21 +194,13 @@ func (c *client) runBench(ctx context.Context, o benchOptions, set benchSettings
 	defer sink.close()
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 
-	manifest := map[string]any{"image": o.image}
-	if o.port != "" {
-		manifest["ports"] = map[string]any{o.port: map[string]any{}}
-	}
-	payload, err := json.Marshal(manifest)
-	if err != nil {
-		return rep, fmt.Errorf("bench: manifest: %w", err)
-	}
 	runs := make([]*benchLeaseRun, o.n)
 	for i := range runs {
 		runs[i] = &benchLeaseRun{lease: uuid.NewString(), operation: uuid.NewString()}
 	}
 
 	progress("provisioning %d leases of %s at once (callbacks to %s)", o.n, o.image, sink.url)
-	begin := c.provisionBatch(runs, sink.url, o, payload)
+	begin := c.provisionBatch(runs, sink.url, o, flatManifest(o.image, o.port))
 	wctx, cancel := context.WithTimeout(ctx, o.timeout)
 	sink.waitUntil(wctx, func() bool {
 		done := true

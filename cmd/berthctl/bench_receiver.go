@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,13 +92,8 @@ func (s *callbackSink) first(lease string, statuses ...string) (benchCallback, b
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.got {
-		if c.Lease != lease {
-			continue
-		}
-		for _, st := range statuses {
-			if c.Status == st {
-				return c, true
-			}
+		if c.Lease == lease && slices.Contains(statuses, c.Status) {
+			return c, true
 		}
 	}
 	return benchCallback{}, false

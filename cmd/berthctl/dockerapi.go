@@ -83,16 +83,13 @@ func (d *dockerAPI) get(ctx context.Context, path string, v any) error {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	switch {
+	case err == nil && resp.StatusCode != http.StatusOK:
+		err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	case err == nil && v != nil:
+		err = json.Unmarshal(body, v)
+	}
 	if err != nil {
-		return fmt.Errorf("GET %s on %s: %w", path, d.host, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s on %s: %s: %s", path, d.host, resp.Status, strings.TrimSpace(string(body)))
-	}
-	if v == nil {
-		return nil
-	}
-	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("GET %s on %s: %w", path, d.host, err)
 	}
 	return nil

@@ -92,18 +92,14 @@ func (c *client) doctor(args []string) error {
 	if *output != "table" && *output != "json" {
 		return fmt.Errorf("doctor -o %q: want table or json", *output)
 	}
-	cfgFile := ""
-	var cfg *config.Config
-	if c.daemon != nil {
-		cfg, cfgFile = c.daemon.cfg, c.daemon.cfg.File
-	} else {
-		loaded, err := loadDaemonConfig("", os.Environ())
-		if err != nil {
+	daemon := c.daemon
+	if daemon == nil { // the embedded defaults
+		var err error
+		if daemon, err = loadDaemonConfig("", os.Environ()); err != nil {
 			return err
 		}
-		cfg = loaded.cfg
 	}
-	rep := runDoctor(context.Background(), &doctorEnv{cfg: cfg, cfgFile: cfgFile, api: c.api})
+	rep := runDoctor(context.Background(), &doctorEnv{cfg: daemon.cfg, api: c.api})
 	if err := rep.write(c.out, *output); err != nil {
 		return err
 	}
@@ -115,10 +111,9 @@ func (c *client) doctor(args []string) error {
 
 // doctorEnv is what the checks look at.
 type doctorEnv struct {
-	cfg     *config.Config
-	cfgFile string // "" = the embedded defaults
-	api     string // berthd's API base URL (-api, or listen_addr from -config)
-	tempDir string // for the store's private copy; "" = os.TempDir()
+	cfg     *config.Config // cfg.File "" is the embedded defaults
+	api     string         // berthd's API base URL (-api, or listen_addr from -config)
+	tempDir string         // for the store's private copy; "" = os.TempDir()
 
 	// Shared between checks, filled in order.
 	store     *persistence.Store // nil when refused: storeErr says why
@@ -175,7 +170,7 @@ func (r doctorReport) write(out io.Writer, format string) error {
 
 func checkConfig(_ context.Context, env *doctorEnv) checkResult {
 	const name = "config"
-	if env.cfgFile == "" {
+	if env.cfg.File == "" {
 		return warn(name, "no -config: checking berthd's embedded development defaults (data_dir "+env.cfg.DataDir+")",
 			"run berthctl -config /etc/berth/berthd.yaml doctor with the file berthd runs with")
 	}
@@ -184,8 +179,8 @@ func checkConfig(_ context.Context, env *doctorEnv) checkResult {
 		mode = "production_mode"
 	}
 	if len(env.cfg.Warnings) > 0 {
-		return warn(name, fmt.Sprintf("%s loads (%s) with %d warnings: %s", env.cfgFile, mode, len(env.cfg.Warnings), strings.Join(env.cfg.Warnings, "; ")),
+		return warn(name, fmt.Sprintf("%s loads (%s) with %d warnings: %s", env.cfg.File, mode, len(env.cfg.Warnings), strings.Join(env.cfg.Warnings, "; ")),
 			"remove the keys and BERTH_* variables the warnings name")
 	}
-	return ok(name, fmt.Sprintf("%s loads and validates (%s)", env.cfgFile, mode))
+	return ok(name, fmt.Sprintf("%s loads and validates (%s)", env.cfg.File, mode))
 }

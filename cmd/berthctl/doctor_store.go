@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,7 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 	case errors.Is(err, fs.ErrNotExist) && !env.cfg.ProductionMode:
 		return warn(name, dir+" does not exist yet (berthd creates it at its first start)", "")
 	case errors.Is(err, fs.ErrNotExist):
-		return fail(name, dir+" does not exist", "install -d -o berth -g berth -m 0700 "+dir+" && sudo -u berth berthd -config "+orDefaultConfig(env.cfgFile)+" -initialize-storage-identity new")
+		return fail(name, dir+" does not exist", "install -d -o berth -g berth -m 0700 "+dir+" && "+env.initIdentityCmd())
 	case err != nil:
 		return fail(name, err.Error(), "")
 	}
@@ -63,15 +64,17 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 	perm := fi.Mode().Perm()
 	verdict := verdictOK
 	var problems, fixes []string
+	found := func(v, problem, fix string) {
+		verdict, problems = worse(verdict, v), append(problems, problem)
+		if fix != "" {
+			fixes = append(fixes, fix)
+		}
+	}
 	switch {
 	case perm&0o027 != 0:
-		verdict = verdictFail
-		problems = append(problems, fmt.Sprintf("mode %04o lets others in (tenant data and the callback secret live here)", perm))
-		fixes = append(fixes, "chmod 700 "+dir)
+		found(verdictFail, fmt.Sprintf("mode %04o lets others in (tenant data and the callback secret live here)", perm), "chmod 700 "+dir)
 	case perm&0o070 != 0:
-		verdict = verdictWarn
-		problems = append(problems, fmt.Sprintf("mode %04o, group may read (want 0700)", perm))
-		fixes = append(fixes, "chmod 700 "+dir)
+		found(verdictWarn, fmt.Sprintf("mode %04o, group may read (want 0700)", perm), "chmod 700 "+dir)
 	}
 	for _, f := range []struct {
 		file     string
@@ -90,19 +93,16 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 		}
 		switch {
 		case err != nil:
-			problems, verdict = append(problems, err.Error()), worse(verdict, verdictFail)
+			found(verdictFail, err.Error(), "")
 		case ffi.Mode()&fs.ModeSymlink != 0:
-			problems, verdict = append(problems, f.file+" is a symlink (refused: it must be the file itself)"), worse(verdict, bad)
-			fixes = append(fixes, "replace "+p+" with the file it points to")
+			found(bad, f.file+" is a symlink (refused: it must be the file itself)", "replace "+p+" with the file it points to")
 		case !ffi.Mode().IsRegular():
-			problems, verdict = append(problems, f.file+" is not a regular file"), worse(verdict, bad)
+			found(bad, f.file+" is not a regular file", "")
 		case ffi.Mode().Perm() != 0o600:
-			problems, verdict = append(problems, fmt.Sprintf("%s has mode %04o, want 0600 (refused otherwise)", f.file, ffi.Mode().Perm())), worse(verdict, bad)
-			fixes = append(fixes, "chmod 600 "+p)
+			found(bad, fmt.Sprintf("%s has mode %04o, want 0600 (refused otherwise)", f.file, ffi.Mode().Perm()), "chmod 600 "+p)
 		default:
 			if fuid, fowner := fileOwner(ffi); fuid != uid {
-				problems, verdict = append(problems, fmt.Sprintf("%s is owned by %s, the dir by %s", f.file, fowner, owner)), worse(verdict, bad)
-				fixes = append(fixes, "chown "+owner+": "+p)
+				found(bad, fmt.Sprintf("%s is owned by %s, the dir by %s", f.file, fowner, owner), "chown "+owner+": "+p)
 			}
 		}
 	}
@@ -112,11 +112,9 @@ func checkDataDir(_ context.Context, env *doctorEnv) checkResult {
 	return checkResult{Name: name, Verdict: verdict, Finding: dir + ": " + strings.Join(problems, "; "), Fix: strings.Join(fixes, " && ")}
 }
 
-func orDefaultConfig(f string) string {
-	if f == "" {
-		return "/etc/berth/berthd.yaml"
-	}
-	return f
+// initIdentityCmd binds a new data dir to a fresh storage identity.
+func (env *doctorEnv) initIdentityCmd() string {
+	return "sudo -u berth berthd -config " + cmp.Or(env.cfg.File, "/etc/berth/berthd.yaml") + " -initialize-storage-identity new"
 }
 
 // checkStore opens state.db read-only on a consistent private copy (no lock,
@@ -166,7 +164,7 @@ func storeRefusal(env *doctorEnv, err error) checkResult {
 	case errors.Is(err, persistence.ErrNoIdentity) && !env.cfg.ProductionMode:
 		return warn(name, msg, "")
 	case errors.Is(err, persistence.ErrNoIdentity):
-		return fail(name, msg, "sudo -u berth berthd -config "+orDefaultConfig(env.cfgFile)+" -initialize-storage-identity new")
+		return fail(name, msg, env.initIdentityCmd())
 	case errors.Is(err, fs.ErrNotExist):
 		if env.cfg.ProductionMode {
 			return fail(name, msg, "create the data dir and its storage identity (see data_dir)")
@@ -196,7 +194,7 @@ func checkIdentity(_ context.Context, env *doctorEnv) checkResult {
 		return fail(name, err.Error(), "the marker and state.db belong to different installations: restore this data dir's own storage-identity (with its state.db) from its backup; never copy a marker between data dirs")
 	case errors.Is(err, persistence.ErrNoIdentity) || errors.Is(err, fs.ErrNotExist):
 		if env.cfg.ProductionMode {
-			return fail(name, "no storage identity in "+env.cfg.DataDir, "sudo -u berth berthd -config "+orDefaultConfig(env.cfgFile)+" -initialize-storage-identity new")
+			return fail(name, "no storage identity in "+env.cfg.DataDir, env.initIdentityCmd())
 		}
 		return warn(name, "no storage identity in "+env.cfg.DataDir+" yet (berthd creates one at its first start)", "")
 	case err != nil:

@@ -53,23 +53,19 @@ func (c *client) events(args []string) error {
 // given), paging through the daemon's ring oldest first.
 func (c *client) lastTransitions(n int, since uint64, sinceSet bool, p *transitionPrinter) error {
 	var last []json.RawMessage
-	cursor := since
-	for first := true; ; first = false {
-		page, err := c.transitionsAfter(cursor, transitionPageSize)
-		if err != nil {
-			return err
-		}
+	first := true
+	_, err := c.transitionPages(since, func(page transitionsPage) {
 		if first && sinceSet && page.Missed > 0 {
 			fmt.Fprintf(os.Stderr, "berthctl: events: %d transitions after %d are no longer held by the daemon\n", page.Missed, since)
 		}
+		first = false
 		last = append(last, page.Transitions...)
 		if len(last) > n {
 			last = last[len(last)-n:]
 		}
-		if len(page.Transitions) == 0 || page.Next <= cursor {
-			break
-		}
-		cursor = page.Next
+	})
+	if err != nil {
+		return err
 	}
 	for _, raw := range last {
 		if _, err := p.print(raw); err != nil {
@@ -79,16 +75,26 @@ func (c *client) lastTransitions(n int, since uint64, sinceSet bool, p *transiti
 	return nil
 }
 
-// transitionsAfter is one page of GET /debug/transitions: at most limit
-// transitions after seq since, oldest first.
-func (c *client) transitionsAfter(since uint64, limit int) (transitionsPage, error) {
-	var page transitionsPage
-	uri := "/debug/transitions?" + url.Values{"since": {strconv.FormatUint(since, 10)}, "limit": {strconv.Itoa(limit)}}.Encode()
-	body, err := c.getDebug(uri)
-	if err != nil {
-		return page, err
+// transitionPages visits the pages of GET /debug/transitions after seq since,
+// oldest first, and returns the seq after the last one.
+func (c *client) transitionPages(since uint64, visit func(transitionsPage)) (uint64, error) {
+	for {
+		var page transitionsPage
+		uri := "/debug/transitions?" + url.Values{"since": {strconv.FormatUint(since, 10)},
+			"limit": {strconv.Itoa(transitionPageSize)}}.Encode()
+		body, err := c.getDebug(uri)
+		if err == nil {
+			err = decode(uri, body, &page)
+		}
+		if err != nil {
+			return 0, err
+		}
+		visit(page)
+		if len(page.Transitions) == 0 || page.Next <= since {
+			return page.Next, nil
+		}
+		since = page.Next
 	}
-	return page, decode(uri, body, &page)
 }
 
 // transitionPrinter prints transitions as they come: fixed-width columns (a
@@ -101,46 +107,27 @@ type transitionPrinter struct {
 
 const transitionLine = "%-6s  %-24s  %-36s  %-29s  %s\n"
 
-// outputError is a failure to write the output (a closed pipe): following
-// cannot go on.
-type outputError struct{ err error }
-
-func (e *outputError) Error() string { return e.err.Error() }
-func (e *outputError) Unwrap() error { return e.err }
-
-// print writes one transition and returns it decoded.
+// print writes one transition and returns it decoded. Failing to write the
+// output (a closed pipe) is a fatalError: following cannot go on.
 func (p *transitionPrinter) print(raw json.RawMessage) (messages.Transition, error) {
 	var tr messages.Transition
 	if err := json.Unmarshal(raw, &tr); err != nil {
 		return tr, fmt.Errorf("unexpected transition %s: %w", raw, err)
 	}
+	var line bytes.Buffer
 	if p.json {
-		line, err := compactJSON(raw)
-		if err != nil {
-			return tr, err
+		_ = json.Compact(&line, raw) // valid JSON: it unmarshalled
+		line.WriteByte('\n')
+	} else {
+		if !p.header {
+			fmt.Fprintf(&line, transitionLine, "SEQ", "TIME", "LEASE", "TRANSITION", "REASON")
+			p.header = true
 		}
-		if _, err := fmt.Fprintf(p.out, "%s\n", line); err != nil {
-			return tr, &outputError{err}
-		}
-		return tr, nil
+		fmt.Fprintf(&line, transitionLine, strconv.FormatUint(tr.Seq, 10), timestampMilli(tr.At), cell(tr.LeaseUUID),
+			cell(tr.From)+" → "+cell(tr.To), cell(tr.Reason))
 	}
-	if !p.header {
-		if _, err := fmt.Fprintf(p.out, transitionLine, "SEQ", "TIME", "LEASE", "TRANSITION", "REASON"); err != nil {
-			return tr, &outputError{err}
-		}
-		p.header = true
-	}
-	if _, err := fmt.Fprintf(p.out, transitionLine, strconv.FormatUint(tr.Seq, 10), timestampMilli(tr.At), cell(tr.LeaseUUID),
-		cell(tr.From)+" → "+cell(tr.To), cell(tr.Reason)); err != nil {
-		return tr, &outputError{err}
+	if _, err := p.out.Write(line.Bytes()); err != nil {
+		return tr, &fatalError{err}
 	}
 	return tr, nil
-}
-
-func compactJSON(raw []byte) ([]byte, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return nil, fmt.Errorf("unexpected transition %s: %w", raw, err)
-	}
-	return b.Bytes(), nil
 }

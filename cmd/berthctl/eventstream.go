@@ -135,37 +135,24 @@ func (f *follower) streamOnce(parent context.Context) (connected bool, err error
 			var gap struct {
 				Missed uint64 `json:"missed"`
 			}
-			_ = json.Unmarshal([]byte(ev.data), &gap)
-			f.missed(gap.Missed)
+			if json.Unmarshal([]byte(ev.data), &gap) == nil && gap.Missed > 0 {
+				fmt.Fprintf(f.notices, "berthctl: events: %d transitions were dropped from the daemon's history "+
+					"before they could be sent\n", gap.Missed)
+			}
 		}
 		// Anything else (a tree, whatever the stream grows) is not ours.
 	}
 }
 
 // newestSeq is the seq of the daemon's newest transition (0: none yet),
-// paging through its ring oldest first.
+// paging through its ring oldest first; a refusal is fatal.
 func (f *follower) newestSeq() (uint64, error) {
-	var since uint64
-	for {
-		page, err := f.transitions(since)
-		if err != nil {
-			return 0, err
-		}
-		if len(page.Transitions) == 0 || page.Next <= since {
-			return page.Next, nil
-		}
-		since = page.Next
-	}
-}
-
-// transitions is one page of GET /debug/transitions after since.
-func (f *follower) transitions(since uint64) (transitionsPage, error) {
-	page, err := f.c.transitionsAfter(since, transitionPageSize)
+	next, err := f.c.transitionPages(0, func(transitionsPage) {})
 	var refused *answerError
 	if errors.As(err, &refused) {
-		return page, &fatalError{err}
+		return 0, &fatalError{err}
 	}
-	return page, err
+	return next, err
 }
 
 // deliver prints a transition and moves the cursor to it. The stream only
@@ -183,21 +170,15 @@ func (f *follower) deliver(raw json.RawMessage) error {
 		fmt.Fprintf(f.notices, "berthctl: events: seq went back from %d to %d: berthd restarted, following its new history\n", f.cursor, head.Seq)
 	}
 	if _, err := f.print.print(raw); err != nil {
-		var out *outputError
-		if errors.As(err, &out) {
-			return &fatalError{err}
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			return err
 		}
 		fmt.Fprintf(f.notices, "berthctl: events: skipping a transition: %v\n", err)
 		return nil
 	}
 	f.cursor, f.positioned = head.Seq, true
 	return nil
-}
-
-func (f *follower) missed(n uint64) {
-	if n > 0 {
-		fmt.Fprintf(f.notices, "berthctl: events: %d transitions were dropped from the daemon's history before they could be sent\n", n)
-	}
 }
 
 // sseEvent is one server-sent event.

@@ -270,11 +270,7 @@ func (c *client) provision(args []string) error {
 		}
 		manifest = b
 	case *image != "":
-		m := map[string]any{"image": *image}
-		if *port != "" {
-			m["ports"] = map[string]any{*port: map[string]any{}}
-		}
-		manifest, _ = json.Marshal(m)
+		manifest = flatManifest(*image, *port)
 	default:
 		return errors.New("provision needs -image or -manifest")
 	}
@@ -299,6 +295,17 @@ func (c *client) provision(args []string) error {
 		return fmt.Errorf("provision refused: %s %s", status, strings.TrimSpace(string(data)))
 	}
 	return c.follow(*lease, *waitFor, 250*time.Millisecond)
+}
+
+// flatManifest is the manifest of one service running image, publishing port
+// ("" for none).
+func flatManifest(image, port string) []byte {
+	m := map[string]any{"image": image}
+	if port != "" {
+		m["ports"] = map[string]any{port: map[string]any{}}
+	}
+	b, _ := json.Marshal(m) // strings only: it cannot fail
+	return b
 }
 
 // restore asks for a closed lease's retained data in a new lease (GET

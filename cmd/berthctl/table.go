@@ -100,20 +100,15 @@ func newTable(out io.Writer, header ...string) *table {
 	return t
 }
 
-func (t *table) row(cells ...string) {
-	for i, c := range cells {
-		cells[i] = cell(c)
-	}
-	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
-}
+func (t *table) row(cells ...string) { t.indentedRow(0, cells...) }
 
 // indentedRow is a row whose first cell is indented by depth levels (the actor
 // tree); the indentation is part of the cell, so the columns still align.
 func (t *table) indentedRow(depth int, cells ...string) {
-	cells[0] = strings.Repeat("  ", depth) + cell(cells[0])
-	for i := 1; i < len(cells); i++ {
-		cells[i] = cell(cells[i])
+	for i, c := range cells {
+		cells[i] = cell(c)
 	}
+	cells[0] = strings.Repeat("  ", depth) + cells[0]
 	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
 }
 
@@ -172,20 +167,17 @@ func age(d time.Duration) string {
 func ageSeconds(s float64) string { return age(time.Duration(s * float64(time.Second))) }
 
 // timestamp is a time in UTC to the second; the zero time is "-".
-func timestamp(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
+func timestamp(t time.Time) string { return inUTC(t, time.RFC3339) }
 
 // timestampMilli is timestamp to the millisecond, for journal events and
 // transitions, several of which often fall within one second.
-func timestampMilli(t time.Time) string {
+func timestampMilli(t time.Time) string { return inUTC(t, "2006-01-02T15:04:05.000Z07:00") }
+
+func inUTC(t time.Time, layout string) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	return t.UTC().Format(layout)
 }
 
 func optionalTime(t *time.Time) string {

@@ -26,9 +26,4 @@ func (c *client) printTree(root messages.NodeInfo) error {
 
 // actorName is the last element of an actor's path ("lease-<uuid>" of
 // "root/registry/lease-<uuid>"); the indentation shows the rest.
-func actorName(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[i+1:]
-	}
-	return path
-}
+func actorName(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }

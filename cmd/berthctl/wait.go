@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -45,14 +46,10 @@ func (c *client) follow(lease string, timeout, every time.Duration) error {
 	}
 }
 
+// failure is "reason: message", either alone, or "no reason given".
 func failure(info messages.ProvisionInfo) string {
-	switch {
-	case info.Reason != "" && info.Message != "":
+	if info.Reason != "" && info.Message != "" {
 		return info.Reason + ": " + info.Message
-	case info.Reason != "":
-		return info.Reason
-	case info.Message != "":
-		return info.Message
 	}
-	return "no reason given"
+	return cmp.Or(info.Reason, info.Message, "no reason given")
 }

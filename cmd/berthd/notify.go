@@ -88,9 +88,8 @@ type systemdSupervision struct {
 // completes before Docker may be confirmed reachable; READY waits for both).
 const notReadyPoll = 250 * time.Millisecond
 
-// superviseSystemd starts the loop: wait for recovered, then READY=1 at the first
-// healthy verdict, then WATCHDOG=1 every watchdog/2 while healthy. check is
-// /health's verdict. Without $NOTIFY_SOCKET it does nothing.
+// superviseSystemd starts the loop (READY=1 once recovered and healthy, then the
+// watchdog); check is /health's verdict. Without $NOTIFY_SOCKET it does nothing.
 func superviseSystemd(n *sdNotifier, recovered <-chan struct{}, check func(context.Context) api.HealthVerdict, log zerolog.Logger) *systemdSupervision {
 	s := &systemdSupervision{n: n, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	if !n.enabled() {

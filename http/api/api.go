@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,37 +30,39 @@ type Deps struct {
 	Now          func() time.Time // receipt time of maintenance commands; nil = time.Now
 }
 
-// route is one path with its handlers by method.
+// route is one path with its method and handler.
 type route struct {
 	pattern string
 	auth    bool
-	methods map[string]http.HandlerFunc
+	method  string
+	handler http.HandlerFunc
 }
 
 // Handler builds the API: authenticated routes behind the HMAC middleware, JSON
 // 404/405 for anything else, every request logged and counted.
 func Handler(d *Deps) http.Handler {
 	s := &server{d: d}
+	get, post := http.MethodGet, http.MethodPost
 	routes := []route{
-		{"/health", false, map[string]http.HandlerFunc{http.MethodGet: s.health}},
-		{"/stats", false, map[string]http.HandlerFunc{http.MethodGet: s.stats}},
-		{"/metrics", false, map[string]http.HandlerFunc{http.MethodGet: promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{}).ServeHTTP}},
-		{"/provision", true, map[string]http.HandlerFunc{http.MethodPost: s.provision}},
-		{"/deprovision", true, map[string]http.HandlerFunc{http.MethodPost: s.deprovision}},
-		{"/info/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.info}},
-		{"/logs/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.logs}},
-		{"/provisions", true, map[string]http.HandlerFunc{http.MethodGet: s.provisions}},
-		{"/provisions/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.provisionOne}},
-		{"/retentions", true, map[string]http.HandlerFunc{http.MethodGet: s.retentions}},
-		{"/reconcile_custom_domain", true, map[string]http.HandlerFunc{http.MethodPost: s.reconcileCustomDomain}},
-		{"/restart", true, map[string]http.HandlerFunc{http.MethodPost: s.maintain(messages.MaintenanceRestart)}},
-		{"/update", true, map[string]http.HandlerFunc{http.MethodPost: s.maintain(messages.MaintenanceUpdate)}},
-		{"/restore", true, map[string]http.HandlerFunc{http.MethodPost: s.restore}},
-		{"/releases/{lease}", true, map[string]http.HandlerFunc{http.MethodGet: s.releases}},
+		{"/health", false, get, s.health},
+		{"/stats", false, get, s.stats},
+		{"/metrics", false, get, promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{}).ServeHTTP},
+		{"/provision", true, post, s.provision},
+		{"/deprovision", true, post, s.deprovision},
+		{"/info/{lease}", true, get, withLease(s.info)},
+		{"/logs/{lease}", true, get, withLease(s.logs)},
+		{"/provisions", true, get, s.provisions},
+		{"/provisions/{lease}", true, get, withLease(s.provisionOne)},
+		{"/retentions", true, get, s.retentions},
+		{"/reconcile_custom_domain", true, post, s.reconcileCustomDomain},
+		{"/restart", true, post, s.maintain(messages.MaintenanceRestart)},
+		{"/update", true, post, s.maintain(messages.MaintenanceUpdate)},
+		{"/restore", true, post, s.restore},
+		{"/releases/{lease}", true, get, withLease(s.releases)},
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
-		var h http.Handler = byMethod(r.methods)
+		var h http.Handler = onlyMethod(r.method, r.handler)
 		if r.auth {
 			h = d.Verifier.Middleware(h)
 		} else {
@@ -77,20 +78,15 @@ func Handler(d *Deps) http.Handler {
 
 type server struct{ d *Deps }
 
-// byMethod dispatches on the method, answering a JSON 405 with Allow otherwise.
-// (ServeMux's own 404/405 are plain text, so methods are matched here.)
-func byMethod(methods map[string]http.HandlerFunc) http.Handler {
-	allow := make([]string, 0, len(methods))
-	for m := range methods {
-		allow = append(allow, m)
-	}
-	allowed := strings.Join(allow, ", ")
+// onlyMethod answers any other method with a JSON 405 and Allow. (ServeMux's own
+// 404/405 are plain text, so methods are matched here.)
+func onlyMethod(method string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h, ok := methods[r.Method]; ok {
+		if r.Method == method {
 			h(w, r)
 			return
 		}
-		w.Header().Set("Allow", allowed)
+		w.Header().Set("Allow", method)
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
 	})
 }

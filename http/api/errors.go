@@ -4,6 +4,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -16,52 +17,40 @@ import (
 // maxErrorText keeps every error body under 4 KiB.
 const maxErrorText = 1024
 
-// statusOf maps an error onto its wire status and body: the one table that turns
-// messages' sentinels into CONTRACT.md's statuses, validation codes and codes.
+// wireErrors is the one table that turns messages' sentinels into CONTRACT.md's
+// statuses, validation codes and codes; the first match wins.
+var wireErrors = []struct {
+	kind                 error
+	status               int
+	validationCode, code string
+}{
+	{messages.ErrInvalidManifest, http.StatusBadRequest, "invalid_manifest", ""},
+	{messages.ErrUnknownSKU, http.StatusBadRequest, "unknown_sku", ""},
+	{messages.ErrImageNotAllowed, http.StatusBadRequest, "image_not_allowed", ""},
+	{messages.ErrBadRequest, http.StatusBadRequest, "", ""},
+	{messages.ErrAlreadyProvisioned, http.StatusConflict, "", "already_provisioned"},
+	{messages.ErrInvalidState, http.StatusConflict, "", ""},
+	{messages.ErrNotFound, http.StatusNotFound, "", ""},
+	{messages.ErrDemoteExceedsTier, http.StatusUnprocessableEntity, "", "demote_exceeds_tier"},
+	{messages.ErrNotRetained, http.StatusUnprocessableEntity, "", ""},
+	{messages.ErrInsufficientResources, http.StatusServiceUnavailable, "", "insufficient_resources"},
+	{messages.ErrLifecyclePending, http.StatusServiceUnavailable, "", "lifecycle_pending"},
+	{messages.ErrBusy, http.StatusServiceUnavailable, "", ""},
+	{messages.ErrUnavailable, http.StatusServiceUnavailable, "", ""},
+}
+
+// statusOf maps an error onto its wire status and body.
 func statusOf(err error) (int, messages.ErrorBody) {
-	body := messages.ErrorBody{Error: safeText(err)}
-	switch {
-	case errors.Is(err, messages.ErrInvalidManifest):
-		body.ValidationCode = "invalid_manifest"
-		return http.StatusBadRequest, body
-	case errors.Is(err, messages.ErrUnknownSKU):
-		body.ValidationCode = "unknown_sku"
-		return http.StatusBadRequest, body
-	case errors.Is(err, messages.ErrImageNotAllowed):
-		body.ValidationCode = "image_not_allowed"
-		return http.StatusBadRequest, body
-	case errors.Is(err, messages.ErrBadRequest):
-		return http.StatusBadRequest, body
-	case errors.Is(err, messages.ErrAlreadyProvisioned):
-		body.Code = "already_provisioned"
-		return http.StatusConflict, body
-	case errors.Is(err, messages.ErrInvalidState):
-		return http.StatusConflict, body
-	case errors.Is(err, messages.ErrNotFound):
-		return http.StatusNotFound, body
-	case errors.Is(err, messages.ErrDemoteExceedsTier):
-		body.Code = "demote_exceeds_tier"
-		return http.StatusUnprocessableEntity, body
-	case errors.Is(err, messages.ErrNotRetained):
-		return http.StatusUnprocessableEntity, body
-	case errors.Is(err, messages.ErrInsufficientResources):
-		body.Code = "insufficient_resources"
-		return http.StatusServiceUnavailable, body
-	case errors.Is(err, messages.ErrLifecyclePending):
-		body.Code = "lifecycle_pending"
-		return http.StatusServiceUnavailable, body
-	case errors.Is(err, messages.ErrBusy), errors.Is(err, messages.ErrUnavailable):
-		return http.StatusServiceUnavailable, body
+	for _, e := range wireErrors {
+		if errors.Is(err, e.kind) {
+			return e.status, messages.ErrorBody{Error: safeText(err), ValidationCode: e.validationCode, Code: e.code}
+		}
 	}
-	body.Error = "internal error"
-	return http.StatusInternalServerError, body
+	return http.StatusInternalServerError, messages.ErrorBody{Error: "internal error"}
 }
 
 func safeText(err error) string {
-	s := messages.SafeMessage(err)
-	if s == "" {
-		s = "error"
-	}
+	s := cmp.Or(messages.SafeMessage(err), "error")
 	if len(s) > maxErrorText {
 		s = s[:maxErrorText]
 		for !utf8.ValidString(s) {

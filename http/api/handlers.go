@@ -2,7 +2,7 @@ package api
 
 import (
 	"bytes"
-	"context"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,14 +22,9 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// decode reads one JSON object from the (already size-capped and authenticated)
-// body. Unknown fields are ignored, as the contract says; trailing data is not.
-func decode(r *http.Request, into any) error {
-	_, err := decodeBody(r, into)
-	return err
-}
-
-// decodeBody is decode that also returns the body's bytes.
+// decodeBody reads one JSON object from the (already size-capped and authenticated)
+// body and returns the body's bytes. Unknown fields are ignored, as the contract
+// says; trailing data is not.
 func decodeBody(r *http.Request, into any) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -37,9 +33,6 @@ func decodeBody(r *http.Request, into any) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(into); err != nil {
 		return nil, messages.Refuse(messages.ErrBadRequest, "malformed JSON body")
-	}
-	if dec.More() {
-		return nil, messages.Refuse(messages.ErrBadRequest, "malformed JSON body: trailing data")
 	}
 	var rest json.RawMessage
 	if err := dec.Decode(&rest); !errors.Is(err, io.EOF) {
@@ -51,7 +44,7 @@ func decodeBody(r *http.Request, into any) ([]byte, error) {
 // decodeLeaseRequest decodes a body whose lease_uuid (read through lease after
 // decoding) must be canonical, answering the 400 itself when it is not.
 func decodeLeaseRequest(w http.ResponseWriter, r *http.Request, into any, lease *string) bool {
-	if err := decode(r, into); err != nil {
+	if _, err := decodeBody(r, into); err != nil {
 		writeError(w, err)
 		return false
 	}
@@ -62,47 +55,29 @@ func decodeLeaseRequest(w http.ResponseWriter, r *http.Request, into any, lease 
 	return true
 }
 
-// ask asks the registry.
+// ask asks the registry, within the request's life.
 func ask[R any](s *server, r *http.Request, timeout time.Duration, build func(chan<- R) any) (R, error) {
-	return askAt(s, r, s.d.RegistryPath, timeout, build)
+	return supervisors.Ask(r.Context(), s.d.Tree, s.d.RegistryPath, timeout, build)
 }
 
-// askAt asks the actor at path.
-func askAt[R any](s *server, r *http.Request, path messages.Address, timeout time.Duration, build func(chan<- R) any) (R, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), timeout+time.Second)
-	defer cancel()
-	return supervisors.Ask(ctx, s.d.Tree, path, timeout, build)
-}
-
-// answer writes an actor's reply: the ask's error, else the reply's own error,
-// else 200 with v.
-func answer(w http.ResponseWriter, askErr, replyErr error, v any) {
-	if askErr == nil {
-		askErr = replyErr
-	}
-	if askErr != nil {
-		writeError(w, askErr)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
-}
-
-func (s *server) provision(w http.ResponseWriter, r *http.Request) {
-	var req messages.ProvisionRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	err, askErr := ask(s, r, s.d.AskTimeout, func(c chan<- error) any { return &messages.Admit{Req: req, Reply: c} })
-	if askErr != nil {
-		writeError(w, askErr)
-		return
-	}
+// answer writes an actor's reply: err (callers pass the ask's error, else the
+// reply's own: cmp.Or(askErr, rep.Err)), else status with v.
+func answer(w http.ResponseWriter, status int, err error, v any) {
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"provision_id": req.LeaseUUID})
+	writeJSON(w, status, v)
+}
+
+func (s *server) provision(w http.ResponseWriter, r *http.Request) {
+	var req messages.ProvisionRequest
+	if _, err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	refusal, err := ask(s, r, s.d.AskTimeout, func(c chan<- error) any { return &messages.Admit{Req: req, Reply: c} })
+	answer(w, http.StatusAccepted, cmp.Or(err, refusal), map[string]string{"provision_id": req.LeaseUUID})
 }
 
 func (s *server) deprovision(w http.ResponseWriter, r *http.Request) {
@@ -110,46 +85,32 @@ func (s *server) deprovision(w http.ResponseWriter, r *http.Request) {
 	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
 		return
 	}
-	err, askErr := ask(s, r, s.d.CloseWait, func(c chan<- error) any { return &messages.Deprovision{Lease: req.LeaseUUID, Reply: c} })
-	if askErr != nil {
-		if errors.Is(askErr, messages.ErrBusy) {
-			// The close intent is journaled and teardown goes on; providerd retries.
-			askErr = messages.Refuse(messages.ErrLifecyclePending, "close in progress, retry later")
+	refusal, err := ask(s, r, s.d.CloseWait, func(c chan<- error) any { return &messages.Deprovision{Lease: req.LeaseUUID, Reply: c} })
+	if errors.Is(err, messages.ErrBusy) {
+		// The close intent is journaled and teardown goes on; providerd retries.
+		err = messages.Refuse(messages.ErrLifecyclePending, "close in progress, retry later")
+	}
+	answer(w, http.StatusOK, cmp.Or(err, refusal), map[string]string{"status": "ok"})
+}
+
+// withLease hands h the {lease} path value; a non-canonical one is simply not found.
+func withLease(h func(w http.ResponseWriter, r *http.Request, id string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("lease")
+		if !messages.ValidLeaseID(id) {
+			writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
+			return
 		}
-		writeError(w, askErr)
-		return
+		h(w, r, id)
 	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// pathLease is the {lease} path value; a non-canonical one is simply not found.
-func pathLease(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id := r.PathValue("lease")
-	if !messages.ValidLeaseID(id) {
-		writeError(w, messages.Refuse(messages.ErrNotFound, "lease not found"))
-		return "", false
-	}
-	return id, true
-}
-
-func (s *server) info(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathLease(w, r)
-	if !ok {
-		return
-	}
+func (s *server) info(w http.ResponseWriter, r *http.Request, id string) {
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.InfoReply) any { return &messages.GetInfo{Lease: id, Reply: c} })
-	answer(w, err, rep.Err, rep.Info)
+	answer(w, http.StatusOK, cmp.Or(err, rep.Err), rep.Info)
 }
 
-func (s *server) logs(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathLease(w, r)
-	if !ok {
-		return
-	}
+func (s *server) logs(w http.ResponseWriter, r *http.Request, id string) {
 	tail := 100
 	if v := r.URL.Query().Get("tail"); v != "" || r.URL.Query().Has("tail") {
 		n, err := strconv.Atoi(v)
@@ -162,7 +123,7 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 	rep, err := ask(s, r, 2*s.d.AskTimeout+30*time.Second, func(c chan<- messages.LogsReply) any {
 		return &messages.GetLogs{Lease: id, Tail: tail, Reply: c}
 	})
-	answer(w, err, rep.Err, rep.Logs)
+	answer(w, http.StatusOK, cmp.Or(err, rep.Err), rep.Logs)
 }
 
 // paging parses limit and continue per CONTRACT.md: limit a non-negative integer
@@ -200,35 +161,25 @@ func (s *server) provisions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, messages.Refuse(messages.ErrBadRequest, "at most 100 lease_uuid values"))
 		return
 	}
-	for _, id := range ids {
-		if !messages.ValidLeaseID(id) {
-			writeError(w, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
-			return
-		}
+	if slices.ContainsFunc(ids, func(id string) bool { return !messages.ValidLeaseID(id) }) {
+		writeError(w, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
+		return
 	}
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.ProvisionsReply) any {
 		return &messages.ListProvisions{Leases: ids, Limit: limit, Continue: cont, Reply: c}
 	})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	type page struct {
 		Provisions []messages.ProvisionInfo `json:"provisions"`
 		Continue   string                   `json:"continue,omitempty"`
 	}
-	writeJSON(w, http.StatusOK, page{Provisions: rep.Provisions, Continue: rep.Continue})
+	answer(w, http.StatusOK, err, page{Provisions: rep.Provisions, Continue: rep.Continue})
 }
 
-func (s *server) provisionOne(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathLease(w, r)
-	if !ok {
-		return
-	}
+func (s *server) provisionOne(w http.ResponseWriter, r *http.Request, id string) {
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.ProvisionReply) any {
 		return &messages.GetProvision{Lease: id, Reply: c}
 	})
-	answer(w, err, rep.Err, rep.Info)
+	answer(w, http.StatusOK, cmp.Or(err, rep.Err), rep.Info)
 }
 
 // retentions lists retained leases. This berthd never retains volumes on close
@@ -243,10 +194,6 @@ func (s *server) retentions(w http.ResponseWriter, r *http.Request) {
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.RetentionsReply) any {
 		return &messages.ListRetentions{Limit: limit, Continue: cont, Reply: c}
 	})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	type page struct {
 		Retentions []messages.Retention `json:"retentions"` // never null
 		Continue   string               `json:"continue,omitempty"`
@@ -254,7 +201,7 @@ func (s *server) retentions(w http.ResponseWriter, r *http.Request) {
 	if rep.Retentions == nil {
 		rep.Retentions = []messages.Retention{}
 	}
-	writeJSON(w, http.StatusOK, page{Retentions: rep.Retentions, Continue: rep.Continue})
+	answer(w, http.StatusOK, err, page{Retentions: rep.Retentions, Continue: rep.Continue})
 }
 
 // reconcileCustomDomain: ingress is not enabled in this berthd, so there is never
@@ -272,7 +219,7 @@ func (s *server) reconcileCustomDomain(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.StatsReply) any { return &messages.GetStats{Reply: c} })
-	answer(w, err, rep.Err, rep.Stats)
+	answer(w, http.StatusOK, cmp.Or(err, rep.Err), rep.Stats)
 }
 
 // health is 200 only when the registry reports itself ready (startup recovery
@@ -297,13 +244,6 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, healthy{Status: "healthy", Detail: v.Detail})
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // restore is POST /restore: the registry admits it against the source's
 // retention record (202 {"status":"restoring"}). Nothing retained that this
 // tenant may claim is the contract's bare 422; a source already being restored a
@@ -317,31 +257,26 @@ func (s *server) restore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, messages.Refuse(messages.ErrBadRequest, "from_lease_uuid must be a canonical UUID"))
 		return
 	}
-	err, askErr := ask(s, r, s.d.AskTimeout, func(c chan<- error) any { return &messages.Restore{Req: req, Reply: c} })
-	if askErr == nil {
-		askErr = err
-	}
-	switch {
-	case askErr == nil:
-		writeJSON(w, http.StatusAccepted, map[string]string{"status": "restoring"})
-	case errors.Is(askErr, messages.ErrNotRetained):
+	refusal, err := ask(s, r, s.d.AskTimeout, func(c chan<- error) any { return &messages.Restore{Req: req, Reply: c} })
+	switch err = cmp.Or(err, refusal); {
+	case errors.Is(err, messages.ErrNotRetained):
 		w.WriteHeader(http.StatusUnprocessableEntity) // bare: nothing retained
-	case errors.Is(askErr, messages.ErrInvalidState):
+	case errors.Is(err, messages.ErrInvalidState):
 		w.WriteHeader(http.StatusConflict) // bare: the source is being restored
 	default:
-		writeError(w, askErr)
+		answer(w, http.StatusAccepted, err, map[string]string{"status": "restoring"})
 	}
 }
 
 // maintain is POST /restart and POST /update: validate, settle the maintenance
 // identity, and ask the registry to journal the intent; nil means 202.
 func (s *server) maintain(kind string) http.HandlerFunc {
-	answer := map[string]string{"status": messages.StatusRestarting}
+	accepted := map[string]string{"status": messages.StatusRestarting}
 	if kind == messages.MaintenanceUpdate {
-		answer = map[string]string{"status": messages.StatusUpdating}
+		accepted = map[string]string{"status": messages.StatusUpdating}
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		received := s.now().UTC()
+		admitted := s.now().UTC() // the receipt time, unless Fred stamped one
 		var req messages.MaintenanceRequest
 		body, err := decodeBody(r, &req)
 		if err == nil {
@@ -355,22 +290,14 @@ func (s *server) maintain(kind string) http.HandlerFunc {
 		if id == "" {
 			id = DeriveMaintenanceID(req.LeaseUUID, r.Header.Get(callback.Header), body)
 		}
-		admitted := received
 		if req.MaintenanceAdmittedAt != "" {
 			admitted, _ = time.Parse(time.RFC3339Nano, req.MaintenanceAdmittedAt) // checked above
 			admitted = admitted.UTC()
 		}
-		refusal, askErr := ask(s, r, s.d.AskTimeout, func(c chan<- error) any {
+		refusal, err := ask(s, r, s.d.AskTimeout, func(c chan<- error) any {
 			return &messages.Maintain{Kind: kind, Req: req, MaintenanceID: id, AdmittedAt: admitted, Reply: c}
 		})
-		if askErr == nil {
-			askErr = refusal
-		}
-		if askErr != nil {
-			writeError(w, askErr)
-			return
-		}
-		writeJSON(w, http.StatusAccepted, answer)
+		answer(w, http.StatusAccepted, cmp.Or(err, refusal), accepted)
 	}
 }
 
@@ -425,19 +352,14 @@ func DeriveMaintenanceID(lease, signature string, body []byte) string {
 }
 
 // releases is a lease's release history, oldest first: always a JSON array.
-func (s *server) releases(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathLease(w, r)
-	if !ok {
-		return
-	}
+func (s *server) releases(w http.ResponseWriter, r *http.Request, id string) {
 	rep, err := ask(s, r, s.d.AskTimeout, func(c chan<- messages.ReleasesReply) any {
 		return &messages.GetReleases{Lease: id, Reply: c}
 	})
-	list := rep.Releases
-	if list == nil {
-		list = []messages.Release{}
+	if rep.Releases == nil {
+		rep.Releases = []messages.Release{}
 	}
-	answer(w, err, rep.Err, list)
+	answer(w, http.StatusOK, cmp.Or(err, rep.Err), rep.Releases)
 }
 
 func (s *server) now() time.Time {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -24,25 +25,20 @@ func (v HealthVerdict) Healthy() bool { return v.Reason == "" }
 // healthy) and the watcher (Docker reachable) at once, each bounded by timeout;
 // neither check runs here.
 func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watcherPath messages.Address, timeout time.Duration) HealthVerdict {
-	askAt := func(path messages.Address, build func(chan<- messages.HealthReply) any) (messages.HealthReply, error) {
-		actx, cancel := context.WithTimeout(ctx, timeout+time.Second)
-		defer cancel()
-		return supervisors.Ask(actx, tree, path, timeout, build)
-	}
 	type registryAnswer struct {
 		rep messages.HealthReply
 		err error
 	}
 	fromRegistry := make(chan registryAnswer, 1)
 	go func() {
-		rep, err := askAt(registryPath, func(c chan<- messages.HealthReply) any { return &messages.GetHealth{Reply: c} })
+		rep, err := supervisors.Ask(ctx, tree, registryPath, timeout, func(c chan<- messages.HealthReply) any {
+			return &messages.GetHealth{Reply: c}
+		})
 		fromRegistry <- registryAnswer{rep, err}
 	}()
-	dctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
-	docker, dockerErr := supervisors.Ask(dctx, tree, watcherPath, timeout, func(c chan<- messages.DockerHealthReply) any {
+	docker, dockerErr := supervisors.Ask(ctx, tree, watcherPath, timeout, func(c chan<- messages.DockerHealthReply) any {
 		return &messages.GetDockerHealth{Reply: c}
 	})
-	cancel()
 	reg := <-fromRegistry
 
 	v := HealthVerdict{RegistryErr: reg.err}
@@ -50,12 +46,12 @@ func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watc
 	case reg.err != nil:
 		v.Reason = "registry not answering"
 	case !reg.rep.Ready:
-		v.Reason = orDefault(reg.rep.Reason, "not ready")
+		v.Reason = cmp.Or(reg.rep.Reason, "not ready")
 	case dockerErr != nil:
 		v.WatcherErr = dockerErr
 		v.Reason = "docker watcher not answering"
 	case !docker.Reachable:
-		v.Reason = orDefault(docker.Reason, "docker engine unreachable")
+		v.Reason = cmp.Or(docker.Reason, "docker engine unreachable")
 	}
 	if v.Reason == "" {
 		v.Detail = reg.rep.Detail

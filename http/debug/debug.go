@@ -25,12 +25,8 @@ import (
 
 // Options of the debug listener.
 type Options struct {
-	// Chaos enables POST /debug/chaos/crash (debug.chaos).
-	Chaos bool
-	// Token (debug.token), when set, is required on every debug endpoint as
-	// "Authorization: Bearer <token>". The chaos endpoint always requires it: with
-	// no token configured it cannot be used.
-	Token string
+	Chaos bool   // debug.chaos: enables POST /debug/chaos/crash, which also needs Token
+	Token string // debug.token, required on every endpoint when set (see the package doc)
 
 	// What the operator's API reads; unset paths answer 503 (no such actor).
 	RegistryPath messages.Address   // lease rows, transitions, releases
@@ -159,13 +155,7 @@ func Text(root messages.NodeInfo) string {
 			fmt.Fprintf(&b, " — %s", n.State)
 		}
 		fmt.Fprintf(&b, " (restarts=%d mailbox=%d in_flight=%d)\n", n.Restarts, n.MailboxDepth, n.InFlight)
-		next := prefix
-		switch branch {
-		case "├── ":
-			next += "│   "
-		case "└── ":
-			next += "    "
-		}
+		next := prefix + map[string]string{"├── ": "│   ", "└── ": "    "}[branch]
 		for i, c := range n.Children {
 			br := "├── "
 			if i == len(n.Children)-1 {
@@ -201,12 +191,8 @@ func DOT(root messages.NodeInfo) string {
 	return b.String()
 }
 
-func name(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[i+1:]
-	}
-	return path
-}
+// name is the last element of an actor path.
+func name(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
 
 func escape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)

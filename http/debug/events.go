@@ -1,12 +1,13 @@
 package debug
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -97,17 +98,13 @@ func (st *stream) run() {
 
 // send writes one event (an empty event is a ping) within the write grace.
 func (st *stream) send(event, id string, v any) error {
-	var data []byte
-	if v != nil {
-		var err error
-		if data, err = json.Marshal(v); err != nil {
-			return err
-		}
+	data, err := json.Marshal(v) // a ping's "null" is not sent
+	if err != nil {
+		return err
 	}
 	if err := st.rc.SetWriteDeadline(time.Now().Add(st.s.opts.StreamWriteGrace)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
-	var err error
 	switch {
 	case event == "":
 		_, err = fmt.Fprint(st.w, ": ping\n\n")
@@ -174,12 +171,9 @@ func streamSince(r *http.Request) (uint64, error) {
 // OmittedChildren.
 func boundTree(n messages.NodeInfo, limit int) messages.NodeInfo {
 	if len(n.Children) > limit {
-		kids := append([]messages.NodeInfo(nil), n.Children...)
-		sort.SliceStable(kids, func(i, k int) bool {
-			if a, b := interest(kids[i]), interest(kids[k]); a != b {
-				return a > b
-			}
-			return kids[i].Path < kids[k].Path
+		kids := slices.Clone(n.Children)
+		slices.SortStableFunc(kids, func(a, b messages.NodeInfo) int {
+			return cmp.Or(cmp.Compare(interest(b), interest(a)), cmp.Compare(a.Path, b.Path))
 		})
 		n.OmittedChildren += len(kids) - limit
 		n.Children = kids[:limit]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // Freshness bounds, in multiples of a pass's interval. A pass runs every
@@ -29,11 +30,7 @@ func (s *server) freshness(w http.ResponseWriter, r *http.Request) {
 	out := make([]messages.Freshness, len(s.opts.PassPaths))
 	var wg sync.WaitGroup
 	for i, p := range s.opts.PassPaths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = s.passFreshness(r.Context(), p, now)
-		}()
+		wg.Go(func() { out[i] = s.passFreshness(r.Context(), p, now) })
 	}
 	wg.Wait()
 	writeJSON(w, http.StatusOK, struct {
@@ -42,7 +39,7 @@ func (s *server) freshness(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) passFreshness(ctx context.Context, actorPath messages.Address, now time.Time) messages.Freshness {
-	rep, err := askWithin(s, ctx, actorPath, passAskTimeout, func(c chan<- messages.PassReport) any {
+	rep, err := supervisors.Ask(ctx, s.tree, actorPath, passAskTimeout, func(c chan<- messages.PassReport) any {
 		return &messages.GetPass{Reply: c}
 	})
 	if err != nil {

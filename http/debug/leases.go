@@ -1,18 +1,19 @@
 package debug
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/callback"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // leaseAskTimeout bounds each lease actor's answer when rows are filled in; one
@@ -43,11 +44,8 @@ func (s *server) leases(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sort.Slice(rows, func(i, k int) bool {
-		if !rows[i].CreatedAt.Equal(rows[k].CreatedAt) {
-			return rows[i].CreatedAt.After(rows[k].CreatedAt)
-		}
-		return rows[i].LeaseUUID < rows[k].LeaseUUID
+	slices.SortFunc(rows, func(a, b messages.LeaseRow) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(a.LeaseUUID, b.LeaseUUID))
 	})
 	writeJSON(w, http.StatusOK, struct {
 		Leases []messages.LeaseRow `json:"leases"`
@@ -71,16 +69,13 @@ func (s *server) leaseRows(ctx context.Context, q messages.DebugLeases) ([]messa
 	sem := make(chan struct{}, leaseAskParallel)
 	var wg sync.WaitGroup
 	for i := range rows {
-		if rows[i].Actor == "" {
-			continue
+		if rows[i].Actor != "" {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				s.fillInstances(ctx, &rows[i])
+			})
 		}
-		wg.Add(1)
-		go func(row *messages.LeaseRow) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			s.fillInstances(ctx, row)
-		}(&rows[i])
 	}
 	wg.Wait()
 	now := s.opts.Now()
@@ -94,9 +89,8 @@ func (s *server) leaseRows(ctx context.Context, q messages.DebugLeases) ([]messa
 
 // fillInstances asks a row's lease actor for its services and instances.
 func (s *server) fillInstances(ctx context.Context, row *messages.LeaseRow) {
-	rep, err := askWithin(s, ctx, messages.Address(row.Actor), leaseAskTimeout, func(c chan<- messages.DebugLeaseReply) any {
-		return &messages.DebugLease{Reply: c}
-	})
+	rep, err := supervisors.Ask(ctx, s.tree, messages.Address(row.Actor), leaseAskTimeout,
+		func(c chan<- messages.DebugLeaseReply) any { return &messages.DebugLease{Reply: c} })
 	if err != nil {
 		row.InstancesError = "lease actor did not answer: " + err.Error()
 		return
@@ -177,10 +171,10 @@ func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCa
 			continue // delivered but its row not yet deleted: still queued
 		}
 		out = append(out, messages.DebugCallback{DeliveryID: d.DeliveryID, Kind: d.Kind, Status: d.Status, URLPath: d.URLPath,
-			CreatedAt: d.CreatedAt, State: messages.CallbackDelivered, Attempts: d.Attempts, LastError: d.LastError,
+			CreatedAt: d.CreatedAt, State: cmp.Or(d.Dropped, messages.CallbackDelivered), Attempts: d.Attempts, LastError: d.LastError,
 			LastAttemptAt: timePtr(d.LastAttemptAt), DeliveredAt: timePtr(d.DeliveredAt)})
 	}
-	sort.SliceStable(out, func(i, k int) bool { return out[i].CreatedAt.Before(out[k].CreatedAt) })
+	slices.SortStableFunc(out, func(a, b messages.DebugCallback) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
 }
 
@@ -190,15 +184,10 @@ func (s *server) releasesOf(ctx context.Context, id string) ([]messages.Release,
 	rep, err := ask(s, ctx, s.opts.RegistryPath, func(c chan<- messages.ReleasesReply) any {
 		return &messages.GetReleases{Lease: id, Reply: c}
 	})
-	if err == nil {
-		err = rep.Err
-	}
-	switch {
-	case errors.Is(err, messages.ErrNotFound):
-		return []messages.Release{}, ""
-	case err != nil:
+	switch err = cmp.Or(err, rep.Err); {
+	case err != nil && !errors.Is(err, messages.ErrNotFound):
 		return []messages.Release{}, err.Error()
-	case rep.Releases == nil:
+	case err != nil || rep.Releases == nil:
 		return []messages.Release{}, ""
 	}
 	return rep.Releases, ""

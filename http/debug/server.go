@@ -45,13 +45,7 @@ func (s *server) routes(mux *http.ServeMux) {
 
 // ask asks the actor at path, bounded by the request and AskTimeout.
 func ask[R any](s *server, ctx context.Context, path messages.Address, build func(chan<- R) any) (R, error) {
-	return askWithin(s, ctx, path, s.opts.AskTimeout, build)
-}
-
-func askWithin[R any](s *server, ctx context.Context, path messages.Address, timeout time.Duration, build func(chan<- R) any) (R, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
-	defer cancel()
-	return supervisors.Ask(ctx, s.tree, path, timeout, build)
+	return supervisors.Ask(ctx, s.tree, path, s.opts.AskTimeout, build)
 }
 
 // writeError answers err as {"error": …}: 404 for ErrNotFound, 400 for

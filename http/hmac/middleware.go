@@ -161,20 +161,10 @@ func requestURI(r *http.Request) string {
 }
 
 func refuse(w http.ResponseWriter, err error) {
-	status, body := http.StatusUnauthorized, BodyInvalid
-	switch {
-	case errors.Is(err, ErrMissing):
-		body = BodyMissing
-	case errors.Is(err, ErrTooLarge):
-		status, body = http.StatusRequestEntityTooLarge, BodyTooLarge
-	case errors.Is(err, ErrTooSlow):
-		status, body = http.StatusServiceUnavailable, BodyTooSlow
-	case errors.Is(err, ErrUnreadable):
-		status, body = http.StatusServiceUnavailable, BodyUnreadable
-	}
+	r := refusalOf(err)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body) // the client may be gone; nothing to do about it
+	h.Set("Content-Length", strconv.Itoa(len(r.body)))
+	w.WriteHeader(r.status)
+	_, _ = io.WriteString(w, r.body) // the client may be gone; nothing to do about it
 }

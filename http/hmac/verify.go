@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -58,30 +59,41 @@ const (
 	OutcomeSlow       = "slow"
 )
 
+// refusal is how a refused request is counted (Outcome) and answered.
+type refusal struct {
+	err     error
+	outcome string
+	status  int
+	body    string
+}
+
+var refusals = []refusal{
+	{ErrMissing, OutcomeMissing, http.StatusUnauthorized, BodyMissing},
+	{ErrTooLarge, OutcomeTooLarge, http.StatusRequestEntityTooLarge, BodyTooLarge},
+	{ErrStale, OutcomeStale, http.StatusUnauthorized, BodyInvalid},
+	{ErrFuture, OutcomeFuture, http.StatusUnauthorized, BodyInvalid},
+	{ErrMismatch, OutcomeMismatch, http.StatusUnauthorized, BodyInvalid},
+	{ErrTooSlow, OutcomeSlow, http.StatusServiceUnavailable, BodyTooSlow},
+	{ErrUnreadable, OutcomeUnreadable, http.StatusServiceUnavailable, BodyUnreadable},
+}
+
+// refusalOf is err's refusal, the first that matches; anything else (ErrMalformed,
+// or not one of ours) counts as malformed and answers 401 invalid signature.
+func refusalOf(err error) refusal {
+	for _, r := range refusals {
+		if errors.Is(err, r.err) {
+			return r
+		}
+	}
+	return refusal{err, OutcomeMalformed, http.StatusUnauthorized, BodyInvalid}
+}
+
 // Outcome maps a Verify/middleware error to its metrics label.
 func Outcome(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return OutcomeOK
-	case errors.Is(err, ErrMissing):
-		return OutcomeMissing
-	case errors.Is(err, ErrTooLarge):
-		return OutcomeTooLarge
-	case errors.Is(err, ErrStale):
-		return OutcomeStale
-	case errors.Is(err, ErrFuture):
-		return OutcomeFuture
-	case errors.Is(err, ErrMismatch):
-		return OutcomeMismatch
-	case errors.Is(err, ErrTooSlow):
-		return OutcomeSlow
-	case errors.Is(err, ErrUnreadable):
-		return OutcomeUnreadable
-	case errors.Is(err, ErrMalformed):
-		return OutcomeMalformed
-	default: // not one of ours; count it with the unparseable ones rather than drop it
-		return OutcomeMalformed
 	}
+	return refusalOf(err).outcome
 }
 
 // Verifier checks incoming requests against the current secret and, during a key
@@ -180,7 +192,7 @@ func parseHeader(h string) (signature, error) {
 	if !ok {
 		return signature{}, fmt.Errorf("%w: first part is not t=", ErrMalformed)
 	}
-	if !isDecimal(ts) {
+	if ts == "" || strings.Trim(ts, "0123456789") != "" { // ParseInt alone would also take a sign
 		return signature{}, fmt.Errorf("%w: timestamp is not decimal seconds", ErrMalformed)
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)
@@ -199,18 +211,4 @@ func parseHeader(h string) (signature, error) {
 		return signature{}, fmt.Errorf("%w: sha256 is not hex", ErrMalformed)
 	}
 	return signature{ts: ts, unix: unix, mac: sum}, nil
-}
-
-// isDecimal reports a non-empty run of ASCII digits (ParseInt alone would also
-// take a sign).
-func isDecimal(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

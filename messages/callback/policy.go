@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,12 +83,7 @@ func (p Policy) selves() []self {
 }
 
 func (p Policy) selfPort(port int) bool {
-	for _, s := range p.selves() {
-		if s.port == port {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.selves(), func(s self) bool { return s.port == port })
 }
 
 // local reports whether ip is loopback, unspecified or one of this host's
@@ -106,12 +102,7 @@ func (p Policy) local(ip netip.Addr) bool {
 	if err != nil {
 		return true
 	}
-	for _, a := range addrs {
-		if a.Unmap().WithZone("") == ip.WithZone("") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.Unmap().WithZone("") == ip.WithZone("") })
 }
 
 func hostInterfaces() ([]netip.Addr, error) {
@@ -177,13 +168,10 @@ func (p Policy) CheckURLField(field, raw string) error {
 			return refuse("host must be a name or a canonical IP address")
 		}
 		name := strings.ToLower(strings.TrimSuffix(host, "."))
-		if p.selfPort(port) && (name == "localhost" || strings.HasSuffix(name, ".localhost")) {
+		localhost := name == "localhost" || strings.HasSuffix(name, ".localhost")
+		if localhost && p.selfPort(port) ||
+			slices.ContainsFunc(p.selves(), func(s self) bool { return s.port == port && s.host != "" && s.host == name }) {
 			return refuse("must not target berthd itself")
-		}
-		for _, s := range p.selves() {
-			if s.port == port && s.host != "" && s.host == name {
-				return refuse("must not target berthd itself")
-			}
 		}
 		return nil
 	}
@@ -254,19 +242,9 @@ func linkLocal(ip netip.Addr) bool {
 	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
 		return true
 	}
-	if ip.Is6() {
-		b := ip.As16()
-		compat := true
-		for _, x := range b[:12] {
-			if x != 0 {
-				compat = false
-				break
-			}
-		}
-		if compat {
-			v4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
-			return v4.IsLinkLocalUnicast() || v4.IsLinkLocalMulticast()
-		}
+	if b := ip.As16(); ip.Is6() && [12]byte(b[:12]) == [12]byte{} {
+		v4 := netip.AddrFrom4([4]byte(b[12:]))
+		return v4.IsLinkLocalUnicast() || v4.IsLinkLocalMulticast()
 	}
 	return false
 }
@@ -293,16 +271,11 @@ func endsInNumber(host string) bool {
 }
 
 func allDigits(s string, hex bool) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-		case hex && ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')):
-		default:
-			return false
-		}
+	digits := "0123456789"
+	if hex {
+		digits += "abcdefABCDEF"
 	}
-	return true
+	return strings.Trim(s, digits) == ""
 }
 
 // parsePort reads a decimal port 0–65535 (leading zeros allowed, as the dialer

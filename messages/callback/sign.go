@@ -84,16 +84,7 @@ func setBody(req *http.Request, body []byte) {
 // enters as hex(sha256(body)), which keeps the string binary-safe.
 func Canonical(ts, method, requestURI string, body []byte) []byte {
 	sum := sha256.Sum256(body)
-	digest := hex.EncodeToString(sum[:])
-	b := make([]byte, 0, len(ts)+len(method)+len(requestURI)+len(digest)+3)
-	b = append(b, ts...)
-	b = append(b, '\n')
-	b = append(b, method...)
-	b = append(b, '\n')
-	b = append(b, requestURI...)
-	b = append(b, '\n')
-	b = append(b, digest...)
-	return b
+	return []byte(ts + "\n" + method + "\n" + requestURI + "\n" + hex.EncodeToString(sum[:]))
 }
 
 // MAC is HMAC-SHA256 of msg keyed with secret.

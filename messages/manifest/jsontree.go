@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -25,20 +26,7 @@ const (
 )
 
 func (k nodeKind) String() string {
-	switch k {
-	case kindNull:
-		return "null"
-	case kindBool:
-		return "a boolean"
-	case kindNumber:
-		return "a number"
-	case kindString:
-		return "a string"
-	case kindArray:
-		return "an array"
-	default:
-		return "an object"
-	}
+	return [...]string{"null", "a boolean", "a number", "a string", "an array", "an object"}[k]
 }
 
 // node is one JSON value. For objects, keys[i] maps to kids[i] in document order;
@@ -67,10 +55,8 @@ func (n *node) eachMember(f func(key string, v *node) error) error {
 
 // get returns the value of key in an object, or nil when absent.
 func (n *node) get(key string) *node {
-	for i, k := range n.keys {
-		if k == key {
-			return n.kids[i]
-		}
+	if i := slices.Index(n.keys, key); i >= 0 {
+		return n.kids[i]
 	}
 	return nil
 }

@@ -183,13 +183,8 @@ func parsePortSpec(s string) (string, bool) {
 	if proto != "tcp" && proto != "udp" {
 		return "", false
 	}
-	if num == "" || len(num) > 5 || num[0] == '0' {
+	if num == "" || len(num) > 5 || num[0] == '0' || strings.Trim(num, "0123456789") != "" {
 		return "", false
-	}
-	for _, c := range num {
-		if c < '0' || c > '9' {
-			return "", false
-		}
 	}
 	if p, _ := strconv.Atoi(num); p > 65535 {
 		return "", false
@@ -344,12 +339,7 @@ func asciiEqualFold(a, b string) bool {
 }
 
 func hasAnyPrefixFold(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if len(s) >= len(p) && asciiEqualFold(s[:len(p)], p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(prefixes, func(p string) bool { return len(s) >= len(p) && asciiEqualFold(s[:len(p)], p) })
 }
 
 func asciiLower(c byte) byte {
@@ -479,15 +469,11 @@ func tmpfsProblem(p string) string {
 		// ':' would be read as the start of mount options.
 		return "must not contain ':' or control characters"
 	}
-	for _, r := range reservedTmpfs {
-		if p == r {
-			return "is reserved: /, /tmp and /run are mounted by the provider"
-		}
+	if slices.Contains(reservedTmpfs, p) {
+		return "is reserved: /, /tmp and /run are mounted by the provider"
 	}
-	for _, t := range reservedTmpfsTrees {
-		if p == t || strings.HasPrefix(p, t+"/") {
-			return "is reserved: /proc, /sys and /dev (and paths under them) cannot be mounted over"
-		}
+	if slices.ContainsFunc(reservedTmpfsTrees, func(t string) bool { return p == t || strings.HasPrefix(p, t+"/") }) {
+		return "is reserved: /proc, /sys and /dev (and paths under them) cannot be mounted over"
 	}
 	return ""
 }

@@ -52,45 +52,42 @@ import (
 
 // SKUProfile is the resources one instance of a SKU gets.
 type SKUProfile struct {
-	CPUCores float64
-	MemoryMB int64
-	// DiskMB is the durable disk budget; 0 is a diskless (ephemeral) profile.
-	DiskMB int64
+	CPUCores float64 `key:"cpu_cores"`
+	MemoryMB int64   `key:"memory_mb"`
+	DiskMB   int64   `key:"disk_mb"` // durable disk budget; 0 is a diskless (ephemeral) profile
 }
 
 // TenantQuota caps what one tenant may hold across all its leases. A zero field
 // is unlimited for that dimension; Set tells whether tenant_quota was configured
 // at all.
 type TenantQuota struct {
-	MaxCPUCores float64
-	MaxMemoryMB int64
-	MaxDiskMB   int64
+	MaxCPUCores float64 `key:"max_cpu_cores"`
+	MaxMemoryMB int64   `key:"max_memory_mb"`
+	MaxDiskMB   int64   `key:"max_disk_mb"`
 	Set         bool
 }
 
 // Debug holds the debug.* keys.
 type Debug struct {
-	// Chaos (debug.chaos) enables POST /debug/chaos/crash on the debug listener.
-	// Load requires Token when it is true.
-	Chaos bool
-	// Token (debug.token) is the debug listener's bearer token: a client sends
-	// "Authorization: Bearer <token>". "" is no token; a set one is at least
-	// MinDebugTokenBytes long.
-	Token Secret
+	// Chaos enables POST /debug/chaos/crash on the debug listener; Load requires Token with it.
+	Chaos bool `key:"chaos"`
+	// Token is the debug listener's bearer token ("Authorization: Bearer <token>");
+	// "" is none, a set one is at least MinDebugTokenBytes long.
+	Token Secret `key:"token"`
 }
 
 // Ingress holds the ingress.* keys (Traefik routing in Fred). berth has no
 // ingress yet: Load refuses Enabled and accepts the other keys as they are, so a
 // Fred configuration with ingress switched off loads unchanged.
 type Ingress struct {
-	Enabled                      bool     // ingress.enabled
-	WildcardDomain               string   // ingress.wildcard_domain
-	Entrypoint                   string   // ingress.entrypoint
-	CustomDomainCertResolver     string   // ingress.custom_domain_cert_resolver
-	CustomDomainMiddlewares      []string // ingress.custom_domain_middlewares
-	CustomDomainDNSResolvers     []string // ingress.custom_domain_dns_resolvers: host:port
-	CustomDomainDNSQuorum        int      // ingress.custom_domain_dns_quorum: 0 is a majority
-	CustomDomainDNSCheckDisabled bool     // ingress.custom_domain_dns_check_disabled
+	Enabled                      bool     `key:"enabled"`
+	WildcardDomain               string   `key:"wildcard_domain"`
+	Entrypoint                   string   `key:"entrypoint"`
+	CustomDomainCertResolver     string   `key:"custom_domain_cert_resolver"`
+	CustomDomainMiddlewares      []string `key:"custom_domain_middlewares"`
+	CustomDomainDNSResolvers     []string `key:"custom_domain_dns_resolvers"` // host:port
+	CustomDomainDNSQuorum        int      `key:"custom_domain_dns_quorum"`    // 0 is a majority
+	CustomDomainDNSCheckDisabled bool     `key:"custom_domain_dns_check_disabled"`
 }
 
 // Secret is a string that does not print itself: fmt, encoding/json and
@@ -120,150 +117,140 @@ const (
 	unsetText    = "<unset>"
 )
 
-// Config is berthd's validated configuration. Field comments name the YAML key.
+// Config is berthd's validated configuration. A field's key tag is its YAML key
+// (under its section's); the tags are the schema, what decode reads and what
+// Redacted shows.
 type Config struct {
-	// File is the YAML file that was loaded ("" when only defaults and env were used).
-	File string
+	File string // the YAML file loaded ("" when only defaults and env were used)
 
-	Name            string // name: backend name
-	ListenAddr      string // listen_addr: API listener, host:port
-	DebugListenAddr string // debug_listen_addr: debug/pprof/chaos listener, host:port
-	HostAddress     string // host_address: external IP or hostname reported in LeaseInfo
-	HostBindIP      string // host_bind_ip: IP tenant ports are published on
-	DockerHost      string // docker_host: Docker Engine URL
-	LogLevel        string // log_level: debug, info, warn or error
-	ProductionMode  bool   // production_mode
-	// DataDir (data_dir) holds state.db, diagnostics.db, daemon.lock, the storage
-	// identity marker and the generated callback-secret.
-	DataDir string
-	// MaxStoreSizeMB (max_store_size_mb) is the size ceiling of state.db and diagnostics.db.
-	MaxStoreSizeMB int64
-	// MaxRequestBodySize (max_request_body_size) caps request bodies, in bytes; a
-	// non-positive setting is replaced by DefaultMaxRequestBodySize.
-	MaxRequestBodySize int64
+	Name            string `key:"name"`              // backend name
+	ListenAddr      string `key:"listen_addr"`       // API listener, host:port
+	DebugListenAddr string `key:"debug_listen_addr"` // debug/pprof/chaos listener, host:port
+	HostAddress     string `key:"host_address"`      // external IP or hostname reported in LeaseInfo
+	HostBindIP      string `key:"host_bind_ip"`      // IP tenant ports are published on
+	DockerHost      string `key:"docker_host"`       // Docker Engine URL
+	LogLevel        string `key:"log_level"`         // debug, info, warn or error
+	ProductionMode  bool   `key:"production_mode"`
+	// DataDir holds state.db, diagnostics.db, daemon.lock, the storage identity
+	// marker and the generated callback-secret.
+	DataDir        string `key:"data_dir"`
+	MaxStoreSizeMB int64  `key:"max_store_size_mb"` // size ceiling of state.db and diagnostics.db
+	// MaxRequestBodySize caps request bodies, in bytes; a non-positive setting is
+	// replaced by DefaultMaxRequestBodySize.
+	MaxRequestBodySize int64 `key:"max_request_body_size"`
 
-	TLSCertFile           string   // tls_cert_file
-	TLSKeyFile            string   // tls_key_file
-	TLSClientCAFile       string   // tls_client_ca_file: enables mTLS
-	TLSClientAllowedNames []string // tls_client_allowed_names: pinned client CN / DNS SANs
+	TLSCertFile           string   `key:"tls_cert_file"`
+	TLSKeyFile            string   `key:"tls_key_file"`
+	TLSClientCAFile       string   `key:"tls_client_ca_file"`       // enables mTLS
+	TLSClientAllowedNames []string `key:"tls_client_allowed_names"` // pinned client CN / DNS SANs
 
-	TotalCPUCores float64 // total_cpu_cores
-	TotalMemoryMB int64   // total_memory_mb
-	TotalDiskMB   int64   // total_disk_mb
+	TotalCPUCores float64 `key:"total_cpu_cores"`
+	TotalMemoryMB int64   `key:"total_memory_mb"`
+	TotalDiskMB   int64   `key:"total_disk_mb"`
 
-	SKUMapping        map[string]string     // sku_mapping: on-chain SKU id → profile name
-	SKUProfiles       map[string]SKUProfile // sku_profiles: profile name → resources
-	TenantQuota       TenantQuota           // tenant_quota
-	AllowedRegistries []string              // allowed_registries
+	SKUMapping        map[string]string     `key:"sku_mapping"`  // on-chain SKU id → profile name
+	SKUProfiles       map[string]SKUProfile `key:"sku_profiles"` // profile name → resources
+	TenantQuota       TenantQuota           `key:"tenant_quota"`
+	AllowedRegistries []string              `key:"allowed_registries"`
 
-	CallbackSecret             Secret // callback_secret: HMAC key ("" → see CallbackSecret())
-	CallbackSecretNext         Secret // callback_secret_next: verify-only rotation key
-	CallbackInsecureSkipVerify bool   // callback_insecure_skip_verify
+	CallbackSecret             Secret `key:"callback_secret"`      // HMAC key ("" → see CallbackSecret())
+	CallbackSecretNext         Secret `key:"callback_secret_next"` // verify-only rotation key
+	CallbackInsecureSkipVerify bool   `key:"callback_insecure_skip_verify"`
 
-	// CallbackDBPath (callback_db_path) is Fred's callback journal file. berth keeps
-	// the callback outbox and operation state in <data_dir>/state.db and never
-	// opens this path; a value other than DefaultCallbackDBPath is warned about.
-	CallbackDBPath string
-	// CallbackMaxAge (callback_max_age, positive) bounds how long a coalescible
-	// lifecycle observation may wait in the outbox. Exact operation and maintenance
-	// completions never age out, whatever this says.
-	CallbackMaxAge time.Duration
+	// Fred's callback, releases and retention files are one state.db in berth:
+	// CallbackDBPath, ReleasesDBPath and RetentionDBPath are kept but never opened
+	// (a value other than Fred's default is warned about).
+	CallbackDBPath string `key:"callback_db_path"`
+	// CallbackMaxAge (positive) bounds how long a coalescible lifecycle observation
+	// may wait in the outbox. Exact operation and maintenance completions never
+	// age out, whatever this says.
+	CallbackMaxAge time.Duration `key:"callback_max_age"`
 
-	// DiagnosticsDBPath (diagnostics_db_path) is the recreatable failure-diagnostics
-	// store. Load resolves a relative setting under data_dir, so this is the path
-	// to open; it never equals state.db or another file berth keeps in data_dir.
-	DiagnosticsDBPath string
-	DiagnosticsMaxAge time.Duration // diagnostics_max_age: age at which diagnostics entries are removed
+	// DiagnosticsDBPath is the recreatable failure-diagnostics store. Load resolves
+	// a relative setting under data_dir, so this is the path to open; it never
+	// equals state.db or another file berth keeps in data_dir.
+	DiagnosticsDBPath string        `key:"diagnostics_db_path"`
+	DiagnosticsMaxAge time.Duration `key:"diagnostics_max_age"` // age at which diagnostics entries are removed
 
-	// ReleasesDBPath (releases_db_path) is Fred's release-history file. berth keeps
-	// release history in the lease journals in <data_dir>/state.db and never opens
-	// this path; a value other than DefaultReleasesDBPath is warned about.
-	ReleasesDBPath string
-	// ReleasesMaxAge (releases_max_age, positive) is the age at which disposable
-	// release-history entries expire (the maintenance capability compacts by it).
-	ReleasesMaxAge time.Duration
+	ReleasesDBPath string `key:"releases_db_path"`
+	// ReleasesMaxAge (positive) is the age at which disposable release-history
+	// entries expire (the maintenance capability compacts by it).
+	ReleasesMaxAge time.Duration `key:"releases_max_age"`
 
-	// RetainOnClose (retain_on_close) soft-deletes a closed lease's managed
-	// volumes for a later restore; it requires VolumeDataPath.
-	RetainOnClose bool
-	// RetentionDBPath (retention_db_path) is Fred's retention file. berth keeps
-	// retention records in the retention stream of <data_dir>/state.db and never
-	// opens this path; a value other than DefaultRetentionDBPath is warned about.
-	RetentionDBPath string
-	// RetentionMaxAge (retention_max_age, ≥ 0) is how long retained volumes are
-	// kept and restorable; 0 keeps them until evicted by a cap.
-	RetentionMaxAge time.Duration
-	// RetentionReapInterval (retention_reap_interval, ≥ 0) is the retention sweep
-	// cadence. Load replaces 0 by RetentionMaxAge, or by
-	// DefaultRetentionReapInterval when that is 0 too, so it is always positive.
-	RetentionReapInterval time.Duration
-	// MaxRetainedLeasesPerTenant (max_retained_leases_per_tenant, ≥ 0) caps the
-	// retained leases of one tenant, evicting its oldest; 0 is no cap.
-	MaxRetainedLeasesPerTenant int
-	// RetentionOrphanConfirmations (retention_orphan_confirmations, ≥ 0) is how many
-	// consecutive sweeps must find a record's volumes all missing before the record
-	// is pruned; 0 disables orphan pruning.
-	RetentionOrphanConfirmations int
-	// MaxRetainedDiskMB (max_retained_disk_mb, ≥ 0) caps the retained footprint
-	// across tenants; 0 is no cap. When set it is ≤ total_disk_mb and ≥ the largest
-	// stateful SKU's disk_mb.
-	MaxRetainedDiskMB int64
+	// RetainOnClose soft-deletes a closed lease's managed volumes for a later
+	// restore; it requires VolumeDataPath.
+	RetainOnClose   bool   `key:"retain_on_close"`
+	RetentionDBPath string `key:"retention_db_path"`
+	// RetentionMaxAge (≥ 0) is how long retained volumes are kept and restorable;
+	// 0 keeps them until evicted by a cap.
+	RetentionMaxAge time.Duration `key:"retention_max_age"`
+	// RetentionReapInterval (≥ 0) is the retention sweep cadence. Load replaces 0
+	// by RetentionMaxAge, or by DefaultRetentionReapInterval when that is 0 too, so
+	// it is always positive.
+	RetentionReapInterval time.Duration `key:"retention_reap_interval"`
+	// MaxRetainedLeasesPerTenant (≥ 0) caps the retained leases of one tenant,
+	// evicting its oldest; 0 is no cap.
+	MaxRetainedLeasesPerTenant int `key:"max_retained_leases_per_tenant"`
+	// RetentionOrphanConfirmations (≥ 0) is how many consecutive sweeps must find a
+	// record's volumes all missing before the record is pruned; 0 disables orphan
+	// pruning.
+	RetentionOrphanConfirmations int `key:"retention_orphan_confirmations"`
+	// MaxRetainedDiskMB (≥ 0) caps the retained footprint across tenants; 0 is no
+	// cap. When set it is ≤ total_disk_mb and ≥ the largest stateful SKU's disk_mb.
+	MaxRetainedDiskMB int64 `key:"max_retained_disk_mb"`
 
-	ImagePullTimeout time.Duration // image_pull_timeout
-	// StorageAttestationTimeout (storage_attestation_timeout, ≥ 0) is the startup
-	// budget for proving the managed-volume storage; Load replaces 0 by
-	// DefaultStorageAttestationTimeout.
-	StorageAttestationTimeout time.Duration
-	ContainerCreateTimeout    time.Duration // container_create_timeout
-	ContainerStartTimeout     time.Duration // container_start_timeout
-	ProvisionTimeout          time.Duration // provision_timeout
-	ReconcileInterval         time.Duration // reconcile_interval
-	StartupVerifyDuration     time.Duration // startup_verify_duration (0 → 5s)
-	ContainerStopTimeout      time.Duration // container_stop_timeout (0 → 30s)
+	ImagePullTimeout time.Duration `key:"image_pull_timeout"`
+	// StorageAttestationTimeout (≥ 0) is the startup budget for proving the
+	// managed-volume storage; Load replaces 0 by DefaultStorageAttestationTimeout.
+	StorageAttestationTimeout time.Duration `key:"storage_attestation_timeout"`
+	ContainerCreateTimeout    time.Duration `key:"container_create_timeout"`
+	ContainerStartTimeout     time.Duration `key:"container_start_timeout"`
+	ProvisionTimeout          time.Duration `key:"provision_timeout"`
+	ReconcileInterval         time.Duration `key:"reconcile_interval"`
+	StartupVerifyDuration     time.Duration `key:"startup_verify_duration"` // 0 → 5s
+	ContainerStopTimeout      time.Duration `key:"container_stop_timeout"`  // 0 → 30s
 
-	NetworkIsolation        bool  // network_isolation (must be true)
-	ContainerReadonlyRootfs bool  // container_readonly_rootfs
-	ContainerPidsLimit      int64 // container_pids_limit
-	ContainerTmpfsSizeMB    int64 // container_tmpfs_size_mb
-	// RuntimeRefreshMaxConcurrency (runtime_refresh_max_concurrency, 0–64) is how
-	// many leases one operator-started runtime refresh recreates at once in Fred.
-	// berth has no /runtime_refresh endpoint; the key is accepted and checked so
-	// Fred configurations load, and nothing reads it yet.
-	RuntimeRefreshMaxConcurrency int
-	// DockerMaxInFlight (docker_max_in_flight, 0 = unlimited, the default) bounds
-	// the Engine API requests berthd has in flight at once (streams, pulls,
-	// registry look-ups and stops aside). Measured, a bound only slows a burst
-	// of provisions (defaults.yaml says by how much); it is there for hosts
-	// whose dockerd serves others too.
-	DockerMaxInFlight int
-	// NetworkPoolSize (network_pool_size, 0 = off) is how many pre-created lease
-	// networks the network pool keeps free, so a provision does not wait for a
-	// network create (actors/netpool). Each takes one of Docker's address-pool
-	// networks while it waits.
-	NetworkPoolSize int
-	// DockerMaxStartsInFlight (docker_max_starts_in_flight, default 8, 0 =
-	// unlimited) bounds the container starts berthd has in flight, first come
-	// first served: dockerd given a whole burst finishes every start late.
-	DockerMaxStartsInFlight int
+	NetworkIsolation        bool  `key:"network_isolation"` // must be true
+	ContainerReadonlyRootfs bool  `key:"container_readonly_rootfs"`
+	ContainerPidsLimit      int64 `key:"container_pids_limit"`
+	ContainerTmpfsSizeMB    int64 `key:"container_tmpfs_size_mb"`
+	// RuntimeRefreshMaxConcurrency (0–64) is how many leases one operator-started
+	// runtime refresh recreates at once in Fred. berth has no /runtime_refresh
+	// endpoint; the key is accepted and checked so Fred configurations load, and
+	// nothing reads it yet.
+	RuntimeRefreshMaxConcurrency int `key:"runtime_refresh_max_concurrency"`
+	// DockerMaxInFlight (0 = unlimited, the default) bounds the Engine API requests
+	// berthd has in flight at once (streams, pulls, registry look-ups and stops
+	// aside). Measured, a bound only slows a burst of provisions (defaults.yaml
+	// says by how much); it is there for hosts whose dockerd serves others too.
+	DockerMaxInFlight int `key:"docker_max_in_flight"`
+	// NetworkPoolSize (0 = off) is how many pre-created lease networks the network
+	// pool keeps free, so a provision does not wait for a network create
+	// (actors/netpool). Each takes one of Docker's address-pool networks while it
+	// waits.
+	NetworkPoolSize int `key:"network_pool_size"`
+	// DockerMaxStartsInFlight (default 8, 0 = unlimited) bounds the container
+	// starts berthd has in flight, first come first served: dockerd given a whole
+	// burst finishes every start late.
+	DockerMaxStartsInFlight int `key:"docker_max_starts_in_flight"`
 
-	// VolumeDataPath (volume_data_path) is the host directory for managed volumes
-	// (one per stateful instance, with a kernel quota on btrfs); a stateful SKU
-	// requires it.
-	VolumeDataPath string
-	// VolumeMountPath (volume_mount_path) is the active mount containing
-	// VolumeDataPath; it requires VolumeDataPath.
-	VolumeMountPath string
-	// VolumeFilesystem (volume_filesystem) is "" (auto-detect from VolumeDataPath),
-	// btrfs, or dir (development: no quota; refused in production). xfs and zfs
-	// are refused: this build has no driver for them.
-	VolumeFilesystem string
-	// MinAvgFileBytes (min_avg_file_bytes, positive) is the smallest average file
-	// size before a volume's inode ceiling binds; it also caps the entry count when
-	// writable paths are seeded from an image.
-	MinAvgFileBytes int64
+	// VolumeDataPath is the host directory for managed volumes (one per stateful
+	// instance, with a kernel quota on btrfs); a stateful SKU requires it.
+	VolumeDataPath string `key:"volume_data_path"`
+	// VolumeMountPath is the active mount containing VolumeDataPath; it requires
+	// VolumeDataPath.
+	VolumeMountPath string `key:"volume_mount_path"`
+	// VolumeFilesystem is "" (auto-detect from VolumeDataPath), btrfs, or dir
+	// (development: no quota; refused in production). xfs and zfs are refused:
+	// this build has no driver for them.
+	VolumeFilesystem string `key:"volume_filesystem"`
+	// MinAvgFileBytes (positive) is the smallest average file size before a
+	// volume's inode ceiling binds; it also caps the entry count when writable
+	// paths are seeded from an image.
+	MinAvgFileBytes int64 `key:"min_avg_file_bytes"`
 
-	Ingress Ingress // ingress.*
-	Debug   Debug   // debug.*
+	Ingress Ingress `key:"ingress"`
+	Debug   Debug   `key:"debug"`
 
 	// Warnings are non-fatal findings ("<key>: <what>") main should log at startup:
 	// ignored BERTH_* variables, settings replaced by their default, and the like.
@@ -279,13 +266,11 @@ const (
 	DefaultRetentionReapInterval     time.Duration = time.Hour
 )
 
-// Fred's default file names for its stores. berth keeps what Fred puts in
-// callbacks.db, releases.db and retention.db in StateDBFile instead.
+// Fred's default file names for the stores berth keeps in StateDBFile.
 const (
-	DefaultCallbackDBPath    = "callbacks.db"
-	DefaultReleasesDBPath    = "releases.db"
-	DefaultRetentionDBPath   = "retention.db"
-	DefaultDiagnosticsDBPath = "diagnostics.db"
+	DefaultCallbackDBPath  = "callbacks.db"
+	DefaultReleasesDBPath  = "releases.db"
+	DefaultRetentionDBPath = "retention.db"
 )
 
 // StateDBFile is berth's authoritative store inside data_dir.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,9 +19,9 @@ import (
 type decoder struct {
 	root map[string]any
 	ps   *problemSet
-	// quotaSet holds the tenant_quota.* keys that were given: an explicit 0 is a
+	// given holds the keys some layer set: an explicit tenant_quota 0 is a
 	// mistake to report, an absent one means unlimited.
-	quotaSet map[string]bool
+	given map[string]bool
 }
 
 // lookup returns the value at a dotted path of fixed keys and whether it is set.
@@ -28,45 +29,77 @@ func (d *decoder) lookup(key string) (any, bool) {
 	return lookupPath(d.root, strings.Split(key, "."))
 }
 
-func (d *decoder) str(key string) string {
-	v, _ := d.lookup(key)
-	return d.asString(key, v)
+// decode reads every key of the schema into a Config, in field order (the order
+// of the problems).
+func (d *decoder) decode() *Config {
+	c := &Config{}
+	d.given = map[string]bool{}
+	d.fill(reflect.ValueOf(c).Elem(), "", false)
+	return c
 }
 
-func (d *decoder) boolean(key string) bool {
-	v, _ := d.lookup(key)
-	return d.asBool(key, v)
-}
-
-func (d *decoder) int64(key string) int64 {
-	v, _ := d.lookup(key)
-	return d.asInt64(key, v)
-}
-
-// integer reads a whole number into an int (counts, concurrency).
-func (d *decoder) integer(key string) int {
-	v, _ := d.lookup(key)
-	n := d.asInt64(key, v)
-	if n < math.MinInt || n > math.MaxInt {
-		d.ps.badValue(key, "must be a whole number within int")
-		return 0
+// fill reads the tagged fields of struct v from the keys under prefix; with
+// optional, a key no layer set keeps its zero value.
+func (d *decoder) fill(v reflect.Value, prefix string, optional bool) {
+	for f, field := range v.Fields() {
+		key := f.Tag.Get("key")
+		if key == "" {
+			continue
+		}
+		key = prefix + key
+		raw, set := d.lookup(key)
+		if !set && optional {
+			continue
+		}
+		d.given[key] = set
+		switch p := field.Addr().Interface().(type) {
+		case *string:
+			*p = d.asString(key, raw)
+		case *Secret:
+			*p = Secret(d.asString(key, raw))
+		case *bool:
+			*p = d.asBool(key, raw)
+		case *int64:
+			*p = d.asInt64(key, raw)
+		case *int:
+			*p = d.asInt(key, raw)
+		case *float64:
+			*p = d.asFloat(key, raw)
+		case *time.Duration:
+			*p = d.asDuration(key, raw)
+		case *[]string:
+			*p = d.asStringList(key, raw)
+		case *map[string]string:
+			*p = d.skuMapping(raw)
+		case *map[string]SKUProfile:
+			*p = d.skuProfiles(raw)
+		case *TenantQuota:
+			p.Set = raw != nil && d.section(key, raw, "a map with max_cpu_cores, max_memory_mb and/or max_disk_mb")
+			if p.Set {
+				d.fill(field, key+".", true)
+			}
+		case *Ingress:
+			if d.section(key, raw, "a map (ingress.enabled, ingress.wildcard_domain, …)") {
+				d.fill(field, key+".", false)
+			}
+		case *Debug:
+			if d.section(key, raw, "a map (debug.chaos, debug.token)") {
+				d.fill(field, key+".", false)
+			}
+		default:
+			panic("config: no decoder for the type of " + key)
+		}
 	}
-	return int(n)
 }
 
-func (d *decoder) float(key string) float64 {
-	v, _ := d.lookup(key)
-	return d.asFloat(key, v)
-}
-
-func (d *decoder) duration(key string) time.Duration {
-	v, _ := d.lookup(key)
-	return d.asDuration(key, v)
-}
-
-func (d *decoder) strings(key string) []string {
-	v, _ := d.lookup(key)
-	return d.asStringList(key, v)
+// section reports whether the section at key holds a map (or nothing); a scalar
+// there is a problem saying what it should hold.
+func (d *decoder) section(key string, v any, want string) bool {
+	if _, ok := v.(map[string]any); ok || v == nil {
+		return true
+	}
+	d.ps.badValue(key, "must be %s, not %s", want, kind(v))
+	return false
 }
 
 // kind names a value's YAML type for messages, without its content.
@@ -152,6 +185,16 @@ func (d *decoder) asInt64(key string, v any) int64 {
 	}
 	d.ps.badValue(key, "must be a whole number within int64")
 	return 0
+}
+
+// asInt reads a whole number into an int (counts, concurrency).
+func (d *decoder) asInt(key string, v any) int {
+	n := d.asInt64(key, v)
+	if n < math.MinInt || n > math.MaxInt {
+		d.ps.badValue(key, "must be a whole number within int")
+		return 0
+	}
+	return int(n)
 }
 
 func (d *decoder) asFloat(key string, v any) float64 {
@@ -243,10 +286,9 @@ func (d *decoder) asStringList(key string, v any) []string {
 // sortedKeys returns m's keys in order, so problems come out deterministically.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
-// freeMap is the map with free keys (SKU ids, profile names) at key: nil when
-// unset, or when it is not a map (a problem saying what it must map).
-func (d *decoder) freeMap(key, of string) map[string]any {
-	v, _ := d.lookup(key)
+// freeMap is v as a map with free keys (SKU ids, profile names): nil when unset,
+// or when it is not a map (a problem saying what it must map).
+func (d *decoder) freeMap(key string, v any, of string) map[string]any {
 	if v == nil {
 		return nil
 	}
@@ -257,18 +299,18 @@ func (d *decoder) freeMap(key, of string) map[string]any {
 	return m
 }
 
-func (d *decoder) skuMapping() map[string]string {
+func (d *decoder) skuMapping(v any) map[string]string {
 	out := map[string]string{}
-	m := d.freeMap("sku_mapping", "SKU id to profile name")
+	m := d.freeMap("sku_mapping", v, "SKU id to profile name")
 	for _, sku := range sortedKeys(m) {
 		out[sku] = d.asString("sku_mapping."+sku, m[sku])
 	}
 	return out
 }
 
-func (d *decoder) skuProfiles() map[string]SKUProfile {
+func (d *decoder) skuProfiles(v any) map[string]SKUProfile {
 	out := map[string]SKUProfile{}
-	m := d.freeMap("sku_profiles", "profile name to {cpu_cores, memory_mb, disk_mb}")
+	m := d.freeMap("sku_profiles", v, "profile name to {cpu_cores, memory_mb, disk_mb}")
 	for _, name := range sortedKeys(m) {
 		key := "sku_profiles." + name
 		fields, ok := m[name].(map[string]any)
@@ -293,142 +335,4 @@ func (d *decoder) skuProfiles() map[string]SKUProfile {
 		out[name] = p
 	}
 	return out
-}
-
-func (d *decoder) tenantQuota() TenantQuota {
-	v, _ := d.lookup("tenant_quota")
-	if v == nil {
-		return TenantQuota{}
-	}
-	if _, ok := v.(map[string]any); !ok {
-		d.ps.badValue("tenant_quota", "must be a map with max_cpu_cores, max_memory_mb and/or max_disk_mb, not %s", kind(v))
-		return TenantQuota{}
-	}
-	q := TenantQuota{Set: true}
-	d.quotaSet = map[string]bool{}
-	if v, set := d.lookup("tenant_quota.max_cpu_cores"); set {
-		q.MaxCPUCores = d.asFloat("tenant_quota.max_cpu_cores", v)
-		d.quotaSet["tenant_quota.max_cpu_cores"] = true
-	}
-	if v, set := d.lookup("tenant_quota.max_memory_mb"); set {
-		q.MaxMemoryMB = d.asInt64("tenant_quota.max_memory_mb", v)
-		d.quotaSet["tenant_quota.max_memory_mb"] = true
-	}
-	if v, set := d.lookup("tenant_quota.max_disk_mb"); set {
-		q.MaxDiskMB = d.asInt64("tenant_quota.max_disk_mb", v)
-		d.quotaSet["tenant_quota.max_disk_mb"] = true
-	}
-	return q
-}
-
-// decode reads every key of the schema into a Config.
-func (d *decoder) decode() *Config {
-	return &Config{
-		Name:               d.str("name"),
-		ListenAddr:         d.str("listen_addr"),
-		DebugListenAddr:    d.str("debug_listen_addr"),
-		HostAddress:        d.str("host_address"),
-		HostBindIP:         d.str("host_bind_ip"),
-		DockerHost:         d.str("docker_host"),
-		LogLevel:           d.str("log_level"),
-		ProductionMode:     d.boolean("production_mode"),
-		DataDir:            d.str("data_dir"),
-		MaxStoreSizeMB:     d.int64("max_store_size_mb"),
-		MaxRequestBodySize: d.int64("max_request_body_size"),
-
-		TLSCertFile:           d.str("tls_cert_file"),
-		TLSKeyFile:            d.str("tls_key_file"),
-		TLSClientCAFile:       d.str("tls_client_ca_file"),
-		TLSClientAllowedNames: d.strings("tls_client_allowed_names"),
-
-		TotalCPUCores: d.float("total_cpu_cores"),
-		TotalMemoryMB: d.int64("total_memory_mb"),
-		TotalDiskMB:   d.int64("total_disk_mb"),
-
-		SKUMapping:        d.skuMapping(),
-		SKUProfiles:       d.skuProfiles(),
-		TenantQuota:       d.tenantQuota(),
-		AllowedRegistries: d.strings("allowed_registries"),
-
-		CallbackSecret:             Secret(d.str("callback_secret")),
-		CallbackSecretNext:         Secret(d.str("callback_secret_next")),
-		CallbackInsecureSkipVerify: d.boolean("callback_insecure_skip_verify"),
-		CallbackDBPath:             d.str("callback_db_path"),
-		CallbackMaxAge:             d.duration("callback_max_age"),
-
-		DiagnosticsDBPath: d.str("diagnostics_db_path"),
-		DiagnosticsMaxAge: d.duration("diagnostics_max_age"),
-
-		ReleasesDBPath: d.str("releases_db_path"),
-		ReleasesMaxAge: d.duration("releases_max_age"),
-
-		RetainOnClose:                d.boolean("retain_on_close"),
-		RetentionDBPath:              d.str("retention_db_path"),
-		RetentionMaxAge:              d.duration("retention_max_age"),
-		RetentionReapInterval:        d.duration("retention_reap_interval"),
-		MaxRetainedLeasesPerTenant:   d.integer("max_retained_leases_per_tenant"),
-		RetentionOrphanConfirmations: d.integer("retention_orphan_confirmations"),
-		MaxRetainedDiskMB:            d.int64("max_retained_disk_mb"),
-
-		ImagePullTimeout:          d.duration("image_pull_timeout"),
-		StorageAttestationTimeout: d.duration("storage_attestation_timeout"),
-		ContainerCreateTimeout:    d.duration("container_create_timeout"),
-		ContainerStartTimeout:     d.duration("container_start_timeout"),
-		ProvisionTimeout:          d.duration("provision_timeout"),
-		ReconcileInterval:         d.duration("reconcile_interval"),
-		StartupVerifyDuration:     d.duration("startup_verify_duration"),
-		ContainerStopTimeout:      d.duration("container_stop_timeout"),
-
-		NetworkIsolation:             d.boolean("network_isolation"),
-		ContainerReadonlyRootfs:      d.boolean("container_readonly_rootfs"),
-		ContainerPidsLimit:           d.int64("container_pids_limit"),
-		ContainerTmpfsSizeMB:         d.int64("container_tmpfs_size_mb"),
-		RuntimeRefreshMaxConcurrency: d.integer("runtime_refresh_max_concurrency"),
-		DockerMaxInFlight:            d.integer("docker_max_in_flight"),
-		NetworkPoolSize:              d.integer("network_pool_size"),
-		DockerMaxStartsInFlight:      d.integer("docker_max_starts_in_flight"),
-
-		VolumeDataPath:   d.str("volume_data_path"),
-		VolumeMountPath:  d.str("volume_mount_path"),
-		VolumeFilesystem: d.str("volume_filesystem"),
-		MinAvgFileBytes:  d.int64("min_avg_file_bytes"),
-
-		Ingress: d.ingress(),
-		Debug:   d.debug(),
-	}
-}
-
-// section reports whether the nested section key holds a map (or nothing); a
-// scalar there is a problem naming the keys it should hold.
-func (d *decoder) section(key, keys string) bool {
-	if v, _ := d.lookup(key); v != nil {
-		if _, ok := v.(map[string]any); !ok {
-			d.ps.badValue(key, "must be a map (%s), not %s", keys, kind(v))
-			return false
-		}
-	}
-	return true
-}
-
-func (d *decoder) debug() Debug {
-	if !d.section("debug", "debug.chaos, debug.token") {
-		return Debug{}
-	}
-	return Debug{Chaos: d.boolean("debug.chaos"), Token: Secret(d.str("debug.token"))}
-}
-
-func (d *decoder) ingress() Ingress {
-	if !d.section("ingress", "ingress.enabled, ingress.wildcard_domain, …") {
-		return Ingress{CustomDomainMiddlewares: []string{}, CustomDomainDNSResolvers: []string{}}
-	}
-	return Ingress{
-		Enabled:                      d.boolean("ingress.enabled"),
-		WildcardDomain:               d.str("ingress.wildcard_domain"),
-		Entrypoint:                   d.str("ingress.entrypoint"),
-		CustomDomainCertResolver:     d.str("ingress.custom_domain_cert_resolver"),
-		CustomDomainMiddlewares:      d.strings("ingress.custom_domain_middlewares"),
-		CustomDomainDNSResolvers:     d.strings("ingress.custom_domain_dns_resolvers"),
-		CustomDomainDNSQuorum:        d.integer("ingress.custom_domain_dns_quorum"),
-		CustomDomainDNSCheckDisabled: d.boolean("ingress.custom_domain_dns_check_disabled"),
-	}
 }

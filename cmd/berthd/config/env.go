@@ -1,17 +1,16 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
 
 const envPrefix = "BERTH_"
 
-// environProvider is a koanf.Provider over an explicit environ slice (the env
-// provider shipped with koanf only reads os.Environ, which tests cannot isolate).
-// It turns BERTH_A__B=v into {"a": {"b": "v"}}; see the package comment.
-type environProvider struct {
+// environLayer is the BERTH_* entries of an explicit environ slice (koanf's env
+// provider only reads os.Environ, which tests cannot isolate) as a tree:
+// BERTH_A__B=v is {"a": {"b": "v"}}; see the package comment.
+type environLayer struct {
 	tree map[string]any
 	// unknown are BERTH_* variables that name no key; they are left out of tree.
 	unknown []string
@@ -20,7 +19,7 @@ type environProvider struct {
 	conflicts []string
 }
 
-func newEnvironProvider(environ []string) *environProvider {
+func newEnvironLayer(environ []string) *environLayer {
 	vars := map[string]string{}
 	for _, kv := range environ {
 		name, value, ok := strings.Cut(kv, "=")
@@ -30,7 +29,7 @@ func newEnvironProvider(environ []string) *environProvider {
 		vars[name] = value // a later duplicate wins, as in os/exec
 	}
 
-	p := &environProvider{tree: map[string]any{}}
+	p := &environLayer{tree: map[string]any{}}
 	owner := map[string]string{} // dotted path → variable that created it
 	for _, name := range sortedKeys(vars) {
 		path := strings.Split(strings.ToLower(strings.TrimPrefix(name, envPrefix)), "__")
@@ -107,12 +106,4 @@ func splitList(s string) []any {
 		}
 	}
 	return out
-}
-
-// Read implements koanf.Provider.
-func (p *environProvider) Read() (map[string]any, error) { return p.tree, nil }
-
-// ReadBytes implements koanf.Provider; the environment has no byte form.
-func (p *environProvider) ReadBytes() ([]byte, error) {
-	return nil, errors.New("environment provider has no byte form")
 }

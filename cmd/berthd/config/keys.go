@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+)
 
 // shape describes which keys a config map may hold, so typos are caught.
 // A nil *shape is a leaf: any value, checked later by the decoder.
@@ -9,105 +12,30 @@ type shape struct {
 	each   *shape            // a map with free keys (profile names, SKU ids); each value has this shape
 }
 
-var skuProfileShape = &shape{fields: map[string]*shape{
-	"cpu_cores": nil,
-	"memory_mb": nil,
-	"disk_mb":   nil,
-}}
+// schema is every key berthd reads: Config's key tags. defaults.yaml must set
+// each of them except tenant_quota (optional); a test holds the two in step.
+var schema = shapeOf(reflect.TypeFor[Config]())
 
-// schema is every key berthd reads. defaults.yaml must set each of them except
-// tenant_quota (optional); a test holds the two in step.
-var schema = &shape{fields: map[string]*shape{
-	"name":                  nil,
-	"listen_addr":           nil,
-	"debug_listen_addr":     nil,
-	"host_address":          nil,
-	"host_bind_ip":          nil,
-	"docker_host":           nil,
-	"log_level":             nil,
-	"production_mode":       nil,
-	"data_dir":              nil,
-	"max_store_size_mb":     nil,
-	"max_request_body_size": nil,
-
-	"tls_cert_file":            nil,
-	"tls_key_file":             nil,
-	"tls_client_ca_file":       nil,
-	"tls_client_allowed_names": nil,
-
-	"total_cpu_cores": nil,
-	"total_memory_mb": nil,
-	"total_disk_mb":   nil,
-
-	"sku_mapping":  {each: nil},
-	"sku_profiles": {each: skuProfileShape},
-	"tenant_quota": {fields: map[string]*shape{
-		"max_cpu_cores": nil,
-		"max_memory_mb": nil,
-		"max_disk_mb":   nil,
-	}},
-	"allowed_registries": nil,
-
-	"callback_secret":               nil,
-	"callback_secret_next":          nil,
-	"callback_insecure_skip_verify": nil,
-	"callback_db_path":              nil,
-	"callback_max_age":              nil,
-
-	"diagnostics_db_path": nil,
-	"diagnostics_max_age": nil,
-
-	"releases_db_path": nil,
-	"releases_max_age": nil,
-
-	"retain_on_close":                nil,
-	"retention_db_path":              nil,
-	"retention_max_age":              nil,
-	"retention_reap_interval":        nil,
-	"max_retained_leases_per_tenant": nil,
-	"retention_orphan_confirmations": nil,
-	"max_retained_disk_mb":           nil,
-
-	"image_pull_timeout":          nil,
-	"storage_attestation_timeout": nil,
-	"container_create_timeout":    nil,
-	"container_start_timeout":     nil,
-	"provision_timeout":           nil,
-	"reconcile_interval":          nil,
-	"startup_verify_duration":     nil,
-	"container_stop_timeout":      nil,
-
-	"network_isolation":         nil,
-	"container_readonly_rootfs": nil,
-	"container_pids_limit":      nil,
-	"container_tmpfs_size_mb":   nil,
-
-	"runtime_refresh_max_concurrency": nil,
-	"docker_max_in_flight":            nil,
-	"network_pool_size":               nil,
-	"docker_max_starts_in_flight":     nil,
-
-	"volume_data_path":   nil,
-	"volume_mount_path":  nil,
-	"volume_filesystem":  nil,
-	"min_avg_file_bytes": nil,
-
-	"ingress": {fields: map[string]*shape{
-		"enabled":                          nil,
-		"wildcard_domain":                  nil,
-		"entrypoint":                       nil,
-		"custom_domain_cert_resolver":      nil,
-		"custom_domain_middlewares":        nil,
-		"custom_domain_dns_resolvers":      nil,
-		"custom_domain_dns_quorum":         nil,
-		"custom_domain_dns_check_disabled": nil,
-	}},
-
-	"debug": {fields: map[string]*shape{
-		"chaos": nil,
-		"token": nil,
-	}},
-}}
+// shapeOf is the shape of a struct's tagged fields: a struct is a section, a map
+// has free keys, anything else is a leaf.
+func shapeOf(t reflect.Type) *shape {
+	s := &shape{fields: map[string]*shape{}}
+	for f := range t.Fields() {
+		key := f.Tag.Get("key")
+		switch {
+		case key == "":
+		case f.Type.Kind() == reflect.Struct:
+			s.fields[key] = shapeOf(f.Type)
+		case f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct:
+			s.fields[key] = &shape{each: shapeOf(f.Type.Elem())}
+		case f.Type.Kind() == reflect.Map:
+			s.fields[key] = &shape{}
+		default:
+			s.fields[key] = nil
+		}
+	}
+	return s
+}
 
 // listKeys are the keys whose value is a list of strings, as dotted paths. A
 // layer replaces a list whole, and the environment gives one comma-separated.

@@ -48,12 +48,12 @@ func Load(path string, environ []string) (*Config, error) {
 		}
 	}
 
-	env := newEnvironProvider(environ)
+	env := newEnvironLayer(environ)
 	ps.list = append(ps.list, env.conflicts...)
 	for key := range env.tree {
 		operator[key] = true
 	}
-	if err := ko.Load(env, nil, replacing); err != nil {
+	if err := ko.Load(mapProvider(env.tree), nil, replacing); err != nil {
 		return nil, fmt.Errorf("merge environment: %w", err)
 	}
 
@@ -63,7 +63,7 @@ func Load(path string, environ []string) (*Config, error) {
 	for _, name := range env.unknown {
 		c.Warnings = append(c.Warnings, name+": names no configuration key; ignored")
 	}
-	validate(c, ps, given{quota: d.quotaSet, operator: operator})
+	validate(c, ps, given{quota: d.given, operator: operator})
 	if err := ps.err(); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,13 @@ func (ps *problemSet) add(key, format string, args ...any) {
 	ps.list = append(ps.list, key+": "+fmt.Sprintf(format, args...))
 }
 
+// positive records "must be positive" about key unless v is.
+func (ps *problemSet) positive(key string, v int64) {
+	if v <= 0 {
+		ps.add(key, "must be positive, got %d", v)
+	}
+}
+
 // badValue records a decode problem about key and silences later rules on it.
 func (ps *problemSet) badValue(key, format string, args ...any) {
 	ps.add(key, format, args...)

@@ -129,20 +129,18 @@ func createSecretFile(path string) ([]byte, error) {
 	}
 	defer os.Remove(tmp.Name())
 	// CreateTemp asks for 0600 but the umask may strip bits; the reader wants exactly 0600.
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		_, err = tmp.Write(secret)
 	}
-	if _, err := tmp.Write(secret); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("write %s: %w", tmp.Name(), err)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		return nil, fmt.Errorf("close %s: %w", tmp.Name(), err)
+	if err != nil { // an *fs.PathError: it names the step and the file
+		return nil, fmt.Errorf("create callback secret: %w", err)
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {

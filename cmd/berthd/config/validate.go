@@ -22,13 +22,8 @@ var logLevels = map[string]bool{"debug": true, "info": true, "warn": true, "erro
 
 // given is what the rules need to know about where values came from.
 type given struct {
-	// quota names the tenant_quota.* keys that were given: an explicit 0 is a
-	// mistake, an absent one means unlimited.
-	quota map[string]bool
-	// operator names the top-level keys the config file or the environment set,
-	// as opposed to the embedded defaults. production_mode accepts some keys
-	// (host_address, sku_profiles) only from an operator.
-	operator map[string]bool
+	quota    map[string]bool // the keys some layer set (decoder.given)
+	operator map[string]bool // top-level keys the file or the environment set, not the embedded defaults
 }
 
 // validate applies every rule to c, recording problems in ps and non-fatal
@@ -105,9 +100,7 @@ func validateCore(c *Config, ps *problemSet, g given) {
 	if strings.TrimSpace(c.DataDir) == "" {
 		ps.add("data_dir", "must not be empty")
 	}
-	if c.MaxStoreSizeMB <= 0 {
-		ps.add("max_store_size_mb", "must be positive, got %d", c.MaxStoreSizeMB)
-	}
+	ps.positive("max_store_size_mb", c.MaxStoreSizeMB)
 	if c.MaxRequestBodySize <= 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("max_request_body_size: %d is not positive; using the default %d",
 			c.MaxRequestBodySize, DefaultMaxRequestBodySize))
@@ -142,12 +135,8 @@ func validateResources(c *Config, ps *problemSet) {
 	if !finitePositive(c.TotalCPUCores) {
 		ps.add("total_cpu_cores", "must be finite and positive, got %v", c.TotalCPUCores)
 	}
-	if c.TotalMemoryMB <= 0 {
-		ps.add("total_memory_mb", "must be positive, got %d", c.TotalMemoryMB)
-	}
-	if c.TotalDiskMB <= 0 {
-		ps.add("total_disk_mb", "must be positive, got %d", c.TotalDiskMB)
-	}
+	ps.positive("total_memory_mb", c.TotalMemoryMB)
+	ps.positive("total_disk_mb", c.TotalDiskMB)
 }
 
 func validateSKUs(c *Config, ps *problemSet, g given) {
@@ -168,9 +157,7 @@ func validateSKUs(c *Config, ps *problemSet, g given) {
 		if !finitePositive(p.CPUCores) {
 			ps.add(key+".cpu_cores", "must be finite and positive, got %v", p.CPUCores)
 		}
-		if p.MemoryMB <= 0 {
-			ps.add(key+".memory_mb", "must be positive, got %d", p.MemoryMB)
-		}
+		ps.positive(key+".memory_mb", p.MemoryMB)
 		if p.DiskMB < 0 {
 			ps.add(key+".disk_mb", "must not be negative, got %d", p.DiskMB)
 		}
@@ -249,10 +236,9 @@ func validateCallbacks(c *Config, ps *problemSet) {
 // Files berth keeps in data_dir besides state.db; diagnostics_db_path must name none of them.
 var dataDirFiles = []string{StateDBFile, "storage-identity", "daemon.lock", CallbackSecretFile}
 
-// validateStores checks the store paths and ages of the Callbacks, Diagnostics
-// and Releases sections. Fred's three authoritative files are one state.db in
-// berth: their paths are kept but unused, and a non-default one is warned about
-// so an operator does not back up a file that never exists.
+// validateStores warns about a non-default path of a Fred store berth keeps in
+// state.db (an operator must not back up a file that never exists), and checks
+// and resolves diagnostics_db_path.
 func validateStores(c *Config, ps *problemSet) {
 	statePath := filepath.Join(c.DataDir, StateDBFile)
 	unused := []struct{ key, value, def, what string }{
@@ -399,12 +385,8 @@ func validateHardening(c *Config, ps *problemSet) {
 	if !c.NetworkIsolation {
 		ps.add("network_isolation", "false is not supported: every lease gets its own bridge network")
 	}
-	if c.ContainerPidsLimit <= 0 {
-		ps.add("container_pids_limit", "must be positive, got %d", c.ContainerPidsLimit)
-	}
-	if c.ContainerTmpfsSizeMB <= 0 {
-		ps.add("container_tmpfs_size_mb", "must be positive, got %d", c.ContainerTmpfsSizeMB)
-	}
+	ps.positive("container_pids_limit", c.ContainerPidsLimit)
+	ps.positive("container_tmpfs_size_mb", c.ContainerTmpfsSizeMB)
 	if n := c.RuntimeRefreshMaxConcurrency; n < 0 || n > maxRuntimeRefreshConcurrency {
 		ps.add("runtime_refresh_max_concurrency", "must be from 0 to %d, got %d", maxRuntimeRefreshConcurrency, n)
 	}
@@ -462,9 +444,7 @@ func validateVolumes(c *Config, ps *problemSet) {
 	case c.VolumeFilesystem == "dir" && c.ProductionMode:
 		ps.add("volume_filesystem", "dir enforces no quota and is refused in production_mode: use btrfs")
 	}
-	if c.MinAvgFileBytes <= 0 {
-		ps.add("min_avg_file_bytes", "must be positive, got %d", c.MinAvgFileBytes)
-	}
+	ps.positive("min_avg_file_bytes", c.MinAvgFileBytes)
 }
 
 // validateIngress refuses ingress.enabled: true. With ingress off the other keys
@@ -565,13 +545,7 @@ func isIPOrHostname(s string) bool {
 // remote engine or an ambiguous path in production.
 func isCanonicalUnixSocketURL(s string) bool {
 	p, ok := strings.CutPrefix(s, "unix://")
-	if !ok || !strings.HasPrefix(p, "/") || p == "/" {
-		return false
-	}
-	if strings.ContainsAny(p, "?#% \t\n") {
-		return false
-	}
-	return path.Clean(p) == p
+	return ok && strings.HasPrefix(p, "/") && p != "/" && !strings.ContainsAny(p, "?#% \t\n") && path.Clean(p) == p
 }
 
 // dockerHostProblem checks a development docker_host: unix sockets and TCP/HTTP
