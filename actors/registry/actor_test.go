@@ -316,7 +316,7 @@ func TestActor_GetProvision_UnknownLease_DiagnosticsFallback(t *testing.T) {
 		t.Fatalf("get with a stored capture: %+v", r)
 	}
 	want := messages.ProvisionInfo{LeaseUUID: unknown, Status: messages.StatusFailed, CreatedAt: at, FailCount: 4,
-		Reason: messages.ReasonContainerExited, Message: "container app/0 exited with code 3"}
+		Reason: messages.ReasonContainerExited, Message: "container app/0 exited with code 3", LifecycleGeneration: 2}
 	if mustJSON(t, r.Info) != mustJSON(t, want) {
 		t.Fatalf("fallback = %s\nwant       %s", mustJSON(t, r.Info), mustJSON(t, want))
 	}
@@ -324,15 +324,21 @@ func TestActor_GetProvision_UnknownLease_DiagnosticsFallback(t *testing.T) {
 		t.Fatalf("a diagnostics-only lease is listed: %+v", l)
 	}
 
-	// A failed lease that was then closed reads its last failure from diagnostics.
+	// A failed lease that was then closed reads its last failure from
+	// diagnostics; lifecycle_generation is the same observation before and after.
 	id := uuid.NewString()
 	h.provisionFailed(id, "docker-small", 1)
+	live := h.get(id)
+	if live.Err != nil || live.Info.LifecycleGeneration != 1 {
+		t.Fatalf("failed lease reads %+v, %v; want lifecycle_generation 1", live.Info, live.Err)
+	}
 	if err := h.deprovision(id); err != nil {
 		t.Fatalf("deprovision: %v", err)
 	}
 	h.eventually("closed lease falls back to its capture", func() bool {
 		r := h.get(id)
-		return r.Err == nil && r.Info.Status == messages.StatusFailed && r.Info.FailCount == 1 && r.Info.TerminalBudget == nil
+		return r.Err == nil && r.Info.Status == messages.StatusFailed && r.Info.FailCount == 1 && r.Info.TerminalBudget == nil &&
+			r.Info.LifecycleGeneration == live.Info.LifecycleGeneration
 	})
 	h.assertPoolInvariant()
 }
