@@ -152,6 +152,9 @@ type ProvisionInfo struct {
 	Items          []LeaseItem       `json:"items,omitempty"`
 	ServiceImages  map[string]string `json:"service_images,omitempty"`
 	TerminalBudget *TerminalBudget   `json:"terminal_budget,omitempty"`
+	// LifecycleGeneration is the generation a failure (Reason) was observed in —
+	// the same value the diagnostics fallback reads from its capture.
+	LifecycleGeneration uint64 `json:"lifecycle_generation,omitempty"`
 }
 
 // PortBinding is one published port; HostPort is a string on the wire.

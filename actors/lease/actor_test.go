@@ -215,8 +215,8 @@ func hasEvent(store *persistence.Store, id, typ string) bool {
 	return false
 }
 
-// TestLease_ProvisionFails_OneCuratedFailedCallbackAndCleanup: a compose up that
-// fails, or a container found exited at verification, ends the attempt with
+// TestLease_ProvisionFails_OneCuratedFailedCallbackAndCleanup: a start Docker
+// refused (its container left created), or a container found exited at verification, ends the attempt with
 // provision.failed and exactly one failed row carrying the curated error text;
 // fail_count is 1, diagnostics are captured and the attempt's containers are
 // removed.
@@ -230,13 +230,13 @@ func TestLease_ProvisionFails_OneCuratedFailedCallbackAndCleanup(t *testing.T) {
 		exitCode int // of the captured container; -1: nothing was created
 	}{
 		{
-			name: "compose up refused",
+			name: "start refused, container left created",
 			arm: func(h *harness) func(*leaseUnderTest) {
-				h.eng.FailNextUp(errors.New("Error response from daemon: no space left on device"))
+				h.eng.RefuseNextStart(errors.New("Error response from daemon: no space left on device"))
 				return func(*leaseUnderTest) {}
 			},
-			reason: messages.ReasonInternal, message: "container creation failed",
-			errText: "Internal: provisioning failed on the provider", exitCode: -1,
+			reason: messages.ReasonContainerStartFailed, message: "container could not be started",
+			errText: "ContainerStartFailed: a container could not be started", exitCode: -1,
 		},
 		{
 			name: "container exited before verification",
@@ -984,7 +984,7 @@ func TestLease_Restore_FailsBeforeCommit_VolumeHandedBackWithSourceQuota(t *test
 	if _, err := h.vols.Ensure(context.Background(), retained, 256, []string{"data"}, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	h.eng.FailNextUp(errors.New("compose refused the launch"))
+	h.eng.RefuseNextStart(errors.New("compose refused the launch"))
 	l := h.start(restoreSpec(source))
 	failed := payload[lease.ProvisionFailed](t, l.waitEvent(lease.EvProvisionFailed))
 	if failed.Reason != messages.ReasonRestoreFailed {

@@ -26,7 +26,7 @@ func (s *State) Apply(ev persistence.Event) error {
 // appliers are the lease's events: each with the statuses it may follow (nil: any)
 // and its fold, which checks the rest and changes the state.
 var appliers = map[string]func(*State, persistence.Event) error{
-	EvProvisionStarted:    applier(from(Reserved, Provisioning, Failed, Closed), (*State).onProvisionStarted),
+	EvProvisionStarted:    applier(from(Reserved, Provisioning, Failing, Failed), (*State).onProvisionStarted),
 	EvReleasePinned:       applier(nil, (*State).onReleasePinned),
 	EvProvisionSucceeded:  applier(from(Provisioning), (*State).onProvisionSucceeded),
 	EvProvisionFailed:     applier(from(Provisioning), (*State).onProvisionFailed),
@@ -60,23 +60,21 @@ func applier[T any](from []Status, fold func(*State, *T) bool) func(*State, pers
 }
 
 // onProvisionStarted: a lease's first attempt, a retry of the same admission under
-// a new generation, a re-provision of a failed lease, or a new lease under the UUID
-// of a closed one.
+// a new generation, or a re-provision (a new admission) of a failed or failing
+// lease. A closed lease never starts again: the close is a permanent fence on its
+// UUID.
 func (s *State) onProvisionStarted(e *ProvisionStarted) bool {
 	retry := s.Status == Provisioning && e.Admission == s.Admission && e.Generation > s.Generation && e.Release == nil
 	switch {
 	case retry:
 	case s.Status == Reserved:
-	case s.Status == Failed:
-		if e.Admission <= s.Admission || e.Release == nil && e.Admission == s.Admission {
+	case s.Status == Failed || s.Status == Failing:
+		if e.Admission <= s.Admission {
 			return false // a re-provision is a new admission
 		}
-	case s.Status == Closed:
-		if e.Admission <= s.ClosedAdmission {
-			return false
+		if s.Status == Failing {
+			s.FailCount++ // the death it replaces is a recorded failure, never reported failed
 		}
-		// A new lease under an old UUID: nothing of the closed one carries over.
-		*s = State{Status: Reserved, Generation: s.Generation, LastGeneration: s.LastGeneration, ClosedAdmission: s.ClosedAdmission}
 	default:
 		return false
 	}
@@ -86,7 +84,7 @@ func (s *State) onProvisionStarted(e *ProvisionStarted) bool {
 	s.Status, s.Admission, s.Generation = Provisioning, e.Admission, e.Generation
 	s.LastGeneration = max(s.LastGeneration, e.Generation)
 	s.OperationID, s.Deadline = e.OperationID, e.Deadline
-	s.Reason, s.Message, s.Containers, s.PendingFailure = "", "", nil, nil
+	s.Reason, s.Message, s.Containers, s.PendingFailure, s.Kept = "", "", nil, nil, false
 	s.Budget.Exhausted = false
 	if !retry {
 		r := Release{Kind: KindProvision, OperationID: e.OperationID, CreatedAt: e.At}
@@ -124,6 +122,7 @@ func (s *State) onProvisionFailed(e *ProvisionFailed) bool {
 	}
 	s.fail(e.Reason, e.Message)
 	s.failRelease(s.Latest(), e.Reason, e.Message)
+	s.Kept = e.Kept
 	return true
 }
 
@@ -176,7 +175,7 @@ func (s *State) onMaintenanceStarted(e *MaintenanceStarted) bool {
 	}
 	s.Maintenance = &m
 	s.LastGeneration = m.CompensateGen
-	s.PendingFailure = nil
+	s.PendingFailure, s.Kept = nil, false
 	if m.Kind != KindRuntimeRefresh {
 		s.Budget = Budget{} // an accepted restart or update resets the streak; the operator's refresh does not count
 	}
@@ -247,17 +246,14 @@ func (s *State) onCloseRequested(e *CloseRequested) bool {
 	case Deprovisioning:
 		return true // a repeated intent changes nothing
 	case Closed:
-		if e.Admission <= s.ClosedAdmission {
-			return false
-		}
-		s.Closed = nil
+		return false // closed for good
 	case Provisioning:
 		s.failRelease(s.Latest(), reasonCanceled, "closed before the provision completed")
 	case Restarting, Updating:
 		s.failRelease(s.Release(s.Maintenance.Version), reasonCanceled, "closed before the "+s.Maintenance.Kind+" completed")
 		s.Maintenance = nil
 	}
-	s.Status, s.Close = Deprovisioning, e
+	s.Status, s.Close, s.Kept = Deprovisioning, e, false
 	if e.Admission > s.Admission {
 		s.Admission = e.Admission
 	}

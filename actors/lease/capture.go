@@ -52,9 +52,9 @@ const (
 )
 
 // capture writes the attempt's diagnostics: c says which attempt failed and why,
-// capture adds the lease's identity and the cohort's state and logs. A failure to
-// write is logged, never fatal.
-func (j *job) capture(ctx context.Context, c Capture, cohort []messages.Container) {
+// capture adds the lease's identity and the cohort's state and logs. It reports a
+// failure to write (the caller keeps what the diagnostics would have described).
+func (j *job) capture(ctx context.Context, c Capture, cohort []messages.Container) error {
 	c.Lease, c.OperationID, c.At, c.FailCount, c.Degraded = j.lease, j.launch.OperationID, j.now(), j.launch.FailCount+1, j.degraded
 	budget := captureBytesPerTry
 	for _, ctr := range cohort {
@@ -77,12 +77,13 @@ func (j *job) capture(ctx context.Context, c Capture, cohort []messages.Containe
 		c.Containers = append(c.Containers, cc)
 	}
 	blob, err := json.Marshal(c)
-	if err != nil {
-		return
+	if err == nil {
+		err = j.diag.Put(j.lease, c.At, blob)
 	}
-	if err := j.diag.Put(j.lease, c.At, blob); err != nil {
+	if err != nil {
 		j.log.Warn().Err(err).Msg("write diagnostics")
 	}
+	return err
 }
 
 // LatestCapture reads the newest diagnostics of a lease.
@@ -126,5 +127,26 @@ func (j *job) captureRuntimeFailure(ctx context.Context) {
 	if f.OOMKilled {
 		msg += " (out of memory)"
 	}
-	j.capture(ctx, Capture{Kind: CaptureRuntime, Stamp: Stamp{Generation: j.launch.Generation}, Cause: Cause{messages.ReasonContainerExited, msg}}, cohort)
+	_ = j.capture(ctx, Capture{Kind: CaptureRuntime, Stamp: Stamp{Generation: j.launch.Generation}, Cause: Cause{messages.ReasonContainerExited, msg}}, cohort) // a dead cohort stays anyway
+}
+
+// cleanFailed retries a failed attempt's cleanup (its containers were kept): the
+// diagnostics first, then — only once they are written — the containers.
+func (j *job) cleanFailed(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, j.set.StopTimeout+time.Minute)
+	defer cancel()
+	cohort, err := j.eng.Cohort(ctx, j.lease)
+	if err != nil {
+		j.log.Warn().Err(err).Msg("cleanup of the failed attempt: list containers")
+		return
+	}
+	if len(cohort) == 0 {
+		return
+	}
+	if err := j.capture(ctx, Capture{Kind: CaptureProvision, Stamp: Stamp{Generation: j.launch.Generation}, Cause: j.failure}, cohort); err != nil {
+		return // still kept; retried at the next inventory
+	}
+	if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
+		j.log.Warn().Err(err).Msg("cleanup of the failed attempt: remove its containers")
+	}
 }

@@ -17,7 +17,7 @@ func Decide(st *State, in Input, env Env) Decision {
 	case Recover:
 		return decideRecover(st, env)
 	case Reprovision:
-		if env.Spec.Admission > st.Admission && (st.Status == Reserved || st.Status == Failed || st.Status == Closed) {
+		if pendingAdmission(st, env) {
 			return startProvision(st, env)
 		}
 	case Close:
@@ -42,6 +42,8 @@ func Decide(st *State, in Input, env Env) Decision {
 			return effects(Work{WorkTeardown})
 		case st.Status.maintaining():
 			return effects(Work{WorkReplace}) // a maintenance accepted while failing
+		case st.Status == Provisioning:
+			return effects(Work{WorkProvision}) // a re-provision accepted while failing
 		case st.Status == Failing && in.Generation == st.Generation:
 			ev := event(EvRuntimeFailed, env.Now, RuntimeFailed{Stamp: Stamp{st.Generation, env.Now},
 				Cause: Cause{messages.ReasonContainerExited, "container exited unexpectedly"}})
@@ -89,19 +91,20 @@ func after(env Env, kind WorkKind) []Effect {
 }
 
 // pendingAdmission reports a newer admission (a re-provision the registry already
-// answered 202) that has no provision.started yet.
+// answered 202) that has no provision.started yet. A closed lease has none: the
+// close fences its UUID for good.
 func pendingAdmission(st *State, env Env) bool {
-	return env.Spec.Admission > st.Admission && (st.Status == Failed || st.Status == Reserved)
+	return env.Spec.Admission > st.Admission && (st.Status == Reserved || st.Status == Failing || st.Status == Failed)
 }
 
 // decideRecover settles the journal's unfinished intent when the actor starts.
 func decideRecover(st *State, env Env) Decision {
 	switch {
-	case st.Status == Closed && st.ClosedAdmission >= env.Spec.Admission:
+	case st.Status == Closed:
 		return effects(TellClosed{})
 	case st.Status == Deprovisioning:
 		return effects(Work{WorkTeardown})
-	case env.Spec.Admission > st.Admission && (st.Status == Reserved || st.Status == Failed || st.Status == Closed):
+	case pendingAdmission(st, env):
 		return startProvision(st, env)
 	case st.Status == Provisioning:
 		return effects(Work{WorkResume})
@@ -114,20 +117,22 @@ func decideRecover(st *State, env Env) Decision {
 }
 
 // startProvision starts the latest admission's first attempt, with its release.
+// A failing lease's capture finishes first (its evidence is kept): the attempt
+// starts when the capture reports.
 func startProvision(st *State, env Env) Decision {
 	spec := env.Spec
 	r := spec.release(env.Now)
 	// A provision's protected releases (the active one and this) always fit: raw
-	// manifests are capped at 1 MiB, the history at 32 MiB. A closed lease's history
-	// went with it.
-	var prune []persistence.Event
-	if st.Status != Closed {
-		prune, _ = pruneReleases(st, &r, env)
-	}
+	// manifests are capped at 1 MiB, the history at 32 MiB.
+	prune, _ := pruneReleases(st, &r, env)
 	ev := event(EvProvisionStarted, env.Now, ProvisionStarted{Admission: spec.Admission,
 		Generation: st.nextGeneration(), OperationID: spec.OperationID, At: env.Now,
 		Deadline: env.Now.Add(env.Limits.ProvisionTimeout), Release: &r})
-	return Decision{Events: append([]persistence.Event{ev}, prune...), Effects: []Effect{Work{WorkProvision}}}
+	d := Decision{Events: append([]persistence.Event{ev}, prune...)}
+	if env.Worker == "" {
+		d.Effects = []Effect{Work{WorkProvision}}
+	}
+	return d
 }
 
 func decideAttempted(st *State, in Attempted, env Env) Decision {
@@ -143,10 +148,10 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 		ev := event(EvProvisionSucceeded, env.Now, ProvisionSucceeded{Stamp: Stamp{st.Generation, env.Now}, Containers: out.Containers})
 		return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackSuccess}}}
 	case OutcomeFailed:
-		return provisionFailed(st, env, out.Reason, out.Message)
+		return provisionFailed(st, env, Cause{out.Reason, out.Message}, out.Kept)
 	case OutcomeRetry:
 		if !env.Now.Before(st.Deadline) {
-			return provisionFailed(st, env, messages.ReasonInternal, "provisioning did not complete in time")
+			return provisionFailed(st, env, Cause{messages.ReasonInternal, "provisioning did not complete in time"}, false)
 		}
 		// An interrupted attempt, its incomplete cohort removed: the same admission
 		// starts again at once under a new generation, within the same deadline.
@@ -157,9 +162,9 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 	return effects(Wait{D: env.Limits.ResumePoll, What: string(WorkResume)})
 }
 
-func provisionFailed(st *State, env Env, reason, message string) Decision {
-	ev := event(EvProvisionFailed, env.Now, ProvisionFailed{Stamp: Stamp{st.Generation, env.Now}, Cause: Cause{reason, message}})
-	return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackFailed, Error: callbackError(reason)}}}
+func provisionFailed(st *State, env Env, cause Cause, kept bool) Decision {
+	ev := event(EvProvisionFailed, env.Now, ProvisionFailed{Stamp: Stamp{st.Generation, env.Now}, Cause: cause, Kept: kept})
+	return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackFailed, Error: callbackError(cause.Reason)}}}
 }
 
 // decideClose journals the close intent first (write-ahead), with the failed
@@ -384,6 +389,11 @@ func decideListed(st *State, in Listed, env Env) Decision {
 	case Failed:
 		stale(func(c messages.Container) bool { return c.Generation == st.Generation })
 		d.Events, _ = pruneReleases(st, nil, env)
+		// A failed attempt whose containers were kept (its diagnostics unwritten,
+		// or their removal failed): its cleanup is retried while they are listed.
+		if st.Kept && env.Worker == "" && slices.ContainsFunc(in.Containers, func(c messages.Container) bool { return c.Generation == st.Generation }) {
+			d.Effects = append(d.Effects, Work{WorkCleanup})
+		}
 	case Provisioning:
 		stale(func(c messages.Container) bool { return c.Generation >= st.Generation })
 	}

@@ -610,17 +610,11 @@ func TestDecide_Recover(t *testing.T) {
 		{name: "updating resumes the maintenance", j: jUpdating(), in: lease.Recover{}, effects: fx(workReplaceResume)},
 		{name: "deprovisioning tears down", j: jDeprovisioning(), in: lease.Recover{}, effects: fx(workTeardown)},
 		{name: "closed with nothing newer tells the registry", j: jClosed(), in: lease.Recover{}, effects: fx(lease.TellClosed{})},
-		{name: "closed with a newer admission starts a new lease under the UUID", j: jClosed(), in: lease.Recover{},
-			env: []func(*lease.Env){withSpec(newer)},
-			events: []wantEvent{evOf(lease.EvProvisionStarted, func(t *testing.T, p lease.ProvisionStarted) {
-				eq(t, "admission", p.Admission, uint64(2))
-				eq(t, "generation (never reused)", p.Generation, uint64(2))
-			})},
-			effects: fx(workProvision), status: lease.Provisioning,
-			check: func(t *testing.T, st *lease.State) {
-				wantReleases(t, st, "v1:deploying")
-				eq(t, "fail_count", st.FailCount, 0)
-			}},
+		{name: "closed with a newer admission: the close is final, the registry is told (issue 18: it started a new lease under the UUID)",
+			j: jClosed(), in: lease.Recover{}, env: []func(*lease.Env){withSpec(newer)}, effects: fx(lease.TellClosed{})},
+		{name: "failing with a newer admission re-provisions once the capture reports", j: jFailing(), in: lease.Recover{},
+			env: []func(*lease.Env){withSpec(newer)}, events: []wantEvent{evType(lease.EvProvisionStarted)},
+			effects: fx(workProvision), status: lease.Provisioning},
 	})
 }
 
@@ -641,8 +635,23 @@ func TestDecide_Reprovision(t *testing.T) {
 				eq(t, "streak carried", st.Budget.Streak, 1)
 				wantReleases(t, st, "v1:active", "v2:deploying")
 			}},
-		{name: "closed starts a new lease", j: jClosed(), in: lease.Reprovision{}, env: []func(*lease.Env){withSpec(newer)},
-			events: []wantEvent{evType(lease.EvProvisionStarted)}, effects: fx(workProvision), status: lease.Provisioning},
+		{name: "closed: nothing, a closed UUID is never provisioned again (issue 18: it started a new lease)", j: jClosed(),
+			in: lease.Reprovision{}, env: []func(*lease.Env){withSpec(newer)}},
+		{name: "failing (Failing → Provisioning): started, the death recorded; the attempt waits for the capture to report",
+			j: jFailing(), in: lease.Reprovision{}, env: []func(*lease.Env){withSpec(newer), withWorker(lease.WorkCapture)},
+			events: []wantEvent{evOf(lease.EvProvisionStarted, func(t *testing.T, p lease.ProvisionStarted) {
+				eq(t, "admission", p.Admission, uint64(2))
+				eq(t, "generation", p.Generation, uint64(2))
+			})},
+			status: lease.Provisioning,
+			check: func(t *testing.T, st *lease.State) {
+				eq(t, "fail_count (the death)", st.FailCount, 1)
+				eq(t, "streak carried", st.Budget.Streak, 1)
+				eq(t, "pending failure", st.PendingFailure, (*lease.RuntimeFailing)(nil))
+			}},
+		{name: "failing, the capture done: the attempt starts at once", j: jFailing(), in: lease.Reprovision{},
+			env: []func(*lease.Env){withSpec(newer)}, events: []wantEvent{evType(lease.EvProvisionStarted)},
+			effects: fx(workProvision), status: lease.Provisioning},
 		{name: "failed, the same admission: nothing", j: jFailed(), in: lease.Reprovision{}},
 		{name: "ready: a registry that admitted a re-provision of a live lease changes nothing", j: jReady(), in: lease.Reprovision{},
 			env: []func(*lease.Env){withSpec(newer)}},
@@ -1291,6 +1300,8 @@ func TestDecide_DiedConfirmedCaptured(t *testing.T) {
 		{name: "captured after a restart was accepted while failing: start the replacement", j: jFailing().restart(mID1),
 			in: lease.Captured{Generation: 1}, effects: fx(workReplace)},
 		{name: "captured after a close: tear down", j: jFailing().close(), in: lease.Captured{Generation: 1}, effects: fx(workTeardown)},
+		{name: "captured after a re-provision was accepted while failing: start the attempt, no failed callback",
+			j: jFailing().provision(dspec(2)), in: lease.Captured{Generation: 1}, effects: fx(workProvision)},
 		{name: "captured while ready: nothing", j: jReady(), in: lease.Captured{Generation: 1}},
 	})
 }

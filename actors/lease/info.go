@@ -71,6 +71,9 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 		ServiceImages:  images,
 		TerminalBudget: st.Verdict(),
 	}
+	if st.Reason != "" {
+		info.LifecycleGeneration = st.Generation
+	}
 	if st.Status == Provisioning && spec.Restore != nil {
 		info.Status = messages.StatusRestarting // a restore: the seed's Reserved → Restarting
 	}

@@ -100,7 +100,7 @@ const (
 	OutcomeReady    OutcomeKind = "ready"
 	OutcomeFailed   OutcomeKind = "failed"   // definite; diagnostics captured, containers removed
 	OutcomeRetry    OutcomeKind = "retry"    // interrupted with an incomplete cohort, now removed: start again
-	OutcomePending  OutcomeKind = "pending"  // undecidable right now (Docker unreachable): look again soon
+	OutcomePending  OutcomeKind = "pending"  // no definite finding (Docker unreachable, a launch unanswered): the resume settles it
 	OutcomeCanceled OutcomeKind = "canceled" // a close or a drain canceled it
 )
 
@@ -110,7 +110,15 @@ type Outcome struct {
 	Containers []Instance
 	Reason     string
 	Message    string
+	// Kept: a failed attempt's containers were kept — its diagnostics could not
+	// be written (they are the evidence) or their removal failed; cleanup is
+	// retried (WorkCleanup).
+	Kept bool
 }
+
+// pending is an attempt without a definite finding: it stays in flight and the
+// resume settles it.
+var pending = Outcome{Kind: OutcomePending}
 
 // ReplaceKind is how a maintenance worker ended — the seed's three Replace*
 // outcomes, plus the source never having been touched, and undecided.
@@ -142,6 +150,7 @@ const (
 	WorkResume        WorkKind = "resume"    // classify an interrupted provision against Docker
 	WorkTeardown      WorkKind = "teardown"  // remove everything of the lease
 	WorkCapture       WorkKind = "failure-capture"
+	WorkCleanup       WorkKind = "failed-cleanup" // a failed attempt's kept containers: captured, then removed
 	WorkReplace       WorkKind = "replace"        // a restart or update, from capture to verdict
 	WorkReplaceResume WorkKind = "replace-resume" // classify an interrupted maintenance against Docker
 )

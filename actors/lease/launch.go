@@ -268,11 +268,19 @@ func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.I
 	return images, Outcome{}, true
 }
 
-// classifyRejectedLaunch reads a cohort Compose refused to finish launching: the
-// definite failures of the seed, else Internal.
+// classifyRejectedLaunch reads a cohort Compose refused to finish launching. Only
+// an exchange Docker answered can hold a definite finding (seed: an exited or
+// unhealthy container, or one still created after its start was refused); a
+// launch cut off unanswered — a create or start past its timeout, Docker
+// unreachable — holds none, whatever its containers show yet: under load
+// dockerd may still carry the start out. Compose's error text is never read. No
+// definite finding leaves the attempt pending, for the resume.
 func classifyRejectedLaunch(upErr error, cohort []messages.Container) Outcome {
 	if errors.Is(upErr, dockerio.ErrForeignObject) {
 		return fail(messages.ReasonInternal, "a container of another installation holds this lease's name")
+	}
+	if unanswered(upErr) {
+		return pending
 	}
 	for _, c := range cohort {
 		if c.State == "exited" || c.State == "dead" {
@@ -289,5 +297,13 @@ func classifyRejectedLaunch(upErr error, cohort []messages.Container) Outcome {
 			return fail(messages.ReasonContainerStartFailed, "container could not be started")
 		}
 	}
-	return fail(messages.ReasonInternal, "container creation failed")
+	return pending
+}
+
+// unanswered reports a Docker exchange that ended without Docker's answer: a
+// timeout, a cancellation, an unreachable engine.
+func unanswered(err error) bool {
+	var timeout interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, dockerio.ErrUnavailable) || errors.As(err, &timeout) && timeout.Timeout()
 }

@@ -22,8 +22,10 @@ package lease
 //	    │        restarting|updating ──maintenance.failed─────▶ failed
 //	    │
 //	    └─ any live status ──close.requested──▶ deprovisioning ──closed──▶ closed
-//	            failed ──provision.started (re-provision: a new admission)──▶ provisioning
-//	            closed ──provision.started (a new lease under the old UUID)──▶ provisioning
+//	    failing | failed ──provision.started (re-provision: a new admission)──▶ provisioning
+//
+// Closed is final: no event follows it, so a lease UUID is never provisioned twice
+// (the registry refuses a closed UUID's provision or restore; this refuses it too).
 //
 // Every terminal decision (ready, failed, closed, a maintenance outcome) is
 // journaled together with exactly one callback row; nothing else sends callbacks.
@@ -140,6 +142,9 @@ type (
 	ProvisionFailed struct {
 		Stamp
 		Cause
+		// Kept: the attempt's containers are kept — its diagnostics could not be
+		// written, or their removal failed — and their cleanup is retried.
+		Kept bool `json:"kept,omitempty"`
 	}
 	RuntimeFailing struct {
 		Stamp
@@ -324,6 +329,8 @@ type State struct {
 	Releases        []Release       `json:"releases,omitempty"` // oldest first
 	Maintenance     *Maintenance    `json:"maintenance,omitempty"`
 	ClosedAdmission uint64          `json:"closed_admission"`
+	// Kept: a failed provision's containers were kept (ProvisionFailed.Kept).
+	Kept bool `json:"kept,omitempty"`
 	// Close is the close in progress (deprovisioning): what becomes of the volumes.
 	Close *CloseRequested `json:"close,omitempty"`
 	// Closed is the closed receipt (status closed): the retention record, if any.

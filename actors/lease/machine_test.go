@@ -232,8 +232,9 @@ func candidate(st *lease.State, kind string) persistence.Event {
 // provision in flight, the pins of a deploying release, a prune of disposable
 // history (from any status that holds some), and a repeated close intent ("a
 // repeated intent changes nothing"). Nothing else is permitted: in particular a
-// re-provision of a failed lease is a new admission — a provision.started of the
-// failed lease's own admission is refused, as it is for a closed one.
+// re-provision of a failed or failing lease is a new admission — a
+// provision.started of its own admission is refused — and a closed lease takes no
+// event at all (the close fences its UUID for good).
 var diagram = map[lease.Status]map[string]lease.Status{
 	lease.Reserved: {kStarted: lease.Provisioning, kRetry: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
 	lease.Provisioning: {kRetry: lease.Provisioning, lease.EvReleasePinned: lease.Provisioning,
@@ -241,8 +242,8 @@ var diagram = map[lease.Status]map[string]lease.Status{
 		lease.EvReleasesPruned: lease.Provisioning, lease.EvCloseRequested: lease.Deprovisioning},
 	lease.Ready: {lease.EvRuntimeFailing: lease.Failing, lease.EvCohortDiverged: lease.Failed, kRestart: lease.Restarting,
 		kUpdate: lease.Updating, lease.EvReleasesPruned: lease.Ready, lease.EvCloseRequested: lease.Deprovisioning},
-	lease.Failing: {lease.EvRuntimeFailed: lease.Failed, kRestart: lease.Restarting, kUpdate: lease.Updating,
-		lease.EvReleasesPruned: lease.Failing, lease.EvCloseRequested: lease.Deprovisioning},
+	lease.Failing: {kStarted: lease.Provisioning, lease.EvRuntimeFailed: lease.Failed, kRestart: lease.Restarting,
+		kUpdate: lease.Updating, lease.EvReleasesPruned: lease.Failing, lease.EvCloseRequested: lease.Deprovisioning},
 	lease.Failed: {kStarted: lease.Provisioning, kRestart: lease.Restarting, kUpdate: lease.Updating,
 		lease.EvReleasesPruned: lease.Failed, lease.EvCloseRequested: lease.Deprovisioning},
 	lease.Restarting: {lease.EvReleasePinned: lease.Restarting, lease.EvMaintenanceDone: lease.Ready,
@@ -253,7 +254,7 @@ var diagram = map[lease.Status]map[string]lease.Status{
 		lease.EvReleasesPruned: lease.Updating, lease.EvCloseRequested: lease.Deprovisioning},
 	lease.Deprovisioning: {lease.EvClosed: lease.Closed, lease.EvCloseRequested: lease.Deprovisioning,
 		lease.EvReleasesPruned: lease.Deprovisioning},
-	lease.Closed: {kStarted: lease.Provisioning},
+	lease.Closed: {},
 }
 
 // TestApply_TransitionTable_PermitsExactlyTheDiagram applies every candidate from
@@ -295,30 +296,30 @@ func TestApply_TransitionTable_PermitsExactlyTheDiagram(t *testing.T) {
 	}
 }
 
-// TestApply_ClosedLease_AdmissionRules: a closed lease starts again only under a
-// newer admission than the one it closed; a replay of the closed admission's start
-// or close intent is refused.
-func TestApply_ClosedLease_AdmissionRules(t *testing.T) {
+// TestApply_ClosedLease_IsFinal: a closed lease takes no event — not a start of
+// the closed admission, not one of a newer admission (issue 18: a closed UUID
+// lived again under a newer admission; the close is now a permanent fence), not
+// another close.
+func TestApply_ClosedLease_IsFinal(t *testing.T) {
 	closed := statusJournals()[lease.Closed]
 	for _, tc := range []struct {
-		name   string
-		ev     persistence.Event
-		ok     bool
-		status lease.Status
+		name string
+		ev   persistence.Event
 	}{
-		{"provision.started of the closed admission", evStarted(1, 2, at(time.Hour)), false, lease.Closed},
-		{"provision.started of a newer admission", evStarted(2, 2, at(time.Hour)), true, lease.Provisioning},
-		{"close.requested of the closed admission", evCloseRequested(1, at(time.Hour)), false, lease.Closed},
-		{"closed again", evClosed(1, at(time.Hour)), false, lease.Closed},
+		{"provision.started of the closed admission", evStarted(1, 2, at(time.Hour))},
+		{"provision.started of a newer admission", evStarted(2, 2, at(time.Hour))},
+		{"close.requested of the closed admission", evCloseRequested(1, at(time.Hour))},
+		{"close.requested of a newer admission", evCloseRequested(2, at(time.Hour))},
+		{"closed again", evClosed(1, at(time.Hour))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := replay(t, closed...)
-			err := st.Apply(tc.ev)
-			if (err == nil) != tc.ok {
-				t.Fatalf("Apply error = %v, want ok=%v", err, tc.ok)
+			before := stateJSON(t, st)
+			if err := st.Apply(tc.ev); err == nil {
+				t.Fatalf("a closed lease applied %s (now %s)", tc.ev.Type, st.Status)
 			}
-			if st.Status != tc.status {
-				t.Fatalf("status %s, want %s", st.Status, tc.status)
+			if stateJSON(t, st) != before {
+				t.Fatalf("a refused event changed the closed lease")
 			}
 		})
 	}
@@ -463,40 +464,20 @@ func TestApply_FailCount_IncrementsOnProvisionFailedAndRuntimeFailedOnly(t *test
 	}
 }
 
-// TestApply_ClosedThenNewAdmission_StartsAFreshLease: a new admission under the UUID
-// of a closed lease is a new lease — fail_count, budget, reason and cohort start
-// over — but its generations continue (container labels stay unique) and it keeps
-// the closed admission, so that admission's events stay refused.
-func TestApply_ClosedThenNewAdmission_StartsAFreshLease(t *testing.T) {
-	st := replay(t,
-		evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute)), evFailing(1, at(2*time.Minute), true),
-		evRuntimeFailed(1, at(3*time.Minute)), evStarted(2, 2, at(4*time.Minute)),
-		evProvisionFailed(2, at(5*time.Minute)), evCloseRequested(2, at(6*time.Minute)), evClosed(2, at(7*time.Minute)),
-	)
-	if st.Status != lease.Closed || st.FailCount != 2 || st.Budget.Streak != 1 || st.ClosedAdmission != 2 {
-		t.Fatalf("fixture: %s", stateJSON(t, st))
+// TestApply_FailingThenNewAdmission_RecordsTheDeath: a re-provision of a failing
+// lease (the seed's Failing → Provisioning) replaces it before runtime.failed: the
+// death it replaces still counts in fail_count, the budget it counted is kept, and
+// the failed callback never comes (Decide queues none).
+func TestApply_FailingThenNewAdmission_RecordsTheDeath(t *testing.T) {
+	st := replay(t, evStarted(1, 1, at(0)), evSucceeded(1, at(time.Minute)), evFailing(1, at(2*time.Minute), true))
+	if err := st.Apply(evStarted(1, 2, at(3*time.Minute))); err == nil {
+		t.Fatal("a start of the failing lease's own admission was applied")
 	}
-	if err := st.Apply(evStarted(3, 3, at(8*time.Minute))); err != nil {
-		t.Fatalf("new admission refused: %v", err)
+	if err := st.Apply(evStarted(2, 2, at(3*time.Minute))); err != nil {
+		t.Fatalf("re-provision of a failing lease refused: %v", err)
 	}
-	if st.Status != lease.Provisioning || st.Admission != 3 || st.Generation != 3 {
-		t.Fatalf("status/admission/generation %s/%d/%d, want provisioning/3/3", st.Status, st.Admission, st.Generation)
-	}
-	if st.FailCount != 0 || st.Budget != (lease.Budget{}) || st.Reason != "" || st.Message != "" ||
-		st.Containers != nil || st.PendingFailure != nil || !st.ReadyAt.IsZero() {
-		t.Fatalf("the new lease carried the closed one's history: %s", stateJSON(t, st))
-	}
-	if st.ClosedAdmission != 2 {
-		t.Fatalf("closed admission %d, want 2 kept", st.ClosedAdmission)
-	}
-	if v := st.Verdict(); v.Verdict != "retry" || v.ConsecutiveFailures != 0 {
-		t.Fatalf("verdict %+v, want retry/0", *v)
-	}
-	if err := st.Apply(evProvisionFailed(3, at(9*time.Minute))); err != nil {
-		t.Fatal(err)
-	}
-	if st.FailCount != 1 {
-		t.Fatalf("fail_count %d after the new lease's first failure, want 1", st.FailCount)
+	if st.Status != lease.Provisioning || st.FailCount != 1 || st.Budget.Streak != 1 || st.PendingFailure != nil {
+		t.Fatalf("after the re-provision: %s", stateJSON(t, st))
 	}
 }
 
@@ -657,8 +638,8 @@ func TestApply_TerminalBudget_VerdictRecordedAtFailureAndClearedByReprovision(t 
 // every reset (the budget's, a maintenance's and the new admission's): a failed
 // provision, a re-provision retried under a new generation, a completed restart, an
 // update rolled back, history pruned, a death, a restart of the failed lease that
-// failed, a third admission whose cohort diverged, a close (repeated), and a new
-// lease under the UUID that is failing.
+// failed, a third admission whose cohort diverged, a fourth replacing it while
+// failing, and a close (repeated) of that one.
 func loadJournal() []persistence.Event {
 	return newJournal(dspec(1)).provision(dspec(1)).provisionFails().
 		provision(dspec(2)).retry().pin().ready().
@@ -667,8 +648,9 @@ func loadJournal() []persistence.Event {
 		dies(true).fails().
 		restart(mID3).maintenanceFails().
 		provision(dspec(3)).pin().ready().diverges().
-		close().close().closed().
-		provision(dspec(4)).pin().ready().dies(true).evs
+		provision(dspec(4)).pin().ready().dies(true).
+		provision(dspec(5)).pin().ready().
+		close().close().closed().evs
 }
 
 // TestLoad_SnapshotPlusLaterEvents_EqualsFullReplay: for every cut of a journal,

@@ -88,7 +88,11 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 			reason := classifyRejectedLaunch(upErr, after).Reason
 			return ReplaceResult{Kind: ReplaceIntact, Reason: reason, Message: "the target could not be launched; the lease is unchanged"}
 		}
-		return j.compensate(parent, classifyRejectedLaunch(upErr, target), after)
+		out := classifyRejectedLaunch(upErr, target)
+		if out.Kind == OutcomePending {
+			return ReplaceResult{Kind: ReplacePending} // no definite finding: the resume classifies the target
+		}
+		return j.compensate(parent, out, after)
 	}
 
 	done = phase("verify")
@@ -106,6 +110,8 @@ func (j *job) verdict(parent context.Context, out Outcome, cohort []messages.Con
 		return ReplaceResult{Kind: ReplaceCompleted, Generation: j.maint.Generation, Containers: out.Containers}
 	case out.Kind == OutcomeCanceled && parent.Err() != nil:
 		return ReplaceResult{Kind: ReplaceCanceled}
+	case out.Kind == OutcomePending:
+		return ReplaceResult{Kind: ReplacePending} // no definite finding: the resume classifies the target
 	case out.Kind == OutcomeCanceled:
 		out = fail(messages.ReasonInternal, "the target did not become ready in time")
 	}

@@ -14,12 +14,15 @@ import (
 // Without any manifest health check it waits startup_verify_duration and inspects
 // every container; with one it polls every HealthPoll until one pass sees the whole
 // cohort ready (a health pass is sticky: a later flap does not fail it). Success is
-// reported only when one pass sees every container ready. A transient Docker error
-// while inspecting is retried until the verification deadline, never turned into a
-// tenant-visible failure; a container that vanished is a container that exited.
+// reported only when one pass sees every container ready. Only a definite finding
+// fails: a container that exited (or vanished), a health check that failed before
+// it ever passed or never passed while the container ran. Anything else — a
+// cohort not listed whole, a container not running, inspects that keep failing —
+// is pending: the attempt stays in flight and the resume settles it.
 func (j *job) verify(ctx context.Context, cohort []messages.Container, r *Release, provisionDeadline time.Time) Outcome {
 	if !complete(r, cohort) {
-		return fail(messages.ReasonInternal, "launched cohort is incomplete")
+		j.log.Warn().Int("containers", len(cohort)).Msg("verification: the launched cohort is not listed whole; left to the resume")
+		return pending
 	}
 	deadline := healthDeadline(j.now(), provisionDeadline)
 	if !r.hasHealthCheck() {
@@ -37,7 +40,8 @@ func (j *job) verify(ctx context.Context, cohort []messages.Container, r *Releas
 		}
 		for _, c := range pass {
 			if c.State != "running" {
-				return fail(messages.ReasonInternal, "container not running after startup")
+				j.log.Warn().Str("container", shortID(c.ID)).Str("state", c.State).Msg("verification: container not running; left to the resume")
+				return pending
 			}
 		}
 		return Outcome{Kind: OutcomeReady, Containers: instances(r, pass)}
@@ -90,7 +94,8 @@ func (j *job) verifyHealth(ctx context.Context, cohort []messages.Container, r *
 					return fail(messages.ReasonHealthCheckFailed, "health check did not pass in time")
 				}
 			}
-			return fail(messages.ReasonInternal, "containers did not start in time")
+			j.log.Warn().Msg("verification: containers not running at the verification deadline; left to the resume")
+			return pending
 		}
 		if err := sleep(ctx, min(j.set.HealthPoll, time.Until(deadline)+time.Millisecond)); err != nil {
 			return canceled
@@ -108,11 +113,19 @@ func healthDeadline(now, provisionDeadline time.Time) time.Time {
 	return provisionDeadline.Add(-time.Minute)
 }
 
+// inspectPatience bounds how long a failing inspect is retried before the attempt
+// is left to the resume (which lists and verifies again every ResumePoll).
+const inspectPatience = 10 * time.Second
+
 // inspectAll inspects every container of the cohort once. A transient error is
-// retried every HealthPoll until deadline (then the attempt is Internal); a
-// container Docker no longer has reads as dead.
+// retried every HealthPoll for inspectPatience (at most until deadline); then the
+// attempt is pending, never failed. A container Docker no longer has reads as dead.
 func (j *job) inspectAll(ctx context.Context, cohort []messages.Container, deadline time.Time) ([]messages.Container, Outcome, bool) {
 	out := make([]messages.Container, 0, len(cohort))
+	giveUp := j.now().Add(inspectPatience)
+	if deadline.Before(giveUp) {
+		giveUp = deadline
+	}
 	for _, c := range cohort {
 		for attempt := 1; ; attempt++ {
 			got, err := j.eng.Inspect(ctx, c.ID)
@@ -128,9 +141,9 @@ func (j *job) inspectAll(ctx context.Context, cohort []messages.Container, deadl
 				out = append(out, c)
 				break
 			}
-			if !j.now().Before(deadline) {
-				j.log.Warn().Err(err).Msg("verification inspect failed until the deadline")
-				return nil, fail(messages.ReasonInternal, "containers could not be inspected"), false
+			if !j.now().Before(giveUp) {
+				j.log.Warn().Err(err).Msg("verification inspects keep failing; left to the resume")
+				return nil, pending, false
 			}
 			j.log.Debug().Err(err).Int("attempt", attempt).Msg("verification inspect failed; retrying")
 			if err := sleep(ctx, j.set.HealthPoll); err != nil {

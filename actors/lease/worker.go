@@ -41,13 +41,14 @@ type job struct {
 	maint    *Maintenance // the maintenance in flight (replace work)
 	pending  *RuntimeFailing
 	degraded string // why this launch's preparation was degraded ("" = it was not)
+	failure  Cause  // why the lease failed (a failed attempt's cleanup captures it)
 }
 
 func (a *Actor) job() *job {
 	st := a.st
 	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
 		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.tasked().Send, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
-		pins: knownPins(st), deadline: st.Deadline,
+		pins: knownPins(st), deadline: st.Deadline, failure: Cause{st.Reason, st.Message},
 		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}}
 	if r := st.Running(); r != nil {
 		j.rel = r.clone()
@@ -86,6 +87,8 @@ func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
 		return func(ctx context.Context) Input { return j.teardown(ctx) }
 	case WorkCapture:
 		return func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
+	case WorkCleanup:
+		return func(ctx context.Context) Input { j.cleanFailed(ctx); return Captured{Generation: gen} }
 	case WorkReplace, WorkReplaceResume:
 		if j.maint == nil {
 			return nil
@@ -146,7 +149,7 @@ func (j *job) attempt(ctx context.Context) Outcome {
 	// The first attempt of a lease has nothing to remove.
 	if j.launch.Generation > 1 {
 		if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
-			return j.internal(ctx, "remove previous containers", err)
+			return j.uncertain(ctx, "remove previous containers", err)
 		}
 	}
 	if j.spec.Restore != nil {
@@ -171,12 +174,15 @@ func (j *job) attempt(ctx context.Context) Outcome {
 	// A clean launch reports its cohort as listed (verification inspects every
 	// container next); a refused one is inspected whole, for its failure capture.
 	if upErr != nil {
+		j.log.Warn().Err(upErr).Msg("compose up failed")
 		var err error
 		if cohort, err = j.eng.Cohort(ctx, j.lease); err != nil {
-			return j.internal(ctx, "list containers", err)
+			return j.uncertain(ctx, "list containers", err)
 		}
-		j.log.Warn().Err(upErr).Msg("compose up failed")
-		return j.failAndClean(classifyRejectedLaunch(upErr, cohort), cohort)
+		if out = classifyRejectedLaunch(upErr, cohort); out.Kind == OutcomeFailed {
+			return j.failAndClean(out, cohort)
+		}
+		return out
 	}
 	done = j.provisionPhase("verify")
 	out = j.verify(ctx, cohort, &j.rel, j.deadline)
@@ -198,13 +204,14 @@ func (j *job) provisionPhase(phase string) func() {
 	return func() { j.metrics.provisionPhaseDone(phase, time.Since(start)) }
 }
 
-// internal is an attempt that failed for a reason that is ours, not the tenant's.
-func (j *job) internal(ctx context.Context, step string, err error) Outcome {
+// uncertain is an attempt whose Docker step failed without a finding: it stays in
+// flight for the resume (which lists the lease again and settles it).
+func (j *job) uncertain(ctx context.Context, step string, err error) Outcome {
 	if ctx.Err() != nil {
 		return canceled
 	}
-	j.log.Error().Err(err).Str("step", step).Msg("provision step failed")
-	return j.failAndClean(fail(messages.ReasonInternal, "provisioning failed: "+step), nil)
+	j.log.Warn().Err(err).Str("step", step).Msg("provision step failed; left to the resume")
+	return pending
 }
 
 // cleanUp cleans up after a definite failure (failAndClean); a ready or canceled
@@ -218,15 +225,25 @@ func (j *job) cleanUp(out Outcome) Outcome {
 
 // failAndClean captures the attempt's diagnostics, then removes its containers.
 // Cleanup runs on a fresh context: the attempt's deadline may be what failed it.
+// Diagnostics that could not be written keep the containers — they are the
+// evidence — and so does a removal that failed: the outcome says Kept, and the
+// failed lease's cleanup is retried (WorkCleanup). A restore is the exception:
+// its adopted data goes back to its record, which needs the containers gone.
 func (j *job) failAndClean(out Outcome, cohort []messages.Container) Outcome {
 	cctx, cancel := context.WithTimeout(context.Background(), j.set.StopTimeout+time.Minute)
 	defer cancel()
 	if cohort == nil {
 		cohort, _ = j.eng.Cohort(cctx, j.lease)
 	}
-	j.capture(cctx, Capture{Kind: CaptureProvision, Stamp: Stamp{Generation: j.launch.Generation}, Cause: Cause{out.Reason, out.Message}}, cohort)
+	err := j.capture(cctx, Capture{Kind: CaptureProvision, Stamp: Stamp{Generation: j.launch.Generation}, Cause: Cause{out.Reason, out.Message}}, cohort)
+	if err != nil && j.spec.Restore == nil && len(cohort) > 0 {
+		j.log.Warn().Err(err).Msg("diagnostics of the failed attempt not written; its containers are kept and their cleanup retried")
+		out.Kept = true
+		return out
+	}
 	if err := j.eng.Down(cctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
-		j.log.Warn().Err(err).Msg("remove failed attempt's containers")
+		j.log.Warn().Err(err).Msg("remove failed attempt's containers; retried")
+		out.Kept = j.spec.Restore == nil
 	}
 	if j.spec.Restore != nil {
 		// A restore that fails before it commits hands the data back to its record.
@@ -303,11 +320,7 @@ func (j *job) resume(ctx context.Context) Outcome {
 	}
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	if err != nil {
-		if ctx.Err() != nil {
-			return canceled
-		}
-		j.log.Warn().Err(err).Msg("resume: list containers")
-		return Outcome{Kind: OutcomePending}
+		return j.uncertain(ctx, "resume: list containers", err)
 	}
 	current := ofGeneration(cohort, j.launch.Generation)
 	for _, c := range current {
@@ -321,11 +334,7 @@ func (j *job) resume(ctx context.Context) Outcome {
 		return j.cleanUp(j.timedOut(ctx, j.verify(dctx, current, &j.rel, j.deadline)))
 	}
 	if err := j.removeExact(ctx, cohort); err != nil {
-		if ctx.Err() != nil {
-			return canceled
-		}
-		j.log.Warn().Err(err).Msg("resume: remove the interrupted launch")
-		return Outcome{Kind: OutcomePending}
+		return j.uncertain(ctx, "resume: remove the interrupted launch", err)
 	}
 	j.log.Info().Int("containers", len(cohort)).Uint64("generation", j.launch.Generation).
 		Msg("interrupted provision: incomplete cohort removed; starting again")

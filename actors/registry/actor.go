@@ -6,6 +6,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -195,7 +196,20 @@ func (a *Actor) env() Env {
 	return Env{Now: a.deps.Now(), Stopping: a.stopping, Queued: a.admissions.Items(), Busy: func(pid *actor.PID) bool {
 		n, ok := a.deps.Tree.Dir.Get(messages.Address(pid.Id))
 		return ok && n.Overloaded()
-	}}
+	}, Used: a.used}
+}
+
+// used reports whether a lease UUID has a lease stream: its closed receipt is the
+// fence that keeps a closed UUID closed, read at admission (a point look-up; no
+// set of closed UUIDs is held — see fence_bench_test.go). A stream that does not
+// decode was a lease too.
+func (a *Actor) used(id string) (bool, error) {
+	l, err := a.deps.Store.Load(lease.Stream(id))
+	if errors.Is(err, persistence.ErrCorrupt) {
+		a.log.Warn().Err(err).Str("lease_uuid", id).Msg("lease stream unreadable at admission; the UUID is refused")
+		return true, nil
+	}
+	return l.LastSeq > 0, err
 }
 
 // step decides one input and runs the decision.
@@ -228,7 +242,9 @@ func (a *Actor) run(fx Effect) {
 		if e := a.dir.entries[fx.Lease]; e != nil && e.pid != nil {
 			a.c.Send(e.pid, fx.Msg)
 		} else if fx.Reply != nil {
-			fx.Reply <- messages.Refuse(messages.ErrNotFound, "lease not found")
+			// Only a close is sent to an actor just spawned: one not spawned yet
+			// (its predecessor still stops) owns it later.
+			fx.Reply <- messages.Refuse(messages.ErrLifecyclePending, "lease actor is being recovered, retry shortly")
 		}
 	case Stop:
 		if e := a.dir.entries[fx.Lease]; e != nil && e.pid != nil {

@@ -316,7 +316,7 @@ func TestActor_GetProvision_UnknownLease_DiagnosticsFallback(t *testing.T) {
 		t.Fatalf("get with a stored capture: %+v", r)
 	}
 	want := messages.ProvisionInfo{LeaseUUID: unknown, Status: messages.StatusFailed, CreatedAt: at, FailCount: 4,
-		Reason: messages.ReasonContainerExited, Message: "container app/0 exited with code 3"}
+		Reason: messages.ReasonContainerExited, Message: "container app/0 exited with code 3", LifecycleGeneration: 2}
 	if mustJSON(t, r.Info) != mustJSON(t, want) {
 		t.Fatalf("fallback = %s\nwant       %s", mustJSON(t, r.Info), mustJSON(t, want))
 	}
@@ -324,15 +324,21 @@ func TestActor_GetProvision_UnknownLease_DiagnosticsFallback(t *testing.T) {
 		t.Fatalf("a diagnostics-only lease is listed: %+v", l)
 	}
 
-	// A failed lease that was then closed reads its last failure from diagnostics.
+	// A failed lease that was then closed reads its last failure from
+	// diagnostics; lifecycle_generation is the same observation before and after.
 	id := uuid.NewString()
 	h.provisionFailed(id, "docker-small", 1)
+	live := h.get(id)
+	if live.Err != nil || live.Info.LifecycleGeneration != 1 {
+		t.Fatalf("failed lease reads %+v, %v; want lifecycle_generation 1", live.Info, live.Err)
+	}
 	if err := h.deprovision(id); err != nil {
 		t.Fatalf("deprovision: %v", err)
 	}
 	h.eventually("closed lease falls back to its capture", func() bool {
 		r := h.get(id)
-		return r.Err == nil && r.Info.Status == messages.StatusFailed && r.Info.FailCount == 1 && r.Info.TerminalBudget == nil
+		return r.Err == nil && r.Info.Status == messages.StatusFailed && r.Info.FailCount == 1 && r.Info.TerminalBudget == nil &&
+			r.Info.LifecycleGeneration == live.Info.LifecycleGeneration
 	})
 	h.assertPoolInvariant()
 }
@@ -402,10 +408,23 @@ func TestActor_LeaseClosed_ReleasesPoolAndJournalsClosed(t *testing.T) {
 		t.Fatalf("repeated deprovision = %v, want nil", err)
 	}
 
-	// The UUID can be admitted again: a new admission number.
-	h.provisionReady(id, "docker-small", 1)
-	if st, _ := h.journal(); st.Leases[id].Admission != 2 {
-		t.Fatalf("re-admission after close: %+v", st.Leases[id])
+	// The UUID is never admitted again (issue 18: it was, under a new admission
+	// number): 409 already_provisioned, nothing journaled, nothing reserved —
+	// also once its actor is gone and after a registry restart.
+	_, before := h.journal()
+	if err := h.admit(leaseRequest(id, "docker-small", 1)); !errors.Is(err, messages.ErrAlreadyProvisioned) {
+		t.Fatalf("provision of the closed UUID = %v, want already provisioned", err)
+	}
+	h.tree.Send(regPath, &messages.Crash{})
+	h.recovered()
+	if err := h.admit(leaseRequest(id, "docker-small", 1)); !errors.Is(err, messages.ErrAlreadyProvisioned) {
+		t.Fatalf("provision of the closed UUID after a registry restart = %v, want already provisioned", err)
+	}
+	if _, after := h.journal(); after != before {
+		t.Fatalf("refused provisions of a closed UUID journaled %d events", after-before)
+	}
+	if s := h.stats(); s.AllocatedCPUCores != 0 {
+		t.Fatalf("pool after the refused provisions = %+v", s)
 	}
 	h.assertPoolInvariant()
 }

@@ -47,7 +47,7 @@ func TestDebug_TransitionsAreTheReportsStatusChanges(t *testing.T) {
 	if got, want := pathOf(rep, ready), []string{"→reserved", "reserved→provisioning", "provisioning→ready"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("ready lease: %v, want %v", got, want)
 	}
-	if got, want := pathOf(rep, failed), []string{"→reserved", "reserved→provisioning", "provisioning→failed (Internal)"}; !reflect.DeepEqual(got, want) {
+	if got, want := pathOf(rep, failed), []string{"→reserved", "reserved→provisioning", "provisioning→failed (ContainerStartFailed)"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("failed lease: %v, want %v", got, want)
 	}
 	for i, tr := range rep.Transitions {
@@ -127,8 +127,8 @@ func TestDebug_LeaseRowsFromTheReadModel(t *testing.T) {
 		t.Fatalf("ready row = %+v (instances are the lease actor's to fill)", r)
 	}
 	f := byID[ids[1]]
-	if f.Status != "failed" || f.LeaseStatus != "failed" || f.FailCount != 1 || f.Reason != messages.ReasonInternal ||
-		f.Message != "container creation failed" || f.Actor != string(leasePath(ids[1])) {
+	if f.Status != "failed" || f.LeaseStatus != "failed" || f.FailCount != 1 || f.Reason != messages.ReasonContainerStartFailed ||
+		f.Message != "container could not be started" || f.Actor != string(leasePath(ids[1])) {
 		t.Fatalf("failed row = %+v", f)
 	}
 

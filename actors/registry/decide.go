@@ -29,7 +29,31 @@ type Env struct {
 	Stopping bool                  // the registry restarts or stops: its children stop because it does
 	Queued   []admission           // the admission batch waiting for its commit
 	Busy     func(*actor.PID) bool // whether a lease actor's backlog is over its limit (nil: never)
+	// Used reports whether a lease UUID the directory holds no live spec of has
+	// a lease stream: a closed lease (its closed receipt is permanent), never to
+	// be provisioned or restored into again (nil: none has).
+	Used func(lease string) (bool, error)
 }
+
+// fenced is the refusal of a provision or restore into id when it is not live
+// but was a lease here once (or the store cannot tell), nil when it is free.
+func (d *Directory) fenced(id string, env Env) error {
+	if d.entries[id] != nil {
+		return errClosedUUID // closed; its actor still stops
+	}
+	if env.Used == nil {
+		return nil
+	}
+	switch used, err := env.Used(id); {
+	case err != nil:
+		return errStoreUnavailable
+	case used:
+		return errClosedUUID
+	}
+	return nil
+}
+
+var errClosedUUID = messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned and closed; a lease UUID is never provisioned again")
 
 // Decision is what one input does: Events journaled in one commit, then Effects
 // run in order; Failed run instead when the commit fails.
@@ -149,7 +173,8 @@ func (d *Directory) start() Decision {
 
 // admit validates and reserves, then queues the admission for its batch's one
 // journal commit (batches.go); a refused request is answered at once, nothing
-// reserved. A failed lease is replaced, keeping its fail_count.
+// reserved. A failed or failing lease is replaced, keeping its fail_count; a
+// closed one never is.
 func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 	if !d.Ready {
 		return answer(m.Reply, errRecovering)
@@ -164,10 +189,14 @@ func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 			return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
 		}
 	}
-	if e := d.entries[spec.Lease]; e != nil && e.status != Closed {
-		if e.status != Reported || e.report.Status != string(lease.Failed) {
-			return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
+	switch e, live := d.entries[spec.Lease], d.St.Leases[spec.Lease] != nil; {
+	case !live:
+		if err := d.fenced(spec.Lease, env); err != nil {
+			return answer(m.Reply, err)
 		}
+	case e == nil || e.status != Reported || (e.report.Status != string(lease.Failed) && e.report.Status != string(lease.Failing)):
+		return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
+	default:
 		replacing = true
 	}
 	need := Need(spec)
@@ -184,33 +213,37 @@ func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 }
 
 // deprovision forwards a close to the lease's actor, with the retention decision
-// made when the close is first asked for. An unknown or closed lease is gone.
+// made when the close is first asked for. Only a lease the journal proves gone —
+// never admitted, or its lease.closed journaled — is answered at once: a 200 to
+// a close means it is durable. A live lease without an actor (stopped, or no
+// entry) gets one to own its close.
 func (d *Directory) deprovision(m *messages.Deprovision, env Env) Decision {
 	if !messages.ValidLeaseID(m.Lease) {
 		return answer(m.Reply, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
 	}
 	e, spec := d.entries[m.Lease], d.St.Leases[m.Lease]
 	switch {
-	case e == nil || e.status == Closed || spec == nil:
+	case spec == nil:
 		return answer(m.Reply, nil)
-	case e.status == Respawning:
+	case e != nil && e.status == Respawning:
 		return answer(m.Reply, messages.Refuse(messages.ErrLifecyclePending, "lease is being replaced, retry shortly"))
 	}
 	var out Decision
 	cmd := *m
-	if e.status == Stopped {
+	orphan := e == nil || e.status == Stopped
+	if orphan {
 		out.Effects = append(out.Effects, Spawn{Spec: spec}) // another chance to own its close
 	}
-	if e.status != Closing {
+	if e == nil || e.status != Closing {
 		var log []Effect
 		if cmd.Retain, log = d.retainDecision(spec); cmd.Retain {
 			out.Effects = append(out.Effects, Retain{m.Lease, durableFootprint(spec)})
 		}
 		out.Effects = append(out.Effects, log...)
 	}
-	fwd := d.forward(e, m.Lease, &cmd, m.Reply, env)
-	if e.status == Stopped {
-		fwd = Send{m.Lease, &cmd, m.Reply}
+	var fwd Effect = Send{m.Lease, &cmd, m.Reply}
+	if !orphan {
+		fwd = d.forward(e, m.Lease, &cmd, m.Reply, env)
 	}
 	out.Effects = append(out.Effects, Move{m.Lease, Closing}, fwd)
 	return out

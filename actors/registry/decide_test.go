@@ -278,6 +278,13 @@ func queued(d *Directory, id string) []admission {
 	return []admission{{spec: spec}}
 }
 
+const closedUUID = "answer already provisioned: lease already provisioned and closed; a lease UUID is never provisioned again"
+
+// usedIs is an Env.Used answering used (or err) for every UUID.
+func usedIs(used bool, err error) func(string) (bool, error) {
+	return func(string) (bool, error) { return used, err }
+}
+
 func TestDecide_Admit(t *testing.T) {
 	fresh := func(*Directory) any { return admit(lA, "docker-small", 2) }
 	already := "answer already provisioned: lease already provisioned"
@@ -304,7 +311,16 @@ func TestDecide_Admit(t *testing.T) {
 			put(d, lA, "docker-big", 1, Reported, lease.Failed) // 1.5 of 2 cores
 			return admit(lA, "docker-huge", 1)                  // 1.8: fits only with the 1.5 freed
 		}, want: []string{"queue A#2 replacing=true", "reserve A 1800m"}},
-		{name: "closed: admitted anew", setup: from(Closed, lease.Closed), want: []string{"queue A#2 replacing=false", "reserve A 100m"}},
+		{name: "failing: replaced too (Failing → Provisioning)", setup: from(Reported, lease.Failing),
+			want: []string{"queue A#2 replacing=true", "reserve A 100m"}},
+		{name: "closed, its actor stopping: refused, the close is a permanent fence (issue 18: admitted anew)",
+			setup: from(Closed, lease.Closed), want: []string{closedUUID}},
+		{name: "closed long ago: its lease stream refuses the UUID", setup: fresh, env: Env{Used: usedIs(true, nil)},
+			want: []string{closedUUID}},
+		{name: "never seen: its lease stream looked up, admitted", setup: fresh, env: Env{Used: usedIs(false, nil)},
+			want: []string{"queue A#1 replacing=false", "reserve A 200m"}},
+		{name: "the store cannot tell: unavailable", setup: fresh, env: Env{Used: usedIs(false, errors.New("io"))},
+			want: []string{"answer unavailable: state store unavailable"}},
 		{name: "insufficient resources", setup: func(d *Directory) any {
 			put(d, lB, "docker-big", 1, Reported, lease.Ready)
 			return admit(lA, "docker-tiny", 3)
@@ -363,6 +379,12 @@ func TestDecide_Deprovision(t *testing.T) {
 			want: []string{"answer bad request: lease_uuid must be a canonical UUID"}},
 		{name: "unknown: gone", setup: func(*Directory) any { return deprovision(lA) }, want: gone},
 		{name: "closed: gone", setup: from(Closed, lease.Closed), want: gone},
+		{name: "live without an entry: an actor spawned to own the close, never a 200 (issue 18: answered gone)",
+			setup: func(d *Directory) any {
+				put(d, lA, "docker-small", 1, Reported, lease.Ready)
+				delete(d.entries, lA)
+				return deprovision(lA)
+			}, lease: lA, then: Closing, want: []string{"spawn A#1", "move A closing", "send A deprovision retain=false"}},
 		{name: "respawning: lifecycle pending", setup: from(Respawning, lease.Closed),
 			want: []string{"answer lifecycle pending: lease is being replaced, retry shortly"}},
 		{name: "reported: forwarded", setup: from(Reported, lease.Ready), lease: lA, then: Closing,
@@ -504,6 +526,15 @@ func TestDecide_Restore(t *testing.T) {
 		}, want: []string{"answer insufficient resources: insufficient resources in the provider's pool"}},
 		{name: "not ready", setup: func(d *Directory) any { d.Ready = false; return restore(lA, lB, "docker-small") },
 			want: []string{"answer unavailable: recovering state, retry shortly"}},
+		{name: "into a closed UUID, its actor stopping: refused (issue 18: admitted over it)", setup: func(d *Directory) any {
+			withRecord(0)(d)
+			put(d, lA, "docker-small", 1, Closed, lease.Closed)
+			return restore(lA, lB, "docker-small")
+		}, want: []string{closedUUID}},
+		{name: "into a UUID closed long ago: its lease stream refuses it", setup: func(d *Directory) any {
+			withRecord(0)(d)
+			return restore(lA, lB, "docker-small")
+		}, env: Env{Used: usedIs(true, nil)}, want: []string{closedUUID}},
 	})
 }
 

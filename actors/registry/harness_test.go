@@ -346,10 +346,10 @@ func (h *harness) provisionReady(id, sku string, quantity int) messages.Provisio
 	return h.waitStatus(id, messages.StatusReady)
 }
 
-// provisionFailed admits a lease whose compose up fails and waits until it failed.
+// provisionFailed admits a lease whose start Docker refuses and waits until it failed.
 func (h *harness) provisionFailed(id, sku string, quantity int) messages.ProvisionInfo {
 	h.t.Helper()
-	h.eng.FailNextUp(errors.New("injected: compose up refused"))
+	h.eng.RefuseNextStart(errors.New("injected: start refused"))
 	if err := h.admit(leaseRequest(id, sku, quantity)); err != nil {
 		h.t.Fatalf("admit %s: %v", id, err)
 	}

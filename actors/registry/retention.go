@@ -128,8 +128,11 @@ func (d *Directory) restore(m *messages.Restore, env Env) Decision {
 	if err != nil {
 		return answer(m.Reply, err)
 	}
-	if e := d.entries[spec.Lease]; e != nil && e.status != Closed {
+	if d.St.Leases[spec.Lease] != nil {
 		return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
+	}
+	if err := d.fenced(spec.Lease, env); err != nil {
+		return answer(m.Reply, err)
 	}
 	if err := d.Pool.Check(spec.Lease, spec.Tenant, Need(spec), retainedKey(spec.Restore.From)); err != nil {
 		return answer(m.Reply, err)

@@ -167,7 +167,7 @@ func TestRestore_FailsBeforeCommit_RecordActiveAgain(t *testing.T) {
 	h.recovered()
 	src := h.retainedLease(0)
 	dest := uuid.NewString()
-	h.eng.FailNextUp(errors.New("injected: compose up refused"))
+	h.eng.RefuseNextStart(errors.New("injected: start refused"))
 	if err := h.restore(restoreRequest(dest, src, "fred1tenant", "docker-small")); err != nil {
 		t.Fatalf("restore: %v", err)
 	}

@@ -55,6 +55,7 @@ type crashWorkload struct {
 	sent     map[string]bool // provision requested (maybe admitted)
 	admitted map[string]bool // 202 seen, or berthd listed it later
 	closing  map[string]bool // deprovision requested: must end closed
+	answered map[string]bool // a deprovision answered 200: closed for good, never asked again
 	maint    map[string]bool // maintenance ID → 202 seen (false: sent, maybe admitted)
 	rng      *rand.Rand
 }
@@ -73,7 +74,7 @@ func newCrashWorkload(t *testing.T, extra ...string) *crashWorkload {
 	cfg = append(cfg, extra...)
 	d := newDaemonDir(t, cfg...).startChild(true)
 	return &crashWorkload{t: t, d: d, cb: cb, dc: dockerClient(t), sent: map[string]bool{}, admitted: map[string]bool{},
-		closing: map[string]bool{}, maint: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
+		closing: map[string]bool{}, answered: map[string]bool{}, maint: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))}
 }
 
 // quietCall is a signed request that tolerates a daemon going away mid-call.
@@ -166,12 +167,23 @@ func (w *crashWorkload) roundOf(provisions, closes, maintenances int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: l})
-			_, _ = w.quietCall("POST", "/deprovision", body)
+			w.deprovision(l)
 		}()
 	}
 	// Return at once: the caller crashes berthd while these are in flight.
 	go wg.Wait()
+}
+
+// deprovision asks berthd to close l. A 200 says the close is durable (issue 18
+// item 10): like providerd, the suite never asks again, and the lease must end
+// closed with its deprovisioned callback and no container.
+func (w *crashWorkload) deprovision(l string) {
+	body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: l})
+	if code, _ := w.quietCall("POST", "/deprovision", body); code == 200 {
+		w.mu.Lock()
+		w.answered[l] = true
+		w.mu.Unlock()
+	}
 }
 
 // converge waits until every lease settled: closing ones closed (deprovision
@@ -223,10 +235,11 @@ func (w *crashWorkload) unsettled() []string {
 			w.admitted[l] = true
 		}
 		switch {
+		case w.closing[l] && ok && w.answered[l]:
+			pending = append(pending, l+":"+st+" though its deprovision was answered 200")
 		case w.closing[l]:
 			if ok {
-				body, _ := json.Marshal(messages.DeprovisionRequest{LeaseUUID: l})
-				go func() { _, _ = w.quietCall("POST", "/deprovision", body) }()
+				go w.deprovision(l)
 				pending = append(pending, l+":closing")
 			}
 		case ok && st != "ready" && st != "failed":
@@ -296,6 +309,9 @@ func (w *crashWorkload) verify() {
 		case w.closing[l]:
 			if st.Status != lease.Closed {
 				t.Errorf("lease %s asked to close ended %s", l, st.Status)
+			}
+			if cbs := w.cb.forLease(l); w.answered[l] && !slices.ContainsFunc(cbs, func(c receivedCallback) bool { return c.Body.Status == messages.CallbackDeprovisioned }) {
+				t.Errorf("lease %s: deprovision answered 200 but no deprovisioned callback came", l)
 			}
 		case st.Status != lease.Ready && st.Status != lease.Failed:
 			t.Errorf("lease %s ended %s, want ready or failed", l, st.Status)

@@ -78,7 +78,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	w := &wiring{cfg: cfg, d: d, log: log, phases: newStartupPhases(log), now: time.Now,
 		callbacks: callback.Policy{Self: []string{cfg.ListenAddr, cfg.DebugListenAddr}}}
 	if testHooks.now != nil {
-		w.now = testHooks.now
+		w.now, w.leaseNow = testHooks.now, testHooks.now
 	}
 	mark := time.Now()
 	if err := d.openStorage(cfg, opts, w.phases); err != nil {

@@ -40,8 +40,11 @@ type wiring struct {
 	id     persistence.Identity
 	secret []byte
 	now    func() time.Time
-	log    zerolog.Logger
-	phases *startupPhases
+	// leaseNow is a test's clock for the leases (nil: lease.NewProcessClock,
+	// bounded by the monotonic clock within the process).
+	leaseNow func() time.Time
+	log      zerolog.Logger
+	phases   *startupPhases
 	// callbacks: a callback never reaches berthd's own listeners (nor a
 	// link-local address) — refused at admission, and again on the address the
 	// outbox dials.
@@ -127,9 +130,12 @@ func (w *wiring) registry() *registry.Deps {
 
 // leases are every lease actor's collaborators and settings.
 func (w *wiring) leases() *lease.Deps {
-	cfg, id := w.cfg, w.id
+	cfg, id, now := w.cfg, w.id, w.leaseNow
+	if now == nil {
+		now = lease.NewProcessClock()
+	}
 	deps := &lease.Deps{Store: w.d.store, Diag: w.d.diag, Engine: w.d.engine, Volumes: w.d.vols, Preloaded: w.d.replayed.Leases,
-		Log: w.log, Now: w.now, Metrics: lease.NewMetrics(w.reg),
+		Log: w.log, Now: now, Metrics: lease.NewMetrics(w.reg),
 		// A burst of admissions is answered before its provisions start their
 		// Docker work: measured at 100 concurrent POSTs on real Docker.
 		Quiet: &supervisors.Quiet{Window: admissionQuietWindow, Max: admissionQuietMax},

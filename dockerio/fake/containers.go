@@ -110,6 +110,10 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		}
 	}
 
+	if err := e.refuseStart; err != nil {
+		e.refuseStart = nil
+		return fmt.Errorf("compose up %s: %w", name, err)
+	}
 	for _, svcName := range order {
 		svc := serviceNamed(plan, svcName)
 		for i := 0; i < svc.Quantity; i++ {

@@ -98,6 +98,7 @@ type Engine struct {
 	delays      map[Op]time.Duration
 	calls       map[Op]int
 	failNextUp  error
+	refuseStart error // the next Up creates its containers, starts none and returns this
 	unavailable bool
 	writable    map[string]writableAnswer // image ID → what detection and seeding answer (writable.go)
 	seeded      []dockerio.SeedRequest
@@ -241,6 +242,14 @@ func (e *Engine) FailNextUp(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.failNextUp = err
+}
+
+// RefuseNextStart makes the next Up create its containers, start none and return
+// err (wrapped): Docker's definite refusal, the containers left created.
+func (e *Engine) RefuseNextStart(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.refuseStart = err
 }
 
 // Delay makes every later call of op wait d (or until its ctx ends) first.
