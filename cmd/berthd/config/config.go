@@ -41,6 +41,12 @@
 // Config.Warnings for main to log. Unknown keys in the YAML file are errors: a
 // typo must not silently fall back to a default.
 //
+// Aliases, so a Fred host's own environment runs berthd: DOCKER_BACKEND_<KEY> is
+// read as BERTH_<KEY> (DOCKER_BACKEND_ADDR as BERTH_LISTEN_ADDR) and the Docker
+// CLI's DOCKER_HOST as BERTH_DOCKER_HOST, each with a notice in Config.Warnings.
+// A BERTH_* variable wins over its alias, and DOCKER_BACKEND_DOCKER_HOST over
+// DOCKER_HOST (the loser is noticed as ignored).
+//
 // Load reports every problem it finds at once as a *Problems; main prints them and
 // exits 2.
 package config
