@@ -15,7 +15,10 @@
 // production_mode takes some keys only from an operator layer (the file or the
 // environment), never from defaults.yaml: host_address, which must also not be
 // a loopback address, and sku_profiles (the seed's DefaultConfig() seeds none;
-// the starter profiles are for development).
+// the starter profiles are for development). Left unset there, listen_addr,
+// host_bind_ip and volume_data_path take the seed's defaults (":9001",
+// "0.0.0.0", none), and a loopback listen_addr or host_bind_ip is refused.
+// Outside production_mode an unset volume_data_path is <data_dir>/volumes.
 //
 // Every key of the seed's configuration reference is recognised, so a Fred
 // docker-backend.yaml loads. A key for a feature berthd does not have yet is
