@@ -172,7 +172,7 @@ func (w *wiring) api() http.Handler {
 	if w.cfg.CallbackSecretNext != "" {
 		verifier.NextSecret = []byte(w.cfg.CallbackSecretNext)
 	}
-	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher,
+	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher, Diagnostics: w.d.diag.Check,
 		Verifier: verifier, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
 		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: w.now})
 }

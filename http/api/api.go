@@ -20,6 +20,7 @@ type Deps struct {
 	Tree         *supervisors.Tree
 	RegistryPath messages.Address // leases, admission, health of accounting and the store
 	WatcherPath  messages.Address // Docker reachability (GET /health)
+	Diagnostics  func() error     // diagnostics.db's probe (GET /health); nil = none
 	Verifier     *hmac.Verifier
 	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer
