@@ -28,6 +28,7 @@ var bucketDiagLeases = []byte("leases")
 type Diagnostics struct {
 	db       *bolt.DB
 	path     string
+	fid      fileID // the file opened, which Check expects still at path
 	setAside *DiagnosticsSetAside
 }
 
@@ -175,7 +176,7 @@ func openDiagnosticsFile(path string, ceiling int64) (*Diagnostics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Diagnostics{db: db, path: path}, nil
+	return &Diagnostics{db: db, path: path, fid: fid}, nil
 }
 
 // SetAside reports the unusable diagnostics.db this open set aside, if any, so the
@@ -195,6 +196,28 @@ func (d *Diagnostics) Size() (int64, error) {
 		return 0, fmt.Errorf("stat %s: %w", d.path, err)
 	}
 	return fi.Size(), nil
+}
+
+// Check is /health's probe: the file opened is still at its path and writable,
+// and a read transaction finds its buckets. Gone, replaced, read-only or
+// unreadable, it would lose failure captures silently while berthd said healthy.
+func (d *Diagnostics) Check() error {
+	var st unix.Stat_t
+	if err := unix.Lstat(d.path, &st); err != nil {
+		return fmt.Errorf("diagnostics.db %s: %w", d.path, err)
+	}
+	if (fileID{dev: uint64(st.Dev), ino: st.Ino}) != d.fid {
+		return refuse(ErrUnsafeFile, "diagnostics.db %s is no longer the file berthd opened (replaced or moved)", d.path)
+	}
+	if err := unix.Access(d.path, unix.W_OK); err != nil {
+		return fmt.Errorf("diagnostics.db %s is not writable: %w", d.path, err)
+	}
+	return d.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta) == nil || tx.Bucket(bucketDiagLeases) == nil {
+			return refuse(ErrCorrupt, "diagnostics.db %s lost its buckets", d.path)
+		}
+		return nil
+	})
 }
 
 // Path is diagnostics.db's path.

@@ -532,13 +532,8 @@ func TestCrashSuite_DockerdRestartUnderBerthd_Converges(t *testing.T) {
 // restartDockerd stops the engine and starts it again the way make test does.
 func restartDockerd(t *testing.T) {
 	t.Helper()
-	root := repoRoot(t)
-	if out, err := exec.Command("bash", "-c", "pkill -TERM -x dockerd; for i in $(seq 1 120); do pgrep -x dockerd >/dev/null || exit 0; sleep 0.5; done; exit 1").CombinedOutput(); err != nil {
-		t.Fatalf("stop dockerd: %v %s", err, out)
-	}
-	if out, err := exec.Command("bash", filepath.Join(root, ".ci", "docker-up.sh")).CombinedOutput(); err != nil {
-		t.Fatalf("start dockerd: %v %s", err, out)
-	}
+	stopDockerd(t)
+	startDockerd(t)
 }
 
 func repoRoot(t *testing.T) string {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,12 +156,17 @@ func TestRun_ForeignIdentityMarker_Refused(t *testing.T) {
 
 func TestProductionMode_RequiresInitializedIdentity(t *testing.T) {
 	dockerClient(t)
-	// Production takes host_address and sku_profiles only from the operator, and
-	// keeps stateful data on a verified btrfs mount with quotas.
+	// Production takes host_address and sku_profiles only from the operator,
+	// refuses loopback listen and bind addresses, and keeps stateful data on a
+	// verified btrfs mount with quotas.
 	mnt, root := btrfsRoot(t)
+	api := nonLoopbackAddr(t)
+	ip, _, _ := net.SplitHostPort(api)
 	d := newDaemonDir(t, "production_mode: true", "host_address: 203.0.113.10",
+		"listen_addr: "+api, "host_bind_ip: "+ip,
 		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}",
 		"volume_data_path: "+root, "volume_mount_path: "+mnt, "volume_filesystem: btrfs")
+	d.api = api
 	code, out := runOnce(t, "-config", d.cfgPath)
 	if code != 1 || !strings.Contains(out, "initialize-storage-identity") {
 		t.Fatalf("uninitialised production start: exit %d\n%s", code, out)
@@ -393,4 +399,30 @@ func TestVolumeRoot_SharedWithAnotherInstallation_Refused(t *testing.T) {
 		t.Fatalf("second installation on the same volume root: exit %d\n%s", code, out)
 	}
 	owner.startInProcess() // the owner's own root still opens
+}
+
+// nonLoopbackAddr is a free host:port on this host's first non-loopback IPv4
+// address (a bridge such as docker0 will do): production_mode refuses loopback
+// listen and bind addresses, and the test should not listen on every interface.
+func nonLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.To4() == nil || ipn.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(ipn.IP.String(), "0"))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}
+	t.Fatal("no non-loopback IPv4 address on this host")
+	return ""
 }

@@ -104,7 +104,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		log.Error().Msg(err.Error())
 		return exitRuntime
 	}
-	d.systemd = superviseSystemd(newSDNotifier(environ), d.recovered, d.health, log)
+	d.systemd = superviseSystemd(newSDNotifier(environ), d.recovered, d.healthCheck(), log)
 	return d.wait(sigs)
 }
 

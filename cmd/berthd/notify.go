@@ -20,9 +20,11 @@ import (
 // manager three things over $NOTIFY_SOCKET (sd_notify's datagram protocol):
 // READY=1 once startup recovery has completed and /health would answer healthy,
 // so `systemctl start` returns when berthd really serves; WATCHDOG=1 every
-// WatchdogSec/2 while /health would answer healthy, so a wedged tree (or one that
-// stays unhealthy) stops petting and systemd kills and restarts it; STOPPING=1
-// when the drain begins. Outside systemd ($NOTIFY_SOCKET unset) nothing is sent.
+// WatchdogSec/2 while berthd's own actors answer the health ask (HealthVerdict.Live),
+// so a wedged tree stops petting and systemd kills and restarts it, but an
+// outage of Docker (or a bad store) leaves berthd up, unhealthy, and healthy
+// again when it passes: a restart loop would fix neither; STOPPING=1 when the
+// drain begins. Outside systemd ($NOTIFY_SOCKET unset) nothing is sent.
 //
 // The protocol is a few lines over a unixgram socket, written here rather than
 // linked in: the environment comes from run's environ (tests pass their own),
@@ -113,14 +115,13 @@ func (s *systemdSupervision) loop(recovered <-chan struct{}, check func(context.
 	if s.n.watchdog > 0 {
 		askBudget = min(askBudget, max(s.n.watchdog/4, time.Second))
 	}
-	healthy := func() (bool, string) {
+	ask := func() api.HealthVerdict {
 		ctx, cancel := context.WithTimeout(context.Background(), askBudget)
 		defer cancel()
-		v := check(ctx)
-		return v.Healthy(), v.Reason
+		return check(ctx)
 	}
 	for {
-		if ok, _ := healthy(); ok {
+		if ask().Healthy() {
 			break
 		}
 		select {
@@ -139,27 +140,34 @@ func (s *systemdSupervision) loop(recovered <-chan struct{}, check func(context.
 	}
 	tick := time.NewTicker(s.n.watchdog / 2)
 	defer tick.Stop()
-	petting := true
+	last := api.HealthVerdict{}
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-tick.C:
 		}
-		ok, reason := healthy()
-		switch {
-		case ok:
-			if !s.sendUnlessStopped("WATCHDOG=1") {
-				return
-			}
-			if !petting {
-				s.log.Warn().Msg("systemd: healthy again; petting the watchdog")
-			}
-		case petting:
-			s.log.Error().Str("reason", reason).Dur("watchdog", s.n.watchdog).
-				Msg("systemd: /health is unhealthy; not petting the watchdog (systemd restarts berthd if it stays so)")
+		v := ask()
+		if v.Live() && !s.sendUnlessStopped("WATCHDOG=1") {
+			return
 		}
-		petting = ok
+		s.logChange(last, v)
+		last = v
+	}
+}
+
+// logChange logs once per change whether the watchdog is petted and why not
+// healthy.
+func (s *systemdSupervision) logChange(last, v api.HealthVerdict) {
+	switch {
+	case !v.Live() && last.Live():
+		s.log.Error().Str("reason", v.Reason).Dur("watchdog", s.n.watchdog).
+			Msg("systemd: berthd's actors do not answer; not petting the watchdog (systemd restarts berthd if they stay so)")
+	case v.Live() && !v.Healthy() && (!last.Live() || last.Reason != v.Reason):
+		s.log.Warn().Str("reason", v.Reason).
+			Msg("systemd: /health is unhealthy but berthd is live; still petting the watchdog")
+	case v.Healthy() && !last.Healthy():
+		s.log.Warn().Msg("systemd: healthy again")
 	}
 }
 
@@ -195,9 +203,17 @@ func (s *systemdSupervision) stopping() {
 	})
 }
 
+// healthCheck is health with diagnostics.db's probe bound now: the drain clears
+// d.diag while an ask may still be in flight.
+func (d *daemon) healthCheck() func(context.Context) api.HealthVerdict {
+	diagnostics := d.diag.Check
+	return func(ctx context.Context) api.HealthVerdict { return d.health(ctx, diagnostics) }
+}
+
 // health is /health's verdict, asked in-process (an HTTP probe of our own
-// listener could not pass an mTLS listener), within ctx.
-func (d *daemon) health(ctx context.Context) api.HealthVerdict {
+// listener could not pass an mTLS listener), within ctx; diagnostics probes
+// diagnostics.db.
+func (d *daemon) health(ctx context.Context, diagnostics func() error) api.HealthVerdict {
 	// The facade, spawned last, may not listen yet when the actors already
 	// answer healthy: systemd is told ready only once the API accepts a TCP
 	// connection (asked until it first does: a TLS listener would log every
@@ -215,5 +231,5 @@ func (d *daemon) health(ctx context.Context) api.HealthVerdict {
 	if deadline, ok := ctx.Deadline(); ok {
 		ask = max(time.Until(deadline)-time.Second, 500*time.Millisecond)
 	}
-	return api.CheckHealth(ctx, d.tree, messages.Registry, messages.Watcher, ask)
+	return api.CheckHealth(ctx, d.tree, messages.Registry, messages.Watcher, diagnostics, ask)
 }

@@ -97,9 +97,10 @@ func TestSDNotifier_ReadsItsEnvironment(t *testing.T) {
 }
 
 // The whole protocol against a fake systemd: nothing before recovery, READY=1
-// only once recovered and healthy, WATCHDOG=1 every WatchdogSec/2 while healthy,
-// none while unhealthy (systemd would then restart the daemon), and STOPPING=1
-// as the last word.
+// only once recovered and healthy, WATCHDOG=1 every WatchdogSec/2 while berthd's
+// actors answer (healthy, or unhealthy as in a Docker outage: a restart would
+// not help), none while they do not (systemd would then restart the daemon),
+// and STOPPING=1 as the last word.
 func TestSystemdSupervision_ReadyAfterHealthy_WatchdogCadence_Stopping(t *testing.T) {
 	for _, name := range []string{"path", "abstract"} {
 		t.Run(name, func(t *testing.T) {
@@ -110,17 +111,31 @@ func TestSystemdSupervision_ReadyAfterHealthy_WatchdogCadence_Stopping(t *testin
 			sd := newFakeSystemd(t, addr)
 			const watchdog = 400 * time.Millisecond
 			n := newSDNotifier([]string{"NOTIFY_SOCKET=" + addr, fmt.Sprintf("WATCHDOG_USEC=%d", watchdog.Microseconds())})
-			var healthy atomic.Bool
+			var healthy, dead atomic.Bool
 			var asks atomic.Int64
 			check := func(ctx context.Context) api.HealthVerdict {
 				asks.Add(1)
 				if _, ok := ctx.Deadline(); !ok {
 					t.Error("a health ask without a deadline")
 				}
-				if healthy.Load() {
+				switch {
+				case dead.Load():
+					return api.HealthVerdict{Reason: "registry not answering", RegistryErr: context.DeadlineExceeded}
+				case healthy.Load():
 					return api.HealthVerdict{}
 				}
-				return api.HealthVerdict{Reason: "accounting is being recovered"}
+				return api.HealthVerdict{Reason: "docker engine unreachable"}
+			}
+			pets := func(n int) {
+				t.Helper()
+				prev := time.Now()
+				for i := 0; i < n; i++ {
+					p := sd.next(t, watchdog)
+					if gap := p.at.Sub(prev); p.state != "WATCHDOG=1" || gap > watchdog/2+150*time.Millisecond {
+						t.Fatalf("pet %d: %q after %s, want WATCHDOG=1 every %s", i, p.state, gap, watchdog/2)
+					}
+					prev = p.at
+				}
 			}
 			recovered := make(chan struct{})
 			s := superviseSystemd(n, recovered, check, zerolog.Nop())
@@ -146,14 +161,17 @@ func TestSystemdSupervision_ReadyAfterHealthy_WatchdogCadence_Stopping(t *testin
 				prev = p.at
 			}
 			healthy.Store(false)
-			time.Sleep(watchdog / 2) // a pet may be on its way from the last healthy ask
+			pets(4) // unhealthy but live (Docker is out): still petted
+			dead.Store(true)
+			time.Sleep(watchdog / 2) // a pet may be on its way from the last live ask
 			for len(sd.got) > 0 {
 				<-sd.got
 			}
-			sd.quiet(t, watchdog) // unhealthy: no pets for longer than the watchdog
+			sd.quiet(t, watchdog) // the actors do not answer: no pets for longer than the watchdog
+			dead.Store(false)
 			healthy.Store(true)
 			if p := sd.next(t, watchdog); p.state != "WATCHDOG=1" {
-				t.Fatalf("healthy again: %q", p.state)
+				t.Fatalf("live again: %q", p.state)
 			}
 			s.stopping()
 			s.stopping() // idempotent

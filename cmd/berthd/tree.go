@@ -186,7 +186,8 @@ func (w *wiring) api() http.Handler {
 		verifier.NextSecret = []byte(w.cfg.CallbackSecretNext)
 	}
 	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher, RefreshPath: messages.Refresh,
-		Verifier: verifier, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
+		Diagnostics: w.d.diag.Check,
+		Verifier:    verifier, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
 		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: w.now})
 }
 

@@ -21,6 +21,7 @@ type Deps struct {
 	RegistryPath messages.Address // leases, admission, health of accounting and the store
 	WatcherPath  messages.Address // Docker reachability (GET /health)
 	RefreshPath  messages.Address // the runtime refresh (GET and POST /runtime_refresh)
+	Diagnostics  func() error     // diagnostics.db's probe (GET /health); nil = none
 	Verifier     *hmac.Verifier
 	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer

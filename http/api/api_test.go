@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -66,6 +67,7 @@ func TestHealth_503WithTheReason(t *testing.T) {
 		{"docker unreachable, no reason", func(s *script) { s.docker = messages.DockerHealthReply{} }, "docker engine unreachable"},
 		{"registry silent", func(s *script) { s.silent["registry"] = true }, "registry not answering"},
 		{"watcher silent", func(s *script) { s.silent["watcher"] = true }, "docker watcher not answering"},
+		{"diagnostics.db unhealthy", func(s *script) { s.diag = errors.New("diagnostics.db is not writable") }, "diagnostics store unhealthy"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

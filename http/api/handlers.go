@@ -223,15 +223,18 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 // health is 200 only when the registry reports itself ready (startup recovery
-// finished, accounting whole, its store healthy) and the watcher reports Docker
-// reachable (CheckHealth).
+// finished, accounting whole, its store healthy), the watcher reports Docker
+// reachable and diagnostics.db passes its probe (CheckHealth).
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
-	v := CheckHealth(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.WatcherPath, s.d.AskTimeout)
+	v := CheckHealth(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.WatcherPath, s.d.Diagnostics, s.d.AskTimeout)
 	if v.RegistryErr != nil {
 		s.d.Log.Warn().Err(v.RegistryErr).Msg("health: registry")
 	}
 	if v.WatcherErr != nil {
 		s.d.Log.Warn().Err(v.WatcherErr).Msg("health: watcher")
+	}
+	if v.DiagnosticsErr != nil {
+		s.d.Log.Warn().Err(v.DiagnosticsErr).Msg("health: diagnostics.db")
 	}
 	if v.Reason != "" {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "error": clip(v.Reason)})

@@ -51,6 +51,7 @@ type script struct {
 	health   messages.HealthReply
 	docker   messages.DockerHealthReply
 	silent   map[string]bool // "registry" | "watcher"
+	diag     error           // diagnostics.db's probe answer
 	asked    []any
 }
 
@@ -184,8 +185,9 @@ func newEnvWith(t *testing.T, v *hmac.Verifier, askTimeout time.Duration) *env {
 	e := &env{t: t, s: s, now: time.Date(2030, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 3600))}
 	h := api.Handler(&api.Deps{
 		Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath, RefreshPath: registryPath, Verifier: v,
-		Callbacks: callback.Policy{Self: []string{apiListen, debugListen}},
-		Gatherer:  prometheus.NewRegistry(), Metrics: api.NewMetrics(nil), Log: zerolog.Nop(),
+		Diagnostics: func() error { s.mu.Lock(); defer s.mu.Unlock(); return s.diag },
+		Callbacks:   callback.Policy{Self: []string{apiListen, debugListen}},
+		Gatherer:    prometheus.NewRegistry(), Metrics: api.NewMetrics(nil), Log: zerolog.Nop(),
 		AskTimeout: askTimeout, CloseWait: askTimeout,
 		Now: func() time.Time { return e.now },
 	})

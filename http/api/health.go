@@ -10,21 +10,28 @@ import (
 )
 
 // HealthVerdict is what GET /health answers, for the handler and for berthd's
-// systemd watchdog (which must stop petting exactly when /health says unhealthy).
+// systemd watchdog (which pets while berthd itself is live: Live, not Healthy).
 type HealthVerdict struct {
-	Reason      string   // "" = healthy; else why not, as /health's "error"
-	Detail      []string // findings a healthy daemon reports
-	RegistryErr error    // the registry did not answer (for the log)
-	WatcherErr  error    // the watcher did not answer (for the log)
+	Reason         string   // "" = healthy; else why not, as /health's "error"
+	Detail         []string // findings a healthy daemon reports
+	RegistryErr    error    // the registry did not answer (for the log)
+	WatcherErr     error    // the watcher did not answer (for the log)
+	DiagnosticsErr error    // diagnostics.db failed its probe (for the log)
 }
 
 // Healthy reports whether /health would answer 200.
 func (v HealthVerdict) Healthy() bool { return v.Reason == "" }
 
+// Live reports whether berthd's own actors answered, whatever they found: a
+// Docker outage or a bad store makes berthd unhealthy, not dead, and restarting
+// it would not bring Docker back.
+func (v HealthVerdict) Live() bool { return v.RegistryErr == nil && v.WatcherErr == nil }
+
 // CheckHealth asks the registry (recovery finished, accounting whole, its store
-// healthy) and the watcher (Docker reachable) at once, each bounded by timeout;
-// neither check runs here.
-func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watcherPath messages.Address, timeout time.Duration) HealthVerdict {
+// healthy) and the watcher (Docker reachable) at once, each bounded by timeout,
+// and probes diagnostics.db (nil: not probed); neither actor's check runs here.
+func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watcherPath messages.Address,
+	diagnostics func() error, timeout time.Duration) HealthVerdict {
 	type registryAnswer struct {
 		rep messages.HealthReply
 		err error
@@ -41,17 +48,21 @@ func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watc
 	})
 	reg := <-fromRegistry
 
-	v := HealthVerdict{RegistryErr: reg.err}
+	v := HealthVerdict{RegistryErr: reg.err, WatcherErr: dockerErr}
+	if diagnostics != nil {
+		v.DiagnosticsErr = diagnostics()
+	}
 	switch {
 	case reg.err != nil:
 		v.Reason = "registry not answering"
 	case !reg.rep.Ready:
 		v.Reason = cmp.Or(reg.rep.Reason, "not ready")
 	case dockerErr != nil:
-		v.WatcherErr = dockerErr
 		v.Reason = "docker watcher not answering"
 	case !docker.Reachable:
 		v.Reason = cmp.Or(docker.Reason, "docker engine unreachable")
+	case v.DiagnosticsErr != nil:
+		v.Reason = "diagnostics store unhealthy"
 	}
 	if v.Reason == "" {
 		v.Detail = reg.rep.Detail

@@ -15,7 +15,10 @@
 // production_mode takes some keys only from an operator layer (the file or the
 // environment), never from defaults.yaml: host_address, which must also not be
 // a loopback address, and sku_profiles (the seed's DefaultConfig() seeds none;
-// the starter profiles are for development).
+// the starter profiles are for development). Left unset there, listen_addr,
+// host_bind_ip and volume_data_path take the seed's defaults (":9001",
+// "0.0.0.0", none), and a loopback listen_addr or host_bind_ip is refused.
+// Outside production_mode an unset volume_data_path is <data_dir>/volumes.
 //
 // Every key of the seed's configuration reference is recognised, so a Fred
 // docker-backend.yaml loads. A key for a feature berthd does not have yet is
@@ -40,6 +43,12 @@
 // no key are not errors (other tools share the prefix) but are listed in
 // Config.Warnings for main to log. Unknown keys in the YAML file are errors: a
 // typo must not silently fall back to a default.
+//
+// Aliases, so a Fred host's own environment runs berthd: DOCKER_BACKEND_<KEY> is
+// read as BERTH_<KEY> (DOCKER_BACKEND_ADDR as BERTH_LISTEN_ADDR) and the Docker
+// CLI's DOCKER_HOST as BERTH_DOCKER_HOST, each with a notice in Config.Warnings.
+// A BERTH_* variable wins over its alias, and DOCKER_BACKEND_DOCKER_HOST over
+// DOCKER_HOST (the loser is noticed as ignored).
 //
 // Load reports every problem it finds at once as a *Problems; main prints them and
 // exits 2.

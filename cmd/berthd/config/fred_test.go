@@ -214,8 +214,8 @@ func TestLoad_FredExampleDockerBackendYAML_LoadsWithWarningsForUnusedStorePaths(
 	if c.CallbackMaxAge != 48*time.Hour || c.ReleasesMaxAge != 4320*time.Hour || c.DiagnosticsMaxAge != 336*time.Hour {
 		t.Fatalf("ages: callback %s releases %s diagnostics %s", c.CallbackMaxAge, c.ReleasesMaxAge, c.DiagnosticsMaxAge)
 	}
-	// The file clears volume_data_path (the embedded default sets one), which its
-	// diskless profiles allow: without managed volumes production_mode needs no
+	// The file sets volume_data_path "" (the seed's default), which its diskless
+	// profiles allow: without managed volumes production_mode needs no
 	// volume_mount_path either.
 	if c.VolumeDataPath != "" || c.VolumeMountPath != "" || c.RetentionDBPath != "retention.db" {
 		t.Fatalf("volume_data_path=%q volume_mount_path=%q retention_db_path=%q", c.VolumeDataPath, c.VolumeMountPath, c.RetentionDBPath)

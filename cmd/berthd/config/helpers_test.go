@@ -16,9 +16,9 @@ const (
 )
 
 // prodOperator is every key that production_mode requires from an operator, set
-// by the file, and no volume key: its profile is stateful, so the embedded
-// volume_data_path applies and production_mode refuses it without a
-// volume_mount_path. Volume tests add the volume keys they are about to it.
+// by the file, and no volume key: its profile is stateful, and production_mode
+// never takes the embedded volume root, so it is refused without prodVolumes.
+// Volume tests add the volume keys they are about to it.
 const prodOperator = "production_mode: true\ncallback_secret: " + testSecret + "\nhost_address: 203.0.113.7\n" +
 	"sku_profiles:\n  app: {cpu_cores: 1, memory_mb: 512, disk_mb: 1024}\n"
 

@@ -15,7 +15,8 @@ import (
 var defaultsYAML []byte
 
 // Load reads the embedded defaults, then the YAML file at path (if path != ""),
-// then the BERTH_* entries of environ, decodes and validates. Any problem yields
+// then the BERTH_* entries of environ (and their DOCKER_BACKEND_* and DOCKER_HOST
+// aliases, each noticed in Warnings), decodes and validates. Any problem yields
 // a *Problems listing every problem found, each "<key>: <what is wrong>"; a file
 // that cannot be read or parsed is the single problem reported.
 func Load(path string, environ []string) (*Config, error) {
@@ -63,6 +64,7 @@ func Load(path string, environ []string) (*Config, error) {
 	for _, name := range env.unknown {
 		c.Warnings = append(c.Warnings, name+": names no configuration key; ignored")
 	}
+	c.Warnings = append(c.Warnings, env.notices...)
 	validate(c, ps, given{quota: d.given, operator: operator})
 	if err := ps.err(); err != nil {
 		return nil, err

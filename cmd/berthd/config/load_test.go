@@ -64,7 +64,7 @@ func TestLoad_EmbeddedDefaults_NoFileNoEnv_ValuesAsDocumented(t *testing.T) {
 		NetworkPoolSize:              16,
 		DockerMaxStartsInFlight:      8,
 		// The starter profiles are stateful: their data lives in managed volumes here.
-		VolumeDataPath:  "./var/berth/volumes",
+		VolumeDataPath:  filepath.Join("var", "berth", "volumes"), // <data_dir>/volumes
 		MinAvgFileBytes: 1024,
 		Ingress: Ingress{
 			CustomDomainCertResolver: "http01",

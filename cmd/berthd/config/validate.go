@@ -29,7 +29,9 @@ type given struct {
 // validate applies every rule to c, recording problems in ps and non-fatal
 // findings in c.Warnings. It also fills the documented zero-value defaults.
 func validate(c *Config, ps *problemSet, g given) {
-	validateCore(c, ps, g)
+	fillUnset(c, g)
+	validateCore(c, ps)
+	validateHostAddresses(c, ps, g)
 	validateTLS(c, ps)
 	validateResources(c, ps)
 	validateSKUs(c, ps, g)
@@ -45,12 +47,43 @@ func validate(c *Config, ps *problemSet, g given) {
 	validateDebug(c, ps)
 }
 
-func validateCore(c *Config, ps *problemSet, g given) {
+// Seed defaults (its DefaultConfig()) of the keys whose embedded default is a laptop's.
+const (
+	seedListenAddr = ":9001"
+	seedHostBindIP = "0.0.0.0"
+)
+
+// fillUnset gives the keys no operator layer set the default of their mode. In
+// production_mode that is the seed's: the API on every interface, ports
+// published on every address, and no volume root (only diskless SKUs load
+// without one), never the embedded loopback a laptop needs. Outside it the volume
+// root is <data_dir>/volumes, so it goes with its data dir: one in the working
+// directory outlived a reset data dir and was then refused as another
+// installation's.
+func fillUnset(c *Config, g given) {
+	if !g.operator["volume_data_path"] {
+		c.VolumeDataPath = ""
+		if !c.ProductionMode && strings.TrimSpace(c.DataDir) != "" {
+			c.VolumeDataPath = filepath.Join(c.DataDir, "volumes")
+		}
+	}
+	if c.ProductionMode && !g.operator["listen_addr"] {
+		c.ListenAddr = seedListenAddr
+	}
+	if c.ProductionMode && !g.operator["host_bind_ip"] {
+		c.HostBindIP = seedHostBindIP
+	}
+}
+
+func validateCore(c *Config, ps *problemSet) {
 	if strings.TrimSpace(c.Name) == "" {
 		ps.add("name", "must not be empty")
 	}
 	if problem := listenAddrProblem(c.ListenAddr); problem != "" {
 		ps.add("listen_addr", "%s", problem)
+	} else if c.ProductionMode && isLoopbackListen(c.ListenAddr) {
+		ps.add("listen_addr", "%q is loopback: in production_mode providerd reaches the API over the network; "+
+			"listen on an address it reaches (%q is every interface)", c.ListenAddr, seedListenAddr)
 	}
 	if problem := listenAddrProblem(c.DebugListenAddr); problem != "" {
 		ps.add("debug_listen_addr", "%s", problem)
@@ -63,24 +96,6 @@ func validateCore(c *Config, ps *problemSet, g given) {
 			msg += " without authentication; setting debug.token is advised"
 		}
 		c.Warnings = append(c.Warnings, msg)
-	}
-
-	switch {
-	case c.ProductionMode && !g.operator["host_address"]:
-		// The embedded 127.0.0.1 is for a laptop; it must never be what tenants are told.
-		ps.add("host_address", "is required in production_mode: set the external IP or hostname tenants reach "+
-			"their ports on in the config file or BERTH_HOST_ADDRESS (the embedded default never applies there)")
-	case strings.TrimSpace(c.HostAddress) == "":
-		ps.add("host_address", "is required (the external IP or hostname tenants reach their ports on)")
-	case !isIPOrHostname(c.HostAddress):
-		ps.add("host_address", "%q is not a valid IP address or hostname (no scheme, port or path)", c.HostAddress)
-	case c.ProductionMode && isLoopbackHost(c.HostAddress):
-		ps.add("host_address", "%q is a loopback address; production_mode needs the external IP or hostname tenants reach", c.HostAddress)
-	case c.ProductionMode && isUnspecifiedIP(c.HostAddress):
-		ps.add("host_address", "%q is not an address tenants can reach; production_mode needs the external IP or hostname", c.HostAddress)
-	}
-	if _, err := netip.ParseAddr(c.HostBindIP); err != nil || strings.Contains(c.HostBindIP, "%") {
-		ps.add("host_bind_ip", "%q is not a valid IP address", c.HostBindIP)
 	}
 
 	switch {
@@ -105,6 +120,32 @@ func validateCore(c *Config, ps *problemSet, g given) {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("max_request_body_size: %d is not positive; using the default %d",
 			c.MaxRequestBodySize, DefaultMaxRequestBodySize))
 		c.MaxRequestBodySize = DefaultMaxRequestBodySize
+	}
+}
+
+// validateHostAddresses checks where tenants are told to go (host_address) and
+// where their ports are published (host_bind_ip).
+func validateHostAddresses(c *Config, ps *problemSet, g given) {
+	switch {
+	case c.ProductionMode && !g.operator["host_address"]:
+		// The embedded 127.0.0.1 is for a laptop; it must never be what tenants are told.
+		ps.add("host_address", "is required in production_mode: set the external IP or hostname tenants reach "+
+			"their ports on in the config file or BERTH_HOST_ADDRESS (the embedded default never applies there)")
+	case strings.TrimSpace(c.HostAddress) == "":
+		ps.add("host_address", "is required (the external IP or hostname tenants reach their ports on)")
+	case !isIPOrHostname(c.HostAddress):
+		ps.add("host_address", "%q is not a valid IP address or hostname (no scheme, port or path)", c.HostAddress)
+	case c.ProductionMode && isLoopbackHost(c.HostAddress):
+		ps.add("host_address", "%q is a loopback address; production_mode needs the external IP or hostname tenants reach", c.HostAddress)
+	case c.ProductionMode && isUnspecifiedIP(c.HostAddress):
+		ps.add("host_address", "%q is not an address tenants can reach; production_mode needs the external IP or hostname", c.HostAddress)
+	}
+	switch ip, err := netip.ParseAddr(c.HostBindIP); {
+	case err != nil || ip.Zone() != "":
+		ps.add("host_bind_ip", "%q is not a valid IP address", c.HostBindIP)
+	case c.ProductionMode && ip.Unmap().IsLoopback():
+		ps.add("host_bind_ip", "%q is loopback: in production_mode tenants' published ports would be unreachable from "+
+			"outside this host while their provisions report success; use %s or the address tenants reach", c.HostBindIP, seedHostBindIP)
 	}
 }
 
@@ -503,16 +544,10 @@ func isUnspecifiedIP(host string) bool {
 	return err == nil && ip.Unmap().IsUnspecified()
 }
 
+// isLoopbackListen reports whether a host:port listens on this host only.
 func isLoopbackListen(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return err == nil && isLoopbackHost(host)
 }
 
 // isIPOrHostname accepts an IP address (no zone) or an RFC 1123 hostname. A URL,

@@ -441,15 +441,19 @@ func TestValidate_ManagedVolumePaths(t *testing.T) {
 		{"mount from env with the default data path accepted", "", []string{"BERTH_VOLUME_MOUNT_PATH=/srv"}, ""},
 		{"dev data path without mount accepted", "volume_data_path: /srv/berth/volumes\nvolume_mount_path: \"\"", nil, ""},
 
-		// production_mode: a data path (the default one too) needs its mount.
+		// production_mode: a data path needs its mount, and only the operator gives one.
 		{"prod with data path and mount accepted", prodBase, nil, ""},
-		{"prod default data path without mount refused", prodOperator, nil, prodReq},
+		{"prod stateful without an operator's data path refused (no embedded root)", prodOperator, nil,
+			"volume_data_path: is required: sku_profiles.app is stateful"},
 		{"prod data path from file without mount refused", prodOperator + "volume_data_path: /var/lib/berth/volumes", nil, prodReq},
 		{"prod data path from env without mount refused", prodOperator, []string{"BERTH_VOLUME_DATA_PATH=/srv/v"}, prodReq},
-		{"prod mount from env accepted", prodOperator, []string{"BERTH_VOLUME_MOUNT_PATH=/var/lib/berth"}, ""},
+		{"prod data path and mount from env accepted", prodOperator,
+			[]string{"BERTH_VOLUME_DATA_PATH=/var/lib/berth/volumes", "BERTH_VOLUME_MOUNT_PATH=/var/lib/berth"}, ""},
 		{"prod mount cleared by env refused", prodBase, []string{"BERTH_VOLUME_MOUNT_PATH="}, prodReq},
-		{"prod mode from env without mount refused", "callback_secret: " + testSecret + "\nhost_address: 203.0.113.7\n" + diskless,
-			[]string{"BERTH_PRODUCTION_MODE=true"}, prodReq},
+		{"prod mode from env with a data path, without mount refused", "callback_secret: " + testSecret +
+			"\nhost_address: 203.0.113.7\nvolume_data_path: /srv/v\n" + diskless, []string{"BERTH_PRODUCTION_MODE=true"}, prodReq},
+		{"prod mode from env, diskless, no volume keys accepted", "callback_secret: " + testSecret + "\nhost_address: 203.0.113.7\n" + diskless,
+			[]string{"BERTH_PRODUCTION_MODE=true"}, ""},
 		{"prod stateful without data path refused", prodOperator + noVolumes, nil,
 			"volume_data_path: is required: sku_profiles.app is stateful"},
 		// Fred's shape: no managed volumes at all, which only diskless profiles allow.
