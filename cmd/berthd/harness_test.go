@@ -230,16 +230,8 @@ func newDaemonDir(t testing.TB, extra ...string) *daemonProc {
 		t.Fatal(err)
 	}
 	// Registered first, so it runs last: after the daemon stopped, whatever this
-	// installation still has in Docker (a test that failed half-way) is removed, so
-	// runs do not pile networks up in the address pool. Leaks are asserted before.
-	t.Cleanup(func() {
-		d.rememberInstallation()
-		d.installsMu.Lock()
-		defer d.installsMu.Unlock()
-		for id := range d.installations {
-			removeInstallation(id)
-		}
-	})
+	// installation still has fails the test and is removed (leftovers_test.go).
+	t.Cleanup(d.checkLeftovers)
 	return d
 }
 
@@ -334,8 +326,9 @@ func (d *daemonProc) startChild(wait bool, env ...string) *daemonProc {
 	d.cmd = cmd
 	d.t.Cleanup(func() {
 		if d.cmd != nil && d.cmd.ProcessState == nil {
-			_ = d.cmd.Process.Kill()
-			_ = d.cmd.Wait()
+			// A clean stop, as an operator's: it trims the pool (the leftover check).
+			_ = d.cmd.Process.Signal(os.Interrupt)
+			d.waitExit(90 * time.Second)
 		}
 	})
 	if wait {
