@@ -122,6 +122,7 @@ func (h *harness) startNoWait() {
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),
+		Chaos:      true, // a test may crash an actor (messages.Crash)
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
 			var eng dockerio.Engine = h.eng
 			if h.busy != nil {

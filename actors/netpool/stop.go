@@ -6,7 +6,7 @@ import (
 )
 
 // stopping trims the pool as it stops (berthd's shutdown, or the tree draining
-// after a failure), within StopBudget: when no network is bound to a lease that
+// after a failure; never a supervisor's restart), within StopBudget: when no network is bound to a lease that
 // may still run, it releases the networks of leases closed meanwhile and
 // removes every unbound pool network. The floor is zero. A pool kept across a
 // stop outlives its data dir once that is removed (throwaway daemons, test
@@ -15,7 +15,9 @@ import (
 // the pool in its first pass, off any provision's path. With a lease bound the
 // installation is plainly coming back, and nothing is touched.
 func (a *Actor) stopping() {
-	if a.failed || a.loop == nil || a.Settings.StopBudget <= 0 {
+	// A supervisor's restart (of the pool or an ancestor) is not a stop: the
+	// pool comes straight back, and a restart must stay quick.
+	if a.failed || a.loop == nil || a.Settings.StopBudget <= 0 || !a.Tree.Draining() {
 		return
 	}
 	close(a.halt) // the running pass makes nothing more

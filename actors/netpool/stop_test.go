@@ -95,3 +95,21 @@ func TestNetpoolStop_DuringARefillWaitingForDocker_MakesNothingMore(t *testing.T
 		t.Fatalf("%d creates, %d pool networks after a stop mid-refill", n, len(h.poolNets()))
 	}
 }
+
+func TestNetpoolStop_SupervisorRestart_IsNoStop_PoolKept(t *testing.T) {
+	h := newHarness(t, 2)
+	h.start()
+	h.idle()
+	before := h.poolNets()
+	root, _ := h.tree.Dir.Get("root")
+	h.tree.Send("root", &messages.Crash{}) // root restarts: its children stop and come back
+	h.eventually("root restarted", func() bool { return root.Restarts() == 1 })
+	h.eventually("the pool back", func() bool { _, ok := h.tree.Dir.Get(poolPath); return ok })
+	h.idle()
+	if n := h.eng.Calls(fake.OpRemoveNetwork); n != 0 {
+		t.Fatalf("%d network removals across a supervisor's restart, want none", n)
+	}
+	if after := h.poolNets(); !slices.Equal(after, before) {
+		t.Fatalf("pool networks %v after the restart, want the same %v", after, before)
+	}
+}

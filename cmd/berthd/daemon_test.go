@@ -183,7 +183,7 @@ func TestProductionMode_RequiresInitializedIdentity(t *testing.T) {
 func TestRootGiveUp_ExitsProcessWith1(t *testing.T) {
 	dockerClient(t)
 	d := newDaemonDir(t).startChild(true, "BERTH_TEST_GUARDIAN=10ms,40ms,3")
-	for i := 0; i < 20 && d.cmd.ProcessState == nil; i++ {
+	for i := 0; i < 20 && !d.hasExited(); i++ {
 		resp, err := debugPost("http://" + d.debug + "/debug/chaos/crash?actor=root")
 		if err != nil {
 			break // the process is going down
