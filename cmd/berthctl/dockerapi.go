@@ -54,7 +54,9 @@ func newDockerAPI(host string) (*dockerAPI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker_host %q: %w", host, err)
 	}
-	tr := &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 10 * time.Second}
+	// Callers bound their calls with a context; this only catches a hung engine
+	// (a network create on a busy one can take well over 10 s).
+	tr := &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: time.Minute}
 	d := &dockerAPI{host: host, client: &http.Client{Transport: tr}}
 	switch u.Scheme {
 	case "unix":
