@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/berth-dev/berth/messages"
@@ -44,6 +45,7 @@ type Tree struct {
 	fatalOnce sync.Once
 	fatal     chan error
 	stopped   chan struct{}
+	draining  atomic.Bool // Stop was called: an actor stopping now is not restarted
 	sub       *subscriptionHandle
 }
 
@@ -113,9 +115,14 @@ func (t *Tree) Fatal() <-chan error { return t.fatal }
 // Stopped is closed once the root has stopped (all children drained).
 func (t *Tree) Stopped() <-chan struct{} { return t.stopped }
 
+// Draining reports whether the tree is being stopped for good: an actor's
+// Stopping is then the end, not a supervisor's restart.
+func (t *Tree) Draining() bool { return t.draining.Load() }
+
 // Stop stops the root, which stops its children last-spawned first (the facade
 // before the actors it talks to), and waits for the drain or ctx.
 func (t *Tree) Stop(ctx context.Context) error {
+	t.draining.Store(true)
 	t.System.Root.Stop(t.root)
 	select {
 	case <-t.stopped:

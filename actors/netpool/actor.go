@@ -34,15 +34,18 @@ type quietTick struct{}
 // Actor is the network pool.
 type Actor struct {
 	*Deps
-	tasks   *supervisors.Tasks
-	journal *supervisors.Journal[*State]
-	st      *State                            // the journal's state
-	loop    *supervisors.Periodic             // nil while failed
-	claims  *supervisors.Group[*pendingClaim] // bound in memory, awaiting the batch commit
-	names   map[string]string                 // network ID → name, as listed or created
-	made    map[string]struct{}               // networks made since the running pass began (by it, or by a lease): its listing may miss them
-	free    []string                          // unbound networks ready to hand out, oldest first
-	trim    []string                          // surplus to remove in the next pass
+	tasks    *supervisors.Tasks
+	journal  *supervisors.Journal[*State]
+	st       *State                            // the journal's state
+	loop     *supervisors.Periodic             // nil while failed
+	claims   *supervisors.Group[*pendingClaim] // bound in memory, awaiting the batch commit
+	names    map[string]string                 // network ID → name, as listed or created
+	made     map[string]struct{}               // networks made since the running pass began (by it, or by a lease): its listing may miss them
+	free     []string                          // unbound networks ready to hand out, oldest first
+	trim     []string                          // surplus to remove in the next pass
+	closed   map[string]bool                   // leases known closed that still hold a binding
+	halt     chan struct{}                     // closed as the pool stops: a pass makes nothing more
+	passDone <-chan findings                   // the latest pass's findings, once it ends
 
 	soon      bool      // a pass is scheduled
 	lastClaim time.Time // claims in the last Quiet postpone a scheduled pass
@@ -62,6 +65,9 @@ func New(deps *Deps) actor.Producer {
 
 // Receive handles the pool's messages.
 func (a *Actor) Receive(c actor.Context) {
+	if _, ok := c.Message().(*actor.Stopping); ok {
+		a.stopping() // before the claims batch is abandoned: a pending claim is a live lease
+	}
 	if a.claims != nil && a.claims.Before(c.Message()) {
 		return
 	}
@@ -92,6 +98,9 @@ func (a *Actor) receive(msg any) {
 	case *messages.DropNetwork:
 		a.drop(m)
 	case *messages.LeaseGone:
+		if _, bound := a.st.byLease[m.Lease]; bound {
+			a.closed[m.Lease] = true
+		}
 		a.schedule()
 	case quietTick:
 		a.quiet()
@@ -119,7 +128,7 @@ func (a *Actor) Describe() (string, int) {
 
 func (a *Actor) started(c actor.Context) {
 	a.tasks = supervisors.NewTasks(c, 0)
-	a.names, a.made = map[string]string{}, map[string]struct{}{}
+	a.names, a.made, a.closed, a.halt = map[string]string{}, map[string]struct{}{}, map[string]bool{}, make(chan struct{})
 	a.claims = &supervisors.Group[*pendingClaim]{Tasks: a.tasks, Commutes: claimCommutes,
 		Commit: a.commitClaims, Abandon: a.abandonClaims}
 	st, seq, err := Load(a.Store)

@@ -99,7 +99,7 @@ func newHarness(t *testing.T, size int) *harness {
 	t.Cleanup(func() { _ = store.Close() })
 	h := &harness{t: t, store: store, faulty: &supervisors.FaultyStore{Store: store}, reg: &stubRegistry{},
 		eng: fake.New(fake.Options{InstallationID: installation, BackendName: backend}),
-		set: Settings{Size: size, Interval: time.Hour, Quiet: 2 * time.Millisecond, Budget: 2 * time.Second,
+		set: Settings{Size: size, Interval: time.Hour, Quiet: 2 * time.Millisecond, Budget: 2 * time.Second, StopBudget: 2 * time.Second,
 			RegistryPath: regPath, BackendName: backend, InstallationID: installation, SnapshotEvery: 2}}
 	t.Cleanup(h.stop) // before the store closes
 	return h
@@ -122,6 +122,7 @@ func (h *harness) startNoWait() {
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),
+		Chaos:      true, // a test may crash an actor (messages.Crash)
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
 			var eng dockerio.Engine = h.eng
 			if h.busy != nil {

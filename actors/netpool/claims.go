@@ -24,6 +24,7 @@ func claimCommutes(msg any) bool {
 // claim answers with the lease's bound network, or binds a free one (answered
 // once the batch commit lands), or answers empty when none is free.
 func (a *Actor) claim(m *messages.ClaimNetwork) {
+	delete(a.closed, m.Lease) // it claims, so it is live (a closed UUID provisioned again)
 	made := a.takeMade(m)
 	if id, ok := a.st.byLease[m.Lease]; ok {
 		a.Metrics.claims.WithLabelValues("rebound").Inc()

@@ -35,6 +35,7 @@ type networkCreated struct{ net dockerio.Network }
 type findings struct {
 	listed    []dockerio.Network
 	listOK    bool
+	closed    []binding // bound to a lease the registry no longer lists
 	released  []binding
 	vanished  []binding
 	created   []dockerio.Network
@@ -63,8 +64,11 @@ func (a *Actor) begin() func(context.Context) supervisors.Outcome {
 	// the whole idle budget, and a burst arriving meanwhile should get the
 	// networks already made rather than create its own.
 	in.created = func(n dockerio.Network) { a.tasks.Send(networkCreated{net: n}) }
+	done := make(chan findings, 1) // a stopping pool waits on it (stop.go)
+	a.passDone = done
 	return func(ctx context.Context) supervisors.Outcome {
 		f := a.run(ctx, in)
+		done <- f
 		return supervisors.Outcome{Err: f.err, Again: f.more, Value: f}
 	}
 }
@@ -87,36 +91,17 @@ func (a *Actor) run(ctx context.Context, in passIn) findings {
 	if liveErr != nil {
 		out.err = liveErr // nothing is released without the registry's word
 	} else {
-		// Checked four at a time: after a mass close every lease's network is
-		// due, two requests each.
-		var mu sync.Mutex
-		var g errgroup.Group
-		g.SetLimit(removeParallel)
+		var gone []binding
 		for _, b := range in.bound {
-			if live[b.lease] || ctx.Err() != nil {
-				continue
+			if !live[b.lease] {
+				gone = append(gone, b)
 			}
-			g.Go(func() error {
-				free, err := a.reusable(ctx, b)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case errors.Is(err, dockerio.ErrNotFound):
-					out.vanished = append(out.vanished, b)
-				case err != nil:
-					out.err = err
-				case free:
-					out.released = append(out.released, b)
-				default:
-					a.Metrics.ops.WithLabelValues("in_use").Inc()
-				}
-				return nil
-			})
 		}
-		_ = g.Wait() // each outcome is recorded above; none stops the others
+		out.closed = gone
+		a.settle(ctx, gone, &out)
 	}
 	waited := time.Duration(0)
-	out.trimmed = a.remove(ctx, in.trim, &waited)
+	out.trimmed = a.remove(ctx, in.trim, &waited, a.halt)
 	// What the pool will hold free after this pass, before creating.
 	trimmed := map[string]bool{}
 	for _, id := range in.trim {
@@ -129,7 +114,9 @@ func (a *Actor) run(ctx context.Context, in passIn) findings {
 		}
 	}
 	for have < in.want && ctx.Err() == nil {
-		waited += a.waitIdle(ctx, a.Settings.IdleWait-waited)
+		if waited += a.waitIdle(ctx, a.Settings.IdleWait-waited); isClosed(a.halt) {
+			break // the pool is stopping: it makes nothing more
+		}
 		n, err := eng.CreatePoolNetwork(ctx)
 		if errors.Is(err, dockerio.ErrAddressPoolExhausted) {
 			out.exhausted = true
@@ -151,6 +138,37 @@ func (a *Actor) run(ctx context.Context, in passIn) findings {
 	return out
 }
 
+// settle checks the networks of gone leases, four at a time (after a mass
+// close every lease's network is due, two requests each), and records which
+// can carry another lease, which vanished, and which are still in use.
+func (a *Actor) settle(ctx context.Context, gone []binding, out *findings) {
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(removeParallel)
+	for _, b := range gone {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			free, err := a.reusable(ctx, b)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, dockerio.ErrNotFound):
+				out.vanished = append(out.vanished, b)
+			case err != nil:
+				out.err = errors.Join(out.err, err)
+			case free:
+				out.released = append(out.released, b)
+			default:
+				a.Metrics.ops.WithLabelValues("in_use").Inc()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // each outcome is recorded above; none stops the others
+}
+
 // inFlight is an engine that reports how many requests berthd has in flight.
 type inFlight interface{ InFlight() int }
 
@@ -168,6 +186,8 @@ func (a *Actor) waitIdle(ctx context.Context, limit time.Duration) time.Duration
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			return time.Since(start)
+		case <-a.halt:
 			return time.Since(start)
 		}
 	}
@@ -202,11 +222,14 @@ func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
 // other Engine API request in flight (within the pass's idle budget): a burst's
 // starts and the reclaimer's removals of closed leases' own networks come
 // first. Batches, not a rolling four, because the pool's own removals count as
-// in flight. It returns what it attempted.
-func (a *Actor) remove(ctx context.Context, ids []string, waited *time.Duration) []string {
+// in flight. It stops between batches once halt is closed, and returns what it
+// attempted.
+func (a *Actor) remove(ctx context.Context, ids []string, waited *time.Duration, halt <-chan struct{}) []string {
 	var tried []string
 	for len(ids) > 0 && ctx.Err() == nil {
-		*waited += a.waitIdle(ctx, a.Settings.IdleWait-*waited)
+		if *waited += a.waitIdle(ctx, a.Settings.IdleWait-*waited); isClosed(halt) {
+			break
+		}
 		batch := ids[:min(len(ids), removeParallel)]
 		ids = ids[len(batch):]
 		tried = append(tried, batch...)
@@ -235,27 +258,12 @@ const removeParallel = 4
 // scheduled pass rather than spinning.
 func (a *Actor) end(out *supervisors.Outcome) {
 	m := out.Value.(findings)
-	var unbind []bindEvent
-	released := map[string]bool{}
-	for _, b := range m.released {
+	for _, b := range m.closed {
 		if a.st.Bound[b.network] == b.lease {
-			unbind = append(unbind, bindEvent{Network: b.network, Lease: b.lease, Reason: ReasonReleased})
-			released[b.network] = true
+			a.closed[b.lease] = true
 		}
 	}
-	for _, b := range m.vanished {
-		if a.st.Bound[b.network] == b.lease {
-			unbind = append(unbind, bindEvent{Network: b.network, Lease: b.lease, Reason: ReasonDropped})
-		}
-	}
-	if len(unbind) > 0 {
-		if err := a.commit(EvUnbound, unbind); err != nil {
-			released = nil
-		} else {
-			a.Metrics.ops.WithLabelValues("released").Add(float64(len(released)))
-			a.Metrics.ops.WithLabelValues("vanished").Add(float64(len(unbind) - len(released)))
-		}
-	}
+	released := a.unbind(m.released, m.vanished)
 	if m.listOK {
 		a.reconcileFree(m)
 	}
@@ -278,6 +286,34 @@ func (a *Actor) end(out *supervisors.Outcome) {
 		a.Log.Warn().Err(m.err).Msg("network pool pass incomplete")
 	}
 	out.Again = out.Again || newSurplus(a.trim, m.trimmed)
+}
+
+// unbind journals the release of the networks found free and the drop of those
+// found gone (each still bound to the lease it was checked for), and returns
+// the released ones (none when the commit failed).
+func (a *Actor) unbind(free, vanished []binding) map[string]bool {
+	var evs []bindEvent
+	released := map[string]bool{}
+	for _, b := range free {
+		if a.st.Bound[b.network] == b.lease {
+			evs = append(evs, bindEvent{Network: b.network, Lease: b.lease, Reason: ReasonReleased})
+			released[b.network] = true
+		}
+	}
+	for _, b := range vanished {
+		if a.st.Bound[b.network] == b.lease {
+			evs = append(evs, bindEvent{Network: b.network, Lease: b.lease, Reason: ReasonDropped})
+		}
+	}
+	if len(evs) == 0 {
+		return released
+	}
+	if err := a.commit(EvUnbound, evs); err != nil {
+		return nil
+	}
+	a.Metrics.ops.WithLabelValues("released").Add(float64(len(released)))
+	a.Metrics.ops.WithLabelValues("vanished").Add(float64(len(evs) - len(released)))
+	return released
 }
 
 // newSurplus reports whether trim holds a network the pass did not try to

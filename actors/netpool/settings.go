@@ -19,7 +19,10 @@ type Settings struct {
 	// engine that reports InFlight): the refill then fills the gaps of a burst
 	// instead of competing with its container starts, and the trim of a mass
 	// close's surplus lets the reclaimer's removals go first. 0: at once.
-	IdleWait       time.Duration
+	IdleWait time.Duration
+	// StopBudget bounds the trim as the pool stops (stop.go), well inside
+	// berthd's 75 s drain. 0: the pool keeps its networks at stop.
+	StopBudget     time.Duration
 	RegistryPath   messages.Address
 	BackendName    string
 	InstallationID string
@@ -27,9 +30,11 @@ type Settings struct {
 }
 
 // DefaultSettings are the pool's fixed settings: a pass once claims paused 2 s,
-// a minute's budget a pass of which up to 40 s waiting for Docker to be idle.
+// a minute's budget a pass of which up to 40 s waiting for Docker to be idle,
+// and 20 s to trim the pool at stop.
 func DefaultSettings() Settings {
-	return Settings{Quiet: 2 * time.Second, Budget: time.Minute, IdleWait: 40 * time.Second, RegistryPath: messages.Registry}
+	return Settings{Quiet: 2 * time.Second, Budget: time.Minute, IdleWait: 40 * time.Second, StopBudget: 20 * time.Second,
+		RegistryPath: messages.Registry}
 }
 
 // Deps are the pool's collaborators.

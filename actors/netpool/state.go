@@ -88,6 +88,11 @@ func (a *Actor) commit(typ string, evs []bindEvent) error {
 	if err := a.journal.Commit(events); err != nil {
 		return err
 	}
+	if typ == EvUnbound {
+		for _, e := range evs {
+			delete(a.closed, e.Lease)
+		}
+	}
 	a.gauges()
 	return nil
 }

@@ -37,8 +37,8 @@ func startBenchBerthd(t *testing.T) string {
 		"debug_listen_addr: "+freeAddr(t),
 		"callback_secret: "+secret,
 		"log_level: warn",
-		// No warm pool: this daemon is not removed from Docker by an
-		// installation sweep after the test (cmd/berthd's harness covers the pool).
+		// No warm pool: the bench compares leases making their own networks
+		// with raw Docker (cmd/berthd's tests cover the pool).
 		"network_pool_size: 0",
 		"startup_verify_duration: 1s",
 		"volume_data_path: "+filepath.Join(root, "volumes"),

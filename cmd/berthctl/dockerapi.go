@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,9 +15,9 @@ import (
 )
 
 // dockerAPI is the little of the Docker Engine API that doctor reads (/_ping,
-// /version, /info), over plain HTTP on docker_host. berthctl does not link the
-// Docker SDK: dockerio/engine is the only package that does, and doctor only
-// needs three GETs.
+// /version, /info, the installations' objects) and prune-installations removes,
+// over plain HTTP on docker_host. berthctl does not link the Docker SDK:
+// dockerio/engine is the only package that does, and these need a few calls.
 type dockerAPI struct {
 	host   string // docker_host as configured
 	base   string // http://docker or http://host:port
@@ -53,7 +54,9 @@ func newDockerAPI(host string) (*dockerAPI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker_host %q: %w", host, err)
 	}
-	tr := &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 10 * time.Second}
+	// Callers bound their calls with a context; this only catches a hung engine
+	// (a network create on a busy one can take well over 10 s).
+	tr := &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: time.Minute}
 	d := &dockerAPI{host: host, client: &http.Client{Transport: tr}}
 	switch u.Scheme {
 	case "unix":
@@ -73,24 +76,41 @@ func newDockerAPI(host string) (*dockerAPI, error) {
 
 // get decodes GET path into v within ctx.
 func (d *dockerAPI) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.base+path, nil)
+	return d.do(ctx, http.MethodGet, path, nil, v)
+}
+
+// do sends method path (with a JSON body when in is not nil) and decodes a 2xx
+// answer into out when out is not nil.
+func (d *dockerAPI) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, d.base+path, body)
 	if err != nil {
 		return err
 	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s on %s: %w", path, d.host, err)
+		return fmt.Errorf("%s %s on %s: %w", method, path, d.host, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	switch {
-	case err == nil && resp.StatusCode != http.StatusOK:
-		err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	case err == nil && v != nil:
-		err = json.Unmarshal(body, v)
+	case err == nil && resp.StatusCode/100 != 2:
+		err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(raw)))
+	case err == nil && out != nil:
+		err = json.Unmarshal(raw, out)
 	}
 	if err != nil {
-		return fmt.Errorf("GET %s on %s: %w", path, d.host, err)
+		return fmt.Errorf("%s %s on %s: %w", method, path, d.host, err)
 	}
 	return nil
 }

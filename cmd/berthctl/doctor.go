@@ -18,7 +18,7 @@ import (
 // doctor runs read-only checks an operator runs before calling for help: the
 // data dir, the store (verified on a private copy, next to a running daemon),
 // the storage identity, the lock holder, Docker, its address pools and clock,
-// the volume root and berthd's own /health. Nothing is created, changed or
+// other installations' objects in it, the volume root and berthd's own /health. Nothing is created, changed or
 // locked. Every check is bounded by a timeout.
 
 // Verdicts, worst last.
@@ -114,6 +114,7 @@ type doctorEnv struct {
 	cfg     *config.Config // cfg.File "" is the embedded defaults
 	api     string         // berthd's API base URL (-api, or listen_addr from -config)
 	tempDir string         // for the store's private copy; "" = os.TempDir()
+	minAge  time.Duration  // another installation with a younger object counts as live; 0 = defaultMinAge
 
 	// Shared between checks, filled in order.
 	store     *persistence.Store // nil when refused: storeErr says why
@@ -129,7 +130,7 @@ type doctorEnv struct {
 func runDoctor(ctx context.Context, env *doctorEnv) doctorReport {
 	checks := []func(context.Context, *doctorEnv) checkResult{
 		checkConfig, checkDataDir, checkStore, checkIdentity, checkLock,
-		checkDocker, checkAddressPools, checkClock, checkVolumes, checkHealth,
+		checkDocker, checkAddressPools, checkClock, checkInstallations, checkVolumes, checkHealth,
 	}
 	rep := doctorReport{Verdict: verdictOK}
 	defer func() {

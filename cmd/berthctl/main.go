@@ -11,6 +11,7 @@
 //	berthctl [global flags] actors [-format text|json|dot]
 //	berthctl [global flags] callbacks [-listen ADDR]  receive and verify callbacks, print them
 //	berthctl [global flags] doctor [-o table|json]   read-only checks of the host and the daemon
+//	berthctl [global flags] prune-installations [-installation ID]... [-min-age D] [-yes]   remove dead installations' idle Docker objects (dry run without -yes)
 //	berthctl [global flags] bench [-n N] [-image REF] [-sku S] [-timeout D] [-o table|json]   N concurrent provisions vs raw Docker
 //
 // The operator's views, each an aligned table or with -o json the daemon's data:
@@ -85,14 +86,15 @@ var signed = map[string]func(*client, []string) error{
 }
 
 // unsigned are the subcommands that need no callback secret: they read only the
-// debug listener, or (doctor) the host.
+// debug listener, or (doctor, prune-installations) the host.
 var unsigned = map[string]func(*client, []string) error{
-	"actors": (*client).actors,
-	"doctor": (*client).doctor,
-	"leases": (*client).leases,
-	"tree":   view("tree", "/debug/actors?format=json", (*client).printTree),
-	"outbox": view("outbox", "/debug/outbox", (*client).printOutbox),
-	"events": (*client).events,
+	"actors":              (*client).actors,
+	"doctor":              (*client).doctor,
+	"prune-installations": (*client).pruneInstallations,
+	"leases":              (*client).leases,
+	"tree":                view("tree", "/debug/actors?format=json", (*client).printTree),
+	"outbox":              view("outbox", "/debug/outbox", (*client).printOutbox),
+	"events":              (*client).events,
 }
 
 func run(args []string, stdin io.Reader, out io.Writer) error {
@@ -107,7 +109,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|bench|leases|lease|tree|outbox|retentions|events …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|prune-installations|bench|leases|lease|tree|outbox|retentions|events …")
 	}
 	c := &client{stdin: stdin, out: out}
 	if *configFile != "" {

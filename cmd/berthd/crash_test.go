@@ -199,7 +199,7 @@ func (w *crashWorkload) converge(timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			if w.d.cmd != nil && w.d.cmd.ProcessState == nil {
+			if w.d.cmd != nil && !w.d.hasExited() {
 				// Have the stuck daemon print every goroutine's stack into its log.
 				_ = w.d.cmd.Process.Signal(syscall.SIGQUIT)
 				time.Sleep(3 * time.Second)

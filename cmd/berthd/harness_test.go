@@ -185,7 +185,8 @@ type daemonProc struct {
 	done chan int
 
 	// child process
-	cmd *exec.Cmd
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd.Wait returned (the only Wait)
 
 	// installations is every installation ID this daemon ran as (a test may
 	// overwrite the marker): the cleanup sweeps them all.
@@ -234,16 +235,8 @@ func newDaemonDir(t testing.TB, extra ...string) *daemonProc {
 		t.Fatal(err)
 	}
 	// Registered first, so it runs last: after the daemon stopped, whatever this
-	// installation still has in Docker (a test that failed half-way) is removed, so
-	// runs do not pile networks up in the address pool. Leaks are asserted before.
-	t.Cleanup(func() {
-		d.rememberInstallation()
-		d.installsMu.Lock()
-		defer d.installsMu.Unlock()
-		for id := range d.installations {
-			removeInstallation(id)
-		}
-	})
+	// installation still has fails the test and is removed (leftovers_test.go).
+	t.Cleanup(d.checkLeftovers)
 	return d
 }
 
@@ -335,11 +328,13 @@ func (d *daemonProc) startChild(wait bool, env ...string) *daemonProc {
 	if err := cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}
-	d.cmd = cmd
+	d.cmd, d.exited = cmd, make(chan struct{})
+	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(d.exited)
 	d.t.Cleanup(func() {
-		if d.cmd != nil && d.cmd.ProcessState == nil {
-			_ = d.cmd.Process.Kill()
-			_ = d.cmd.Wait()
+		if d.cmd == cmd && !d.hasExited() {
+			// A clean stop, as an operator's: it trims the pool (the leftover check).
+			_ = cmd.Process.Signal(os.Interrupt)
+			d.waitExit(90 * time.Second)
 		}
 	})
 	if wait {
@@ -352,19 +347,28 @@ func (d *daemonProc) startChild(wait bool, env ...string) *daemonProc {
 func (d *daemonProc) kill9() {
 	d.t.Helper()
 	_ = d.cmd.Process.Kill()
-	_ = d.cmd.Wait()
+	<-d.exited
+}
+
+// hasExited reports whether the child process has exited.
+func (d *daemonProc) hasExited() bool {
+	select {
+	case <-d.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitExit waits for the child process and returns its exit code.
 func (d *daemonProc) waitExit(timeout time.Duration) int {
 	d.t.Helper()
-	ch := make(chan error, 1)
-	go func() { ch <- d.cmd.Wait() }()
 	select {
-	case <-ch:
+	case <-d.exited:
 		return d.cmd.ProcessState.ExitCode()
 	case <-time.After(timeout):
 		_ = d.cmd.Process.Kill()
+		<-d.exited
 		d.t.Fatalf("berthd did not exit within %s\n%s", timeout, d.log.String())
 		return -1
 	}
@@ -466,11 +470,23 @@ func (d *daemonProc) deprovisionUntilGone(lease string) {
 	for {
 		r := d.deprovision(lease)
 		if r.Status == 200 {
+			d.waitLeaseObjectsGone(lease, deadline)
 			return
 		}
 		if r.Status != 503 || time.Now().After(deadline) {
 			d.t.Fatalf("deprovision %s: %d %s", lease, r.Status, r.Body)
 		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitLeaseObjectsGone waits (until deadline) for the close's teardown: a 200
+// means the close is durable, and the containers and network follow. A daemon
+// stopped before that leaves them to its next start (the leftover check).
+func (d *daemonProc) waitLeaseObjectsGone(lease string, deadline time.Time) {
+	dc := dockerClient(d.t)
+	defer dc.Close()
+	for time.Now().Before(deadline) && len(leaseContainers(d.t, dc, lease))+len(leaseNetworks(d.t, dc, lease)) > 0 {
 		time.Sleep(200 * time.Millisecond)
 	}
 }

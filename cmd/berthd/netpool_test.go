@@ -344,3 +344,19 @@ func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testin
 	assertGone(t, dc, lease)
 	assertPoolEmpty(t, d)
 }
+
+func TestNetworkPool_CleanStopWithNoLease_LeavesNoPoolNetwork_RestartRefills(t *testing.T) {
+	dc := dockerClient(t)
+	d := newDaemonDir(t, "network_pool_size: 3").startInProcess()
+	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
+	waitPool(t, dc, inst, 3, 2*time.Minute)
+	d.waitNetworkPoolSettled(t, 3)
+	if code := d.stop(); code != 0 {
+		t.Fatalf("berthd exited %d\n%s", code, d.log.String())
+	}
+	if left := poolNetworks(t, dc, inst); len(left) != 0 {
+		t.Fatalf("%d pool networks left after a clean stop with no lease: %v", len(left), left)
+	}
+	d.startInProcess()
+	waitPool(t, dc, inst, 3, 2*time.Minute) // the refill waits for Docker to be idle: slow on a busy machine
+}

@@ -163,7 +163,7 @@ func TestMain(m *testing.M) {
 // testInstallations is every installation an engine of this run acted for.
 var testInstallations sync.Map
 
-// leftoverObjects finds, and removes, the containers and networks of this
+// leftoverObjects finds, and removes, the containers, networks and volumes of this
 // run's installations that a test's cleanup did not.
 func leftoverObjects() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -192,6 +192,16 @@ func leftoverObjects() []string {
 		if ours(n.Labels) {
 			out = append(out, "network "+n.Name)
 			_ = fx.docker.NetworkRemove(ctx, n.ID)
+		}
+	}
+	vs, err := fx.docker.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", dockerio.LabelInstallation))})
+	if err != nil {
+		return append(out, "list volumes: "+err.Error())
+	}
+	for _, v := range vs.Volumes {
+		if ours(v.Labels) {
+			out = append(out, "volume "+v.Name)
+			_ = fx.docker.VolumeRemove(ctx, v.Name, true)
 		}
 	}
 	return out
