@@ -90,7 +90,11 @@ func (a *Actor) decide(in any) {
 		return
 	}
 	for _, e := range d.Events {
-		a.Log.Info().Str("lease", e.Lease).Str("domain", e.Domain).Str("event", e.Type).Str("detail", e.Detail).Msg("custom domain gate")
+		lvl := a.Log.Info()
+		if e.Type == EvMissed { // every backoff: the console shows the last verdict
+			lvl = a.Log.Debug()
+		}
+		lvl.Str("lease", e.Lease).Str("domain", e.Domain).Str("event", e.Type).Str("detail", e.Detail).Msg("custom domain gate")
 	}
 	for _, eff := range d.Effects {
 		a.run(eff)

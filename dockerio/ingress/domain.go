@@ -71,3 +71,25 @@ func excerpt(s string) string {
 	}
 	return s
 }
+
+// ValidateWildcardDomain checks ingress.wildcard_domain: a domain name of at
+// least two labels with room under it for every container's longest label.
+func ValidateWildcardDomain(w string) error {
+	d := strings.ToLower(strings.TrimSuffix(w, "."))
+	if room := MaxName - MaxLabel - 1; len(d) > room {
+		return fmt.Errorf("%d characters, at most %d: every container's name (a label of up to %d) must fit under it", len(d), room, MaxLabel)
+	}
+	if _, err := netip.ParseAddr(d); err == nil {
+		return errors.New("is an IP address, not a domain name")
+	}
+	labels := strings.Split(d, ".")
+	if len(labels) < 2 {
+		return errors.New("must be a domain of at least two labels, such as apps.example.com")
+	}
+	for _, l := range labels {
+		if problem := labelProblem(l); problem != "" {
+			return errors.New(problem)
+		}
+	}
+	return nil
+}

@@ -52,3 +52,21 @@ func TestValidateCustomDomain_Refused_WithReason(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateWildcardDomain(t *testing.T) {
+	for w, want := range map[string]string{
+		"apps.example.com":                       "",
+		"Apps.Example.com.":                      "",
+		"":                                       "at least two labels",
+		"example":                                "at least two labels",
+		"*.apps.example.com":                     "only ASCII",
+		"203.0.113.7":                            "IP address",
+		strings.Repeat("a", 63) + ".example.com": "",
+		strings.Repeat(strings.Repeat("a", 60)+".", 4) + "com": "at most 189",
+	} {
+		err := ValidateWildcardDomain(w)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: %v, want %q", w, err, want)
+		}
+	}
+}
