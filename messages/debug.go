@@ -106,18 +106,18 @@ const (
 )
 
 // DebugCallback is one callback of a lease: a row still in the outbox (queued), or
-// a recent delivery the outbox actor remembers (delivered).
+// a recent one the outbox actor remembers (delivered, or removed undelivered).
 type DebugCallback struct {
 	DeliveryID    string     `json:"delivery_id"`
 	Kind          string     `json:"kind"`     // operation | lifecycle | maintenance
 	Status        string     `json:"status"`   // the callback's status: success | failed | deprovisioned
 	URLPath       string     `json:"url_path"` // the path of the URL it goes to (no host, no query)
 	CreatedAt     time.Time  `json:"created_at"`
-	State         string     `json:"state"` // queued | delivered
+	State         string     `json:"state"` // queued | delivered | expired | coalesced (removed undelivered)
 	Attempts      int        `json:"attempts"`
 	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
 	LastError     string     `json:"last_error,omitempty"`
-	DeliveredAt   *time.Time `json:"delivered_at,omitempty"`
+	DeliveredAt   *time.Time `json:"delivered_at,omitempty"` // when it left the outbox
 }
 
 // DebugDiagnostic summarises one container of a stored failure capture; the
@@ -170,6 +170,9 @@ type DeliveredCallback struct {
 	LastAttemptAt time.Time
 	LastError     string // the error of the attempt before the one that succeeded
 	DeliveredAt   time.Time
+	// Dropped, when set, says the row was removed undelivered (DeliveredAt is
+	// when) and why: "expired" (callback_max_age) or "coalesced" (superseded).
+	Dropped string
 }
 
 // DebugOutbox asks the outbox actor for its delivery bookkeeping, of one lease
@@ -184,6 +187,8 @@ type DebugOutbox struct {
 type DebugOutboxReply struct {
 	Attempts  map[string]DeliveryAttempts
 	Delivered []DeliveredCallback
+	// Lifecycle rows removed undelivered since the outbox actor started.
+	Expired, Coalesced int
 }
 
 // OutboxLease is one lease's queue in GET /debug/outbox.
@@ -198,10 +203,28 @@ type OutboxLease struct {
 	Kinds            map[string]int `json:"kinds"`
 }
 
+// OutboxDropped is a lifecycle callback removed undelivered, in GET /debug/outbox.
+type OutboxDropped struct {
+	LeaseUUID  string    `json:"lease_uuid"`
+	DeliveryID string    `json:"delivery_id"`
+	Kind       string    `json:"kind"`
+	Status     string    `json:"status"`
+	Reason     string    `json:"reason"` // expired (callback_max_age) | coalesced (a newer lifecycle row)
+	CreatedAt  time.Time `json:"created_at"`
+	DroppedAt  time.Time `json:"dropped_at"`
+	Attempts   int       `json:"attempts"`
+	LastError  string    `json:"last_error,omitempty"`
+}
+
 // OutboxSummary is GET /debug/outbox.
 type OutboxSummary struct {
 	TotalQueued int           `json:"total_queued"`
 	Leases      []OutboxLease `json:"leases"`
+	// Expired and Coalesced count the lifecycle rows removed undelivered since the
+	// outbox actor started; Dropped lists the recent ones (its ring), oldest first.
+	Expired   int             `json:"expired"`
+	Coalesced int             `json:"coalesced"`
+	Dropped   []OutboxDropped `json:"dropped"`
 }
 
 // --- background passes ---------------------------------------------------------------

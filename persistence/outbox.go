@@ -15,9 +15,18 @@ type OutboxRow struct {
 	DeliveryID string          `json:"delivery_id"` // UUID, stable across retries/restarts
 	URL        string          `json:"url"`
 	Body       json.RawMessage `json:"body"`
-	Kind       string          `json:"kind"` // "operation" | "lifecycle"
+	Kind       string          `json:"kind"` // KindOperation | KindLifecycle | KindMaintenance
 	CreatedAt  time.Time       `json:"created_at"`
 }
+
+// Outbox row kinds. Operation (provision/restore) and maintenance completions are
+// exact: only their delivery removes them. Lifecycle observations (deaths,
+// deprovisions) may also leave undelivered: coalesced or aged out by the outbox.
+const (
+	KindOperation   = "operation"
+	KindLifecycle   = "lifecycle"
+	KindMaintenance = "maintenance"
+)
 
 // OutboxKey names one row: outbox/<Lease>/<Seq>. Seq comes from one global counter,
 // so it orders rows per lease (FIFO) and across leases (creation order).
@@ -114,34 +123,6 @@ func (s *Store) OutboxLeases() ([]string, error) {
 		return nil, fmt.Errorf("list outbox leases in %s: %w", s.path, err)
 	}
 	return leases, nil
-}
-
-// OutboxHead returns a lease's oldest pending row.
-func (s *Store) OutboxHead(lease string) (*OutboxEntry, bool, error) {
-	if err := validName("outbox lease", lease); err != nil {
-		return nil, false, err
-	}
-	var head *OutboxEntry
-	err := s.db.View(func(tx *bolt.Tx) error {
-		lb := nested(tx, bucketOutbox, lease)
-		if lb == nil {
-			return nil
-		}
-		k, v := lb.Cursor().First()
-		if k == nil {
-			return nil
-		}
-		e, err := s.decodeOutbox(lease, k, v)
-		if err != nil {
-			return err
-		}
-		head = &e
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	return head, head != nil, nil
 }
 
 // OutboxOf returns one lease's pending rows, oldest first.

@@ -15,6 +15,15 @@ func row(lease, delivery string, created time.Time) OutboxRow {
 		Body: json.RawMessage(fmt.Sprintf(`{"lease_uuid":%q,"status":"success"}`, lease)), Kind: "operation", CreatedAt: created}
 }
 
+// outboxHead is a lease's oldest row, the one the outbox delivers next.
+func outboxHead(s *Store, lease string) (*OutboxEntry, bool, error) {
+	rows, err := s.OutboxOf(lease)
+	if err != nil || len(rows) == 0 {
+		return nil, false, err
+	}
+	return &rows[0], true, nil
+}
+
 func TestOutbox_FIFOPerLeaseGlobalOrderAndExactDelete(t *testing.T) {
 	s := newStore(t)
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -62,7 +71,7 @@ func TestOutbox_FIFOPerLeaseGlobalOrderAndExactDelete(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(leases, []string{"lease-a", "lease-b"}) {
 		t.Fatalf("OutboxLeases = %v, %v", leases, err)
 	}
-	head, ok, err := s.OutboxHead("lease-b")
+	head, ok, err := outboxHead(s, "lease-b")
 	if err != nil || !ok || head.Row.DeliveryID != "b1" || head.Key != (OutboxKey{"lease-b", 1}) {
 		t.Fatalf("head(lease-b) = %+v, %v, %v", head, ok, err)
 	}
@@ -81,7 +90,7 @@ func TestOutbox_FIFOPerLeaseGlobalOrderAndExactDelete(t *testing.T) {
 	if err := s.DeleteOutbox(OutboxKey{"lease-zzz", 9}); err != nil {
 		t.Fatalf("delete in unknown lease: %v", err)
 	}
-	head, ok, _ = s.OutboxHead("lease-b")
+	head, ok, _ = outboxHead(s, "lease-b")
 	if !ok || head.Row.DeliveryID != "b2" {
 		t.Fatalf("head(lease-b) after delete = %+v", head)
 	}
@@ -111,7 +120,7 @@ func TestOutbox_FIFOPerLeaseGlobalOrderAndExactDelete(t *testing.T) {
 	if !reflect.DeepEqual(leases, []string{"lease-a", "lease-c"}) {
 		t.Fatalf("leases = %v, want lease-b gone", leases)
 	}
-	if _, ok, _ := s.OutboxHead("lease-b"); ok {
+	if _, ok, _ := outboxHead(s, "lease-b"); ok {
 		t.Fatal("lease-b still has a head")
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,11 +31,13 @@ type Settings struct {
 	Delays   []time.Duration
 	Deadline time.Duration
 	Sweep    time.Duration // replay cadence for rows whose delivery failed
+	MaxAge   time.Duration // callback_max_age: a lifecycle row this old is removed (stale.go)
 	Now      func() time.Time
 }
 
 // DefaultSettings are CONTRACT.md's: attempts at 0 s, 1 s, 5 s inside 2 m 15 s, a
-// 30 s sweep, 16 leases in flight, and a client whose every dial obeys policy.
+// 30 s sweep, 16 leases in flight, and a client whose every dial obeys policy;
+// lifecycle rows age out after callback_max_age's default, 24 h.
 func DefaultSettings(secret []byte, policy callback.Policy) Settings {
 	return Settings{
 		Secret:   secret,
@@ -42,6 +46,7 @@ func DefaultSettings(secret []byte, policy callback.Policy) Settings {
 		Delays:   []time.Duration{0, time.Second, 5 * time.Second},
 		Deadline: 2*time.Minute + 15*time.Second,
 		Sweep:    30 * time.Second,
+		MaxAge:   24 * time.Hour,
 		Now:      time.Now,
 	}
 }
@@ -73,12 +78,13 @@ type Actor struct {
 	log   zerolog.Logger
 	met   *Metrics
 
-	tasks    *supervisors.Tasks
-	inFlight map[string]bool // lease → its head is being delivered
-	queued   []string        // leases with rows waiting for a delivery slot
-	isQueued map[string]bool
-	tries    map[string]*messages.DeliveryAttempts // delivery ID → attempts of a row still queued (debug.go)
-	recent   *ring                                 // recent deliveries (debug.go)
+	tasks        *supervisors.Tasks
+	inFlight     map[string]bool // lease → its head is being delivered
+	queued       []string        // leases with rows waiting for a delivery slot
+	isQueued     map[string]bool
+	tries        map[string]*messages.DeliveryAttempts // delivery ID → attempts of a row still queued (debug.go)
+	recent       *ring                                 // recent deliveries (debug.go)
+	droppedTotal map[string]int                        // rows removed undelivered, by reason (stale.go)
 }
 
 // New returns the producer of the outbox actor.
@@ -119,12 +125,7 @@ func (a *Actor) Receive(c actor.Context) {
 		a.schedule()
 	case delivered:
 		delete(a.inFlight, m.lease)
-		if m.err == nil {
-			a.remember(m.row, m.at)
-			a.enqueue(m.lease) // the next row of this lease, if any, goes at once
-		} else {
-			a.log.Warn().Str("lease_uuid", m.lease).Err(m.err).Msg("callback not delivered; kept for the sweep")
-		}
+		a.settle(m)
 		a.schedule()
 	case attempted:
 		a.record(m)
@@ -147,6 +148,7 @@ func (a *Actor) start(c actor.Context) {
 	a.isQueued = make(map[string]bool)
 	a.tries = make(map[string]*messages.DeliveryAttempts)
 	a.recent = newRing(recentDeliveries)
+	a.droppedTotal = make(map[string]int)
 	a.queueAll()
 	a.schedule()
 	a.tasks.Every("outbox-sweep", a.set.Sweep, sweepTick{})
@@ -171,6 +173,22 @@ func (a *Actor) enqueue(lease string) {
 	a.queued = append(a.queued, lease)
 }
 
+// settle follows one delivery: after a 2xx the lease's next row goes at once; a
+// refused head that went stale meanwhile makes way for what waited behind it;
+// any other refused head waits for the sweep.
+func (a *Actor) settle(m delivered) {
+	if m.err == nil {
+		a.remember(m.row, m.at, "")
+		a.enqueue(m.lease)
+		return
+	}
+	if head := a.prune(m.lease); head == nil || head.Row.DeliveryID != m.row.DeliveryID {
+		a.enqueue(m.lease)
+		return
+	}
+	a.log.Warn().Str("lease_uuid", m.lease).Err(m.err).Msg("callback not delivered; kept for the sweep")
+}
+
 // schedule starts deliveries for queued leases while slots are free. Only a lease's
 // head row is ever in flight, which is what keeps per-lease FIFO.
 func (a *Actor) schedule() {
@@ -178,17 +196,42 @@ func (a *Actor) schedule() {
 		lease := a.queued[0]
 		a.queued = a.queued[1:]
 		delete(a.isQueued, lease)
-		head, ok, err := a.store.OutboxHead(lease)
-		if err != nil {
-			a.log.Error().Err(err).Str("lease_uuid", lease).Msg("read outbox head")
-			continue
+		if head := a.prune(lease); head != nil {
+			a.inFlight[lease] = true
+			a.deliver(*head)
 		}
-		if !ok {
-			continue
-		}
-		a.inFlight[lease] = true
-		a.deliver(*head)
 	}
+}
+
+// prune removes lease's stale rows (stale.go) in one transaction and returns the
+// head left to deliver (nil: none). It runs only while none of the lease's rows
+// is in flight. When the removal cannot commit nothing is delivered: a head
+// never goes ahead of a row that should have left before it; the sweep retries.
+func (a *Actor) prune(lease string) *persistence.OutboxEntry {
+	rows, err := a.store.OutboxOf(lease)
+	if err != nil {
+		a.log.Error().Err(err).Str("lease_uuid", lease).Msg("read outbox")
+		return nil
+	}
+	drops := stale(rows, a.set.Now(), a.set.MaxAge)
+	if len(drops) > 0 {
+		gone := make(map[persistence.OutboxKey]bool, len(drops))
+		for _, d := range drops {
+			gone[d.entry.Key] = true
+		}
+		if _, err := a.store.Commit(persistence.Write{DeleteOutbox: slices.Collect(maps.Keys(gone))}); err != nil {
+			a.log.Error().Err(err).Str("lease_uuid", lease).Msg("remove stale callbacks")
+			return nil
+		}
+		for _, d := range drops {
+			a.drop(d)
+		}
+		rows = slices.DeleteFunc(rows, func(e persistence.OutboxEntry) bool { return gone[e.Key] })
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return &rows[0]
 }
 
 func (a *Actor) deliver(e persistence.OutboxEntry) {

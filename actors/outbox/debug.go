@@ -13,7 +13,8 @@ import (
 // how their deliveries went: attempts and the last error of rows still queued,
 // and a bounded ring of recent deliveries. Both are the actor instance's memory:
 // a restart of the outbox (or of berthd) forgets them — the rows, which are
-// what matters, are re-read from the store and delivered as before.
+// what matters, are re-read from the store and delivered as before. Rows
+// removed undelivered (stale.go) go to the same ring, with why.
 
 // Bounds of the delivery bookkeeping.
 const (
@@ -58,10 +59,12 @@ func (a *Actor) forgetOldestTry() {
 	delete(a.tries, oldest)
 }
 
-// remember moves a delivered row's bookkeeping into the ring of recent deliveries.
-func (a *Actor) remember(row persistence.OutboxRow, at time.Time) {
+// remember moves the bookkeeping of a row that left the outbox into the ring:
+// delivered (dropped "") or removed undelivered (dropped: why, stale.go).
+func (a *Actor) remember(row persistence.OutboxRow, at time.Time, dropped string) {
 	d := messages.DeliveredCallback{Lease: row.Lease, DeliveryID: row.DeliveryID, Kind: row.Kind,
-		Status: callback.Status(row.Body), URLPath: callback.URLPath(row.URL), CreatedAt: row.CreatedAt, DeliveredAt: at}
+		Status: callback.Status(row.Body), URLPath: callback.URLPath(row.URL), CreatedAt: row.CreatedAt, DeliveredAt: at,
+		Dropped: dropped}
 	if t := a.tries[row.DeliveryID]; t != nil {
 		d.Attempts, d.LastAttemptAt, d.LastError = t.Attempts, t.LastAttemptAt, t.LastError
 		delete(a.tries, row.DeliveryID)
@@ -71,7 +74,8 @@ func (a *Actor) remember(row persistence.OutboxRow, at time.Time) {
 
 // debug answers DebugOutbox with copies: the reply leaves the actor.
 func (a *Actor) debug(lease string) messages.DebugOutboxReply {
-	out := messages.DebugOutboxReply{Attempts: map[string]messages.DeliveryAttempts{}, Delivered: a.recent.list(lease)}
+	out := messages.DebugOutboxReply{Attempts: map[string]messages.DeliveryAttempts{}, Delivered: a.recent.list(lease),
+		Expired: a.droppedTotal[DroppedExpired], Coalesced: a.droppedTotal[DroppedCoalesced]}
 	for id, t := range a.tries {
 		if lease == "" || t.Lease == lease {
 			out.Attempts[id] = *t
@@ -80,7 +84,7 @@ func (a *Actor) debug(lease string) messages.DebugOutboxReply {
 	return out
 }
 
-// ring is a bounded, oldest-first record of delivered callbacks.
+// ring is a bounded, oldest-first record of callbacks that left the outbox.
 type ring struct {
 	buf  []messages.DeliveredCallback
 	head int

@@ -366,6 +366,15 @@ func (d *daemon) pending() int {
 	return n
 }
 
+// head is a lease's oldest pending row, the one delivered next.
+func (d *daemon) head(lease string) (*persistence.OutboxEntry, bool, error) {
+	rows, err := d.store.OutboxOf(lease)
+	if err != nil || len(rows) == 0 {
+		return nil, false, err
+	}
+	return &rows[0], true, nil
+}
+
 // rowIDs returns the delivery IDs of the pending rows, in creation order.
 func (d *daemon) rowIDs() []string {
 	d.t.Helper()

@@ -12,6 +12,7 @@ import (
 // from the store at scrape time, so they are right across restarts.
 type Metrics struct {
 	attempts *prometheus.CounterVec
+	dropped  map[string]*prometheus.CounterVec // reason → berth_callback_<reason>_total{kind}
 }
 
 // NewMetrics registers the outbox series on reg.
@@ -23,10 +24,25 @@ func NewMetrics(reg prometheus.Registerer, store *persistence.Store, now func() 
 	for _, o := range []string{OutcomeDelivered, OutcomeRejected, OutcomeTransport, OutcomeRefused, OutcomeCanceled} {
 		m.attempts.WithLabelValues(o)
 	}
+	m.dropped = map[string]*prometheus.CounterVec{}
+	for reason, help := range map[string]string{
+		DroppedExpired:   "Callback rows removed undelivered after callback_max_age, by kind (only lifecycle rows age).",
+		DroppedCoalesced: "Callback rows removed undelivered because a newer lifecycle row of the lease superseded them, by kind.",
+	} {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_callback_" + reason + "_total", Help: help}, []string{"kind"})
+		v.WithLabelValues(persistence.KindLifecycle)
+		m.dropped[reason] = v
+	}
 	if reg != nil {
-		reg.MustRegister(m.attempts, &pendingCollector{store: store, now: now})
+		reg.MustRegister(m.attempts, m.dropped[DroppedExpired], m.dropped[DroppedCoalesced], &pendingCollector{store: store, now: now})
 	}
 	return m
+}
+
+func (m *Metrics) drop(kind, reason string) {
+	if m != nil {
+		m.dropped[reason].WithLabelValues(kind).Inc()
+	}
 }
 
 func (m *Metrics) attempt(outcome string) {

@@ -31,6 +31,23 @@ func TestOutbox_OneRowPerLeaseAndTheTotal(t *testing.T) {
 	wantText(t, got, "total queued: 0 (0 leases)\n")
 }
 
+func TestOutbox_RemovedUndeliveredListedAndCounted(t *testing.T) {
+	f := newFakeDaemon(t)
+	f.on("/debug/outbox", `{"total_queued":0,"leases":[],"expired":1,"coalesced":2,"dropped":[
+ {"lease_uuid":"0b6c7e55-1d2e-4f3a-8b9c-0d1e2f3a4b5c","delivery_id":"d1","kind":"lifecycle","status":"failed","reason":"expired",
+  "created_at":"2025-03-01T10:00:00Z","dropped_at":"2025-03-02T10:00:00Z","attempts":3,"last_error":"callback answered 500"}]}`)
+	got, err := f.run("outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantText(t, got, ""+
+		"total queued: 0 (0 leases)\n"+
+		"\n"+
+		"removed undelivered: 1 expired, 2 coalesced\n"+
+		"LEASE                                 STATUS  REASON   CREATED               REMOVED               ATTEMPTS  LAST ERROR\n"+
+		"0b6c7e55-1d2e-4f3a-8b9c-0d1e2f3a4b5c  failed  expired  2025-03-01T10:00:00Z  2025-03-02T10:00:00Z  3         callback answered 500\n")
+}
+
 func TestDebugCommands_NeedNoSecretButSendTheToken(t *testing.T) {
 	f := newFakeDaemon(t)
 	f.on("/debug/outbox", `{"total_queued":0,"leases":[]}`)

@@ -533,14 +533,16 @@ type receivedCallback struct {
 // callbackReceiver is a Fred stand-in: it verifies every signature (refusing bad
 // ones with 401, which the test then sees as missing callbacks) and records them.
 type callbackReceiver struct {
-	t      testing.TB
-	srv    *http.Server
-	url    string
-	mu     sync.Mutex
-	got    []receivedCallback
-	failN  map[string]int // lease → answer 500 this many more times
-	bad    int            // requests with a bad signature
-	notify chan struct{}
+	t       testing.TB
+	srv     *http.Server
+	url     string
+	mu      sync.Mutex
+	got     []receivedCallback
+	failN   map[string]int               // lease → answer 500 this many more times
+	refuse  func(messages.Callback) bool // answer 500 to every callback it matches
+	bad     int                          // requests with a bad signature
+	refused []messages.Callback
+	notify  chan struct{}
 }
 
 func newCallbackReceiver(t testing.TB) *callbackReceiver {
@@ -576,6 +578,12 @@ func (r *callbackReceiver) handle(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.mu.Lock()
+	if r.refuse != nil && r.refuse(cb) {
+		r.refused = append(r.refused, cb)
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
 	if n := r.failN[cb.LeaseUUID]; n > 0 {
 		r.failN[cb.LeaseUUID] = n - 1
 		r.mu.Unlock()

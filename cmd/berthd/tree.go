@@ -158,6 +158,7 @@ func batchSizes(reg prometheus.Registerer, name, help string) prometheus.Observe
 // outbox signs with the wall clock (receivers check it).
 func (w *wiring) outbox() outbox.Settings {
 	set := outbox.DefaultSettings(w.secret, w.callbacks)
+	set.MaxAge = w.cfg.CallbackMaxAge
 	if w.cfg.CallbackInsecureSkipVerify {
 		// Dev only (refused in production): same guarded client, TLS unchecked.
 		set.Client = outbox.NewClient(w.callbacks, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec

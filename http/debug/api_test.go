@@ -90,7 +90,7 @@ func (a answering) Receive(c actor.Context) {
 	case *messages.DebugLease:
 		m.Reply <- a.w.leases[a.name]
 	case *messages.DebugOutbox:
-		rep := messages.DebugOutboxReply{Attempts: map[string]messages.DeliveryAttempts{}}
+		rep := messages.DebugOutboxReply{Attempts: map[string]messages.DeliveryAttempts{}, Expired: a.w.outbox.Expired, Coalesced: a.w.outbox.Coalesced}
 		for id, t := range a.w.outbox.Attempts {
 			if m.Lease == "" || t.Lease == m.Lease {
 				rep.Attempts[id] = t
@@ -441,8 +441,40 @@ func TestOutbox_QueuedRowsByLeaseOldestFirst(t *testing.T) {
 
 	// Without the outbox actor the rows still show, and why the attempts do not.
 	g := newFixture(t, func(o *debug.Options) { o.OutboxPath = "root/nobody" })
-	if body := g.getJSON("/debug/outbox", &out); out.TotalQueued != 0 || !strings.Contains(body, `"leases":[]`) || !strings.Contains(body, `"attempts_error":`) {
+	if body := g.getJSON("/debug/outbox", &out); out.TotalQueued != 0 || !strings.Contains(body, `"leases":[]`) || !strings.Contains(body, `"attempts_error":`) ||
+		!strings.Contains(body, `"dropped":[]`) {
 		t.Errorf("no outbox actor: %s", body)
+	}
+}
+
+// Lifecycle rows the outbox removed undelivered (expired, coalesced) are counted
+// and listed on /debug/outbox, and shown by state in the lease's callbacks.
+func TestOutbox_RowsRemovedUndeliveredAreCountedListedAndShownByState(t *testing.T) {
+	f := newFixture(t, nil)
+	id := uuid.NewString()
+	t1, t2 := now.Add(-time.Hour), now.Add(-time.Minute)
+	f.set(func(w *world) {
+		w.rows = []messages.LeaseRow{row(id, t1, "root/leaseA")}
+		w.outbox = messages.DebugOutboxReply{Expired: 1, Coalesced: 2, Delivered: []messages.DeliveredCallback{
+			{Lease: id, DeliveryID: "d-death", Kind: "lifecycle", Status: "failed", CreatedAt: t1, Attempts: 4,
+				LastError: "post: status 500", DeliveredAt: t2, Dropped: "expired"},
+			{Lease: id, DeliveryID: "d-maint", Kind: "maintenance", Status: "success", CreatedAt: t1, Attempts: 1, DeliveredAt: now},
+		}}
+	})
+	var out messages.OutboxSummary
+	body := f.getJSON("/debug/outbox", &out)
+	if out.Expired != 1 || out.Coalesced != 2 || len(out.Dropped) != 1 || out.Dropped[0] != (messages.OutboxDropped{LeaseUUID: id,
+		DeliveryID: "d-death", Kind: "lifecycle", Status: "failed", Reason: "expired", CreatedAt: t1, DroppedAt: t2, Attempts: 4,
+		LastError: "post: status 500"}) {
+		t.Fatalf("outbox = %s", body)
+	}
+	if !strings.Contains(body, `"expired":1,"coalesced":2,"dropped":[{"lease_uuid":"`+id+`","delivery_id":"d-death"`) {
+		t.Errorf("body lacks the counts and the dropped row: %s", body)
+	}
+	var h messages.LeaseHistory
+	f.getJSON("/debug/leases/"+id, &h)
+	if len(h.Callbacks) != 2 || h.Callbacks[0].State != "expired" || h.Callbacks[1].State != messages.CallbackDelivered {
+		t.Errorf("callbacks = %+v, want the death expired and the completion delivered", h.Callbacks)
 	}
 }
 

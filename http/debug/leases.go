@@ -171,7 +171,7 @@ func (s *server) callbacksOf(ctx context.Context, id string) ([]messages.DebugCa
 			continue // delivered but its row not yet deleted: still queued
 		}
 		out = append(out, messages.DebugCallback{DeliveryID: d.DeliveryID, Kind: d.Kind, Status: d.Status, URLPath: d.URLPath,
-			CreatedAt: d.CreatedAt, State: messages.CallbackDelivered, Attempts: d.Attempts, LastError: d.LastError,
+			CreatedAt: d.CreatedAt, State: cmp.Or(d.Dropped, messages.CallbackDelivered), Attempts: d.Attempts, LastError: d.LastError,
 			LastAttemptAt: timePtr(d.LastAttemptAt), DeliveredAt: timePtr(d.DeliveredAt)})
 	}
 	slices.SortStableFunc(out, func(a, b messages.DebugCallback) int { return a.CreatedAt.Compare(b.CreatedAt) })

@@ -41,9 +41,17 @@ func (s *server) outbox(w http.ResponseWriter, r *http.Request) {
 
 // summarizeOutbox groups rows (in creation order, as Reads.Outbox returns them) by
 // lease: count, kinds, the head row (the oldest: only it is ever attempted) and
-// its attempts. Leases are sorted by their oldest row, oldest first.
+// its attempts. Leases are sorted by their oldest row, oldest first. The rows the
+// outbox removed undelivered (expired, coalesced) come from its ring.
 func summarizeOutbox(rows []QueuedCallback, book messages.DebugOutboxReply, now time.Time) messages.OutboxSummary {
-	out := messages.OutboxSummary{TotalQueued: len(rows), Leases: []messages.OutboxLease{}}
+	out := messages.OutboxSummary{TotalQueued: len(rows), Leases: []messages.OutboxLease{},
+		Expired: book.Expired, Coalesced: book.Coalesced, Dropped: []messages.OutboxDropped{}}
+	for _, d := range book.Delivered {
+		if d.Dropped != "" {
+			out.Dropped = append(out.Dropped, messages.OutboxDropped{LeaseUUID: d.Lease, DeliveryID: d.DeliveryID, Kind: d.Kind,
+				Status: d.Status, Reason: d.Dropped, CreatedAt: d.CreatedAt, DroppedAt: d.DeliveredAt, Attempts: d.Attempts, LastError: d.LastError})
+		}
+	}
 	byLease := map[string]int{}
 	for _, e := range rows {
 		i, ok := byLease[e.Lease]
