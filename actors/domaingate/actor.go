@@ -68,13 +68,13 @@ func (a *Actor) start(c actor.Context) {
 	a.tasks = supervisors.NewTasks(c, 0)
 	a.checking, a.due = map[string]bool{}, map[string]func(){}
 	a.journal = &supervisors.Journal[*State]{Store: a.Store, Stream: Stream, Version: eventVersion, Now: a.Now, Log: a.Log}
-	st, seq, err := Load(a.Store)
-	if err != nil {
+	st := newState()
+	if err := a.journal.Load(st, st.mend); err != nil {
+		// An unreadable journal stops the daemon; until then the gate holds nothing.
 		a.Tree.Fail(fmt.Errorf("domaingate: %w", err))
 		a.journal.Resume(newState(), 0)
 		return
 	}
-	a.journal.Resume(st, seq)
 	a.decide(Recover{})
 }
 

@@ -193,19 +193,16 @@ func cnameOf(rrs []dns.RR, owner string) string {
 
 func addrsOf(rrs []dns.RR, owner string) []netip.Addr {
 	var out []netip.Addr
-	for _, rr := range rrs {
-		if !strings.EqualFold(rr.Header().Name, owner) {
-			continue
-		}
-		var ip []byte
-		switch a := rr.(type) {
-		case *dns.A:
-			ip = a.A
-		case *dns.AAAA:
-			ip = a.AAAA
-		}
+	add := func(ip []byte) {
 		if addr, ok := netip.AddrFromSlice(ip); ok {
 			out = append(out, addr.Unmap())
+		}
+	}
+	for _, rr := range rrs {
+		if a, ok := rr.(*dns.A); ok && strings.EqualFold(a.Hdr.Name, owner) {
+			add(a.A)
+		} else if aaaa, ok := rr.(*dns.AAAA); ok && strings.EqualFold(aaaa.Hdr.Name, owner) {
+			add(aaaa.AAAA)
 		}
 	}
 	return out

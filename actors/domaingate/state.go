@@ -79,11 +79,14 @@ func (s *State) Apply(ev persistence.Event) error {
 	return nil
 }
 
+// mend gives a snapshot without gates its empty map.
+func (s *State) mend() {
+	if s.Gates == nil {
+		s.Gates = map[string]*Gate{}
+	}
+}
+
 // Load rebuilds the gates from the stream.
 func Load(store supervisors.JournalStore) (*State, uint64, error) {
-	return supervisors.Rebuild(store, Stream, eventVersion, newState, func(st *State) {
-		if st.Gates == nil {
-			st.Gates = map[string]*Gate{}
-		}
-	})
+	return supervisors.Rebuild(store, Stream, eventVersion, newState, (*State).mend)
 }

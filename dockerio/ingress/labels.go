@@ -28,7 +28,9 @@ type Container struct {
 	Ports   []Port
 	Hint    int // the manifest's ingress port, 0 when none is marked
 	// Network is the name of the network the container is really on (a warm
-	// pool network is not called fred-<lease>): Traefik reaches it there.
+	// pool network is not called fred-<lease>): Traefik reaches it there, so
+	// the operator's Traefik must be connected to it — every lease and pool
+	// network carries fred.managed=true and fred.network_scope, to select by.
 	Network string
 	// CustomDomain is the service's custom domain, set only once its DNS gate
 	// opened (or the gate is disabled); "" gives the primary router alone.
