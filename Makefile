@@ -15,6 +15,9 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:/usr/local/sbin:/usr/sbin:/sbin:
 export BERTH_TEST_REGISTRY ?= 127.0.0.1:5000
 export BERTH_TEST_IMAGE ?= $(BERTH_TEST_REGISTRY)/berth/workload:test
 export BERTH_TEST_IMAGE_NOVOLUME ?= $(BERTH_TEST_REGISTRY)/berth/workload:novolume
+# Stock Debian images as tenants bring them (nginx-light, redis-server): .ci/stock-images.sh.
+export BERTH_TEST_NGINX_IMAGE ?= $(BERTH_TEST_REGISTRY)/berth/nginx:stock
+export BERTH_TEST_REDIS_IMAGE ?= $(BERTH_TEST_REGISTRY)/berth/redis:stock
 export BERTH_REGISTRY_ADDR := $(BERTH_TEST_REGISTRY)
 # The loop-mounted btrfs (quotas enabled) the volume tests run on: .ci/btrfs-up.sh.
 export BERTH_CI_STATE ?= /var/lib/berth-ci
@@ -22,7 +25,8 @@ export BERTH_TEST_BTRFS ?= $(BERTH_CI_STATE)/btrfs
 
 # The variables above are for the tests; berthd would warn about each BERTH_*
 # variable that names no configuration key, so `make run` starts it without them.
-TEST_ENV := BERTH_TEST_REGISTRY BERTH_TEST_IMAGE BERTH_TEST_IMAGE_NOVOLUME BERTH_REGISTRY_ADDR BERTH_CI_STATE BERTH_TEST_BTRFS
+TEST_ENV := BERTH_TEST_REGISTRY BERTH_TEST_IMAGE BERTH_TEST_IMAGE_NOVOLUME BERTH_TEST_NGINX_IMAGE BERTH_TEST_REDIS_IMAGE \
+	BERTH_REGISTRY_ADDR BERTH_CI_STATE BERTH_TEST_BTRFS
 
 ARGS ?=
 TESTFLAGS ?=
@@ -30,17 +34,17 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: run test crash bench build fmt vet workload-image docker-up registry-up btrfs-up btrfs-down promtool-up chromium-up
+.PHONY: run test crash bench build fmt vet workload-image stock-images docker-up registry-up btrfs-up btrfs-down promtool-up chromium-up
 
 ## run: start Docker if needed, then berthd on its embedded default config (extra flags: ARGS=...)
 run: docker-up
 	env $(foreach v,$(TEST_ENV),-u $(v)) go run ./cmd/berthd $(ARGS)
 
-## test: Docker + local registry + test workload image + the btrfs test mount, then every test with -race (extra flags: TESTFLAGS=...),
+## test: Docker + local registry + test workload image + stock images + the btrfs test mount, then every test with -race (extra flags: TESTFLAGS=...),
 ## then the crash suite's dockerd restart on its own (it stops every container on the host). BERTH_REQUIRE_DOCKER=1:
 ## a Docker-gated test that cannot run fails instead of skipping, so green means every one of them ran.
 ## The btrfs test mount and its image are removed when the tests end, pass or fail.
-test: docker-up registry-up workload-image btrfs-up promtool-up chromium-up
+test: docker-up registry-up workload-image stock-images btrfs-up promtool-up chromium-up
 	trap 'echo "== make test: removing the btrfs test mount"; bash .ci/btrfs-down.sh' EXIT; \
 	echo "== make test: go test -race ./... (every package; cmd/berthd takes ~8 min)"; \
 	BERTH_REQUIRE_DOCKER=1 go test -race -timeout 30m -skip 'TestCrashSuite_DockerdRestart' $(TESTFLAGS) ./...; \
@@ -53,7 +57,7 @@ crash: docker-up registry-up workload-image btrfs-up
 	BERTH_CRASH_ROUNDS=$(CRASH_ROUNDS) BERTH_CRASH_DOCKERD=1 go test -race -timeout 60m -count=1 -v -run 'TestCrashSuite' ./cmd/berthd
 
 ## bench: every benchmark against the real engine (BENCH=regexp BENCHTIME=1s BENCHCOUNT=1)
-bench: docker-up registry-up workload-image
+bench: docker-up registry-up workload-image stock-images
 	go test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m $(TESTFLAGS) ./...
 
 ## build: compile every package and command
@@ -72,6 +76,12 @@ vet:
 workload-image: docker-up registry-up
 	@echo "== $@: the test workload image"
 	bash .ci/workload-image.sh
+
+## stock-images: build (debootstrap, cached under $(BERTH_CI_STATE)/stock: ~2 min, instant when up to date) and push
+## $(BERTH_TEST_NGINX_IMAGE) and $(BERTH_TEST_REDIS_IMAGE), Debian's nginx-light and redis-server with their upstream image config
+stock-images: docker-up registry-up
+	@echo "== $@: stock Debian nginx and redis images"
+	bash .ci/stock-images.sh
 
 ## docker-up: install docker.io when missing, start dockerd (with a large address pool) when not running
 docker-up:

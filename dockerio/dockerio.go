@@ -43,8 +43,10 @@ const (
 	LabelNetworkScope    = "fred.network_scope"          // "lease" on lease networks, "pool" on warm-pool networks
 )
 
-// RuntimeContract versions the properties a container keeps until recreated.
-const RuntimeContract = 1
+// RuntimeContract versions the properties a container keeps until recreated:
+// 1 — each lease on its own network; 2 — the tenant seccomp profile (btrfs
+// subvolume and snapshot creation refused).
+const RuntimeContract = 2
 
 // Errors the adapter returns; callers classify with errors.Is.
 var (
@@ -63,7 +65,8 @@ var (
 	// gone; nothing of the launch is left. It matches ErrNotFound.
 	ErrPoolNetworkGone = fmt.Errorf("pool network gone: %w", ErrNotFound)
 	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
-	// targets, label count or size); it can never be launched here.
+	// targets, label count or size, a reserved label, the lease mount budget); it
+	// can never be launched here.
 	ErrImageNotAdmissible = errors.New("image metadata not admissible")
 )
 
@@ -104,7 +107,7 @@ type ServicePlan struct {
 	Image        string // manifest reference
 	ImageID      string // resolved sha256 ID after pull/inspect
 	ImageVolumes []string
-	MaskLabels   []string // image label keys in reserved namespaces, set empty on the container
+	MaskLabels   []string // the Compose build stamps the image carries: their values are discarded
 	// VolumeDirs are, for a stateful service (DiskMB > 0), the host directory of each
 	// instance's managed volume (index i → VolumeDirs[i]); each image VOLUME target
 	// is bind-mounted from its subdirectory VolumeSubdir(target).
@@ -121,6 +124,21 @@ type ServicePlan struct {
 	Labels          map[string]string
 	HealthCheck     *HealthCheck      // nil = no manifest health check
 	DependsOn       map[string]string // service → "service_started" | "service_healthy"
+	// UID and GID are the numeric user the container runs as (User, else the
+	// image's USER): every tmpfs mount point belongs to it. Up resolves them
+	// through the image when both are 0.
+	UID, GID int
+	// WritablePaths are the image's detected writable paths
+	// (Engine.DetectWritablePaths). Under a read-only rootfs each is mounted
+	// writable: from <WritableDirs[i]>/_wp/<VolumeSubdir(target)>, seeded by
+	// Engine.SeedWritablePaths, when WritableDirs is set; else as an empty
+	// tmpfs owned by UID:GID (Docker 20.10 copies no image content into a
+	// tmpfs). Not mounted when the rootfs is writable.
+	WritablePaths []string
+	// WritableDirs are, per instance, the directory holding its seeded _wp
+	// tree: the managed volume of a stateful instance (VolumeDirs[i]), the
+	// scratch volume (ScratchVolumeName) of a diskless one. Empty: tmpfs.
+	WritableDirs []string
 }
 
 // PortSpec is a container port published on HostBindIP with an ephemeral host port.
@@ -182,9 +200,11 @@ type ImageInfo struct {
 	Digest  string   // repository@sha256:… the reference resolved to through its registry
 	Volumes []string // declared VOLUME paths, sorted and admitted
 	User    string
-	// MaskLabels are the image's label keys in the reserved fred., traefik. and
-	// com.docker.compose. namespaces: containers set them empty, so an image can
-	// never claim berth's labels.
+	// MaskLabels are the four Compose build stamps (com.docker.compose.project,
+	// .service, .version, .image.builder) the image carries: Compose and berth
+	// write their own values, so the image's are discarded. Any other label of
+	// the reserved fred., traefik. and com.docker.compose. namespaces makes the
+	// image not admissible.
 	MaskLabels []string
 	// UID and GID are the numeric owner the image's user runs as (resolved from a
 	// name through the image's own /etc/passwd and /etc/group); a volume's mount
@@ -349,4 +369,17 @@ type Engine interface {
 	ListManaged(ctx context.Context) ([]messages.Container, error)
 	Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error)
 	Events(ctx context.Context) (<-chan Event, <-chan error)
+	// DetectWritablePaths finds the directories a container of q.ImageID writes
+	// at start outside its VOLUMEs (writable.go). The image's scan is cached by
+	// image ID. An error means the detection could not be made (the launch goes
+	// on without writable paths, degraded), never that the image is refused.
+	DetectWritablePaths(ctx context.Context, q WritableQuery) (Writable, error)
+	// SeedWritablePaths replaces the _wp tree of each of req.Dirs with a copy of
+	// the image's content of req.Paths, confined to that tree and capped by
+	// req.MaxEntries and req.MaxBytes. An error leaves a dir's previous _wp
+	// tree in place; the caller mounts tmpfs instead (degraded).
+	SeedWritablePaths(ctx context.Context, req SeedRequest) error
+	// SeccompEnabled reports whether the daemon applies seccomp profiles: without
+	// it the tenant profile, and with it the btrfs quota, is not enforced.
+	SeccompEnabled(ctx context.Context) (bool, error)
 }

@@ -25,7 +25,8 @@ type DebugInstance struct {
 	ContainerID string                 `json:"container_id"`
 	State       string                 `json:"state"` // running | exited (its death is being confirmed) | source (a maintenance's source cohort) | stopping
 	Image       string                 `json:"image"`
-	Ports       map[string]PortBinding `json:"ports"` // "8080/tcp" → {host_ip, host_port}
+	Ports       map[string]PortBinding `json:"ports"`              // "8080/tcp" → {host_ip, host_port}
+	Degraded    string                 `json:"degraded,omitempty"` // why its launch's preparation was degraded (its death is never counted)
 }
 
 // DebugService is one service of a lease row with its instances.

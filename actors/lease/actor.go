@@ -61,6 +61,7 @@ type Settings struct {
 	ReadonlyRootfs   bool
 	PidsLimit        int64
 	TmpfsSizeMB      int
+	MinAvgFileBytes  int64            // min_avg_file_bytes: a writable-path seed's entries are its quota over this
 	OutboxPath       messages.Address // where OutboxWake goes
 	VolumeHoldPath   messages.Address // where a busy volume is handed (HoldVolume)
 	SnapshotEvery    int              // journal events between snapshots

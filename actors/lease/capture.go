@@ -25,6 +25,7 @@ type Capture struct {
 	Stamp
 	Cause
 	FailCount  int                `json:"fail_count"`
+	Degraded   string             `json:"degraded,omitempty"` // why the launch's preparation was degraded: the failure never counts
 	Containers []ContainerCapture `json:"containers"`
 }
 
@@ -54,7 +55,7 @@ const (
 // capture adds the lease's identity and the cohort's state and logs. A failure to
 // write is logged, never fatal.
 func (j *job) capture(ctx context.Context, c Capture, cohort []messages.Container) {
-	c.Lease, c.OperationID, c.At, c.FailCount = j.lease, j.launch.OperationID, j.now(), j.launch.FailCount+1
+	c.Lease, c.OperationID, c.At, c.FailCount, c.Degraded = j.lease, j.launch.OperationID, j.now(), j.launch.FailCount+1, j.degraded
 	budget := captureBytesPerTry
 	for _, ctr := range cohort {
 		cc := ContainerCapture{Service: ctr.Service, Index: ctr.Index, ContainerID: ctr.ID, State: ctr.State,

@@ -41,7 +41,7 @@ func debugServices(spec *Spec, st *State) []messages.DebugService {
 		ds := messages.DebugService{Name: svc.Name, Instances: make([]messages.DebugInstance, 0, len(insts))}
 		for _, inst := range insts {
 			ds.Instances = append(ds.Instances, messages.DebugInstance{Index: inst.Index, ContainerID: shortID(inst.ContainerID),
-				State: instanceState(st, inst), Image: inst.Image, Ports: inst.Ports.byKey()})
+				State: instanceState(st, inst), Image: inst.Image, Ports: inst.Ports.byKey(), Degraded: inst.Degraded})
 		}
 		out = append(out, ds)
 	}

@@ -63,7 +63,7 @@ func Decide(st *State, in Input, env Env) Decision {
 		}
 		f := RuntimeFailing{Stamp: Stamp{st.Generation, env.Now}, ContainerID: inst.ContainerID,
 			Service: inst.Service, Index: inst.Index, ExitCode: in.Exited.ExitCode,
-			OOMKilled: in.Exited.OOMKilled, Counted: in.Death.Counted}
+			OOMKilled: in.Exited.OOMKilled, Counted: in.Death.Counted && inst.Degraded == ""} // a degraded launch's death is ours
 		return Decision{Events: []persistence.Event{event(EvRuntimeFailing, env.Now, f)}, Effects: []Effect{Work{WorkCapture}}}
 	case Timer:
 		switch {

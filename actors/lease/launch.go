@@ -14,11 +14,13 @@ import (
 )
 
 // launchInputs is what a launch needs beside the release: the admitted images, the
-// verified lease network and the stateful instances' volume directories.
+// verified lease network, the stateful instances' volume directories and each
+// service's writable paths.
 type launchInputs struct {
-	images  map[string]dockerio.ImageInfo
-	network leaseNetwork
-	dirs    map[string][]string
+	images   map[string]dockerio.ImageInfo
+	network  leaseNetwork
+	dirs     map[string][]string
+	writable map[string]writableService
 }
 
 // leaseNetwork is the network a launch attaches to: fred-<lease>, or the warm
@@ -29,16 +31,24 @@ type leaseNetwork struct {
 }
 
 // prepare admits the release's images and ensures the lease network, at once (they
-// are independent), then the stateful instances' volumes (their mount points owned
-// by the image's user). A failure is returned as an Outcome with ok false: Failed
-// for a definite one (not yet cleaned up), Canceled when ctx ended.
+// are independent), detecting the images' writable paths as soon as they are
+// admitted; then the stateful instances' volumes (their mount points owned by the
+// container's user) and the writable paths' seeds. A failure is returned as an
+// Outcome with ok false: Failed for a definite one (not yet cleaned up), Canceled
+// when ctx ended. A skipped step degrades the launch (j.degraded) instead.
 func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bool) {
-	images, network, out, ok := j.prepareImagesAndNetwork(ctx, r)
+	j.degraded = ""
+	images, network, det, out, ok := j.prepareImagesAndNetwork(ctx, r)
 	if !ok {
 		return launchInputs{}, out, false
 	}
+	found := det.wait()
+	if err := notAdmissible(found); err != nil {
+		j.log.Warn().Err(err).Msg("writable-path detection")
+		return launchInputs{}, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
+	}
 	done := j.provisionPhase("volumes")
-	dirs, err := j.ensureVolumes(ctx, r, images)
+	dirs, err := j.ensureVolumes(ctx, r, images, found)
 	done()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -50,12 +60,12 @@ func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bo
 		}
 		return launchInputs{}, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
 	}
-	return launchInputs{images: images, network: network, dirs: dirs}, Outcome{}, true
+	return launchInputs{images: images, network: network, dirs: dirs, writable: j.seedWritable(ctx, r, found, dirs)}, Outcome{}, true
 }
 
 // ensureVolumes creates (or reuses, its quota updated) every stateful instance's
 // volume, with a subdirectory per image VOLUME target.
-func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]dockerio.ImageInfo) (map[string][]string, error) {
+func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]dockerio.ImageInfo, found map[string]detected) (map[string][]string, error) {
 	dirs := map[string][]string{}
 	for _, svc := range r.Services {
 		if svc.Profile.DiskMB <= 0 {
@@ -69,14 +79,10 @@ func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]do
 		for _, target := range img.Volumes {
 			subdirs = append(subdirs, dockerio.VolumeSubdir(target))
 		}
-		// The mount points belong to whoever the container runs as: the
-		// manifest's user override when it has one, else the image's USER.
-		uid, gid := img.UID, img.GID
-		if u := svc.Manifest.User; u != "" && len(subdirs) > 0 {
-			var err error
-			if uid, gid, err = j.eng.ImageUser(ctx, img.ID, u); err != nil {
-				return nil, fmt.Errorf("user %q of %s: %w", u, svc.Name, err)
-			}
+		d, detectedOK := found[svc.Name]
+		uid, gid, err := j.owner(ctx, svc, img, d, detectedOK)
+		if err != nil {
+			return nil, fmt.Errorf("user %q of %s: %w", svc.Manifest.User, svc.Name, err)
 		}
 		for i := 0; i < svc.Quantity; i++ {
 			path, err := j.vols.Ensure(ctx, dockerio.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, uid, gid)
@@ -89,7 +95,9 @@ func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]do
 	return dirs, nil
 }
 
-func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, leaseNetwork, Outcome, bool) {
+// prepareImagesAndNetwork admits the images while the network is made, and
+// starts the writable-path detection as soon as the images are in.
+func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, leaseNetwork, *detection, Outcome, bool) {
 	type netResult struct {
 		net leaseNetwork
 		err error
@@ -104,25 +112,35 @@ func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[strin
 	done := j.provisionPhase("images")
 	images, out, ok := j.admitImages(ctx, r)
 	done()
-	net := <-netDone
 	if !ok {
-		return nil, leaseNetwork{}, out, false
+		<-netDone
+		return nil, leaseNetwork{}, nil, out, false
 	}
-	if net.err != nil {
-		if ctx.Err() != nil {
-			return nil, leaseNetwork{}, canceled, false
-		}
-		if errors.Is(net.err, dockerio.ErrAddressPoolExhausted) {
-			j.log.Error().Err(net.err).Msg("no network address space left")
-			return nil, leaseNetwork{}, fail(messages.ReasonInternal, "insufficient resources: no network address space"), false
-		}
-		j.log.Error().Err(net.err).Msg("lease network")
-		if errors.Is(net.err, dockerio.ErrForeignObject) || errors.Is(net.err, dockerio.ErrForeignNetwork) {
-			return nil, leaseNetwork{}, fail(messages.ReasonInternal, "the lease network name is taken by another installation"), false
-		}
-		return nil, leaseNetwork{}, fail(messages.ReasonInternal, "provisioning failed: lease network"), false
+	det := j.detectWritable(ctx, r, images)
+	net := <-netDone
+	if out, ok := j.networkOutcome(ctx, net.err); !ok {
+		det.abandon()
+		return nil, leaseNetwork{}, nil, out, false
 	}
-	return images, net.net, Outcome{}, true
+	return images, net.net, det, Outcome{}, true
+}
+
+// networkOutcome classifies a failure to get the lease network.
+func (j *job) networkOutcome(ctx context.Context, err error) (Outcome, bool) {
+	switch {
+	case err == nil:
+		return Outcome{}, true
+	case ctx.Err() != nil:
+		return canceled, false
+	case errors.Is(err, dockerio.ErrAddressPoolExhausted):
+		j.log.Error().Err(err).Msg("no network address space left")
+		return fail(messages.ReasonInternal, "insufficient resources: no network address space"), false
+	}
+	j.log.Error().Err(err).Msg("lease network")
+	if errors.Is(err, dockerio.ErrForeignObject) || errors.Is(err, dockerio.ErrForeignNetwork) {
+		return fail(messages.ReasonInternal, "the lease network name is taken by another installation"), false
+	}
+	return fail(messages.ReasonInternal, "provisioning failed: lease network"), false
 }
 
 // leaseNetwork finds this attempt's network: the pool's network bound to the

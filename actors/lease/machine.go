@@ -216,6 +216,7 @@ type Instance struct {
 	ContainerID string `json:"container_id"`
 	Image       string `json:"image"`
 	Ports       Ports  `json:"ports,omitempty"`
+	Degraded    string `json:"degraded,omitempty"` // why its launch's preparation was degraded: its death never counts
 }
 
 // Ports are an instance's published ports, sorted by key ("8080/tcp"). A slice, not

@@ -87,6 +87,14 @@ func (e *memRefusingEngine) Events(context.Context) (<-chan dockerio.Event, <-ch
 	return nil, errs
 }
 
+func (e *memRefusingEngine) DetectWritablePaths(context.Context, dockerio.WritableQuery) (dockerio.Writable, error) {
+	return dockerio.Writable{}, e.refuse()
+}
+func (e *memRefusingEngine) SeedWritablePaths(context.Context, dockerio.SeedRequest) error {
+	return e.refuse()
+}
+func (e *memRefusingEngine) SeccompEnabled(context.Context) (bool, error) { return false, e.refuse() }
+
 // memBenchSpec is a one-service flat lease the way the registry's prepare() builds
 // one from a POST /provision: every string and map freshly allocated, as a decoded
 // request's are, so the Spec's whole footprint is the lease's own.

@@ -68,7 +68,7 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	done = phase("launch")
 	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
 	_, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
-		return plan(j.spec, &j.rel, l, j.set, in.images, net, in.dirs)
+		return plan(j.spec, &j.rel, l, j.set, in, net)
 	})
 	done()
 	if parent.Err() != nil {
@@ -102,6 +102,7 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 func (j *job) verdict(parent context.Context, out Outcome, cohort []messages.Container) ReplaceResult {
 	switch {
 	case out.Kind == OutcomeReady:
+		markDegraded(out.Containers, j.degraded)
 		return ReplaceResult{Kind: ReplaceCompleted, Generation: j.maint.Generation, Containers: out.Containers}
 	case out.Kind == OutcomeCanceled && parent.Err() != nil:
 		return ReplaceResult{Kind: ReplaceCanceled}
@@ -220,7 +221,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 	}
 	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
 	_, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
-		return plan(j.spec, j.source, l, j.set, in.images, net, in.dirs)
+		return plan(j.spec, j.source, l, j.set, in, net)
 	})
 	recreated, err := j.eng.Cohort(ctx, j.lease)
 	if parent.Err() != nil {
@@ -229,6 +230,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 	if upErr == nil && err == nil {
 		out := j.verify(ctx, ofGeneration(recreated, m.CompensateGen), j.source, time.Now().Add(compensationBudget+time.Minute))
 		if out.Kind == OutcomeReady {
+			markDegraded(out.Containers, j.degraded)
 			j.log.Warn().Str("cause", cause.Message).Msg("maintenance failed; the previous deployment was recreated and is ready")
 			return ReplaceResult{Kind: ReplaceRecovered, Generation: m.CompensateGen, Containers: out.Containers,
 				Reason: cause.Reason, Message: msg}

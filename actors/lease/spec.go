@@ -149,9 +149,10 @@ type launch struct {
 	FailCount     int
 }
 
-// plan builds the Compose launch of release r under l, with its admitted images
-// and (stateful services) the host directories of its instances' volumes.
-func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]dockerio.ImageInfo, net leaseNetwork, dirs map[string][]string) dockerio.Plan {
+// plan builds the Compose launch of release r under l on net, with what prepare
+// made for it: the admitted images, (stateful services) the host directories of
+// its instances' volumes, and the writable paths.
+func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net leaseNetwork) dockerio.Plan {
 	p := dockerio.Plan{
 		Lease:          spec.Lease,
 		Tenant:         spec.Tenant,
@@ -173,7 +174,7 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]doc
 	}
 	for _, svc := range r.Services {
 		m := svc.Manifest
-		img := images[svc.Name]
+		img, wp := in.images[svc.Name], in.writable[svc.Name]
 		sp := dockerio.ServicePlan{
 			Name:            svc.Name,
 			SKU:             svc.SKU,
@@ -185,7 +186,7 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]doc
 			ImageID:         img.ID,
 			ImageVolumes:    img.Volumes,
 			MaskLabels:      img.MaskLabels,
-			VolumeDirs:      dirs[svc.Name],
+			VolumeDirs:      in.dirs[svc.Name],
 			Env:             m.Env,
 			Command:         m.Command,
 			Args:            m.Args,
@@ -195,6 +196,10 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, images map[string]doc
 			Expose:          m.Expose,
 			Tmpfs:           m.Tmpfs,
 			Labels:          m.Labels,
+			UID:             wp.uid,
+			GID:             wp.gid,
+			WritablePaths:   wp.paths,
+			WritableDirs:    wp.dirs,
 		}
 		for key := range m.Ports {
 			if ps, ok := parsePort(key); ok {

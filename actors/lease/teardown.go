@@ -41,73 +41,101 @@ func (j *job) teardown(ctx context.Context) TornDown {
 	return j.closeVolumes(ctx)
 }
 
-// leaseVolumes are the managed volumes the lease's stateful services own.
-func (j *job) leaseVolumes() []messages.RetainedVolume {
-	var out []messages.RetainedVolume
+// leaseVolumes are the managed volumes the lease's stateful services own, and
+// the scratch volumes its diskless instances may hold their seeded writable
+// paths in (most never made one: destroying an absent volume is success).
+func (j *job) leaseVolumes() (managed []messages.RetainedVolume, scratch []string) {
 	for _, svc := range j.rel.Services {
-		if svc.Profile.DiskMB <= 0 {
-			continue
-		}
 		for i := 0; i < svc.Quantity; i++ {
-			out = append(out, messages.RetainedVolume{Name: dockerio.VolumeName(j.lease, svc.Name, i),
+			if svc.Profile.DiskMB <= 0 {
+				scratch = append(scratch, dockerio.ScratchVolumeName(j.lease, svc.Name, i))
+				continue
+			}
+			managed = append(managed, messages.RetainedVolume{Name: dockerio.VolumeName(j.lease, svc.Name, i),
 				Service: svc.Name, Index: i, QuotaMB: svc.Profile.DiskMB})
 		}
 	}
-	return out
+	return managed, scratch
 }
 
+// closeVolumes deals with the lease's volumes as the close decided. Scratch
+// volumes are always destroyed: they hold only what an image seeded, nothing
+// a restore could use.
 func (j *job) closeVolumes(ctx context.Context) TornDown {
-	vols := j.leaseVolumes()
-	if len(vols) == 0 || j.vols == nil {
+	vols, scratch := j.leaseVolumes()
+	if j.vols == nil {
 		return TornDown{}
+	}
+	var out TornDown
+	for _, name := range scratch {
+		if err := j.destroyOrHold(ctx, name, &out); err != nil {
+			return TornDown{Err: err}
+		}
 	}
 	c := j.close
 	if c != nil && c.Requarantine {
 		if err := j.requarantine(ctx); err != nil {
 			return TornDown{Err: err}
 		}
-		return TornDown{}
+		return out
 	}
-	var out TornDown
 	for _, v := range vols {
-		retained := dockerio.RetainedVolumeName(j.lease, v.Service, v.Index)
-		if c != nil && c.Retain {
-			err := j.vols.Rename(ctx, v.Name, retained)
-			if errors.Is(err, dockerio.ErrNotFound) {
-				ok, xerr := j.vols.Exists(ctx, retained)
-				if xerr != nil {
-					return TornDown{Err: xerr}
-				}
-				if !ok {
-					continue // never created (the lease never launched): nothing to keep
-				}
-				err = nil // renamed by an earlier attempt of this close
+		if c == nil || !c.Retain {
+			if err := j.destroyOrHold(ctx, v.Name, &out); err != nil {
+				return TornDown{Err: err}
 			}
-			if err != nil {
-				return TornDown{Err: fmt.Errorf("retain %s: %w", v.Name, err)}
-			}
-			used, err := j.vols.Usage(ctx, retained)
-			if err != nil {
-				return TornDown{Err: fmt.Errorf("measure %s: %w", retained, err)}
-			}
-			v.Name, v.UsedBytes = retained, used
-			out.Retained = append(out.Retained, v)
 			continue
 		}
-		err := j.vols.Destroy(ctx, v.Name)
-		if errors.Is(err, dockerio.ErrVolumeBusy) {
-			j.log.Warn().Str("volume", v.Name).Msg("volume busy: its deletion is held and retried")
-			if j.hold != nil {
-				j.hold(v.Name)
-			}
-			out.Held = append(out.Held, v.Name)
-			continue
-		}
+		retained, ok, err := j.retain(ctx, v)
 		if err != nil {
-			return TornDown{Err: fmt.Errorf("destroy %s: %w", v.Name, err)}
+			return TornDown{Err: err}
+		}
+		if ok {
+			out.Retained = append(out.Retained, retained)
 		}
 	}
 	return out
+}
+
+// retain moves a volume into the retention namespace and measures it; ok is
+// false when it was never created (the lease never launched): nothing to keep.
+func (j *job) retain(ctx context.Context, v messages.RetainedVolume) (messages.RetainedVolume, bool, error) {
+	retained := dockerio.RetainedVolumeName(j.lease, v.Service, v.Index)
+	err := j.vols.Rename(ctx, v.Name, retained)
+	if errors.Is(err, dockerio.ErrNotFound) {
+		ok, xerr := j.vols.Exists(ctx, retained)
+		if xerr != nil || !ok {
+			return v, false, xerr
+		}
+		err = nil // renamed by an earlier attempt of this close
+	}
+	if err != nil {
+		return v, false, fmt.Errorf("retain %s: %w", v.Name, err)
+	}
+	used, err := j.vols.Usage(ctx, retained)
+	if err != nil {
+		return v, false, fmt.Errorf("measure %s: %w", retained, err)
+	}
+	v.Name, v.UsedBytes = retained, used
+	return v, true, nil
+}
+
+// destroyOrHold destroys a volume; a busy one is handed to the volumehold
+// actor and listed in out.Held (the close waits for it).
+func (j *job) destroyOrHold(ctx context.Context, name string, out *TornDown) error {
+	err := j.vols.Destroy(ctx, name)
+	if errors.Is(err, dockerio.ErrVolumeBusy) {
+		j.log.Warn().Str("volume", name).Msg("volume busy: its deletion is held and retried")
+		if j.hold != nil {
+			j.hold(name)
+		}
+		out.Held = append(out.Held, name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("destroy %s: %w", name, err)
+	}
+	return nil
 }
 
 func (j *job) leftovers(ctx context.Context) ([]string, error) {

@@ -40,6 +40,7 @@ type job struct {
 	deadline time.Time
 	maint    *Maintenance // the maintenance in flight (replace work)
 	pending  *RuntimeFailing
+	degraded string // why this launch's preparation was degraded ("" = it was not)
 }
 
 func (a *Actor) job() *job {
@@ -54,6 +55,7 @@ func (a *Actor) job() *job {
 	if st.PendingFailure != nil {
 		pf := *st.PendingFailure
 		j.pending = &pf
+		j.degraded = degradedOf(st.Containers) // the dead cohort's capture says so
 	}
 	if st.Close != nil {
 		c := *st.Close
@@ -160,7 +162,7 @@ func (j *job) attempt(ctx context.Context) Outcome {
 	}
 	done := j.provisionPhase("compose_up")
 	cohort, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
-		return plan(j.spec, &j.rel, j.launch, j.set, in.images, net, in.dirs)
+		return plan(j.spec, &j.rel, j.launch, j.set, in, net)
 	})
 	done()
 	if ctx.Err() != nil {
@@ -179,6 +181,9 @@ func (j *job) attempt(ctx context.Context) Outcome {
 	done = j.provisionPhase("verify")
 	out = j.verify(ctx, cohort, &j.rel, j.deadline)
 	done()
+	if out.Kind == OutcomeReady {
+		markDegraded(out.Containers, j.degraded)
+	}
 	return j.cleanUp(out)
 }
 

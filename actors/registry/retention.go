@@ -251,8 +251,12 @@ func (d *Directory) sweepReply() messages.RetentionSweepReply {
 	}
 	for _, spec := range d.St.Leases {
 		for _, svc := range spec.Services {
-			for i := 0; svc.Profile.DiskMB > 0 && i < svc.Quantity; i++ {
-				rep.Live = append(rep.Live, dockerio.VolumeName(spec.Lease, svc.Name, i))
+			name := dockerio.VolumeName
+			if svc.Profile.DiskMB <= 0 {
+				name = dockerio.ScratchVolumeName // a diskless instance's seeded writable paths
+			}
+			for i := range svc.Quantity {
+				rep.Live = append(rep.Live, name(spec.Lease, svc.Name, i))
 			}
 		}
 	}

@@ -92,6 +92,9 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err := d.connectDocker(cfg, w.id.InstallationID, w.reg); err != nil {
 		return nil, err
 	}
+	if err := d.checkSeccomp(cfg); err != nil {
+		return nil, err
+	}
 	mark = w.phases.done("docker_connect", mark)
 	if d.vols, err = openVolumes(cfg, w.id.InstallationID, log); err != nil {
 		return nil, err
@@ -202,6 +205,27 @@ func (d *daemon) connectDocker(cfg *config.Config, installationID string, reg pr
 	}
 	d.engine = d.docker
 	warnNetworkCapacity(d.docker, cfg, d.log)
+	return nil
+}
+
+// checkSeccomp refuses production on a Docker daemon that applies no seccomp
+// profile (the tenant profile would not be enforced, and with it neither the
+// btrfs volume quota) and warns about it otherwise. A daemon that cannot be
+// asked is only warned about: berthd waits for Docker as it always does.
+func (d *daemon) checkSeccomp(cfg *config.Config) error {
+	ctx, cancel := stopCtx(10 * time.Second)
+	defer cancel()
+	on, err := d.engine.SeccompEnabled(ctx)
+	switch {
+	case err != nil:
+		d.log.Warn().Err(err).Msg("could not ask Docker whether it applies seccomp profiles; tenant containers need it")
+	case !on && cfg.ProductionMode:
+		return errors.New("refusing to start: the Docker daemon applies no seccomp profiles (docker info lists no name=seccomp), " +
+			"so the tenant seccomp profile and the volume quotas it protects would not be enforced; run dockerd with seccomp (production_mode requires it)")
+	case !on:
+		d.log.Warn().Msg("the Docker daemon applies no seccomp profiles: tenant containers run without the tenant seccomp profile, " +
+			"and a tenant can escape its btrfs volume quota (production_mode refuses this)")
+	}
 	return nil
 }
 

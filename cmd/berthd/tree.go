@@ -134,6 +134,7 @@ func (w *wiring) leases() *lease.Deps {
 			s.ProvisionTimeout, s.PullTimeout, s.VerifyDuration = cfg.ProvisionTimeout, cfg.ImagePullTimeout, cfg.StartupVerifyDuration
 			s.StopTimeout, s.WorkerDrain = cfg.ContainerStopTimeout, cfg.ContainerStopTimeout+time.Minute
 			s.ReadonlyRootfs, s.PidsLimit, s.TmpfsSizeMB = cfg.ContainerReadonlyRootfs, cfg.ContainerPidsLimit, int(cfg.ContainerTmpfsSizeMB)
+			s.MinAvgFileBytes = cfg.MinAvgFileBytes
 			s.ReleasesMaxAge, s.RetentionMaxAge = cfg.ReleasesMaxAge, cfg.RetentionMaxAge
 		})}
 	if cfg.NetworkPoolSize > 0 {

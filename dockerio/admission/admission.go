@@ -30,8 +30,8 @@ const (
 var reservedPrefixes = []string{"fred.", "traefik.", "com.docker.compose."}
 
 // composeBuildStamps are the four exact keys Compose's classic builder stamps
-// into images; Compose and berth overwrite them on every container, so they
-// need no mask.
+// into images: the only reserved keys an image may carry. Compose and berth
+// write their own values on every container, so the image's are discarded.
 var composeBuildStamps = map[string]bool{
 	"com.docker.compose.project":       true,
 	"com.docker.compose.service":       true,
@@ -42,7 +42,7 @@ var composeBuildStamps = map[string]bool{
 // Image is the admitted view of an image's metadata.
 type Image struct {
 	Volumes    []string // VOLUME targets, sorted
-	MaskLabels []string // reserved label keys to set empty on containers, sorted
+	MaskLabels []string // the Compose build stamps the image carries, sorted
 }
 
 // Admit checks an image's declared VOLUME targets and labels. A violation wraps
@@ -74,6 +74,10 @@ func Volumes(volumes []string) ([]string, error) {
 		if !Canonical(v) {
 			return nil, refuse("VOLUME %q is not a canonical absolute path", v)
 		}
+		if strings.ContainsRune(v, ':') {
+			// A diskless VOLUME is a tmpfs, given to Docker as "target:options".
+			return nil, refuse("VOLUME %q contains ':'", v)
+		}
 		if m := masked(v); m != "" {
 			return nil, refuse("VOLUME %q would mask %s", v, m)
 		}
@@ -93,7 +97,9 @@ func Volumes(volumes []string) ([]string, error) {
 }
 
 // Labels admits an image's labels: at most MaxLabels, MaxLabelBytes of keys and
-// values in all.
+// values in all, none in a reserved namespace but the four Compose build
+// stamps (an image could otherwise claim fred.tenant or traefik.enable on a
+// tenant's container: Docker copies every image label the container does not set).
 func Labels(labels map[string]string) error {
 	if len(labels) > MaxLabels {
 		return refuse("it carries %d labels, at most %d", len(labels), MaxLabels)
@@ -105,15 +111,19 @@ func Labels(labels map[string]string) error {
 	if total > MaxLabelBytes {
 		return refuse("its labels take %d bytes, at most %d", total, MaxLabelBytes)
 	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if Reserved(k) && !composeBuildStamps[k] {
+			return refuse("its label %q is in a reserved namespace (fred., traefik., com.docker.compose.)", k)
+		}
+	}
 	return nil
 }
 
-// MaskLabels returns the label keys in a reserved namespace (case-insensitive),
-// sorted, except the four Compose build stamps.
+// MaskLabels returns the Compose build stamps among labels, sorted.
 func MaskLabels(labels map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		if Reserved(k) && !composeBuildStamps[k] {
+		if composeBuildStamps[k] {
 			out = append(out, k)
 		}
 	}
@@ -186,8 +196,8 @@ func refuse(format string, args ...any) error {
 }
 
 // Service is the engine's and the fake's check of one planned service before
-// Up: a resolved image ID, admissible VOLUMEs, no tenant tmpfs over one, and
-// the volume directories it needs. The image was admitted when it was
+// Up: a resolved image ID, admissible VOLUMEs, no tenant tmpfs over one, the
+// volume directories it needs, and usable writable paths. The image was admitted when it was
 // resolved; a plan is checked again because it may come from a journal
 // written by an older release.
 func Service(svc dockerio.ServicePlan) error {
@@ -200,6 +210,9 @@ func Service(svc dockerio.ServicePlan) error {
 	}
 	if err == nil {
 		err = VolumeDirs(svc)
+	}
+	if err == nil {
+		err = WritablePaths(svc)
 	}
 	if err != nil {
 		return fmt.Errorf("plan: service %q: %w", svc.Name, err)
@@ -227,12 +240,7 @@ func VolumeDirs(svc dockerio.ServicePlan) error {
 		return fmt.Errorf("stateful (disk_mb %d) with %d instances but %d volume directories: every instance needs its managed volume (dockerio.Volumes.Ensure) before launch",
 			svc.DiskMB, svc.Quantity, len(svc.VolumeDirs))
 	}
-	for i, d := range svc.VolumeDirs {
-		if d == "" || !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
-			return fmt.Errorf("instance %d: volume directory %q is not a clean absolute path", i, d)
-		}
-	}
-	return nil
+	return cleanDirs("volume directory", svc.VolumeDirs)
 }
 
 // User is an image or manifest user ("name", "uid", "name:group", "uid:gid",

@@ -3,7 +3,9 @@ package admission
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,37 +106,41 @@ func TestLabels_CountAndSizeLimits(t *testing.T) {
 	}
 }
 
-func TestMaskLabels_ReservedNamespacesCaseInsensitiveExceptComposeBuildStamps(t *testing.T) {
-	labels := map[string]string{
-		"fred.tenant":                         "evil",
-		"FRED.Lease_UUID":                     "x",
-		"traefik.enable":                      "true",
-		"Traefik.http.routers.x.rule":         "Host(`victim`)",
-		"com.docker.compose.project":          "stamp", // the four build stamps: overwritten anyway
-		"com.docker.compose.service":          "stamp",
-		"com.docker.compose.version":          "stamp",
-		"com.docker.compose.image.builder":    "classic",
-		"COM.DOCKER.COMPOSE.PROJECT":          "not exact: masked",
-		"com.docker.compose.oneoff":           "True",
-		"com.docker.compose.container-number": "9",
-		"org.opencontainers.image.title":      "fine",
-		"fredx.not-reserved":                  "fine",
-		"traefik":                             "no dot: fine",
-		"maintainer":                          "fine",
+// Reserved image labels are refused, case-insensitively, except the four exact
+// Compose build stamps, which are reported (their values are discarded).
+func TestLabels_ReservedNamespacesRefusedCaseInsensitiveExceptComposeBuildStamps(t *testing.T) {
+	stamps := map[string]string{
+		"com.docker.compose.project":       "stamp",
+		"com.docker.compose.service":       "stamp",
+		"com.docker.compose.version":       "stamp",
+		"com.docker.compose.image.builder": "classic",
+		"org.opencontainers.image.title":   "fine",
+		"fredx.not-reserved":               "fine",
+		"traefik":                          "no dot: fine",
+		"maintainer":                       "fine",
 	}
-	want := []string{
-		"COM.DOCKER.COMPOSE.PROJECT", "FRED.Lease_UUID", "Traefik.http.routers.x.rule",
-		"com.docker.compose.container-number", "com.docker.compose.oneoff", "fred.tenant", "traefik.enable",
-	}
-	if got := MaskLabels(labels); !slices.Equal(got, want) {
-		t.Errorf("MaskLabels = %v\nwant          %v", got, want)
-	}
-	img, err := Admit([]string{"/data"}, labels)
+	want := []string{"com.docker.compose.image.builder", "com.docker.compose.project", "com.docker.compose.service", "com.docker.compose.version"}
+	img, err := Admit([]string{"/data"}, stamps)
 	if err != nil || !slices.Equal(img.MaskLabels, want) || !slices.Equal(img.Volumes, []string{"/data"}) {
-		t.Errorf("Admit = %+v, %v", img, err)
+		t.Errorf("Admit(build stamps) = %+v, %v", img, err)
+	}
+	if got := MaskLabels(stamps); !slices.Equal(got, want) {
+		t.Errorf("MaskLabels = %v, want %v", got, want)
+	}
+	for _, key := range []string{"fred.tenant", "FRED.Lease_UUID", "traefik.enable", "Traefik.http.routers.x.rule",
+		"COM.DOCKER.COMPOSE.PROJECT", "com.docker.compose.oneoff", "com.docker.compose.container-number"} {
+		labels := maps.Clone(stamps)
+		labels[key] = "x"
+		_, err := Admit(nil, labels)
+		if !errors.Is(err, dockerio.ErrImageNotAdmissible) || !strings.Contains(err.Error(), strconv.Quote(key)) {
+			t.Errorf("Admit with label %q = %v, want ErrImageNotAdmissible naming it", key, err)
+		}
 	}
 	if _, err := Admit([]string{"/proc/x"}, nil); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
 		t.Errorf("Admit with a masking VOLUME = %v", err)
+	}
+	if _, err := Admit([]string{"/a:b"}, nil); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+		t.Errorf("Admit with a VOLUME holding ':' = %v", err)
 	}
 	if _, err := Admit(nil, many129()); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
 		t.Errorf("Admit with 129 labels = %v", err)
@@ -166,5 +172,75 @@ func TestTmpfsOverlap_EqualNestedEitherWayRefused(t *testing.T) {
 		if refused := err != nil; refused != c.refused || (refused && !errors.Is(err, dockerio.ErrImageNotAdmissible)) {
 			t.Errorf("TmpfsOverlap(%v, %v) = %v, want refused=%v", c.tmpfs, vols, err, c.refused)
 		}
+	}
+}
+
+func TestWritablePaths_CanonicalDisjointAtMostFourOneDirPerInstance(t *testing.T) {
+	base := dockerio.ServicePlan{Quantity: 2, ImageVolumes: []string{"/data"}, Tmpfs: []string{"/cache"}}
+	for _, c := range []struct {
+		paths, dirs []string
+		refused     string
+	}{
+		{[]string{"/var/lib/nginx", "/var/log/nginx"}, nil, ""},
+		{[]string{"/var/lib/nginx"}, []string{"/v/0", "/v/1"}, ""},
+		{[]string{"/a", "/b", "/c", "/d", "/e"}, nil, "at most 4"},
+		{[]string{"/var/lib/x:y"}, nil, "without ':'"},
+		{[]string{"/var/lib/../etc"}, nil, "canonical"},
+		{[]string{"/proc/x"}, nil, "mask"},
+		{[]string{"/var/lib", "/var/lib/x"}, nil, "overlap"},
+		{[]string{"/data/db"}, nil, `overlaps "/data"`},
+		{[]string{"/cache"}, nil, `overlaps "/cache"`},
+		{[]string{"/tmp/x"}, nil, `overlaps "/tmp"`},
+		{[]string{"/var/lib/x"}, []string{"/v/0"}, "2 instances but 1"},
+		{[]string{"/var/lib/x"}, []string{"/v/0", "v/1"}, "not a clean absolute path"},
+	} {
+		svc := base
+		svc.WritablePaths, svc.WritableDirs = c.paths, c.dirs
+		err := WritablePaths(svc)
+		if c.refused == "" {
+			if err != nil {
+				t.Errorf("WritablePaths(%v, %v) = %v", c.paths, c.dirs, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.refused) {
+			t.Errorf("WritablePaths(%v, %v) = %v, want refused: %q", c.paths, c.dirs, err, c.refused)
+		}
+	}
+	req := dockerio.SeedRequest{ImageID: "sha256:x", Paths: []string{"/var/lib/a"}, Dirs: []string{"/v/0"}, MaxEntries: 1, MaxBytes: 1}
+	if err := SeedRequest(req); err != nil {
+		t.Errorf("SeedRequest = %v", err)
+	}
+	for _, bad := range []func(r *dockerio.SeedRequest){
+		func(r *dockerio.SeedRequest) { r.Dirs = nil },
+		func(r *dockerio.SeedRequest) { r.MaxEntries = 0 },
+		func(r *dockerio.SeedRequest) { r.UID = -1 },
+		func(r *dockerio.SeedRequest) { r.Paths = []string{"/run/x"} },
+	} {
+		r := req
+		bad(&r)
+		if err := SeedRequest(r); err == nil {
+			t.Errorf("SeedRequest(%+v) admitted", r)
+		}
+	}
+}
+
+func TestMountBudget_WorstCaseAcrossTheLease(t *testing.T) {
+	svc := dockerio.ServicePlan{Quantity: 1, ImageVolumes: []string{"/" + strings.Repeat("v", 4000)}}
+	plan := dockerio.Plan{ReadonlyRootfs: true, Services: []dockerio.ServicePlan{svc}}
+	// An instance: 4,000 + 9 + 4 × 266 = 5,073 bytes, 7 mounts: 6,614 instances fit the bytes.
+	plan.Services[0].Quantity = 6614
+	if err := MountBudget(plan); err == nil || !strings.Contains(err.Error(), "16384") {
+		t.Errorf("6,614 instances of 7 mounts: %v", err) // 46,298 mounts
+	}
+	plan.Services[0].Quantity = 2340 // 16,380 mounts, 11.9 MB
+	if err := MountBudget(plan); err != nil {
+		t.Errorf("2,340 instances: %v", err)
+	}
+	plan.Services[0].ImageVolumes = []string{"/" + strings.Repeat("v", 4090), "/" + strings.Repeat("w", 4090), "/" + strings.Repeat("x", 4090), "/" + strings.Repeat("y", 4090)}
+	plan.ReadonlyRootfs = false
+	plan.Services[0].Quantity = 2100 // 8,400 mounts; 2,100 × 16,364 bytes = 34.4 MB > 32 MiB
+	if err := MountBudget(plan); !errors.Is(err, dockerio.ErrImageNotAdmissible) || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("32.7 MB of targets: %v", err)
 	}
 }

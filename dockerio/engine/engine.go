@@ -62,11 +62,14 @@ type Engine struct {
 	opts      Options
 	log       zerolog.Logger
 
-	netLocks leaseLocks  // serialises EnsureNetwork per lease (Docker allows duplicate names)
-	users    userCache   // image ID + user → numeric uid/gid (imageuser.go)
-	images   *imageCache // image inspect answers by content ID (launchfacts.go)
+	netLocks leaseLocks            // serialises EnsureNetwork per lease (Docker allows duplicate names)
+	users    boundedCache[userIDs] // image ID + user → numeric uid/gid (imageuser.go)
+	images   *imageCache           // image inspect answers by content ID (launchfacts.go)
 
-	resolving singleflight.Group // tag → its registry's digest, one round trip for concurrent callers
+	resolving singleflight.Group      // tag → its registry's digest, one round trip for concurrent callers
+	scans     boundedCache[imageScan] // image ID → what it holds under the writable-path parents (writable.go)
+	scanning  singleflight.Group      // image ID → one helper for concurrent scans
+	seeds     boundedCache[[]byte]    // image ID + "\x00" + writable path → its archive (seed.go)
 
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value
@@ -132,6 +135,9 @@ func New(opts Options) (*Engine, error) {
 		opts:    opts,
 		log:     opts.Logger.With().Str("component", "dockerio").Logger(),
 		images:  images,
+		users:   boundedCache[userIDs]{max: maxUserCache},
+		scans:   boundedCache[imageScan]{max: maxScanCache},
+		seeds:   boundedCache[[]byte]{max: maxSeedCache},
 	}
 	return e, nil
 }

@@ -132,6 +132,34 @@ func (e *Engine) PinnedImage(ctx context.Context, pin messages.ImagePin) (docker
 	return e.admitWithUser(pctx, resp, pin.Digest)
 }
 
+// imageByID inspects the image whose content ID is exactly id, answered from
+// the cache when it was inspected before: an ID names immutable content.
+func (e *Engine) imageByID(ctx context.Context, id string) (image.InspectResponse, error) {
+	if resp, ok := e.images.get(id); ok {
+		return resp, nil
+	}
+	resp, err := e.docker.ImageInspect(ctx, id)
+	if err != nil {
+		return image.InspectResponse{}, dockerErr("inspect image "+trimID(id), err)
+	}
+	if resp.ID != id {
+		return image.InspectResponse{}, fmt.Errorf("image %s: %w: no image has exactly this ID", trimID(id), dockerio.ErrNotFound)
+	}
+	e.images.put(resp)
+	return resp, nil
+}
+
+// imageVolumes are the VOLUME targets an inspected image declares, unchecked.
+func imageVolumes(resp image.InspectResponse) []string {
+	var out []string
+	if resp.Config != nil {
+		for v := range resp.Config.Volumes {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // admitWithUser admits the image and resolves its user to the numeric uid/gid
 // its volumes' mount points are given to (imageuser.go).
 func (e *Engine) admitWithUser(ctx context.Context, resp image.InspectResponse, pinned string) (dockerio.ImageInfo, error) {
@@ -182,16 +210,12 @@ func (e *Engine) pullErr(ctx, pctx context.Context, op string, err error) error 
 // admit checks an inspected image's metadata and returns what a launch needs.
 func admit(resp image.InspectResponse, pinned string) (dockerio.ImageInfo, error) {
 	info := dockerio.ImageInfo{ID: resp.ID, Digest: pinned}
-	var volumes []string
 	var labels map[string]string
 	if resp.Config != nil {
 		info.User = resp.Config.User
-		for p := range resp.Config.Volumes {
-			volumes = append(volumes, p)
-		}
 		labels = resp.Config.Labels
 	}
-	admitted, err := admission.Admit(volumes, labels)
+	admitted, err := admission.Admit(imageVolumes(resp), labels)
 	if err != nil {
 		return dockerio.ImageInfo{}, fmt.Errorf("image %s (%s): %w", pinned, trimID(resp.ID), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -359,24 +360,31 @@ func TestResolveImage_MetadataBreakingAdmission_IsErrImageNotAdmissible(t *testi
 	}
 }
 
-// An image's labels in reserved namespaces are reported as MaskLabels and set
-// empty on the container, so an image cannot claim berth's, Traefik's or
-// Compose's labels; berth's own labels and Compose's win where they exist.
-func TestUp_ReservedImageLabels_MaskedOnTheTenantContainer(t *testing.T) {
+// An image carrying a label of a reserved namespace (fred., traefik.,
+// com.docker.compose., any letter case) is not admissible: Docker would copy
+// it onto the tenant's container. The four Compose build stamps are the
+// exception: admitted, reported as MaskLabels, their values discarded for
+// berth's and Compose's own.
+func TestReservedImageLabels_RefusedExceptComposeBuildStamps(t *testing.T) {
 	e := newTestEngine(t)
 	ctx := testCtx(t, 3*time.Minute)
-	ref := testImageRepo("labels") + ":v1"
+	for _, label := range []string{"fred.tenant=evil", "traefik.enable=true", "FRED.LEASE_UUID=other", "com.docker.compose.oneoff=True", "COM.DOCKER.COMPOSE.PROJECT=x"} {
+		ref := testImageRepo("labels") + ":refused"
+		makeImage(t, ref, true, "LABEL "+label+" innocent=kept")
+		_, err := e.ResolveImage(ctx, ref)
+		key, _, _ := strings.Cut(label, "=")
+		if !errors.Is(err, dockerio.ErrImageNotAdmissible) || !strings.Contains(err.Error(), strconv.Quote(key)) {
+			t.Errorf("ResolveImage(label %s) = %v, want ErrImageNotAdmissible naming %q", label, err, key)
+		}
+	}
+	ref := testImageRepo("labels") + ":stamps"
 	makeImage(t, ref, true,
-		"LABEL fred.tenant=evil traefik.enable=true Traefik.http.routers.x.rule=Host(`victim`) FRED.LEASE_UUID=other",
-		"LABEL com.docker.compose.project=stamp com.docker.compose.oneoff=True com.docker.compose.replace=x innocent=kept",
+		"LABEL com.docker.compose.project=stamp com.docker.compose.service=stamp com.docker.compose.version=0.0 com.docker.compose.image.builder=classic innocent=kept",
 		"VOLUME /data")
 	info, err := e.ResolveImage(ctx, ref)
-	if err != nil {
-		t.Fatalf("ResolveImage: %v", err)
-	}
-	want := []string{"FRED.LEASE_UUID", "Traefik.http.routers.x.rule", "com.docker.compose.oneoff", "com.docker.compose.replace", "fred.tenant", "traefik.enable"}
-	if !slices.Equal(info.MaskLabels, want) {
-		t.Fatalf("MaskLabels = %v, want %v", info.MaskLabels, want)
+	want := []string{"com.docker.compose.image.builder", "com.docker.compose.project", "com.docker.compose.service", "com.docker.compose.version"}
+	if err != nil || !slices.Equal(info.MaskLabels, want) {
+		t.Fatalf("ResolveImage(build stamps) = %+v, %v; want MaskLabels %v", info, err, want)
 	}
 	l := newTestLease(t, e)
 	svc := workloadService("app", 1, info)
@@ -388,26 +396,24 @@ func TestUp_ReservedImageLabels_MaskedOnTheTenantContainer(t *testing.T) {
 	}
 	cohort, err := e.Cohort(ctx, l.Lease)
 	if err != nil || len(cohort) != 1 {
-		t.Fatalf("Cohort = %+v, %v (the masked oneoff label must not hide the container)", cohort, err)
+		t.Fatalf("Cohort = %+v, %v", cohort, err)
 	}
 	r, err := fx.docker.ContainerInspect(ctx, cohort[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := r.Config.Labels
 	for k, v := range map[string]string{
-		"fred.tenant":                 plan.Tenant, // berth's own wins
-		"traefik.enable":              "",
-		"Traefik.http.routers.x.rule": "",
-		"FRED.LEASE_UUID":             "",
-		"com.docker.compose.project":  dockerio.ProjectName(l.Lease), // Compose's own wins
-		"com.docker.compose.oneoff":   "False",
-		"com.docker.compose.replace":  "",
-		"innocent":                    "kept",
+		"com.docker.compose.project":       dockerio.ProjectName(l.Lease), // Compose's own wins
+		"com.docker.compose.service":       "app",
+		"com.docker.compose.image.builder": "",
+		"innocent":                         "kept",
 	} {
-		if g, ok := got[k]; !ok || g != v {
+		if g, ok := r.Config.Labels[k]; !ok || g != v {
 			t.Errorf("container label %s = %q (present %v), want %q", k, g, ok, v)
 		}
+	}
+	if g := r.Config.Labels["com.docker.compose.version"]; g == "0.0" {
+		t.Errorf("container label com.docker.compose.version = the image's stamp %q", g)
 	}
 	// The same plan again keeps the container: masks are part of a stable config.
 	if err := e.Up(ctx, plan); err != nil {

@@ -4,20 +4,12 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/mount"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
@@ -26,48 +18,16 @@ import (
 // A volume's mount points are given to the numeric user a container runs as.
 // An image names its user as Docker does (name, uid, name:group, uid:gid…);
 // a name means whatever the image's own /etc/passwd and /etc/group say, so
-// berth reads those files from the exact image: a helper container created from
-// the image ID, never started (nothing of the image runs), without network,
-// labelled as ours, removed at once. The answer is cached per image ID and user.
-
-// Labels of the helper container: never fred.managed (it is no lease's), but
-// carrying the installation so a sweep removes only our leftovers.
-const (
-	labelHelper     = "fred.helper"
-	helperImageUser = "image-user"
-)
+// berth reads those files from the exact image through an image helper
+// (helper.go). The answer is cached per image ID and user.
 
 // maxAccountFile bounds /etc/passwd and /etc/group as read from an image.
 const maxAccountFile = 1 << 20
-
-// helperRemoveTimeout bounds removing a helper after the caller's ctx ended.
-const helperRemoveTimeout = 30 * time.Second
 
 // maxUserCache bounds the cache; when full it starts over (images are few).
 const maxUserCache = 4096
 
 type userIDs struct{ uid, gid int }
-
-type userCache struct {
-	mu sync.Mutex
-	m  map[string]userIDs // imageID + "\x00" + user
-}
-
-func (c *userCache) get(key string) (userIDs, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ids, ok := c.m[key]
-	return ids, ok
-}
-
-func (c *userCache) put(key string, ids userIDs) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxUserCache {
-		c.m = make(map[string]userIDs)
-	}
-	c.m[key] = ids
-}
 
 // withUser fills info.UID/GID from info.User of the image info.ID.
 func (e *Engine) withUser(ctx context.Context, info dockerio.ImageInfo, volumes []string) (dockerio.ImageInfo, error) {
@@ -90,17 +50,11 @@ func (e *Engine) ImageUser(ctx context.Context, imageID, user string) (uid, gid 
 	if !isImageID(imageID) {
 		return 0, 0, fmt.Errorf("image user: %q is not an image ID", imageID)
 	}
-	resp, err := e.docker.ImageInspect(ctx, imageID)
+	resp, err := e.imageByID(ctx, imageID)
 	if err != nil {
-		return 0, 0, dockerErr("inspect image "+trimID(imageID), err)
+		return 0, 0, err
 	}
-	var volumes []string
-	if resp.Config != nil {
-		for v := range resp.Config.Volumes {
-			volumes = append(volumes, v)
-		}
-	}
-	return e.imageUser(ctx, imageID, volumes, user)
+	return e.imageUser(ctx, imageID, imageVolumes(resp), user)
 }
 
 func (e *Engine) imageUser(ctx context.Context, imageID string, volumes []string, user string) (int, int, error) {
@@ -228,37 +182,22 @@ func parseGroup(b []byte) []groupEntry {
 	return out
 }
 
-// readImageFiles copies files out of a created-but-never-started helper
-// container of imageID; a file the image lacks maps to nil. The image's
-// VOLUMEs are tmpfs in the helper, so creating it makes no anonymous volume.
+// readImageFiles copies files out of an image helper of imageID; a file the
+// image lacks maps to nil.
 func (e *Engine) readImageFiles(ctx context.Context, imageID string, volumes []string, paths ...string) (map[string][]byte, error) {
-	e.sweepHelpers(ctx)
-	var mounts []mount.Mount
-	for _, v := range volumes {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: v})
-	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	resp, err := e.docker.ContainerCreate(ctx, &container.Config{
-		Image: imageID,
-		// Never started; an entrypoint is set only because Docker refuses to
-		// create a container of an image that has none.
-		Entrypoint:      []string{"/berth-image-user-helper-never-started"},
-		Cmd:             []string{},
-		NetworkDisabled: true,
-		Labels:          map[string]string{labelHelper: helperImageUser, dockerio.LabelInstallation: e.opts.InstallationID},
-	}, &container.HostConfig{NetworkMode: "none", Mounts: mounts}, nil, nil, "berth-image-user-"+hex.EncodeToString(suffix))
-	if err != nil {
-		return nil, dockerErr("create image-user helper of "+trimID(imageID), err)
-	}
-	defer e.removeHelper(ctx, resp.ID)
 	out := map[string][]byte{}
-	for _, p := range paths {
-		b, err := e.copyFile(ctx, resp.ID, p)
-		if err != nil {
-			return nil, err
+	err := e.withHelper(ctx, imageID, volumes, func(id string) error {
+		for _, p := range paths {
+			b, err := e.copyFile(ctx, id, p)
+			if err != nil {
+				return err
+			}
+			out[p] = b
 		}
-		out[p] = b
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -309,35 +248,4 @@ func firstTarEntry(r io.Reader) (*tar.Header, []byte, error) {
 		return nil, nil, fmt.Errorf("larger than %d bytes", maxAccountFile)
 	}
 	return hdr, body, nil
-}
-
-// removeHelper removes a helper even when ctx has ended (bounded on its own).
-func (e *Engine) removeHelper(ctx context.Context, id string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), helperRemoveTimeout)
-	defer cancel()
-	if err := e.docker.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
-		e.log.Warn().Err(err).Str("container_id", id).Msg("image-user helper not removed; the next lookup's sweep retries")
-	}
-}
-
-// helperStaleAfter is how old a helper must be before a sweep takes it for a
-// crash's leftover: younger ones may be another lookup's, still being read.
-const helperStaleAfter = 10 * time.Minute
-
-// sweepHelpers removes image-user helpers of this installation that a crash
-// left behind (best effort: a failure only leaves them for the next sweep).
-func (e *Engine) sweepHelpers(ctx context.Context) {
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", labelHelper+"="+helperImageUser),
-		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
-	)})
-	if err != nil {
-		return
-	}
-	for _, c := range list {
-		stale := time.Since(time.Unix(c.Created, 0)) > helperStaleAfter
-		if stale && c.Labels[labelHelper] == helperImageUser && c.Labels[dockerio.LabelInstallation] == e.opts.InstallationID {
-			e.removeHelper(ctx, c.ID)
-		}
-	}
 }

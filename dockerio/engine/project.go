@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -29,6 +30,9 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 	}
 	if len(plan.Services) == 0 {
 		return nil, fmt.Errorf("plan: no services")
+	}
+	if err := admission.MountBudget(plan); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
 	}
 	byName := make(map[string]dockerio.ServicePlan, len(plan.Services))
 	for _, s := range plan.Services {
@@ -100,7 +104,7 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 		Labels:       fred,
 		CustomLabels: custom,
 		CapDrop:      []string{"ALL"},
-		SecurityOpt:  []string{"no-new-privileges:true"},
+		SecurityOpt:  []string{"no-new-privileges:true", tenantSeccompOpt()},
 		ReadOnly:     plan.ReadonlyRootfs,
 		PidsLimit:    plan.PidsLimit,
 		MemLimit:     memBytes,
@@ -115,8 +119,8 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 			leaseNetworkKey: {Aliases: []string{svc.Name}},
 		},
 		HealthCheck: healthCheck(svc.HealthCheck),
-		Volumes:     buildMounts(plan, svc, index),
 	}
+	sc.Volumes, sc.Tmpfs = buildMounts(plan, svc, index)
 	if svc.StopGracePeriod > 0 {
 		d := types.Duration(svc.StopGracePeriod)
 		sc.StopGracePeriod = &d
@@ -183,35 +187,68 @@ func serviceLabels(plan dockerio.Plan, svc dockerio.ServicePlan, key string, ind
 	return fred, custom
 }
 
-// buildMounts lays out every filesystem mount of one instance: the read-only
-// rootfs' /tmp and /run, the image VOLUMEs (when stateful, a read-write bind
-// mount of <VolumeDirs[index]>/<VolumeSubdir(target)>, the managed host volume
-// whose quota the kernel enforces; when diskless, tmpfs; so no anonymous volume
-// is ever created), the tenant's tmpfs mounts (buildProject refused any that
-// overlaps an image VOLUME). A later layer wins on the same target. Sorted by
-// target, for a stable hash. buildProject checked VolumeDirs first.
-func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) []types.ServiceVolumeConfig {
-	tmpfsSize := types.UnitBytes(int64(plan.TmpfsSizeMB) * 1024 * 1024)
-	tmpfs := func(target string) types.ServiceVolumeConfig {
-		m := types.ServiceVolumeConfig{Type: types.VolumeTypeTmpfs, Target: target}
-		if tmpfsSize > 0 {
-			m.Tmpfs = &types.ServiceVolumeTmpfs{Size: tmpfsSize}
-		}
-		return m
-	}
-	byTarget := map[string]types.ServiceVolumeConfig{}
+// instanceMounts lays out every filesystem mount of one instance, target →
+// bind source ("" for a tmpfs): the read-only rootfs' /tmp and /run; the image
+// VOLUMEs (when stateful, <VolumeDirs[index]>/<VolumeSubdir(target)>, the
+// managed host volume whose quota the kernel enforces; when diskless, tmpfs: so
+// no anonymous volume is ever created); under a read-only rootfs the writable
+// paths (<WritableDirs[index]>/_wp/<VolumeSubdir(target)>, seeded, or tmpfs);
+// the tenant's tmpfs mounts. A later layer wins on the same target (admission
+// refused overlaps). buildProject checked the directories first.
+func instanceMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) map[string]string {
+	m := map[string]string{}
 	if plan.ReadonlyRootfs {
-		byTarget["/tmp"] = tmpfs("/tmp")
-		byTarget["/run"] = tmpfs("/run")
+		m["/tmp"], m["/run"] = "", ""
 	}
 	for _, target := range svc.ImageVolumes {
-		if svc.DiskMB == 0 {
-			byTarget[target] = tmpfs(target)
+		m[target] = ""
+		if svc.DiskMB > 0 {
+			m[target] = path.Join(svc.VolumeDirs[index], dockerio.VolumeSubdir(target))
+		}
+	}
+	for _, target := range svc.WritablePaths {
+		switch {
+		case !plan.ReadonlyRootfs:
+		case len(svc.WritableDirs) > 0:
+			m[target] = path.Join(svc.WritableDirs[index], dockerio.WritableRoot, dockerio.VolumeSubdir(target))
+		default:
+			m[target] = ""
+		}
+	}
+	for _, target := range svc.Tmpfs {
+		m[target] = ""
+	}
+	return m
+}
+
+// buildMounts is one instance's mounts as Compose takes them, sorted by target
+// for a stable hash: bind mounts, and tmpfs as "target:options" strings (Docker's
+// HostConfig.Tmpfs: unlike a tmpfs mount it takes uid and gid, so each mount
+// point belongs to the container's user — runc gives a tmpfs the mode of the
+// image's directory and ignores mode=).
+func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) ([]types.ServiceVolumeConfig, []string) {
+	var opts []string
+	if plan.TmpfsSizeMB > 0 {
+		opts = append(opts, fmt.Sprintf("size=%dm", plan.TmpfsSizeMB))
+	}
+	if svc.UID != 0 || svc.GID != 0 {
+		opts = append(opts, fmt.Sprintf("uid=%d", svc.UID), fmt.Sprintf("gid=%d", svc.GID))
+	}
+	suffix := ""
+	if len(opts) > 0 {
+		suffix = ":" + strings.Join(opts, ",")
+	}
+	m := instanceMounts(plan, svc, index)
+	var binds []types.ServiceVolumeConfig
+	var tmpfs []string
+	for _, target := range slices.Sorted(maps.Keys(m)) {
+		if m[target] == "" {
+			tmpfs = append(tmpfs, target+suffix)
 			continue
 		}
-		byTarget[target] = types.ServiceVolumeConfig{
+		binds = append(binds, types.ServiceVolumeConfig{
 			Type:   types.VolumeTypeBind,
-			Source: path.Join(svc.VolumeDirs[index], dockerio.VolumeSubdir(target)),
+			Source: m[target],
 			Target: target,
 			Bind: &types.ServiceVolumeBind{
 				// Private: a mount made later inside the volume (none should be)
@@ -221,29 +258,20 @@ func buildMounts(plan dockerio.Plan, svc dockerio.ServicePlan, index int) []type
 				// quota's subvolume when the volume is missing): Up checked it.
 				CreateHostPath: false,
 			},
-		}
+		})
 	}
-	for _, target := range svc.Tmpfs {
-		byTarget[target] = tmpfs(target)
-	}
-	targets := slices.Sorted(maps.Keys(byTarget))
-	mounts := make([]types.ServiceVolumeConfig, 0, len(targets))
-	for _, t := range targets {
-		mounts = append(mounts, byTarget[t])
-	}
-	return mounts
+	return binds, tmpfs
 }
 
 // bindSources are the host directories the plan bind-mounts, in order.
 func bindSources(plan dockerio.Plan) []string {
 	var out []string
 	for _, svc := range plan.Services {
-		if svc.DiskMB == 0 {
-			continue
-		}
-		for i := 0; i < svc.Quantity && i < len(svc.VolumeDirs); i++ {
-			for _, target := range svc.ImageVolumes {
-				out = append(out, path.Join(svc.VolumeDirs[i], dockerio.VolumeSubdir(target)))
+		for i := range svc.Quantity {
+			for _, src := range instanceMounts(plan, svc, i) {
+				if src != "" {
+					out = append(out, src)
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +18,6 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/messages"
 )
@@ -135,48 +135,39 @@ func (e *Engine) launchFailed(ctx context.Context, plan dockerio.Plan, err error
 }
 
 // admitPlanImages re-admits, right before launch, the exact image each service
-// runs (by its content ID): the masks of its reserved labels are completed from
-// the image itself, so a caller that forgot ServicePlan.MaskLabels cannot let an
-// image inject fred.* or traefik.* labels, and every VOLUME it declares must be
-// covered by the plan (else Docker would create an anonymous volume). Returns a
-// copy of services; the caller's plan is not changed.
+// runs (by its content ID, answered from the image cache): a plan written by an
+// older release cannot launch an image this one refuses, the Compose build
+// stamps it carries are masked, every VOLUME it declares must be covered by the
+// plan (else Docker would create an anonymous volume), and the numeric user it
+// runs as is resolved when the plan left it 0:0. Returns a copy of services;
+// the caller's plan is not changed.
 func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.ServicePlan) ([]dockerio.ServicePlan, error) {
 	out := slices.Clone(services)
-	admitted := map[string]admission.Image{}
 	for i, svc := range out {
 		if !isImageID(svc.ImageID) {
 			return nil, fmt.Errorf("plan: service %q: no resolved image ID (%q)", svc.Name, svc.ImageID)
 		}
-		img, seen := admitted[svc.ImageID]
-		if !seen {
-			// An ID names immutable content: the answer of the admission that
-			// resolved it is still the image's metadata.
-			resp, cached := e.images.get(svc.ImageID)
-			if !cached {
-				var err error
-				if resp, err = e.docker.ImageInspect(ctx, svc.ImageID); err != nil {
-					return nil, dockerErr(fmt.Sprintf("service %q: inspect image %s", svc.Name, trimID(svc.ImageID)), err)
-				}
-				e.images.put(resp)
-			}
-			if resp.ID != svc.ImageID {
-				return nil, fmt.Errorf("service %q: image %s: %w: no image has exactly this ID", svc.Name, trimID(svc.ImageID), dockerio.ErrNotFound)
-			}
-			info, err := admit(resp, svc.Image)
-			if err != nil {
-				return nil, fmt.Errorf("service %q: %w", svc.Name, err)
-			}
-			img = admission.Image{Volumes: info.Volumes, MaskLabels: info.MaskLabels}
-			admitted[svc.ImageID] = img
+		resp, err := e.imageByID(ctx, svc.ImageID)
+		if err != nil {
+			return nil, fmt.Errorf("service %q: %w", svc.Name, err)
 		}
-		for _, v := range img.Volumes {
+		info, err := admit(resp, svc.Image)
+		if err != nil {
+			return nil, fmt.Errorf("service %q: %w", svc.Name, err)
+		}
+		for _, v := range info.Volumes {
 			if !slices.Contains(svc.ImageVolumes, v) {
 				return nil, fmt.Errorf("plan: service %q: image VOLUME %q is not in the plan", svc.Name, v)
 			}
 		}
-		masks := slices.Concat(svc.MaskLabels, img.MaskLabels)
+		masks := slices.Concat(svc.MaskLabels, info.MaskLabels)
 		slices.Sort(masks)
 		out[i].MaskLabels = slices.Compact(masks)
+		if svc.UID == 0 && svc.GID == 0 {
+			if out[i].UID, out[i].GID, err = e.imageUser(ctx, svc.ImageID, info.Volumes, cmp.Or(svc.User, info.User)); err != nil {
+				return nil, fmt.Errorf("service %q: %w", svc.Name, err)
+			}
+		}
 	}
 	return out, nil
 }

@@ -159,6 +159,9 @@ func assertHardened(t *testing.T, c messages.Container, plan dockerio.Plan) {
 	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") {
 		t.Errorf("%s: SecurityOpt %v lacks no-new-privileges", name, hc.SecurityOpt)
 	}
+	if !slices.Contains(hc.SecurityOpt, "seccomp="+tenantSeccomp().json) || len(hc.SecurityOpt) != 2 {
+		t.Errorf("%s: SecurityOpt holds %d options, want no-new-privileges and the tenant seccomp profile inline", name, len(hc.SecurityOpt))
+	}
 	if !hc.ReadonlyRootfs || hc.Privileged {
 		t.Errorf("%s: ReadonlyRootfs %v Privileged %v", name, hc.ReadonlyRootfs, hc.Privileged)
 	}
@@ -185,7 +188,7 @@ func assertHardened(t *testing.T, c messages.Container, plan dockerio.Plan) {
 		dockerio.LabelManaged: "true", dockerio.LabelLease: plan.Lease, dockerio.LabelInstallation: plan.InstallationID,
 		dockerio.LabelService: c.Service, dockerio.LabelInstance: itoa(c.Index), dockerio.LabelBackend: "docker",
 		dockerio.LabelTenant: plan.Tenant, dockerio.LabelProvider: plan.ProviderUUID, dockerio.LabelSKU: "small",
-		dockerio.LabelRuntimeContract: "1", dockerio.LabelMaintenanceID: "", dockerio.LabelGeneration: "1",
+		dockerio.LabelRuntimeContract: "2", dockerio.LabelMaintenanceID: "", dockerio.LabelGeneration: "1",
 		dockerio.LabelOperationID: plan.OperationID, dockerio.LabelImageRef: fx.image, dockerio.LabelImageID: c.ImageID,
 		dockerio.LabelCallbackURL: plan.CallbackURL, dockerio.LabelLifecycleURL: plan.LifecycleURL, dockerio.LabelFailCount: "0",
 		"com.docker.compose.project": dockerio.ProjectName(plan.Lease),
@@ -247,6 +250,13 @@ func assertMount(t *testing.T, id, target string, typ mount.Type, source string)
 		found = append(found, string(m.Type)+":"+got)
 		if m.Type != typ || (source != "" && got != source) {
 			t.Errorf("mount %s is %s %q, want %s %q", target, m.Type, got, typ, source)
+		}
+	}
+	// berth's tmpfs mounts are HostConfig.Tmpfs (uid/gid options), not Mounts.
+	if _, ok := r.HostConfig.Tmpfs[target]; ok {
+		found = append(found, "tmpfs:")
+		if typ != mount.TypeTmpfs {
+			t.Errorf("mount %s is tmpfs, want %s %q", target, typ, source)
 		}
 	}
 	if len(found) != 1 {

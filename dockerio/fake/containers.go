@@ -130,6 +130,9 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 	if plan.Lease == "" || plan.NetworkID == "" || len(plan.Services) == 0 {
 		return nil, fmt.Errorf("plan: lease, network ID and services are required")
 	}
+	if err := admission.MountBudget(plan); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
 	known := map[string]bool{}
 	for _, s := range plan.Services {
 		if known[s.Name] {

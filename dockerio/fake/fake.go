@@ -55,6 +55,9 @@ const (
 	OpListManaged      Op = "list_managed"
 	OpLogs             Op = "logs"
 	OpEvents           Op = "events"
+	OpDetectWritable   Op = "detect_writable_paths"
+	OpSeedWritable     Op = "seed_writable_paths"
+	OpSeccompEnabled   Op = "seccomp_enabled"
 )
 
 // Options tune the fake.
@@ -94,6 +97,9 @@ type Engine struct {
 	calls       map[Op]int
 	failNextUp  error
 	unavailable bool
+	writable    map[string]writableAnswer // image ID → what detection and seeding answer (writable.go)
+	seeded      []dockerio.SeedRequest
+	noSeccomp   bool
 	subs        map[*subscriber]struct{}
 	nextPort    int
 	seq         int64
@@ -133,6 +139,7 @@ func New(opts Options) *Engine {
 		delays:     map[Op]time.Duration{},
 		calls:      map[Op]int{},
 		subs:       map[*subscriber]struct{}{},
+		writable:   map[string]writableAnswer{},
 		nextPort:   32768,
 	}
 }
@@ -500,6 +507,11 @@ func (e *Engine) ImageUser(ctx context.Context, imageID, user string) (int, int,
 	if !ok {
 		return 0, 0, fmt.Errorf("image user: image %s: %w", imageID, dockerio.ErrNotFound)
 	}
+	return imageUser(img, user)
+}
+
+// imageUser is ImageUser of a present image.
+func imageUser(img *fakeImage, user string) (int, int, error) {
 	if user == "" {
 		return 0, 0, nil
 	}

@@ -127,8 +127,12 @@ func TestImages_ResolvePinnedAdmission_MirrorTheRealEngine(t *testing.T) {
 			t.Errorf("ResolveImage(%s) = %v, want ErrImageNotAdmissible", ref, err)
 		}
 	}
-	labelled := e.AddLabelledImage("labelled", dockerio.ImageInfo{}, map[string]string{"fred.tenant": "x", "traefik.enable": "true", "com.docker.compose.project": "p", "ok": "1"})
-	if info, err := e.ResolveImage(ctx, "labelled"); err != nil || !slices.Equal(info.MaskLabels, []string{"fred.tenant", "traefik.enable"}) || !slices.Equal(labelled.MaskLabels, info.MaskLabels) {
+	e.AddLabelledImage("reserved", dockerio.ImageInfo{}, map[string]string{"fred.tenant": "x", "ok": "1"})
+	if _, err := e.ResolveImage(ctx, "reserved"); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+		t.Errorf("ResolveImage(reserved) = %v, want ErrImageNotAdmissible", err)
+	}
+	labelled := e.AddLabelledImage("labelled", dockerio.ImageInfo{}, map[string]string{"com.docker.compose.project": "p", "ok": "1"})
+	if info, err := e.ResolveImage(ctx, "labelled"); err != nil || !slices.Equal(info.MaskLabels, []string{"com.docker.compose.project"}) || !slices.Equal(labelled.MaskLabels, info.MaskLabels) {
 		t.Errorf("ResolveImage(labelled) = %+v, %v", info, err)
 	}
 	if e.Calls(OpResolveImage) != e.Calls(OpPullImage) || e.Calls(OpPinnedImage) == 0 {
@@ -609,5 +613,46 @@ func TestAddImage_NumericUserFillsUIDGID_NamedUserTakesThemAsGiven(t *testing.T)
 		if pinned, err := e.PinnedImage(ctx, got.Pin(ref)); err != nil || pinned.UID != c.uid || pinned.GID != c.gid {
 			t.Errorf("%s: PinnedImage = %d:%d, %v", ref, pinned.UID, pinned.GID, err)
 		}
+	}
+}
+
+// Detection answers the configured paths as the real engine would keep them;
+// seeding checks and records requests; both fail on demand.
+func TestWritablePaths_ConfiguredDetectionSeedingAndSeccomp(t *testing.T) {
+	e := New(Options{InstallationID: installation})
+	ctx := ctxT(t)
+	info, err := e.ResolveImage(ctx, e.AddImage("nginx", dockerio.ImageInfo{User: "www-data", UID: 33, GID: 33, Volumes: []string{"/data"}}).Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetWritablePaths(info.ID, []string{"/var/lib/nginx", "/data/x", "/var/log/nginx", "/a", "/b", "/c", "/cache"}, nil, nil)
+	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: info.ID, Tmpfs: []string{"/cache"}})
+	if err != nil || !slices.Equal(w.Paths, []string{"/var/lib/nginx", "/var/log/nginx", "/a", "/b"}) || !slices.Equal(w.Dropped, []string{"/c"}) ||
+		len(w.Refused) != 2 || w.UID != 33 || w.GID != 33 {
+		t.Errorf("DetectWritablePaths = %+v, %v", w, err)
+	}
+	req := dockerio.SeedRequest{ImageID: info.ID, Paths: w.Paths, Dirs: []string{"/v/0"}, UID: 33, GID: 33, MaxEntries: 10, MaxBytes: 10}
+	if err := e.SeedWritablePaths(ctx, req); err != nil || len(e.Seeded()) != 1 || e.Seeded()[0].Dirs[0] != "/v/0" {
+		t.Errorf("SeedWritablePaths = %v, seeded %+v", err, e.Seeded())
+	}
+	bad := req
+	bad.Paths = []string{"/run/x"}
+	if err := e.SeedWritablePaths(ctx, bad); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+		t.Errorf("seeding under /run: %v", err)
+	}
+	boom := errors.New("boom")
+	e.SetWritablePaths(info.ID, nil, boom, boom)
+	if _, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: info.ID}); !errors.Is(err, boom) {
+		t.Errorf("detection failing on demand: %v", err)
+	}
+	if err := e.SeedWritablePaths(ctx, req); !errors.Is(err, boom) || len(e.Seeded()) != 1 {
+		t.Errorf("seeding failing on demand: %v", err)
+	}
+	if on, err := e.SeccompEnabled(ctx); !on || err != nil {
+		t.Errorf("SeccompEnabled = %v, %v", on, err)
+	}
+	e.SetSeccompEnabled(false)
+	if on, _ := e.SeccompEnabled(ctx); on || e.Calls(OpSeccompEnabled) != 2 || e.Calls(OpDetectWritable) != 2 || e.Calls(OpSeedWritable) != 3 {
+		t.Errorf("SeccompEnabled after disabling: %v; calls %d %d %d", on, e.Calls(OpSeccompEnabled), e.Calls(OpDetectWritable), e.Calls(OpSeedWritable))
 	}
 }

@@ -12,6 +12,8 @@
 //	workload exit -code N -after D
 //	workload logs -n N           print N lines, then wait for SIGTERM
 //	workload fetch URL           GET URL once, print the body, exit 0 on 2xx else 1
+//	workload ioctl DIR           try the btrfs subvolume/snapshot-create ioctls on DIR
+//	                             and FIONREAD on a pipe; print each one's errno
 package main
 
 import (
@@ -33,21 +35,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		mode, args = args[0], args[1:]
 	}
-	switch mode {
-	case "serve":
-		return runServe(args, stdout, stderr)
-	case "probe":
-		return runProbe(args, stdout, stderr)
-	case "exit":
-		return runExit(args, stdout, stderr)
-	case "logs":
-		return runLogs(args, stdout, stderr)
-	case "fetch":
-		return runFetch(args, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "workload: unknown mode %q (want serve, probe, exit, logs or fetch)\n", mode)
-		return 2
+	modes := map[string]func(args []string, stdout, stderr io.Writer) int{
+		"serve": runServe, "probe": runProbe, "exit": runExit, "logs": runLogs, "fetch": runFetch, "ioctl": runIoctl,
 	}
+	if m, ok := modes[mode]; ok {
+		return m(args, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "workload: unknown mode %q (want serve, probe, exit, logs, fetch or ioctl)\n", mode)
+	return 2
 }
 
 // watchSignals returns a channel that receives SIGTERM and SIGINT. With

@@ -25,8 +25,9 @@
 //
 // # Names and safety
 //
-// Every name is checked against the managed grammar fred-<uuid>-<svc>-<idx> or
-// fred-retained-<uuid>-<svc>-<idx> before anything touches the disk. An entry
+// Every name is checked against the managed grammar fred-<uuid>-<svc>-<idx>,
+// fred-retained-<uuid>-<svc>-<idx> or fred-scratch-<uuid>-<svc>-<idx> (a
+// diskless instance's seeded writable paths) before anything touches the disk. An entry
 // under the root that is a symlink, not a directory, or (btrfs) a plain
 // directory instead of a subvolume is refused with an error naming it and is
 // never changed or deleted. Ensure gives only the subdirectory mount points to
@@ -70,8 +71,9 @@
 // outside the volume's limit (measured: 20 MiB written into a nested subvolume
 // of a volume limited to 8 MiB). The driver counts nested subvolumes in Usage
 // and deletes them (deepest first) before the volume, but it cannot enforce
-// the volume's limit on them; containers need a seccomp rule refusing the
-// BTRFS_IOC_SUBVOL_CREATE / SNAP_CREATE ioctls to close that hole.
+// the volume's limit on them; the tenant seccomp profile
+// (dockerio/engine/seccomp.go) refuses the BTRFS_IOC_SUBVOL_CREATE /
+// SNAP_CREATE ioctls to every tenant container, which closes that hole.
 //
 // A deleted subvolume's qgroup stays, reported "<stale>" and with 0 bytes,
 // until the cleaner has dropped the subvolume; `btrfs qgroup destroy` fails

@@ -251,16 +251,18 @@ func requireDir(p string) error {
 	return nil
 }
 
-// Managed names: fred-<uuid>-<svc>-<idx> and fred-retained-<uuid>-<svc>-<idx>,
-// with the canonical lower-case UUID of a lease and a manifest service name.
-var managedName = regexp.MustCompile(`^fred-(retained-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?-(0|[1-9][0-9]{0,5})$`)
+// Managed names: fred-<uuid>-<svc>-<idx>, fred-retained-<uuid>-<svc>-<idx>
+// and a diskless instance's scratch volume fred-scratch-<uuid>-<svc>-<idx>
+// (dockerio.ScratchVolumeName), with the canonical lower-case UUID of a lease
+// and a manifest service name.
+var managedName = regexp.MustCompile(`^fred-(retained-|scratch-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?-(0|[1-9][0-9]{0,5})$`)
 
 // ValidName reports whether name is a managed volume name.
 func ValidName(name string) bool { return managedName.MatchString(name) }
 
 func checkName(name string) error {
 	if !ValidName(name) {
-		return fmt.Errorf("volumes: %q is not a managed volume name (fred-<lease uuid>-<service>-<index> or fred-retained-…)", name)
+		return fmt.Errorf("volumes: %q is not a managed volume name (fred-<lease uuid>-<service>-<index>, fred-retained-… or fred-scratch-…)", name)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ func TestContainer_FredLabelsWinOverTenantLabels(t *testing.T) {
 	l := Container(plan, svc, 2, time.Date(2025, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)))
 	want := map[string]string{
 		dockerio.LabelLease: "L", dockerio.LabelService: "web", dockerio.LabelInstance: "2", dockerio.LabelGeneration: "3",
-		dockerio.LabelManaged: "true", dockerio.LabelRuntimeContract: "1", dockerio.LabelMaintenanceID: "",
+		dockerio.LabelManaged: "true", dockerio.LabelRuntimeContract: "2", dockerio.LabelMaintenanceID: "",
 		dockerio.LabelCreatedAt: "2025-01-02T02:04:05Z", "app": "x", dockerio.LabelInstallation: "I",
 	}
 	if !HasAll(l, want) {

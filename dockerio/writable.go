@@ -1,0 +1,69 @@
+package dockerio
+
+import "strconv"
+
+// Writable paths (seed: Image admission, SKU storage table). Stock images write
+// at start outside their declared VOLUMEs (nginx: /var/lib/nginx); under a
+// read-only rootfs such a directory gets a writable mount of its own, seeded
+// with the image's content. Detection finds them (Engine.DetectWritablePaths),
+// seeding copies them to the host (Engine.SeedWritablePaths), the plan mounts
+// them (ServicePlan.WritablePaths, WritableDirs).
+
+// MaxWritablePaths bounds the writable paths of one instance; the lease mount
+// budget reserves this many per instance before detection.
+const MaxWritablePaths = 4
+
+// WritableRoot is the directory of an instance's managed (or scratch) volume
+// whose subdirectory VolumeSubdir(target) is mounted at a writable path. No
+// VOLUME's subdirectory is named so: admission refuses a VOLUME in the /_wp tree.
+const WritableRoot = "_wp"
+
+// WritableQuery asks which directories of an image a container writes at
+// start: the effective user (the manifest's, else the image's USER) and
+// program (effective entrypoint, else command) come from the image and these
+// manifest overrides.
+type WritableQuery struct {
+	ImageID string
+	User    string   // manifest user override; "" = the image's USER
+	Command []string // manifest entrypoint override; nil = the image's
+	Args    []string // manifest command override; nil = the image's
+	Tmpfs   []string // the tenant's tmpfs targets: never a writable path
+}
+
+// Writable is what detection found for one query.
+type Writable struct {
+	// Paths are the detected writable paths, at most MaxWritablePaths, in scan
+	// order (parents in the fixed order, names sorted within one).
+	Paths []string
+	// UID and GID are the numeric user the container runs as: each mount point
+	// belongs to it.
+	UID, GID int
+	Program  string   // the program name the name rule matched against ("" = none)
+	Dropped  []string // matched beyond MaxWritablePaths, not mounted
+	Refused  []string // "path: why" — a matching symlink, one over or under a VOLUME or tmpfs, an unusable name
+	Cut      []string // archives read (a parent, or /var for its four) that stopped at a bound: later entries unseen
+}
+
+// SeedRequest asks for the image's content of Paths copied into every one of
+// Dirs, each as <dir>/_wp/<VolumeSubdir(path)>.
+type SeedRequest struct {
+	ImageID string
+	Paths   []string
+	// Dirs are host directories berth made (managed or scratch volumes), one
+	// per instance. Their _wp tree is replaced whole; nothing else in them is
+	// touched.
+	Dirs []string
+	// UID and GID own each mount point (the top directory of a path); the
+	// content keeps the image's ownership.
+	UID, GID int
+	// MaxEntries caps the archive entries of one directory's seed (quota bytes
+	// / min_avg_file_bytes); MaxBytes caps the bytes of its files (the quota).
+	MaxEntries int
+	MaxBytes   int64
+}
+
+// ScratchVolumeName is the quota-capped scratch volume holding the seeded
+// writable paths of one instance of a diskless service: never retained.
+func ScratchVolumeName(lease, service string, index int) string {
+	return "fred-scratch-" + lease + "-" + service + "-" + strconv.Itoa(index)
+}
