@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -69,6 +70,7 @@ type Settings struct {
 	ReleasesMaxAge   time.Duration    // releases_max_age
 	HistoryBytes     int              // per-lease release history cap (32 MiB)
 	RetentionMaxAge  time.Duration    // retention_max_age: a retention record's grace
+	Ingress          *ingress.Config  // the ingress.* keys the Traefik labels need; nil: ingress off
 }
 
 // Store is what a lease needs of the state store: its journal and the
@@ -80,13 +82,14 @@ type Store interface {
 
 // NetworkPool hands a lease a pre-created network (actors/netpool).
 type NetworkPool interface {
-	// Claim returns the pool network bound to lease; with bind, a free one is
-	// bound when it holds none. "" when there is none to give.
-	Claim(ctx context.Context, lease string, bind bool) (id string, err error)
+	// Claim returns the pool network bound to lease (its ID, and its name
+	// when the pool knows it); with bind, a free one is bound when it holds
+	// none. ID "" when there is none to give.
+	Claim(ctx context.Context, lease string, bind bool) (dockerio.Network, error)
 	// Bind binds a pool network the lease's first attempt created because
-	// none was free; it answers the network the lease holds ("" when the pool
-	// would not bind it: the lease uses its own network).
-	Bind(ctx context.Context, lease string, made dockerio.Network) (id string, err error)
+	// none was free; it answers the network the lease holds (ID "" when the
+	// pool would not bind it: the lease uses its own network).
+	Bind(ctx context.Context, lease string, made dockerio.Network) (dockerio.Network, error)
 	// Drop forgets a bound network the lease found gone or no longer ours
 	// ("": whatever a first attempt's unanswered claim bound, unused).
 	Drop(lease, id string)

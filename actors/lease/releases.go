@@ -35,6 +35,9 @@ type Release struct {
 	Items         []messages.LeaseItem `json:"items,omitempty"`
 	Services      []ServiceSpec        `json:"services,omitempty"` // sorted by name
 	Images        []ServiceImage       `json:"images,omitempty"`   // content as deployed, by service
+	// Domains are the custom domains this release routes, service → domain:
+	// only those whose DNS gate opened (or every item's, the gate disabled).
+	Domains map[string]string `json:"custom_domains,omitempty"`
 }
 
 // ServiceImage is the recorded content of one service of a release.

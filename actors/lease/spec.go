@@ -167,6 +167,8 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 		LifecycleURL:   spec.LifecycleURL,
 		NetworkID:      net.id,
 		NetworkPooled:  net.pooled,
+		NetworkName:    net.name,
+		Ingress:        set.Ingress,
 		HostBindIP:     set.HostBindIP,
 		ReadonlyRootfs: set.ReadonlyRootfs,
 		PidsLimit:      set.PidsLimit,
@@ -205,6 +207,13 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 			if ps, ok := parsePort(key); ok {
 				sp.Ports = append(sp.Ports, ps)
 			}
+		}
+		if key, ok := m.IngressPort(); ok {
+			hint, _ := parsePort(key)
+			sp.IngressPort = hint.Port
+		}
+		if set.Ingress != nil {
+			sp.CustomDomain = r.Domains[svc.Name]
 		}
 		sort.Slice(sp.Ports, func(i, j int) bool {
 			if sp.Ports[i].Port != sp.Ports[j].Port {

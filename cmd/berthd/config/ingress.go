@@ -9,12 +9,6 @@ import (
 	"github.com/berth-dev/berth/dockerio/ingress"
 )
 
-// ingressWired says whether launches carry the Traefik labels yet. The keys are
-// validated in full either way; until the labels are wired into the engine's
-// plan (phase 2 of issue 19) ingress.enabled stays refused rather than load and
-// silently route nothing.
-var ingressWired = false
-
 // validateIngress checks the ingress.* keys when ingress is enabled. With it
 // off they configure nothing and are accepted as they are, so a Fred
 // configuration with ingress switched off loads unchanged.
@@ -22,9 +16,6 @@ func validateIngress(c *Config, ps *problemSet) {
 	in := &c.Ingress
 	if !in.Enabled {
 		return
-	}
-	if !ingressWired {
-		ps.add("ingress.enabled", "ingress (Traefik routing) is not supported by this berthd yet")
 	}
 	if !c.NetworkIsolation {
 		ps.add("ingress.enabled", "requires network_isolation: Traefik reaches each lease's containers on the lease's own network")

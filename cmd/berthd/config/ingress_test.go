@@ -7,16 +7,7 @@ import (
 
 const ingressOn = "ingress:\n  enabled: true\n  wildcard_domain: apps.example.com\n  entrypoint: websecure\n"
 
-// wired stands in for phase 2: the labels reach the launches, so enabled loads.
-func wired(t *testing.T) {
-	t.Helper()
-	was := ingressWired
-	ingressWired = true
-	t.Cleanup(func() { ingressWired = was })
-}
-
 func TestIngress_EnabledWithRequiredKeys_LoadsWithSeedDefaults(t *testing.T) {
-	wired(t)
 	c := mustLoad(t, ingressOn)
 	want := Ingress{Enabled: true, WildcardDomain: "apps.example.com", Entrypoint: "websecure",
 		CustomDomainCertResolver: "http01", CustomDomainMiddlewares: []string{"security-headers@file"},
@@ -31,7 +22,6 @@ func TestIngress_EnabledWithRequiredKeys_LoadsWithSeedDefaults(t *testing.T) {
 }
 
 func TestIngress_Rules(t *testing.T) {
-	wired(t)
 	runRuleCases(t, []ruleCase{
 		{"custom settings accepted", ingressOn + "  custom_domain_cert_resolver: le\n  custom_domain_middlewares: [a@file, b@docker]\n" +
 			"  custom_domain_dns_resolvers: [\"127.0.0.53:53\", \"[2606:4700:4700::1111]:53\"]\n  custom_domain_dns_quorum: 5", nil, ""},
@@ -53,13 +43,15 @@ func TestIngress_Rules(t *testing.T) {
 	})
 }
 
-// Until the labels are wired into launches, enabled is refused even when every
-// key is right: loading it would route nothing.
-func TestIngress_NotWiredYet_EnabledRefused(t *testing.T) {
-	if ingressWired {
-		t.Skip("wired")
-	}
-	if findProblem(problemsOf(t, ingressOn), "ingress.enabled: ingress (Traefik routing) is not supported") == "" {
-		t.Fatal("enabled loads before the labels are wired")
+// Enabled with its required keys loads, from the file or the environment, and
+// is never reported as an unknown key or an unsupported feature.
+func TestIngress_EnabledLoads_FromFileAndEnvironment(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"ingress.enabled file", ingressOn, nil, ""},
+		{"ingress.enabled env", "", []string{"BERTH_INGRESS__ENABLED=true", "BERTH_INGRESS__WILDCARD_DOMAIN=apps.example.com",
+			"BERTH_INGRESS__ENTRYPOINT=websecure"}, ""},
+	})
+	if list := problemsOf(t, "ingress:\n  enabled: true"); findProblem(list, "unknown key") != "" || findProblem(list, "not supported") != "" {
+		t.Fatalf("enabled without its keys: %q, want only the missing keys", list)
 	}
 }
