@@ -152,6 +152,12 @@ type ProvisionInfo struct {
 	Items          []LeaseItem       `json:"items,omitempty"`
 	ServiceImages  map[string]string `json:"service_images,omitempty"`
 	TerminalBudget *TerminalBudget   `json:"terminal_budget,omitempty"`
+	// FQDNs (ingress on) name each instance of a service Traefik routes to,
+	// service → one name per instance index: what each container's fred.fqdn
+	// says. CustomDomains are the custom domains whose routers are deployed,
+	// service → domain (a domain whose DNS gate is still closed is absent).
+	FQDNs         map[string][]string `json:"fqdns,omitempty"`
+	CustomDomains map[string]string   `json:"custom_domains,omitempty"`
 }
 
 // PortBinding is one published port; HostPort is a string on the wire.

@@ -360,7 +360,7 @@ func (a *Actor) getInfo(m *messages.GetInfo) {
 		m.Reply <- messages.InfoReply{Err: messages.Refuse(messages.ErrNotFound, "lease is not ready")}
 		return
 	}
-	info := leaseInfo(a.spec.Load(), a.st, a.set.HostAddress)
+	info := leaseInfo(a.spec.Load(), a.st, a.set)
 	m.Reply <- messages.InfoReply{Info: &info}
 }
 
@@ -391,7 +391,7 @@ func (a *Actor) getReleases(m *messages.GetReleases) {
 }
 
 func (a *Actor) provisionInfo() messages.ProvisionInfo {
-	return provisionInfo(a.spec.Load(), a.st)
+	return provisionInfo(a.spec.Load(), a.st, a.set.Ingress)
 }
 
 // --- plumbing --------------------------------------------------------------------
@@ -461,7 +461,7 @@ func (a *Actor) report() {
 		return
 	}
 	spec := a.spec.Load()
-	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st)}
+	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st, a.set.Ingress)}
 	if a.broken {
 		r.Info.Status = messages.StatusUnknown
 	}
