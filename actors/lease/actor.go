@@ -71,6 +71,9 @@ type Settings struct {
 	HistoryBytes     int              // per-lease release history cap (32 MiB)
 	RetentionMaxAge  time.Duration    // retention_max_age: a retention record's grace
 	Ingress          *ingress.Config  // the ingress.* keys the Traefik labels need; nil: ingress off
+	// CustomDomainsUngated is custom_domain_dns_check_disabled: custom domains
+	// are routed from the first launch, without the DNS gate.
+	CustomDomainsUngated bool
 }
 
 // Store is what a lease needs of the state store: its journal and the
@@ -272,7 +275,8 @@ func (a *Actor) step(in Input) Decision {
 func (a *Actor) env(in Input) (Env, error) {
 	e := Env{Now: a.deps.Now(), Spec: a.spec.Load(), Limits: Limits{
 		ProvisionTimeout: a.set.ProvisionTimeout, ResumePoll: a.set.ResumePoll, TeardownRetry: a.set.TeardownRetry,
-		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge}}
+		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge},
+		DomainsUngated: a.set.Ingress != nil && a.set.CustomDomainsUngated}
 	if a.worker != nil {
 		e.Worker = a.worker.kind
 	}

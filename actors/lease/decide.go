@@ -3,6 +3,7 @@ package lease
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -116,7 +117,7 @@ func decideRecover(st *State, env Env) Decision {
 // startProvision starts the latest admission's first attempt, with its release.
 func startProvision(st *State, env Env) Decision {
 	spec := env.Spec
-	r := spec.release(env.Now)
+	r := spec.release(env.Now, env.DomainsUngated)
 	// A provision's protected releases (the active one and this) always fit: raw
 	// manifests are capped at 1 MiB, the history at 32 MiB. A closed lease's history
 	// went with it.
@@ -266,6 +267,7 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	target := source.clone()
 	if in.Target != nil {
 		target = in.Target.clone()
+		target.Domains = maps.Clone(source.Domains) // an update keeps the routed custom domains
 		target.Images = nil
 		for _, svc := range target.Services { // unchanged references keep their recorded content
 			if pin, ok := source.Pin(svc.Name); ok && pin.Ref == svc.Manifest.Image {

@@ -5,6 +5,7 @@ package lease
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -203,6 +204,7 @@ func (r *Release) clone() Release {
 	c.Services = slices.Clone(r.Services)
 	c.Manifest = slices.Clone(r.Manifest)
 	c.Images = slices.Clone(r.Images)
+	c.Domains = maps.Clone(r.Domains)
 	return c
 }
 

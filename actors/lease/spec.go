@@ -116,10 +116,21 @@ func (s *Spec) Instances() int {
 // ServiceImages maps service → manifest image reference.
 func (s *Spec) ServiceImages() map[string]string { return serviceImages(s.Services) }
 
-// release is the admission's release, before the journal numbers it.
-func (s *Spec) release(now time.Time) Release {
-	return Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
+// release is the admission's release, before the journal numbers it. With the
+// custom-domain DNS gate disabled (ungated) it routes every item's custom
+// domain at once; else none, until each domain's gate opens.
+func (s *Spec) release(now time.Time, ungated bool) Release {
+	r := Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
 		Manifest: s.Manifest, Items: s.Items, Services: s.Services, Images: s.Images}
+	for _, it := range s.Items {
+		if ungated && it.CustomDomain != "" {
+			if r.Domains == nil {
+				r.Domains = map[string]string{}
+			}
+			r.Domains[it.ServiceName] = it.CustomDomain
+		}
+	}
+	return r
 }
 
 func serviceImages(services []ServiceSpec) map[string]string {

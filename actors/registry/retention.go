@@ -131,6 +131,9 @@ func (d *Directory) restore(m *messages.Restore, env Env) Decision {
 	if e := d.entries[spec.Lease]; e != nil && e.status != Closed {
 		return answer(m.Reply, messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned"))
 	}
+	if err := d.domainClaimed(spec, env.Queued); err != nil {
+		return answer(m.Reply, err)
+	}
 	if err := d.Pool.Check(spec.Lease, spec.Tenant, Need(spec), retainedKey(spec.Restore.From)); err != nil {
 		return answer(m.Reply, err)
 	}

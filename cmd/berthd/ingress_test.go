@@ -217,3 +217,62 @@ func checkReportedFQDNs(t *testing.T, d *daemonProc, lease string, labels map[st
 func equalLabelSets(a, b map[string]map[string]string) bool {
 	return maps.EqualFunc(a, b, func(x, y map[string]string) bool { return maps.Equal(x, y) })
 }
+
+// With the DNS gate disabled a custom domain is routed from the first launch:
+// a second router and service with the cert resolver and middlewares on every
+// instance. Bad domains are refused with 400 and a domain another lease holds
+// with 409; neither creates anything.
+func TestIngress_CustomDomain_UngatedRoutedAtOnce_BadOrClaimedDomainsRefused(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, ingressTestConfig).startInProcess()
+	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
+	lease := provisionReady(t, d, cb, manifest, messages.LeaseItem{SKU: "docker-micro", Quantity: 2, CustomDomain: "Shop.Example.org."})
+
+	custom := "fred-" + strings.ReplaceAll(lease, "-", "") + "-app-custom"
+	r := "traefik.http.routers." + custom
+	for key, l := range ingressLabels(t, dc, lease) {
+		want := map[string]string{r + ".rule": "Host(`shop.example.org`)", r + ".entrypoints": "websecure", r + ".tls": "true",
+			r + ".tls.certresolver": "http01", r + ".middlewares": "security-headers@file", r + ".service": custom,
+			"traefik.http.services." + custom + ".loadbalancer.server.port": "8080", "fred.custom_domain": "shop.example.org"}
+		for k, v := range want {
+			if l[k] != v {
+				t.Fatalf("%s: %s = %q, want %q (labels %v)", key, k, l[k], v, l)
+			}
+		}
+	}
+	var info messages.LeaseInfo
+	d.get("/info/" + lease).json(t, &info)
+	if info.Services["app"].FQDN != "shop.example.org" || d.provisionInfo(lease).CustomDomains["app"] != "shop.example.org" {
+		t.Fatalf("service fqdn %q, /provisions custom_domains %v", info.Services["app"].FQDN, d.provisionInfo(lease).CustomDomains)
+	}
+
+	for _, tc := range []struct {
+		name, domain string
+		status       int
+		says         string
+	}{
+		{"localhost", "localhost", 400, "fully qualified"},
+		{"localhost subdomain", "app.localhost", 400, "localhost"},
+		{"an IP", "203.0.113.7", 400, "IP address"},
+		{"under the wildcard domain", "x.apps.example.test", 400, "wildcard domain"},
+		{"300 characters", strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + "." +
+			strings.Repeat("d", 60) + "." + strings.Repeat("e", 55) + ".com", 400, "at most 253"},
+		{"unicode look-alike", "shоp.example.org", 400, "only ASCII"}, // Cyrillic о
+		{"held by another lease", "shop.example.org", 409, "held by another lease"},
+		{"held, in another spelling", "SHOP.example.org.", 409, "held by another lease"},
+	} {
+		other := uuid.NewString()
+		resp := d.provision(other, cb.callbackURL(), manifest, messages.LeaseItem{SKU: "docker-micro", Quantity: 1, CustomDomain: tc.domain})
+		if resp.Status != tc.status || !strings.Contains(string(resp.Body), tc.says) {
+			t.Fatalf("%s: %d %s, want %d saying %q", tc.name, resp.Status, resp.Body, tc.status, tc.says)
+		}
+		if got := d.get("/provisions/" + other); got.Status != 404 || len(leaseContainers(t, dc, other)) != 0 {
+			t.Fatalf("%s: the refused lease exists: %d %s", tc.name, got.Status, got.Body)
+		}
+	}
+	d.closeAll(dc, lease)
+	// Closed, the domain is free again.
+	again := provisionReady(t, d, cb, manifest, messages.LeaseItem{SKU: "docker-micro", Quantity: 1, CustomDomain: "shop.example.org"})
+	d.closeAll(dc, again)
+}

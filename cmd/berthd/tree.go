@@ -123,6 +123,7 @@ func (w *wiring) registry() *registry.Deps {
 			s.RetainOnClose = cfg.RetainOnClose && w.d.vols != nil
 			s.MaxRetainedDiskMB, s.MaxRetainedPerTenant = cfg.MaxRetainedDiskMB, cfg.MaxRetainedLeasesPerTenant
 			s.QuotaEnforced = w.d.vols != nil && w.d.vols.Enforced()
+			s.Ingress = ingressConfig(cfg.Ingress)
 		})}
 }
 
@@ -142,7 +143,7 @@ func (w *wiring) leases() *lease.Deps {
 			s.ReadonlyRootfs, s.PidsLimit, s.TmpfsSizeMB = cfg.ContainerReadonlyRootfs, cfg.ContainerPidsLimit, int(cfg.ContainerTmpfsSizeMB)
 			s.MinAvgFileBytes = cfg.MinAvgFileBytes
 			s.ReleasesMaxAge, s.RetentionMaxAge = cfg.ReleasesMaxAge, cfg.RetentionMaxAge
-			s.Ingress = ingressConfig(cfg.Ingress)
+			s.Ingress, s.CustomDomainsUngated = ingressConfig(cfg.Ingress), cfg.Ingress.CustomDomainDNSCheckDisabled
 		})}
 	if cfg.NetworkPoolSize > 0 {
 		deps.Networks = &netpool.Client{Tree: w.tree, Path: messages.Netpool, Timeout: 10 * time.Second}
