@@ -180,6 +180,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.inventory(m)
 	case *messages.VolumeHoldDone:
 		a.step(HoldDone{Name: m.Name})
+	case *messages.CustomDomainReady:
+		a.customDomainReady(m)
 	case *messages.ContainerDied:
 		a.step(Died{ContainerID: m.ContainerID, Generation: m.Generation, Counted: m.Counted})
 	case workerDone:
@@ -237,6 +239,7 @@ func (a *Actor) started(c actor.Context) {
 		Uint64("journaled_admission", st.Admission).Uint64("generation", st.Generation).Msg("lease actor started")
 	a.report()
 	a.step(Recover{})
+	a.syncDomainGate()
 }
 
 // step is the actor's one way to change: Decide, journal and apply, run effects.
@@ -253,6 +256,12 @@ func (a *Actor) step(in Input) Decision {
 	if m := a.st.Maintenance; m != nil {
 		maintenance = m.Kind
 	}
+	before := a.st.Status
+	defer func() {
+		if a.st.Status != before {
+			a.syncDomainGate()
+		}
+	}()
 	d := Decide(a.st, in, env)
 	if len(d.Events) > 0 {
 		if err := a.commit(d); err != nil {

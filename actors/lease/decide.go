@@ -267,7 +267,9 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	target := source.clone()
 	if in.Target != nil {
 		target = in.Target.clone()
-		target.Domains = maps.Clone(source.Domains) // an update keeps the routed custom domains
+		if target.Domains == nil { // an update keeps the routed custom domains
+			target.Domains = maps.Clone(source.Domains)
+		}
 		target.Images = nil
 		for _, svc := range target.Services { // unchanged references keep their recorded content
 			if pin, ok := source.Pin(svc.Name); ok && pin.Ref == svc.Manifest.Image {

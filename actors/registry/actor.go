@@ -141,6 +141,8 @@ func (a *Actor) Receive(c actor.Context) {
 			a.log.Info().Int("leases", len(a.dir.St.Leases)).Dur("took", took).Msg("startup recovery complete; admitting work")
 		}
 		a.dir.Ready = true
+	case *messages.CustomDomainReady:
+		a.customDomainReady(m)
 	case *messages.RetentionSweep:
 		rep := messages.RetentionSweepReply{}
 		if a.step(m) {

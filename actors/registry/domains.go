@@ -72,3 +72,14 @@ func (d *Directory) domainClaimed(spec *lease.Spec, queued []admission) error {
 	}
 	return nil
 }
+
+// customDomainReady hands a custom domain's opened DNS gate to its lease, which
+// adds the router and then forgets the gate; a lease no longer live has the
+// gate forgotten here.
+func (a *Actor) customDomainReady(m *messages.CustomDomainReady) {
+	if e, ok := a.dir.live(m.Lease); ok && e.pid != nil {
+		a.c.Send(e.pid, m)
+		return
+	}
+	a.deps.Tree.Send(messages.DomainGate, &messages.ForgetCustomDomain{Lease: m.Lease})
+}
