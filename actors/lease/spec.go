@@ -214,24 +214,10 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 			WritablePaths:   wp.paths,
 			WritableDirs:    wp.dirs,
 		}
-		for key := range m.Ports {
-			if ps, ok := parsePort(key); ok {
-				sp.Ports = append(sp.Ports, ps)
-			}
-		}
-		if key, ok := m.IngressPort(); ok {
-			hint, _ := parsePort(key)
-			sp.IngressPort = hint.Port
-		}
+		sp.Ports, sp.IngressPort = servicePorts(m)
 		if set.Ingress != nil {
 			sp.CustomDomain = r.Domains[svc.Name]
 		}
-		sort.Slice(sp.Ports, func(i, j int) bool {
-			if sp.Ports[i].Port != sp.Ports[j].Port {
-				return sp.Ports[i].Port < sp.Ports[j].Port
-			}
-			return sp.Ports[i].Protocol < sp.Ports[j].Protocol
-		})
 		if hc := m.HealthCheck; hc != nil {
 			sp.HealthCheck = &dockerio.HealthCheck{Test: hc.Test, Interval: hc.Interval.D(), Timeout: hc.Timeout.D(),
 				StartPeriod: hc.StartPeriod.D(), Retries: hc.Retries}
@@ -245,6 +231,28 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 		p.Services = append(p.Services, sp)
 	}
 	return p
+}
+
+// servicePorts are a service's ports in order, and its ingress port (0: none marked).
+func servicePorts(m *manifest.Service) ([]dockerio.PortSpec, int) {
+	var ports []dockerio.PortSpec
+	for key := range m.Ports {
+		if ps, ok := parsePort(key); ok {
+			ports = append(ports, ps)
+		}
+	}
+	sort.Slice(ports, func(i, j int) bool {
+		if ports[i].Port != ports[j].Port {
+			return ports[i].Port < ports[j].Port
+		}
+		return ports[i].Protocol < ports[j].Protocol
+	})
+	hint := 0
+	if key, ok := m.IngressPort(); ok {
+		p, _ := parsePort(key)
+		hint = p.Port
+	}
+	return ports, hint
 }
 
 func encodeManifest(raw []byte) string { return base64.StdEncoding.EncodeToString(raw) }
