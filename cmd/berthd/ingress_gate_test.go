@@ -78,7 +78,7 @@ func TestIngress_GatedCustomDomain_NoRouterBeforeQuorum_AddedByOneMaintenanceAft
 		}
 	}
 	var info messages.LeaseInfo
-	d.get("/info/" + lease).json(t, &info)
+	d.get("/info/"+lease).json(t, &info)
 	if info.Services["app"].FQDN != "" {
 		t.Fatalf("service fqdn %q before the gate opened", info.Services["app"].FQDN)
 	}
@@ -98,7 +98,7 @@ func TestIngress_GatedCustomDomain_NoRouterBeforeQuorum_AddedByOneMaintenanceAft
 			t.Fatalf("%s after the gate opened: %v", key, l)
 		}
 	}
-	d.get("/info/" + lease).json(t, &info)
+	d.get("/info/"+lease).json(t, &info)
 	if info.Services["app"].FQDN != "shop.example.org" {
 		t.Fatalf("service fqdn %q after the gate opened", info.Services["app"].FQDN)
 	}

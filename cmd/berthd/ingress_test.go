@@ -242,7 +242,7 @@ func TestIngress_CustomDomain_UngatedRoutedAtOnce_BadOrClaimedDomainsRefused(t *
 		}
 	}
 	var info messages.LeaseInfo
-	d.get("/info/" + lease).json(t, &info)
+	d.get("/info/"+lease).json(t, &info)
 	if info.Services["app"].FQDN != "shop.example.org" || d.provisionInfo(lease).CustomDomains["app"] != "shop.example.org" {
 		t.Fatalf("service fqdn %q, /provisions custom_domains %v", info.Services["app"].FQDN, d.provisionInfo(lease).CustomDomains)
 	}

@@ -13,7 +13,7 @@ const ingressLease = "0f8fad5b-d9cb-469f-a165-70867728950e"
 
 func ingressPlan() dockerio.Plan {
 	return dockerio.Plan{Lease: ingressLease, NetworkID: "n1", NetworkName: "berth-pool-abc",
-		Ingress: &ingress.Config{WildcardDomain: "apps.example.com", Entrypoint: "websecure", CertResolver: "http01"},
+		Ingress:  &ingress.Config{WildcardDomain: "apps.example.com", Entrypoint: "websecure", CertResolver: "http01"},
 		Services: []dockerio.ServicePlan{{Name: "web", Quantity: 2, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}}}
 }
 
