@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -95,6 +96,11 @@ type Plan struct {
 	LifecycleURL   string
 	NetworkID      string // verified lease network, attached as external by ID
 	NetworkPooled  bool   // NetworkID is a warm-pool network bound to the lease (netpool journal), not fred-<lease>
+	// NetworkName is NetworkID's name (fred-<lease>, or berth-pool-… for a pool
+	// network): traefik.docker.network must name the network the container is
+	// really on. "" lets the engine ask Docker.
+	NetworkName    string
+	Ingress        *ingress.Config // the ingress.* keys the labels need; nil: ingress off
 	HostBindIP     string
 	ReadonlyRootfs bool
 	PidsLimit      int64
@@ -128,6 +134,8 @@ type ServicePlan struct {
 	Init            *bool
 	StopGracePeriod time.Duration // 0 = Docker default
 	Ports           []PortSpec
+	IngressPort     int    // the manifest's ingress port (Traefik routes to it first), 0 when none is marked
+	CustomDomain    string // the custom domain whose DNS gate opened: its router is added; "" none
 	Expose          []string
 	Tmpfs           []string // tenant tmpfs targets
 	Labels          map[string]string

@@ -155,6 +155,12 @@ type ProvisionInfo struct {
 	// LifecycleGeneration is the generation a failure (Reason) was observed in —
 	// the same value the diagnostics fallback reads from its capture.
 	LifecycleGeneration uint64 `json:"lifecycle_generation,omitempty"`
+	// FQDNs (ingress on) name each instance of a service Traefik routes to,
+	// service → one name per instance index: what each container's fred.fqdn
+	// says. CustomDomains are the custom domains whose routers are deployed,
+	// service → domain (a domain whose DNS gate is still closed is absent).
+	FQDNs         map[string][]string `json:"fqdns,omitempty"`
+	CustomDomains map[string]string   `json:"custom_domains,omitempty"`
 }
 
 // PortBinding is one published port; HostPort is a string on the wire.

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -69,6 +70,10 @@ type Settings struct {
 	ReleasesMaxAge   time.Duration    // releases_max_age
 	HistoryBytes     int              // per-lease release history cap (32 MiB)
 	RetentionMaxAge  time.Duration    // retention_max_age: a retention record's grace
+	Ingress          *ingress.Config  // the ingress.* keys the Traefik labels need; nil: ingress off
+	// CustomDomainsUngated is custom_domain_dns_check_disabled: custom domains
+	// are routed from the first launch, without the DNS gate.
+	CustomDomainsUngated bool
 }
 
 // Store is what a lease needs of the state store: its journal and the
@@ -80,13 +85,14 @@ type Store interface {
 
 // NetworkPool hands a lease a pre-created network (actors/netpool).
 type NetworkPool interface {
-	// Claim returns the pool network bound to lease; with bind, a free one is
-	// bound when it holds none. "" when there is none to give.
-	Claim(ctx context.Context, lease string, bind bool) (id string, err error)
+	// Claim returns the pool network bound to lease (its ID, and its name
+	// when the pool knows it); with bind, a free one is bound when it holds
+	// none. ID "" when there is none to give.
+	Claim(ctx context.Context, lease string, bind bool) (dockerio.Network, error)
 	// Bind binds a pool network the lease's first attempt created because
-	// none was free; it answers the network the lease holds ("" when the pool
-	// would not bind it: the lease uses its own network).
-	Bind(ctx context.Context, lease string, made dockerio.Network) (id string, err error)
+	// none was free; it answers the network the lease holds (ID "" when the
+	// pool would not bind it: the lease uses its own network).
+	Bind(ctx context.Context, lease string, made dockerio.Network) (dockerio.Network, error)
 	// Drop forgets a bound network the lease found gone or no longer ours
 	// ("": whatever a first attempt's unanswered claim bound, unused).
 	Drop(lease, id string)
@@ -180,6 +186,8 @@ func (a *Actor) Receive(c actor.Context) {
 		a.inventory(m)
 	case *messages.VolumeHoldDone:
 		a.step(HoldDone{Name: m.Name})
+	case *messages.CustomDomainReady:
+		a.customDomainReady(m)
 	case *messages.ContainerDied:
 		a.step(Died{ContainerID: m.ContainerID, Generation: m.Generation, Counted: m.Counted})
 	case workerDone:
@@ -237,6 +245,7 @@ func (a *Actor) started(c actor.Context) {
 		Uint64("journaled_admission", st.Admission).Uint64("generation", st.Generation).Msg("lease actor started")
 	a.report()
 	a.step(Recover{})
+	a.syncDomainGate()
 }
 
 // step is the actor's one way to change: Decide, journal and apply, run effects.
@@ -253,6 +262,12 @@ func (a *Actor) step(in Input) Decision {
 	if m := a.st.Maintenance; m != nil {
 		maintenance = m.Kind
 	}
+	before := a.st.Status
+	defer func() {
+		if a.st.Status != before {
+			a.syncDomainGate()
+		}
+	}()
 	d := Decide(a.st, in, env)
 	if len(d.Events) > 0 {
 		if err := a.commit(d); err != nil {
@@ -275,7 +290,8 @@ func (a *Actor) step(in Input) Decision {
 func (a *Actor) env(in Input) (Env, error) {
 	e := Env{Now: a.deps.Now(), Spec: a.spec.Load(), Limits: Limits{
 		ProvisionTimeout: a.set.ProvisionTimeout, ResumePoll: a.set.ResumePoll, TeardownRetry: a.set.TeardownRetry,
-		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge}}
+		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge},
+		DomainsUngated: a.set.Ingress != nil && a.set.CustomDomainsUngated}
 	if a.worker != nil {
 		e.Worker = a.worker.kind
 	}
@@ -363,7 +379,7 @@ func (a *Actor) getInfo(m *messages.GetInfo) {
 		m.Reply <- messages.InfoReply{Err: messages.Refuse(messages.ErrNotFound, "lease is not ready")}
 		return
 	}
-	info := leaseInfo(a.spec.Load(), a.st, a.set.HostAddress)
+	info := leaseInfo(a.spec.Load(), a.st, a.set)
 	m.Reply <- messages.InfoReply{Info: &info}
 }
 
@@ -394,7 +410,7 @@ func (a *Actor) getReleases(m *messages.GetReleases) {
 }
 
 func (a *Actor) provisionInfo() messages.ProvisionInfo {
-	return provisionInfo(a.spec.Load(), a.st)
+	return provisionInfo(a.spec.Load(), a.st, a.set.Ingress)
 }
 
 // --- plumbing --------------------------------------------------------------------
@@ -464,7 +480,7 @@ func (a *Actor) report() {
 		return
 	}
 	spec := a.spec.Load()
-	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st)}
+	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st, a.set.Ingress)}
 	if a.broken {
 		r.Info.Status = messages.StatusUnknown
 	}

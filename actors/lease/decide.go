@@ -3,6 +3,7 @@ package lease
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -121,7 +122,7 @@ func decideRecover(st *State, env Env) Decision {
 // starts when the capture reports.
 func startProvision(st *State, env Env) Decision {
 	spec := env.Spec
-	r := spec.release(env.Now)
+	r := spec.release(env.Now, env.DomainsUngated)
 	// A provision's protected releases (the active one and this) always fit: raw
 	// manifests are capped at 1 MiB, the history at 32 MiB.
 	prune, _ := pruneReleases(st, &r, env)
@@ -274,6 +275,9 @@ func decideMaintain(st *State, in Maintain, env Env) Decision {
 	target := source.clone()
 	if in.Target != nil {
 		target = in.Target.clone()
+		if target.Domains == nil { // an update keeps the routed custom domains
+			target.Domains = maps.Clone(source.Domains)
+		}
 		target.Images = nil
 		for _, svc := range target.Services { // unchanged references keep their recorded content
 			if pin, ok := source.Pin(svc.Name); ok && pin.Ref == svc.Manifest.Image {

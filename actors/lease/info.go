@@ -6,19 +6,26 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 )
 
 // leaseInfo is GET /info of a ready lease: flattened instances in service-name
-// order plus the per-service map.
-func leaseInfo(spec *Spec, st *State, host string) messages.LeaseInfo {
-	info := messages.LeaseInfo{Host: host, Instances: []messages.Instance{}, Services: map[string]messages.ServiceInfo{}}
+// order plus the per-service map. With ingress on, an instance's fqdn is its
+// name under the wildcard domain (what its fred.fqdn label says) and a
+// service's fqdn is its custom domain once its router is deployed.
+func leaseInfo(spec *Spec, st *State, set *Settings) messages.LeaseInfo {
+	info := messages.LeaseInfo{Host: set.HostAddress, Instances: []messages.Instance{}, Services: map[string]messages.ServiceInfo{}}
 	services, byService := servicesRunning(spec, st)
+	names := fqdns(set.Ingress, spec.Lease, services)
 	for _, svc := range services { // sorted by name
-		si := messages.ServiceInfo{Instances: []messages.Instance{}}
+		si := messages.ServiceInfo{Instances: []messages.Instance{}, FQDN: routedDomains(set.Ingress, st)[svc.Name]}
 		for _, inst := range byService[svc.Name] {
 			w := messages.Instance{InstanceIndex: inst.Index, ContainerID: shortID(inst.ContainerID),
 				Image: inst.Image, Status: "running", Ports: inst.Ports.byKey()}
+			if n := names[svc.Name]; inst.Index < len(n) {
+				w.FQDN = n[inst.Index]
+			}
 			si.Instances = append(si.Instances, w)
 			info.Instances = append(info.Instances, w)
 		}
@@ -51,11 +58,45 @@ func shortID(id string) string {
 	return id
 }
 
+// fqdns names every instance of the services with a routable TCP port (those
+// the labels route to) under the wildcard domain; nil when ingress is off.
+func fqdns(cfg *ingress.Config, lease string, services []ServiceSpec) map[string][]string {
+	if cfg == nil {
+		return nil
+	}
+	quantities := map[string]int{}
+	for _, svc := range services {
+		var ports []ingress.Port
+		for key := range svc.Manifest.Ports {
+			if p, ok := parsePort(key); ok {
+				ports = append(ports, ingress.Port{Number: p.Port, Protocol: p.Protocol})
+			}
+		}
+		if _, ok := ingress.SelectPort(ports, 0); ok {
+			quantities[svc.Name] = svc.Quantity
+		}
+	}
+	names, err := ingress.LeaseFQDNs(lease, quantities, cfg.WildcardDomain)
+	if err != nil { // the launch refused such a plan: nothing is routed
+		return nil
+	}
+	return names
+}
+
+// routedDomains are the custom domains the running release routes, by service.
+func routedDomains(cfg *ingress.Config, st *State) map[string]string {
+	if r := st.Running(); cfg != nil && r != nil {
+		return r.Domains
+	}
+	return nil
+}
+
 // provisionInfo is the lease's record for GET /provisions.
-func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
+func provisionInfo(spec *Spec, st *State, cfg *ingress.Config) messages.ProvisionInfo {
 	images := spec.ServiceImages()
+	services := spec.Services
 	if r := st.Running(); r != nil && len(r.Services) > 0 {
-		images = serviceImages(r.Services)
+		images, services = serviceImages(r.Services), r.Services
 	}
 	info := messages.ProvisionInfo{
 		LeaseUUID:      spec.Lease,
@@ -70,6 +111,8 @@ func provisionInfo(spec *Spec, st *State) messages.ProvisionInfo {
 		Items:          spec.Items,
 		ServiceImages:  images,
 		TerminalBudget: st.Verdict(),
+		FQDNs:          fqdns(cfg, spec.Lease, services),
+		CustomDomains:  routedDomains(cfg, st),
 	}
 	if st.Reason != "" {
 		info.LifecycleGeneration = st.Generation

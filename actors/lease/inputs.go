@@ -241,4 +241,7 @@ type Env struct {
 	Worker WorkKind // the worker running now ("" none)
 	Fenced bool     // a maintenance completion of this lease is still in the outbox
 	Limits Limits
+	// DomainsUngated: ingress on with custom_domain_dns_check_disabled — a
+	// provision routes its items' custom domains at once.
+	DomainsUngated bool
 }

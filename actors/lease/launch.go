@@ -24,10 +24,11 @@ type launchInputs struct {
 }
 
 // leaseNetwork is the network a launch attaches to: fred-<lease>, or the warm
-// pool network bound to the lease (pooled).
+// pool network bound to the lease (pooled). name is "" when the pool did not
+// know it (the engine asks Docker).
 type leaseNetwork struct {
-	id     string
-	pooled bool
+	id, name string
+	pooled   bool
 }
 
 // prepare admits the release's images and ensures the lease network, at once (they
@@ -151,18 +152,18 @@ func (j *job) networkOutcome(ctx context.Context, err error) (Outcome, bool) {
 func (j *job) leaseNetwork(ctx context.Context) (leaseNetwork, error) {
 	if j.pool != nil {
 		first := j.launch.Generation == 1 && j.maint == nil
-		id, err := j.pool.Claim(ctx, j.lease, first)
+		n, err := j.pool.Claim(ctx, j.lease, first)
 		switch {
 		case err != nil:
 			if first { // a late binding must not outlive this attempt's choice
 				j.pool.Drop(j.lease, "")
 			}
 			j.log.Warn().Err(err).Msg("network pool did not answer; using the lease's own network")
-		case id != "":
+		case n.ID != "":
 			// Verified by ID, with our pool labels, where compose's launch starts
 			// (up): a network gone by then is dropped and the launch runs again on
 			// the lease's own.
-			return leaseNetwork{id: id, pooled: true}, nil
+			return leaseNetwork{id: n.ID, name: n.Name, pooled: true}, nil
 		case first:
 			return j.madePoolNetwork(ctx)
 		}
@@ -181,13 +182,13 @@ func (j *job) madePoolNetwork(ctx context.Context) (leaseNetwork, error) {
 	if err != nil {
 		return leaseNetwork{}, fmt.Errorf("create a pool network for the lease: %w", err)
 	}
-	id, err := j.pool.Bind(ctx, j.lease, n)
+	bound, err := j.pool.Bind(ctx, j.lease, n)
 	switch {
 	case err != nil:
 		j.pool.Drop(j.lease, "") // a late binding must not outlive this attempt's choice
 		j.log.Warn().Err(err).Msg("network pool did not bind the lease's network; using the lease's own network")
-	case id != "":
-		return leaseNetwork{id: id, pooled: true}, nil
+	case bound.ID != "":
+		return leaseNetwork{id: bound.ID, name: bound.Name, pooled: true}, nil
 	}
 	return j.ownNetwork(ctx)
 }
@@ -198,7 +199,7 @@ func (j *job) madePoolNetwork(ctx context.Context) (leaseNetwork, error) {
 func (j *job) ownNetwork(ctx context.Context) (leaseNetwork, error) {
 	id, err := j.eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant,
 		BackendName: j.set.BackendName, InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1})
-	return leaseNetwork{id: id}, err
+	return leaseNetwork{id: id, name: dockerio.ProjectName(j.lease)}, err
 }
 
 // up launches the plan build makes for net and returns the cohort it launched

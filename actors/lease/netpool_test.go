@@ -28,21 +28,23 @@ type stubPool struct {
 	dropped []string
 }
 
-func (p *stubPool) Bind(_ context.Context, _ string, made dockerio.Network) (string, error) {
+func (p *stubPool) Bind(_ context.Context, _ string, made dockerio.Network) (dockerio.Network, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.made = append(p.made, made.ID)
 	if p.refuse {
-		return "", nil
+		return dockerio.Network{}, nil
 	}
-	return made.ID, nil
+	return made, nil
 }
 
-func (p *stubPool) Claim(_ context.Context, _ string, bind bool) (string, error) {
+// Claim answers the ID alone, as the pool does for a network it has not
+// listed since a restart: the engine asks Docker for its name.
+func (p *stubPool) Claim(_ context.Context, _ string, bind bool) (dockerio.Network, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.binds = append(p.binds, bind)
-	return p.id, nil
+	return dockerio.Network{ID: p.id}, nil
 }
 
 func (p *stubPool) Drop(_, id string) {

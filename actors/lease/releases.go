@@ -5,6 +5,7 @@ package lease
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -38,6 +39,9 @@ type Release struct {
 	Items         []messages.LeaseItem `json:"items,omitempty"`
 	Services      []ServiceSpec        `json:"services,omitempty"` // sorted by name
 	Images        []ServiceImage       `json:"images,omitempty"`   // content as deployed, by service
+	// Domains are the custom domains this release routes, service → domain:
+	// only those whose DNS gate opened (or every item's, the gate disabled).
+	Domains map[string]string `json:"custom_domains,omitempty"`
 }
 
 // ServiceImage is the recorded content of one service of a release.
@@ -203,6 +207,7 @@ func (r *Release) clone() Release {
 	c.Services = slices.Clone(r.Services)
 	c.Manifest = slices.Clone(r.Manifest)
 	c.Images = slices.Clone(r.Images)
+	c.Domains = maps.Clone(r.Domains)
 	return c
 }
 

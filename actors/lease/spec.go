@@ -116,10 +116,21 @@ func (s *Spec) Instances() int {
 // ServiceImages maps service → manifest image reference.
 func (s *Spec) ServiceImages() map[string]string { return serviceImages(s.Services) }
 
-// release is the admission's release, before the journal numbers it.
-func (s *Spec) release(now time.Time) Release {
-	return Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
+// release is the admission's release, before the journal numbers it. With the
+// custom-domain DNS gate disabled (ungated) it routes every item's custom
+// domain at once; else none, until each domain's gate opens.
+func (s *Spec) release(now time.Time, ungated bool) Release {
+	r := Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
 		Manifest: s.Manifest, Items: s.Items, Services: s.Services, Images: s.Images}
+	for _, it := range s.Items {
+		if ungated && it.CustomDomain != "" {
+			if r.Domains == nil {
+				r.Domains = map[string]string{}
+			}
+			r.Domains[it.ServiceName] = it.CustomDomain
+		}
+	}
+	return r
 }
 
 func serviceImages(services []ServiceSpec) map[string]string {
@@ -167,6 +178,8 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 		LifecycleURL:   spec.LifecycleURL,
 		NetworkID:      net.id,
 		NetworkPooled:  net.pooled,
+		NetworkName:    net.name,
+		Ingress:        set.Ingress,
 		HostBindIP:     set.HostBindIP,
 		ReadonlyRootfs: set.ReadonlyRootfs,
 		PidsLimit:      set.PidsLimit,
@@ -201,17 +214,10 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 			WritablePaths:   wp.paths,
 			WritableDirs:    wp.dirs,
 		}
-		for key := range m.Ports {
-			if ps, ok := parsePort(key); ok {
-				sp.Ports = append(sp.Ports, ps)
-			}
+		sp.Ports, sp.IngressPort = servicePorts(m)
+		if set.Ingress != nil {
+			sp.CustomDomain = r.Domains[svc.Name]
 		}
-		sort.Slice(sp.Ports, func(i, j int) bool {
-			if sp.Ports[i].Port != sp.Ports[j].Port {
-				return sp.Ports[i].Port < sp.Ports[j].Port
-			}
-			return sp.Ports[i].Protocol < sp.Ports[j].Protocol
-		})
 		if hc := m.HealthCheck; hc != nil {
 			sp.HealthCheck = &dockerio.HealthCheck{Test: hc.Test, Interval: hc.Interval.D(), Timeout: hc.Timeout.D(),
 				StartPeriod: hc.StartPeriod.D(), Retries: hc.Retries}
@@ -225,6 +231,28 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 		p.Services = append(p.Services, sp)
 	}
 	return p
+}
+
+// servicePorts are a service's ports in order, and its ingress port (0: none marked).
+func servicePorts(m *manifest.Service) ([]dockerio.PortSpec, int) {
+	var ports []dockerio.PortSpec
+	for key := range m.Ports {
+		if ps, ok := parsePort(key); ok {
+			ports = append(ports, ps)
+		}
+	}
+	sort.Slice(ports, func(i, j int) bool {
+		if ports[i].Port != ports[j].Port {
+			return ports[i].Port < ports[j].Port
+		}
+		return ports[i].Protocol < ports[j].Protocol
+	})
+	hint := 0
+	if key, ok := m.IngressPort(); ok {
+		p, _ := parsePort(key)
+		hint = p.Port
+	}
+	return ports, hint
 }
 
 func encodeManifest(raw []byte) string { return base64.StdEncoding.EncodeToString(raw) }

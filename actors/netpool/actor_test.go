@@ -202,11 +202,11 @@ func (h *harness) idle() {
 func (h *harness) claim(lease string, bind bool) string {
 	h.t.Helper()
 	cl := &Client{Tree: h.tree, Path: poolPath, Timeout: waitFor}
-	id, err := cl.Claim(context.Background(), lease, bind)
+	n, err := cl.Claim(context.Background(), lease, bind)
 	if err != nil {
 		h.t.Fatalf("claim %s (bind %t): %v", lease, bind, err)
 	}
-	return id
+	return n.ID
 }
 
 // claimFull sends ClaimNetwork itself, for the name.
@@ -770,11 +770,11 @@ func TestNetpool_NetworkMadeMidRefill_HandedOutBeforeThePassEnds(t *testing.T) {
 func (h *harness) bindMade(lease string, made dockerio.Network) string {
 	h.t.Helper()
 	cl := &Client{Tree: h.tree, Path: poolPath, Timeout: waitFor}
-	id, err := cl.Bind(context.Background(), lease, made)
+	n, err := cl.Bind(context.Background(), lease, made)
 	if err != nil {
 		h.t.Fatalf("bind %s's made network: %v", lease, err)
 	}
-	return id
+	return n.ID
 }
 
 // exhaustedEngine cannot create pool networks: the pool stays empty unless a

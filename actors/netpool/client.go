@@ -16,26 +16,26 @@ type Client struct {
 	Timeout time.Duration // a pool that does not answer in time is passed over
 }
 
-// Claim asks for the lease's pool network; "" when there is none to give.
-func (c *Client) Claim(ctx context.Context, lease string, bind bool) (string, error) {
+// Claim asks for the lease's pool network; ID "" when there is none to give.
+func (c *Client) Claim(ctx context.Context, lease string, bind bool) (dockerio.Network, error) {
 	rep, err := supervisors.Ask(ctx, c.Tree, c.Path, c.Timeout, func(r chan<- messages.NetworkClaim) any {
 		return &messages.ClaimNetwork{Lease: lease, Bind: bind, Reply: r}
 	})
 	if err != nil {
-		return "", err
+		return dockerio.Network{}, err
 	}
-	return rep.ID, rep.Err
+	return dockerio.Network{ID: rep.ID, Name: rep.Name}, rep.Err
 }
 
 // Bind asks the pool to bind made, a pool network the lease created itself.
-func (c *Client) Bind(ctx context.Context, lease string, made dockerio.Network) (string, error) {
+func (c *Client) Bind(ctx context.Context, lease string, made dockerio.Network) (dockerio.Network, error) {
 	rep, err := supervisors.Ask(ctx, c.Tree, c.Path, c.Timeout, func(r chan<- messages.NetworkClaim) any {
 		return &messages.ClaimNetwork{Lease: lease, Bind: true, Made: made.ID, MadeName: made.Name, Reply: r}
 	})
 	if err != nil {
-		return "", err
+		return dockerio.Network{}, err
 	}
-	return rep.ID, rep.Err
+	return dockerio.Network{ID: rep.ID, Name: rep.Name}, rep.Err
 }
 
 // Drop tells the pool the lease's bound network is gone.

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
@@ -44,6 +45,7 @@ type Settings struct {
 	ReaperPath           messages.Address // asked for a pass when a record is evicted or a hold finished
 	// QuotaEnforced is whether tenant volumes are kernel-quota-bounded (/stats says so).
 	QuotaEnforced bool
+	Ingress       *ingress.Config // custom domains are checked against it; nil: ingress off
 }
 
 // DefaultSettings are the registry's fixed settings: a lease actor's backlog
@@ -140,6 +142,8 @@ func (a *Actor) Receive(c actor.Context) {
 			a.log.Info().Int("leases", len(a.dir.St.Leases)).Dur("took", took).Msg("startup recovery complete; admitting work")
 		}
 		a.dir.Ready = true
+	case *messages.CustomDomainReady:
+		a.customDomainReady(m)
 	case *messages.RetentionSweep:
 		rep := messages.RetentionSweepReply{}
 		if a.step(m) {

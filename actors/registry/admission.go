@@ -54,6 +54,9 @@ func (s *Settings) prepare(req messages.ProvisionRequest, now time.Time) (*lease
 	if err != nil {
 		return nil, err
 	}
+	if items, err = s.checkCustomDomains(items); err != nil {
+		return nil, err
+	}
 	raw, err := manifest.DecodePayload(req.Payload)
 	if err != nil {
 		return nil, err

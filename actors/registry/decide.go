@@ -199,6 +199,9 @@ func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 	default:
 		replacing = true
 	}
+	if err := d.domainClaimed(spec, env.Queued); err != nil {
+		return answer(m.Reply, err)
+	}
 	need := Need(spec)
 	if err := d.Pool.Check(spec.Lease, spec.Tenant, need); err != nil {
 		return answer(m.Reply, err)

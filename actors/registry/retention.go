@@ -134,6 +134,9 @@ func (d *Directory) restore(m *messages.Restore, env Env) Decision {
 	if err := d.fenced(spec.Lease, env); err != nil {
 		return answer(m.Reply, err)
 	}
+	if err := d.domainClaimed(spec, env.Queued); err != nil {
+		return answer(m.Reply, err)
+	}
 	if err := d.Pool.Check(spec.Lease, spec.Tenant, Need(spec), retainedKey(spec.Restore.From)); err != nil {
 		return answer(m.Reply, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/rs/zerolog"
 
+	"github.com/berth-dev/berth/actors/domaingate"
 	"github.com/berth-dev/berth/actors/facade"
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/netpool"
@@ -21,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/actors/volumehold"
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/cmd/berthd/config"
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/http/api"
 	"github.com/berth-dev/berth/http/debug"
 	"github.com/berth-dev/berth/http/hmac"
@@ -56,7 +58,7 @@ type wiring struct {
 // the configuration decides; everything else is its package's DefaultSettings.
 func (w *wiring) children() []supervisors.Spec {
 	cfg, id, env := w.cfg, w.id, supervisors.Env{Tree: w.tree, Log: w.log, Now: w.now}
-	return []supervisors.Spec{
+	rows := []supervisors.Spec{
 		registry.Spec(w.registry()),
 		supervisors.At(messages.Outbox, outbox.New(w.d.store, w.outbox(), w.log, outbox.NewMetrics(w.reg, w.d.store, w.now))),
 		supervisors.At(messages.Watcher, watcher.New(&watcher.Deps{Env: env.For("watcher"), Engine: w.d.engine, Metrics: watcher.NewMetrics(w.reg),
@@ -84,12 +86,16 @@ func (w *wiring) children() []supervisors.Spec {
 			Metrics: refresh.NewMetrics(w.reg), Settings: with(refresh.DefaultSettings(), func(s *refresh.Settings) {
 				s.Concurrency, s.Interval = cfg.RuntimeRefreshMaxConcurrency, cfg.ReconcileInterval
 			})})),
+	}
+	if w.cfg.Ingress.Enabled {
+		rows = append(rows, w.domainGate(env))
+	}
+	return append(rows,
 		supervisors.At(messages.Facade, facade.New(&facade.Deps{Tree: w.tree, API: w.api(), Debug: w.debug(), Log: w.log,
 			Settings: with(facade.DefaultSettings(), func(s *facade.Settings) {
 				s.ListenAddr, s.DebugListenAddr, s.TLSClientAllowed = cfg.ListenAddr, cfg.DebugListenAddr, cfg.TLSClientAllowedNames
 				s.TLSCertFile, s.TLSKeyFile, s.TLSClientCAFile = cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile
-			})})),
-	}
+			})})))
 }
 
 // with is a package's defaults with the config's part set.
@@ -125,6 +131,7 @@ func (w *wiring) registry() *registry.Deps {
 			s.RetainOnClose = cfg.RetainOnClose && w.d.vols != nil
 			s.MaxRetainedDiskMB, s.MaxRetainedPerTenant = cfg.MaxRetainedDiskMB, cfg.MaxRetainedLeasesPerTenant
 			s.QuotaEnforced = w.d.vols != nil && w.d.vols.Enforced()
+			s.Ingress = ingressConfig(cfg.Ingress)
 		})}
 }
 
@@ -147,11 +154,33 @@ func (w *wiring) leases() *lease.Deps {
 			s.ReadonlyRootfs, s.PidsLimit, s.TmpfsSizeMB = cfg.ContainerReadonlyRootfs, cfg.ContainerPidsLimit, int(cfg.ContainerTmpfsSizeMB)
 			s.MinAvgFileBytes = cfg.MinAvgFileBytes
 			s.ReleasesMaxAge, s.RetentionMaxAge = cfg.ReleasesMaxAge, cfg.RetentionMaxAge
+			s.Ingress, s.CustomDomainsUngated = ingressConfig(cfg.Ingress), cfg.Ingress.CustomDomainDNSCheckDisabled
 		})}
 	if cfg.NetworkPoolSize > 0 {
 		deps.Networks = &netpool.Client{Tree: w.tree, Path: messages.Netpool, Timeout: 10 * time.Second}
 	}
 	return deps
+}
+
+// ingressConfig is what the Traefik labels need of the ingress.* keys; nil
+// when ingress is off.
+func ingressConfig(in config.Ingress) *ingress.Config {
+	if !in.Enabled {
+		return nil
+	}
+	return &ingress.Config{WildcardDomain: in.WildcardDomain, Entrypoint: in.Entrypoint,
+		CertResolver: in.CustomDomainCertResolver, Middlewares: in.CustomDomainMiddlewares}
+}
+
+// domainGate is the custom-domain DNS readiness gate's row (only with ingress
+// on: there are no custom domains to route otherwise).
+func (w *wiring) domainGate(env supervisors.Env) supervisors.Spec {
+	in := w.cfg.Ingress
+	return supervisors.At(messages.DomainGate, domaingate.New(&domaingate.Deps{Env: env.For("domaingate"), Store: w.d.store,
+		Settings: with(domaingate.DefaultSettings(), func(s *domaingate.Settings) {
+			s.Resolvers.Servers, s.Resolvers.Quorum, s.Resolvers.Host = in.CustomDomainDNSResolvers, in.CustomDomainDNSQuorum, w.cfg.HostAddress
+			s.CheckDisabled = in.CustomDomainDNSCheckDisabled
+		})}))
 }
 
 // phase records a startup phase; recovery's is the daemon's readiness too.

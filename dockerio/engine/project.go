@@ -34,6 +34,9 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 	if err := admission.MountBudget(plan); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
+	if err := labels.CheckIngress(plan); err != nil {
+		return nil, err
+	}
 	byName := make(map[string]dockerio.ServicePlan, len(plan.Services))
 	for _, s := range plan.Services {
 		if _, dup := byName[s.Name]; dup {

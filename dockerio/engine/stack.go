@@ -75,6 +75,13 @@ func (e *Engine) up(ctx context.Context, plan dockerio.Plan) (*launchFacts, erro
 	if plan.Services, err = e.admitPlanImages(ctx, plan.Services); err != nil {
 		return nil, fmt.Errorf("compose up %s: %w", name, err)
 	}
+	if plan.Ingress != nil && plan.NetworkName == "" {
+		n, err := e.docker.NetworkInspect(ctx, plan.NetworkID, network.InspectOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("compose up %s: %w", name, dockerErr("name of network "+trimID(plan.NetworkID), err))
+		}
+		plan.NetworkName = n.Name
+	}
 	project, err := buildProject(plan, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("compose up %s: %w", name, err)

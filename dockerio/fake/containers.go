@@ -12,6 +12,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -68,11 +69,14 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		e.failNextUp = nil
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
+	n, ok := e.networks[plan.NetworkID]
+	if ok && plan.NetworkName == "" {
+		plan.NetworkName = n.name
+	}
 	order, err := validatePlan(plan)
 	if err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	n, ok := e.networks[plan.NetworkID]
 	if plan.NetworkPooled && (!ok || !labels.OwnedPoolNetwork(n.name, n.labels, plan.BackendName, plan.InstallationID)) {
 		return fmt.Errorf("compose up %s: verify pool network: %w", name, dockerio.ErrPoolNetworkGone)
 	}
@@ -138,6 +142,9 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 	}
 	if err := admission.MountBudget(plan); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if err := labels.CheckIngress(plan); err != nil {
+		return nil, err
 	}
 	known := map[string]bool{}
 	for _, s := range plan.Services {
@@ -220,7 +227,15 @@ func sameIdentity(c *fakeContainer, plan dockerio.Plan, svc dockerio.ServicePlan
 	l := c.c.Labels
 	return l[dockerio.LabelOperationID] == plan.OperationID &&
 		l[dockerio.LabelGeneration] == strconv.FormatUint(plan.Generation, 10) &&
-		l[dockerio.LabelImageID] == svc.ImageID && l[dockerio.LabelImageRef] == svc.Image
+		l[dockerio.LabelImageID] == svc.ImageID && l[dockerio.LabelImageRef] == svc.Image &&
+		l[ingress.LabelCustomDomain] == customDomainLabel(plan, svc)
+}
+
+// customDomainLabel is the fred.custom_domain an instance of svc carries: a
+// change recreates it, as Compose's config hash does on the real engine.
+func customDomainLabel(plan dockerio.Plan, svc dockerio.ServicePlan) string {
+	l, _ := labels.Ingress(plan, svc, 0)
+	return l[ingress.LabelCustomDomain]
 }
 
 func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key string, index int, now time.Time) *fakeContainer {

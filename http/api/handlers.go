@@ -204,8 +204,9 @@ func (s *server) retentions(w http.ResponseWriter, r *http.Request) {
 	answer(w, http.StatusOK, err, page{Retentions: rep.Retentions, Continue: rep.Continue})
 }
 
-// reconcileCustomDomain: ingress is not enabled in this berthd, so there is never
-// anything to reconcile — the contract's cheap 204, after validating the body.
+// reconcileCustomDomain validates the body and answers 204. The drift redeploy
+// (a custom domain added, changed or removed after admission) is not built yet:
+// custom domains are taken at provision only (ARCHITECTURE, Ingress).
 func (s *server) reconcileCustomDomain(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		LeaseUUID string               `json:"lease_uuid"`

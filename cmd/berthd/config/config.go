@@ -85,9 +85,7 @@ type Debug struct {
 	Token Secret `key:"token"`
 }
 
-// Ingress holds the ingress.* keys (Traefik routing in Fred). berth has no
-// ingress yet: Load refuses Enabled and accepts the other keys as they are, so a
-// Fred configuration with ingress switched off loads unchanged.
+// Ingress holds the ingress.* keys (Traefik routing); ingress.go validates them.
 type Ingress struct {
 	Enabled                      bool     `key:"enabled"`
 	WildcardDomain               string   `key:"wildcard_domain"`

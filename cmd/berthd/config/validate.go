@@ -488,14 +488,6 @@ func validateVolumes(c *Config, ps *problemSet) {
 	ps.positive("min_avg_file_bytes", c.MinAvgFileBytes)
 }
 
-// validateIngress refuses ingress.enabled: true. With ingress off the other keys
-// configure nothing, so they are accepted as they are.
-func validateIngress(c *Config, ps *problemSet) {
-	if c.Ingress.Enabled {
-		ps.add("ingress.enabled", "ingress (Traefik routing) is not supported by this berthd yet")
-	}
-}
-
 // validateDebug keeps the chaos endpoint from ever being open without a token.
 func validateDebug(c *Config, ps *problemSet) {
 	tokenOK := true

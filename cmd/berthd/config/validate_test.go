@@ -251,23 +251,9 @@ func TestValidate_UnknownFileKeys(t *testing.T) {
 	})
 }
 
-// A key for a feature berthd does not have yet is refused by naming the feature,
-// from the file or the environment, and is never reported as an unknown key.
-// Ingress is the one such feature left: retain_on_close and volume_data_path are
-// supported now (TestValidate_RetainOnClose, TestValidate_ManagedVolumePaths).
-func TestValidate_UnsupportedFeatureKeys_RefusedNamingTheFeature(t *testing.T) {
-	cases := []ruleCase{
-		{"ingress.enabled file", "ingress:\n  enabled: true\n  wildcard_domain: apps.example.com\n  entrypoint: websecure", nil,
-			"ingress.enabled: ingress (Traefik routing) is not supported by this berthd yet"},
-		{"ingress.enabled env", "", []string{"BERTH_INGRESS__ENABLED=true"}, "ingress.enabled: ingress (Traefik routing)"},
-	}
-	runRuleCases(t, cases)
-	for _, tc := range cases {
-		if list := problemsOf(t, tc.yaml, tc.env...); findProblem(list, "unknown key") != "" {
-			t.Errorf("%s: reported as an unknown key: %q", tc.name, list)
-		}
-	}
-	// Off, the same keys load.
+// Ingress was the last key of a feature berthd did not have: its keys load
+// now, on or off (TestIngress_EnabledLoads_FromFileAndEnvironment).
+func TestValidate_IngressOff_SettingsLoad(t *testing.T) {
 	runRuleCases(t, []ruleCase{
 		{"ingress off with settings", "ingress:\n  enabled: false\n  wildcard_domain: apps.example.com\n  entrypoint: websecure\n" +
 			"  custom_domain_dns_quorum: 2\n  custom_domain_dns_check_disabled: true", nil, ""},

@@ -5,12 +5,14 @@
 package labels
 
 import (
+	"fmt"
 	"maps"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/ingress"
 )
 
 // NetworkScopeLease is the fred.network_scope value of a per-lease network.
@@ -67,7 +69,47 @@ func Container(plan dockerio.Plan, svc dockerio.ServicePlan, index int, createdA
 	l[dockerio.LabelInstallation] = plan.InstallationID
 	l[dockerio.LabelOperationID] = plan.OperationID
 	l[dockerio.LabelGeneration] = strconv.FormatUint(plan.Generation, 10)
+	// CheckIngress refused a plan whose labels cannot be made before any
+	// container is: what is left to do here cannot fail.
+	il, _ := Ingress(plan, svc, index)
+	maps.Copy(l, il)
 	return l
+}
+
+// Ingress is one instance's Traefik labels with fred.fqdn (and
+// fred.custom_domain): nil when ingress is off or the service has no routable
+// TCP port.
+func Ingress(plan dockerio.Plan, svc dockerio.ServicePlan, index int) (map[string]string, error) {
+	if plan.Ingress == nil {
+		return nil, nil
+	}
+	ports := make([]ingress.Port, len(svc.Ports))
+	for i, p := range svc.Ports {
+		ports[i] = ingress.Port{Number: p.Port, Protocol: p.Protocol}
+	}
+	return ingress.Labels(*plan.Ingress, ingress.Container{Lease: plan.Lease, Service: svc.Name, Index: index,
+		Ports: ports, Hint: svc.IngressPort, Network: plan.NetworkName, CustomDomain: svc.CustomDomain})
+}
+
+// CheckIngress refuses a plan with an instance whose ingress labels cannot be
+// made (a name that is no DNS label, no network name, a bad custom domain).
+func CheckIngress(plan dockerio.Plan) error {
+	if plan.Ingress == nil {
+		return nil
+	}
+	quantities := map[string]int{}
+	for _, svc := range plan.Services {
+		quantities[svc.Name] = svc.Quantity
+		for i := range svc.Quantity {
+			if _, err := Ingress(plan, svc, i); err != nil {
+				return fmt.Errorf("plan: %w", err)
+			}
+		}
+	}
+	if _, err := ingress.LeaseFQDNs(plan.Lease, quantities, plan.Ingress.WildcardDomain); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	return nil
 }
 
 // NetworkOwnership is the label set that proves a lease network is ours. A network
