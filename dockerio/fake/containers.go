@@ -69,23 +69,9 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		e.failNextUp = nil
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
-	n, ok := e.networks[plan.NetworkID]
-	if ok && plan.NetworkName == "" {
-		plan.NetworkName = n.name
-	}
-	order, err := validatePlan(plan)
+	order, err := e.verifyNetworkLocked(&plan)
 	if err != nil {
 		return fmt.Errorf("compose up %s: %w", name, err)
-	}
-	if plan.NetworkPooled && (!ok || !labels.OwnedPoolNetwork(n.name, n.labels, plan.BackendName, plan.InstallationID)) {
-		return fmt.Errorf("compose up %s: verify pool network: %w", name, dockerio.ErrPoolNetworkGone)
-	}
-	if !ok {
-		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrNotFound)
-	}
-	owner := labels.NetworkOwnership(dockerio.NetworkSpec{Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID})
-	if !plan.NetworkPooled && !labels.HasAll(n.labels, owner) {
-		return fmt.Errorf("compose up %s: verify lease network: %w", name, dockerio.ErrForeignNetwork)
 	}
 	// Like the real engine: a project holding any container that is not ours
 	// fails the launch before anything is created, and the foreign object is
@@ -132,6 +118,31 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 		}
 	}
 	return nil
+}
+
+// verifyNetworkLocked names plan's network (its claim may not carry the name),
+// validates the plan, and checks the network is the lease's own or an owned pool
+// network, as the real engine does before creating anything.
+func (e *Engine) verifyNetworkLocked(plan *dockerio.Plan) ([]string, error) {
+	n, ok := e.networks[plan.NetworkID]
+	if ok && plan.NetworkName == "" {
+		plan.NetworkName = n.name
+	}
+	order, err := validatePlan(*plan)
+	if err != nil {
+		return nil, err
+	}
+	if plan.NetworkPooled && (!ok || !labels.OwnedPoolNetwork(n.name, n.labels, plan.BackendName, plan.InstallationID)) {
+		return nil, fmt.Errorf("verify pool network: %w", dockerio.ErrPoolNetworkGone)
+	}
+	if !ok {
+		return nil, fmt.Errorf("verify lease network: %w", dockerio.ErrNotFound)
+	}
+	owner := labels.NetworkOwnership(dockerio.NetworkSpec{Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID})
+	if !plan.NetworkPooled && !labels.HasAll(n.labels, owner) {
+		return nil, fmt.Errorf("verify lease network: %w", dockerio.ErrForeignNetwork)
+	}
+	return order, nil
 }
 
 // validatePlan checks what Compose would refuse and returns the services in an
