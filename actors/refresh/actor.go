@@ -28,8 +28,8 @@ import (
 // Actor is the refresh actor.
 type Actor struct {
 	*Deps
-	tasks   *supervisors.Tasks
 	journal *supervisors.Journal[*State]
+	tasks   *supervisors.Tasks
 	loop    *supervisors.Periodic
 	asking  map[string]bool // leases whose maintenance ask has not been answered
 }
