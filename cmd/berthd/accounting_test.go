@@ -152,3 +152,44 @@ func waitStats(t *testing.T, d *daemonProc, timeout time.Duration, ok func(messa
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// TestAccounting_CloseWhoseRemovalFails_HoldsThePoolUntilRemoved: a close whose
+// container removal Docker refuses keeps the lease's resources allocated in
+// /stats for as long as the container is there, and frees them once the
+// teardown's retry removed it.
+func TestAccounting_CloseWhoseRemovalFails_HoldsThePoolUntilRemoved(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	fault := startRemoveFaultProxy(t)
+	d := newDaemonDir(t, "docker_host: unix://"+fault.sock).startInProcess()
+	free := d.stats()
+	lease := uuid.NewString()
+	if r := d.provision(lease, cb.callbackURL(), flatManifest(nil)); r.Status != 202 {
+		t.Fatalf("provision: %d %s", r.Status, r.Body)
+	}
+	d.waitStatus(lease, "ready", 2*time.Minute)
+	used := d.stats()
+	fault.failing.Store(true)
+	if r := d.deprovision(lease); r.Status != 200 && r.Status != 503 {
+		t.Fatalf("deprovision: %d %s", r.Status, r.Body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(leaseContainers(t, dc, lease)) == 0 {
+			t.Fatal("the container is gone although every removal is refused")
+		}
+		if s := d.stats(); s.AllocatedMemoryMB != used.AllocatedMemoryMB {
+			t.Fatalf("while its removal is refused %+v, want the lease's use %+v held", s, used)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if fault.refused.Load() == 0 {
+		t.Fatal("no removal was refused: the fault was never injected")
+	}
+	fault.failing.Store(false)
+	d.deprovisionUntilGone(lease)
+	got := waitStats(t, d, 45*time.Second, func(s messages.Stats) bool { return s.AllocatedMemoryMB == free.AllocatedMemoryMB })
+	if got.LingeringMemoryMB != 0 || len(leaseContainers(t, dc, lease)) != 0 {
+		t.Fatalf("after the removal %+v, %d containers", got, len(leaseContainers(t, dc, lease)))
+	}
+}
