@@ -83,7 +83,10 @@ type LeasesReply struct {
 type RecoverNow struct{}
 
 // Recovered tells the registry a reconciliation pass over every lease finished.
-type Recovered struct{}
+// Lingering are the closed leases whose containers Docker still listed after the
+// pass's removals (late containers, a removal backlog): the pool holds their
+// reservations until a pass lists them no more.
+type Recovered struct{ Lingering []string }
 
 // RetryStopped asks the registry to respawn lease actors stopped past their
 // restart limit.

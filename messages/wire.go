@@ -206,6 +206,11 @@ type Stats struct {
 	ActiveContainers  int     `json:"active_containers"`
 	// RetainedDiskMB is the disk retained data holds (counted in allocated_disk_mb).
 	RetainedDiskMB int64 `json:"retained_disk_mb"`
+	// Lingering* is what containers of closed leases still running hold (counted in
+	// allocated_*) until the reconciler sees them gone.
+	LingeringCPUCores float64 `json:"lingering_cpu_cores"`
+	LingeringMemoryMB int64   `json:"lingering_memory_mb"`
+	LingeringDiskMB   int64   `json:"lingering_disk_mb"`
 	// DiskQuotaEnforced is false when tenant volumes live on the dir driver: quotas
 	// are accounting only, the kernel does not enforce them.
 	DiskQuotaEnforced bool `json:"disk_quota_enforced"`

@@ -47,7 +47,8 @@ type Result struct {
 	Removed     int // containers of closed leases or settled generations removed
 	Backlog     int // removal candidates left for the next pass (cap or failures)
 	Unaccounted int
-	Undelivered int // leases whose inventory could not be delivered or acknowledged
+	Undelivered int      // leases whose inventory could not be delivered or acknowledged
+	Lingering   []string // closed leases with containers left after the pass's removals
 }
 
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
@@ -66,7 +67,7 @@ func (a *Actor) end(out *supervisors.Outcome) {
 	if out.Err != nil {
 		a.Log.Warn().Err(out.Err).Msg("reconciliation pass failed")
 	} else {
-		a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{})
+		a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{Lingering: res.Lingering})
 	}
 	a.Tree.Send(a.Settings.RegistryPath, messages.RetryStopped{})
 }
@@ -126,7 +127,9 @@ wait:
 		return res, err
 	}
 	remove = append(remove, closed...)
-	res.Removed, res.Backlog = a.removeBounded(ctx, remove)
+	var left []string
+	res.Removed, left = a.removeBounded(ctx, remove)
+	res.Backlog, res.Lingering = len(left), lingering(byLease, isLive, left)
 	a.pruneDiagnostics()
 	return res, nil
 }
@@ -167,27 +170,50 @@ func (a *Actor) closedOrphans(byLease map[string][]messages.Container, isLive ma
 // removeBounded stops and removes candidates gently, at most MaxRemovals of them,
 // each within RemoveTimeout; what it leaves (the cap, failures) is the backlog for
 // the next pass.
-func (a *Actor) removeBounded(ctx context.Context, ids []string) (removed, backlog int) {
+func (a *Actor) removeBounded(ctx context.Context, ids []string) (removed int, left []string) {
 	for i, id := range ids {
 		if i >= a.Settings.MaxRemovals || ctx.Err() != nil {
-			backlog += len(ids) - i
+			left = append(left, ids[i:]...)
 			break
 		}
 		rctx, cancel := context.WithTimeout(ctx, a.Settings.RemoveTimeout)
 		err := a.Engine.StopRemove(rctx, id, a.Settings.StopTimeout)
 		cancel()
 		if err != nil {
-			backlog++
+			left = append(left, id)
 			a.Log.Warn().Err(err).Str("container", id).Msg("automatic removal failed; retried next pass")
 			continue
 		}
 		removed++
 		a.Log.Info().Str("container", id).Msg("removed a container of a closed lease or a settled attempt")
 	}
-	if backlog > 0 {
-		a.Log.Info().Int("left", backlog).Msg("automatic removals left for the next pass")
+	if len(left) > 0 {
+		a.Log.Info().Int("left", len(left)).Msg("automatic removals left for the next pass")
 	}
-	return removed, backlog
+	return removed, left
+}
+
+// lingering are the leases no live lease owns with a container left behind: the
+// registry holds their pool reservations while those still run.
+func lingering(byLease map[string][]messages.Container, isLive map[string]bool, left []string) []string {
+	kept := map[string]bool{}
+	for _, id := range left {
+		kept[id] = true
+	}
+	var out []string
+	for lease, ctrs := range byLease {
+		if isLive[lease] {
+			continue
+		}
+		for _, c := range ctrs {
+			if kept[c.ID] {
+				out = append(out, lease)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // pruneDiagnostics deletes diagnostics older than diagnostics_max_age, at most once

@@ -62,7 +62,8 @@ func TestRemoveBounded_AtMost100PerPass_GentleAndTheRestLeftForTheNext(t *testin
 	e := fake.New(fake.Options{InstallationID: installation})
 	ids := launch(t, e, 150)
 	a := newTestActor(e, nil, time.Now)
-	removed, backlog := a.removeBounded(context.Background(), ids)
+	removed, rest := a.removeBounded(context.Background(), ids)
+	backlog := len(rest)
 	if removed != 100 || backlog != 50 {
 		t.Fatalf("first pass removed %d, left %d; want 100 and 50", removed, backlog)
 	}
@@ -76,7 +77,8 @@ func TestRemoveBounded_AtMost100PerPass_GentleAndTheRestLeftForTheNext(t *testin
 	if err != nil || len(left) != 50 {
 		t.Fatalf("after the first pass %d containers listed (%v), want 50: the inventory itself is never capped", len(left), err)
 	}
-	removed, backlog = a.removeBounded(context.Background(), ids[100:])
+	removed, rest = a.removeBounded(context.Background(), ids[100:])
+	backlog = len(rest)
 	if removed != 50 || backlog != 0 {
 		t.Fatalf("second pass removed %d, left %d; want 50 and 0", removed, backlog)
 	}
@@ -89,7 +91,8 @@ func TestRemoveBounded_AnotherInstallationsContainer_RefusedAndKept(t *testing.T
 	ours := launch(t, e, 1)
 	foreign := e.AddForeignContainer("00000000-0000-4000-8000-999999999999", "app", 0, "11111111-2222-4333-8444-555555555555")
 	a := newTestActor(e, nil, time.Now)
-	removed, backlog := a.removeBounded(context.Background(), []string{foreign, ours[0]})
+	removed, left := a.removeBounded(context.Background(), []string{foreign, ours[0]})
+	backlog := len(left)
 	if removed != 1 || backlog != 1 {
 		t.Fatalf("removed %d, left %d; want the foreign one refused and kept", removed, backlog)
 	}

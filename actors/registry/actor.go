@@ -142,6 +142,7 @@ func (a *Actor) Receive(c actor.Context) {
 			a.log.Info().Int("leases", len(a.dir.St.Leases)).Dur("took", took).Msg("startup recovery complete; admitting work")
 		}
 		a.dir.Ready = true
+		a.step(m)
 	case *messages.CustomDomainReady:
 		a.customDomainReady(m)
 	case *messages.RetentionSweep:

@@ -112,6 +112,10 @@ type (
 		Lease string
 		MB    int64
 	}
+	Remember struct {
+		Lease string
+		Use   leaseUse
+	}
 )
 
 // started is the registry's own input when it (re)starts with its State loaded.
@@ -143,6 +147,8 @@ func Decide(d *Directory, in any, env Env) Decision {
 		return d.terminated(m, env)
 	case messages.RetryStopped:
 		return d.retryStopped()
+	case messages.Recovered:
+		return d.lingering(m.Lingering)
 	case *messages.RetentionSweep:
 		return d.sweep(m.Now)
 	case *messages.RetentionReaped:
@@ -388,6 +394,9 @@ func (d *Directory) leaseClosed(m messages.LeaseClosed, now time.Time) Decision 
 // actor stops.
 func (d *Directory) markClosed(e *entry, id string) []Effect {
 	fx := []Effect{Tell{d.set.ReclaimerPath, &messages.LeaseGone{Lease: id}}, Tell{d.set.NetpoolPath, &messages.LeaseGone{Lease: id}}}
+	if spec := d.St.Leases[id]; spec != nil {
+		fx = append(fx, Remember{id, leaseUse{spec.Tenant, Need(spec)}})
+	}
 	if e.pid == nil {
 		return append(fx, Move{id, ""})
 	}
@@ -429,6 +438,34 @@ func (d *Directory) retryStopped() Decision {
 	sort.Strings(ids)
 	for _, id := range ids {
 		out.Effects = append(out.Effects, Log{id, zerolog.InfoLevel, "respawning stopped lease actor"}, Spawn{Spec: d.St.Leases[id]})
+	}
+	return out
+}
+
+// lingering holds the reservation of every closed lease whose containers the
+// reconciler's pass still listed, and frees those it no longer lists. The close
+// itself frees a reservation only once the teardown confirmed its containers
+// gone; a container found afterwards (a late create, a failed removal) is real
+// use again until a pass sees it gone. Not journaled: after a restart the
+// first pass, which admissions wait for, tells the truth again — only a lease
+// closed before the restart is unknown by need, its late containers counted
+// unaccounted by the reconciler.
+func (d *Directory) lingering(ids []string) Decision {
+	var out Decision
+	seen := map[string]bool{}
+	for _, id := range ids {
+		seen[id] = true
+		if u, ok := d.closedUse[id]; ok && d.St.Leases[id] == nil {
+			if _, held := d.Pool.byLease[lingeringKey(id)]; !held {
+				out.Effects = append(out.Effects, Reserve{lingeringKey(id), &u},
+					Log{id, zerolog.WarnLevel, "containers of a closed lease still run; its reservation is held until they are gone"})
+			}
+		}
+	}
+	for _, id := range d.lingeringLeases() {
+		if !seen[id] {
+			out.Effects = append(out.Effects, Reserve{lingeringKey(id), nil})
+		}
 	}
 	return out
 }

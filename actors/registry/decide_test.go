@@ -182,6 +182,8 @@ func renderEffect(e Effect) string {
 		return fmt.Sprintf("reserve %s %dm", e.Lease, e.Use.use.CPUMilli)
 	case Retain:
 		return fmt.Sprintf("retain %s %dMB", e.Lease, e.MB)
+	case Remember:
+		return fmt.Sprintf("remember %s %dm", e.Lease, e.Use.use.CPUMilli)
 	}
 	return "" // Log
 }
@@ -202,7 +204,7 @@ func fingerprint(d *Directory) string {
 		}
 		rows[id] = r
 	}
-	b, _ := json.Marshal([]any{d.St, rows, d.Pool.byLease, d.Pool.allocated, d.Retaining, d.Ready})
+	b, _ := json.Marshal([]any{d.St, rows, d.Pool.byLease, d.Pool.allocated, d.Retaining, d.closedUse, d.Ready})
 	return string(b)
 }
 
@@ -436,7 +438,8 @@ func record(id string) *messages.RetentionRecord {
 
 func TestDecide_LeaseClosed(t *testing.T) {
 	closing := func(d *Directory) { put(d, lA, "docker-small", 1, Closing, lease.Deprovisioning) }
-	forgotten := []string{"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "move A closed", "stop A"}
+	gone := []string{"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone"}
+	forgotten := append(slices.Clone(gone), "remember A 100m", "move A closed", "stop A")
 	runRows(t, []row{
 		{name: "plain: queued for the close batch", setup: func(d *Directory) any { closing(d); return closed(lA, 1, nil) },
 			lease: lA, then: Closing, want: []string{"queue close A"}},
@@ -453,7 +456,7 @@ func TestDecide_LeaseClosed(t *testing.T) {
 			put(d, lA, "docker-small", 1, Closed, lease.Closed)
 			d.entries[lA].status = Closing
 			return closed(lA, 1, nil)
-		}, lease: lA, then: Closed, want: forgotten},
+		}, lease: lA, then: Closed, want: append(gone, "move A closed", "stop A")},
 		{name: "retained: decided alone", setup: func(d *Directory) any { closing(d); return closed(lA, 1, record(lA)) },
 			lease: lA, then: Closed, want: append([]string{"lease.closed A retained"}, forgotten...)},
 		{name: "retained beyond the tenant's cap: its oldest evicted", mutate: func(s *Settings) { s.MaxRetainedPerTenant = 2 },
@@ -478,8 +481,8 @@ func TestDecide_CloseBatchCommit(t *testing.T) {
 			d.entries[lD].pid = nil
 			return closeBatch{closed(lA, 1, nil), closed(lB, 2, nil), closed(lA, 1, nil), closed(lC, 2, nil), closed(lD, 4, nil)}
 		}, lease: lD, then: "-", want: []string{"lease.closed A", "lease.closed D",
-			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "move A closed", "stop A",
-			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "forget D"}},
+			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "remember A 100m", "move A closed", "stop A",
+			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "remember D 100m", "forget D"}},
 	})
 }
 
@@ -772,5 +775,58 @@ func TestDirectory_PoolFollowsTheJournal(t *testing.T) {
 	sort.Strings(ids)
 	if want := []string{"A", "retained:B"}; !reflect.DeepEqual(ids, want) || d.Pool.Allocated().DiskMB != 512 {
 		t.Fatalf("pool holds %v (%+v), want %v", ids, d.Pool.Allocated(), want)
+	}
+}
+
+// closedHere puts id through its close in this process: its need remembered,
+// its reservation freed by the journaled close.
+func closedHere(d *Directory, id string) {
+	put(d, id, "docker-small", 1, Closing, lease.Deprovisioning)
+	runOn(d, Decide(d, closeBatch{closed(id, d.St.Leases[id].Admission, nil)}, Env{Now: now}))
+}
+
+func TestDecide_Lingering_ClosedLeasesContainersHoldThePoolUntilGone(t *testing.T) {
+	runRows(t, []row{
+		{name: "a closed lease listed: its reservation held again", setup: func(d *Directory) any {
+			closedHere(d, lA)
+			return messages.Recovered{Lingering: []string{lA}}
+		}, want: []string{"reserve lingering:A 100m"}},
+		{name: "held and listed again: kept, nothing new", setup: func(d *Directory) any {
+			closedHere(d, lA)
+			runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA}}, Env{}))
+			return messages.Recovered{Lingering: []string{lA}}
+		}},
+		{name: "held and no longer listed: released", setup: func(d *Directory) any {
+			closedHere(d, lA)
+			closedHere(d, lB)
+			runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA, lB}}, Env{}))
+			return messages.Recovered{Lingering: []string{lB}}
+		}, want: []string{"release lingering:A"}},
+		{name: "a live lease listed: its own reservation already counts it", setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Reported, lease.Ready)
+			return messages.Recovered{Lingering: []string{lA}}
+		}},
+		{name: "closed before this process: its need unknown, nothing held", setup: func(d *Directory) any {
+			return messages.Recovered{Lingering: []string{lC}}
+		}},
+	})
+}
+
+// TestDirectory_Lingering_StatsShowTheHeldAmountInAllocated: /stats counts a
+// closed lease's lingering containers in allocated and shows them as lingering,
+// and frees them once a pass lists them no more.
+func TestDirectory_Lingering_StatsShowTheHeldAmountInAllocated(t *testing.T) {
+	d := dirOf()
+	closedHere(d, lA)
+	free := d.stats().Stats
+	runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA}}, Env{}))
+	held := d.stats().Stats
+	if held.LingeringCPUCores != 0.1 || held.LingeringMemoryMB != 128 || held.AllocatedMemoryMB != free.AllocatedMemoryMB+128 ||
+		held.AvailableMemoryMB != free.AvailableMemoryMB-128 {
+		t.Fatalf("held %+v, free %+v: want 0.1 cores / 128 MB lingering, counted in allocated", held, free)
+	}
+	runOn(d, Decide(d, messages.Recovered{}, Env{}))
+	if got := d.stats().Stats; got != free {
+		t.Fatalf("after the pass saw them gone %+v, want %+v", got, free)
 	}
 }

@@ -55,7 +55,8 @@ type Directory struct {
 	set       *Settings
 	St        *State
 	Pool      *Pool
-	Retaining map[string]int64 // closes that decided to retain, by lease: their footprint (MB)
+	Retaining map[string]int64    // closes that decided to retain, by lease: their footprint (MB)
+	closedUse map[string]leaseUse // what each lease closed in this process held: a late container's hold
 	entries   map[string]*entry
 	Ready     bool // startup recovery finished: accounting is whole
 }
@@ -63,7 +64,7 @@ type Directory struct {
 // newDirectory is the directory of st, its pool folded from it, no entries yet.
 func newDirectory(set *Settings, st *State) *Directory {
 	d := &Directory{set: set, St: st, Pool: NewPool(set.Totals, set.TenantQuota), Retaining: map[string]int64{},
-		entries: map[string]*entry{}}
+		closedUse: map[string]leaseUse{}, entries: map[string]*entry{}}
 	d.sync(st.Sorted()...)
 	d.sync(slices.Collect(maps.Keys(st.Retentions))...)
 	return d
@@ -93,6 +94,23 @@ func (d *Directory) sync(ids ...string) {
 			d.Pool.Release(retainedKey(id))
 		}
 	}
+}
+
+// lingeringPrefix keys the reservation a closed lease's remaining containers hold.
+const lingeringPrefix = "lingering:"
+
+func lingeringKey(leaseID string) string { return lingeringPrefix + leaseID }
+
+// lingeringLeases are the closed leases whose containers hold the pool, sorted.
+func (d *Directory) lingeringLeases() []string {
+	var ids []string
+	for key := range d.Pool.byLease {
+		if id, ok := strings.CutPrefix(key, lingeringPrefix); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // retainedKey is a record's entry in the pool (disk only, no tenant quota).
@@ -125,6 +143,8 @@ func (d *Directory) apply(fx Effect) {
 		}
 	case Retain:
 		d.Retaining[fx.Lease] = fx.MB
+	case Remember:
+		d.closedUse[fx.Lease] = fx.Use
 	}
 }
 

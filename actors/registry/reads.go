@@ -155,6 +155,11 @@ func (d *Directory) stats() messages.StatsReply {
 	}
 	stats := d.Pool.Stats(running)
 	stats.RetainedDiskMB = d.retainedMB()
+	var held Resources
+	for _, id := range d.lingeringLeases() {
+		held = held.add(d.Pool.byLease[lingeringKey(id)].use)
+	}
+	stats.LingeringCPUCores, stats.LingeringMemoryMB, stats.LingeringDiskMB = float64(held.CPUMilli)/1000, held.MemoryMB, held.DiskMB
 	stats.DiskQuotaEnforced = d.set.QuotaEnforced
 	return messages.StatsReply{Stats: stats}
 }

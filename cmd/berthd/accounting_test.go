@@ -1,0 +1,195 @@
+package main
+
+// Accounting tells the truth: containers of a closed lease still running hold
+// the pool until they are really gone.
+
+import (
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/messages"
+)
+
+var removePath = regexp.MustCompile(`^(/v[0-9.]+)?/containers/[^/]+$`)
+
+// removeFaultProxy stands between berthd and Docker and, while failing is set,
+// answers every container removal 500: a removal backlog.
+type removeFaultProxy struct {
+	sock    string
+	failing atomic.Bool
+	refused atomic.Int64
+}
+
+func startRemoveFaultProxy(t *testing.T) *removeFaultProxy {
+	t.Helper()
+	upstream := "/var/run/docker.sock"
+	if h, ok := strings.CutPrefix(os.Getenv("DOCKER_HOST"), "unix://"); ok {
+		upstream = h
+	}
+	dir, err := os.MkdirTemp("", "berth-fault-") // short: a unix socket path is at most 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &removeFaultProxy{sock: filepath.Join(dir, "docker.sock")}
+	ln, err := net.Listen("unix", p.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.Host = "http", "docker", "docker"
+		},
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", upstream)
+		}},
+		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0),
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && removePath.MatchString(r.URL.Path) && p.failing.Load() {
+			p.refused.Add(1)
+			http.Error(w, `{"message":"injected: removal failed"}`, http.StatusInternalServerError)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return p
+}
+
+// TestAccounting_LateContainerOfClosedLease_HoldsThePoolUntilRemoved: after a
+// lease closed and its reservation was freed, a container of it appears (a
+// late create) and Docker refuses its removal. /stats counts the lease's
+// resources as allocated (and lingering) while it runs, and frees them once the
+// reconciler's removal goes through.
+func TestAccounting_LateContainerOfClosedLease_HoldsThePoolUntilRemoved(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	fault := startRemoveFaultProxy(t)
+	d := newDaemonDir(t, "docker_host: unix://"+fault.sock).startInProcess()
+	free := d.stats()
+	lease := uuid.NewString()
+	if r := d.provision(lease, cb.callbackURL(), flatManifest(nil)); r.Status != 202 {
+		t.Fatalf("provision: %d %s", r.Status, r.Body)
+	}
+	d.waitStatus(lease, "ready", 2*time.Minute)
+	used := d.stats()
+	cs := leaseContainers(t, dc, lease)
+	if len(cs) != 1 {
+		t.Fatalf("%d containers, want 1", len(cs))
+	}
+	ctx := context.Background()
+	orig, err := dc.ContainerInspect(ctx, cs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.deprovisionUntilGone(lease)
+	if got := d.stats(); got.AllocatedMemoryMB != free.AllocatedMemoryMB {
+		t.Fatalf("after the close %+v, want the pool freed %+v", got, free)
+	}
+
+	fault.failing.Store(true)
+	late, err := dc.ContainerCreate(ctx, &container.Config{Image: orig.Config.Image, Labels: orig.Config.Labels}, nil, nil, nil,
+		"berth-late-"+lease[:8])
+	if err != nil {
+		t.Fatalf("create the late container: %v", err)
+	}
+	t.Cleanup(func() { _ = dc.ContainerRemove(ctx, late.ID, container.RemoveOptions{Force: true}) })
+	if err := dc.ContainerStart(ctx, late.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start the late container: %v", err)
+	}
+	held := waitStats(t, d, 45*time.Second, func(s messages.Stats) bool { return s.LingeringMemoryMB > 0 })
+	if held.AllocatedMemoryMB != used.AllocatedMemoryMB || held.AllocatedCPUCores != used.AllocatedCPUCores ||
+		held.LingeringMemoryMB != used.AllocatedMemoryMB-free.AllocatedMemoryMB {
+		t.Fatalf("with the late container running %+v, want the lease's use %+v held", held, used)
+	}
+	if fault.refused.Load() == 0 {
+		t.Fatal("no removal was refused: the fault was never injected")
+	}
+	time.Sleep(8 * time.Second) // passes keep failing: still held
+	if s := d.stats(); s.AllocatedMemoryMB != used.AllocatedMemoryMB {
+		t.Fatalf("while its removal keeps failing %+v, want still held", s)
+	}
+
+	fault.failing.Store(false)
+	got := waitStats(t, d, 45*time.Second, func(s messages.Stats) bool { return s.LingeringMemoryMB == 0 })
+	if got.AllocatedMemoryMB != free.AllocatedMemoryMB || got.AvailableMemoryMB != free.AvailableMemoryMB {
+		t.Fatalf("after the removal %+v, want %+v", got, free)
+	}
+	if n := len(leaseContainers(t, dc, lease)); n != 0 {
+		t.Fatalf("%d containers of the closed lease left", n)
+	}
+}
+
+// waitStats polls /stats until ok holds.
+func waitStats(t *testing.T, d *daemonProc, timeout time.Duration, ok func(messages.Stats) bool) messages.Stats {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s := d.stats()
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/stats never reached the expected state: %+v\n%s", s, tail(d.log.String(), 3000))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestAccounting_CloseWhoseRemovalFails_HoldsThePoolUntilRemoved: a close whose
+// container removal Docker refuses keeps the lease's resources allocated in
+// /stats for as long as the container is there, and frees them once the
+// teardown's retry removed it.
+func TestAccounting_CloseWhoseRemovalFails_HoldsThePoolUntilRemoved(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	fault := startRemoveFaultProxy(t)
+	d := newDaemonDir(t, "docker_host: unix://"+fault.sock).startInProcess()
+	free := d.stats()
+	lease := uuid.NewString()
+	if r := d.provision(lease, cb.callbackURL(), flatManifest(nil)); r.Status != 202 {
+		t.Fatalf("provision: %d %s", r.Status, r.Body)
+	}
+	d.waitStatus(lease, "ready", 2*time.Minute)
+	used := d.stats()
+	fault.failing.Store(true)
+	if r := d.deprovision(lease); r.Status != 200 && r.Status != 503 {
+		t.Fatalf("deprovision: %d %s", r.Status, r.Body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(leaseContainers(t, dc, lease)) == 0 {
+			t.Fatal("the container is gone although every removal is refused")
+		}
+		if s := d.stats(); s.AllocatedMemoryMB != used.AllocatedMemoryMB {
+			t.Fatalf("while its removal is refused %+v, want the lease's use %+v held", s, used)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if fault.refused.Load() == 0 {
+		t.Fatal("no removal was refused: the fault was never injected")
+	}
+	fault.failing.Store(false)
+	d.deprovisionUntilGone(lease)
+	got := waitStats(t, d, 45*time.Second, func(s messages.Stats) bool { return s.AllocatedMemoryMB == free.AllocatedMemoryMB })
+	if got.LingeringMemoryMB != 0 || len(leaseContainers(t, dc, lease)) != 0 {
+		t.Fatalf("after the removal %+v, %d containers", got, len(leaseContainers(t, dc, lease)))
+	}
+}
