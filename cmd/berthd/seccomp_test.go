@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,11 @@ func seccompOffEngine(t *testing.T) {
 func TestStart_DockerWithoutSeccomp_RefusedInProduction(t *testing.T) {
 	dockerClient(t)
 	mnt, root := btrfsRoot(t)
+	// Production refuses loopback listen and bind addresses (config).
+	api := nonLoopbackAddr(t)
+	ip, _, _ := net.SplitHostPort(api)
 	d := newDaemonDir(t, "production_mode: true", "host_address: 203.0.113.10",
+		"listen_addr: "+api, "host_bind_ip: "+ip,
 		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}",
 		"volume_data_path: "+root, "volume_mount_path: "+mnt, "volume_filesystem: btrfs")
 	if code, out := runOnce(t, "-config", d.cfgPath, "-initialize-storage-identity", "new"); code != 0 {
