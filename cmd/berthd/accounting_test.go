@@ -5,15 +5,8 @@ package main
 
 import (
 	"context"
-	"io"
-	"log"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,40 +29,15 @@ type removeFaultProxy struct {
 
 func startRemoveFaultProxy(t *testing.T) *removeFaultProxy {
 	t.Helper()
-	upstream := "/var/run/docker.sock"
-	if h, ok := strings.CutPrefix(os.Getenv("DOCKER_HOST"), "unix://"); ok {
-		upstream = h
-	}
-	dir, err := os.MkdirTemp("", "berth-fault-") // short: a unix socket path is at most 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &removeFaultProxy{sock: filepath.Join(dir, "docker.sock")}
-	ln, err := net.Listen("unix", p.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.Host = "http", "docker", "docker"
-		},
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", upstream)
-		}},
-		FlushInterval: -1,
-		ErrorLog:      log.New(io.Discard, "", 0),
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p := &removeFaultProxy{}
+	p.sock = startDockerProxy(t, func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.Method == http.MethodDelete && removePath.MatchString(r.URL.Path) && p.failing.Load() {
 			p.refused.Add(1)
 			http.Error(w, `{"message":"injected: removal failed"}`, http.StatusInternalServerError)
 			return
 		}
-		rp.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+		next.ServeHTTP(w, r)
+	})
 	return p
 }
 

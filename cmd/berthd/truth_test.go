@@ -4,14 +4,7 @@ package main
 // is named for the rule it keeps, on real Docker.
 
 import (
-	"context"
-	"io"
-	"log"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -83,36 +76,13 @@ var startPath = regexp.MustCompile(`^(/v[0-9.]+)?/containers/[^/]+/start$`)
 
 func startInspectFaultProxy(t *testing.T, window time.Duration) *inspectFaultProxy {
 	t.Helper()
-	upstream := "/var/run/docker.sock"
-	if h, ok := strings.CutPrefix(os.Getenv("DOCKER_HOST"), "unix://"); ok {
-		upstream = h
-	}
-	dir, err := os.MkdirTemp("", "berth-fault-") // short: a unix socket path is at most 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &inspectFaultProxy{sock: filepath.Join(dir, "docker.sock"), window: window}
-	ln, err := net.Listen("unix", p.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.Out.URL.Scheme, r.Out.URL.Host, r.Out.Host = "http", "docker", "docker"
-		},
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", upstream)
-		}},
-		FlushInterval: -1,                         // the event stream
-		ErrorLog:      log.New(io.Discard, "", 0), // streams cut at shutdown are expected
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p := &inspectFaultProxy{window: window}
+	p.sock = startDockerProxy(t, func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.Method == http.MethodGet && inspectPath.MatchString(r.URL.Path) && p.faulting() {
 			http.Error(w, `{"message":"injected: inspect failed"}`, http.StatusInternalServerError)
 			return
 		}
-		rp.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 		if r.Method == http.MethodPost && startPath.MatchString(r.URL.Path) {
 			p.mu.Lock()
 			if p.until.IsZero() {
@@ -120,9 +90,7 @@ func startInspectFaultProxy(t *testing.T, window time.Duration) *inspectFaultPro
 			}
 			p.mu.Unlock()
 		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	})
 	return p
 }
 
