@@ -481,14 +481,27 @@ func (d *daemonProc) deprovisionUntilGone(lease string) {
 }
 
 // waitLeaseObjectsGone waits (until deadline) for the close's teardown: a 200
-// means the close is durable, and the containers and network follow. A daemon
-// stopped before that leaves them to its next start (the leftover check).
+// means the close is durable, and the containers and network follow, then the
+// registry forgets the lease (GET /provisions?lease_uuid= lists it no more),
+// which is when the network pool hears it closed. A daemon stopped before that
+// leaves them to its next start: its pool keeps a network still bound to the
+// lease, and the leftover check would report the whole pool.
 func (d *daemonProc) waitLeaseObjectsGone(lease string, deadline time.Time) {
 	dc := dockerClient(d.t)
 	defer dc.Close()
-	for time.Now().Before(deadline) && len(leaseContainers(d.t, dc, lease))+len(leaseNetworks(d.t, dc, lease)) > 0 {
+	for time.Now().Before(deadline) && (len(leaseContainers(d.t, dc, lease))+len(leaseNetworks(d.t, dc, lease)) > 0 || d.listed(lease)) {
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// listed reports whether the registry still lists lease as live (true when the
+// answer is not a clean list: still waiting).
+func (d *daemonProc) listed(lease string) bool {
+	r := d.get("/provisions?lease_uuid=" + lease)
+	var page struct {
+		Provisions []messages.ProvisionInfo `json:"provisions"`
+	}
+	return r.Status != 200 || json.Unmarshal(r.Body, &page) != nil || len(page.Provisions) > 0
 }
 
 func (d *daemonProc) provisionInfo(lease string) messages.ProvisionInfo {

@@ -35,7 +35,8 @@ func (d *daemonProc) checkLeftovers() {
 	root := d.volumeRoot()
 	for id := range d.installations {
 		if left := leftovers(id, root); len(left) > 0 {
-			d.t.Errorf("installation %s left behind after its daemon stopped (removed now):\n  %s", id, strings.Join(left, "\n  "))
+			d.t.Errorf("installation %s left behind after its daemon stopped (removed now):\n  %s\nthe pool's stop, as logged:\n%s",
+				id, strings.Join(left, "\n  "), d.logLines("network pool"))
 		}
 		removeInstallation(id)
 	}
@@ -116,4 +117,15 @@ func volumeDirs(installation, root string) []string {
 		}
 	}
 	return out
+}
+
+// logLines are the daemon's log lines holding substr (why a pool was kept).
+func (d *daemonProc) logLines(substr string) string {
+	var out []string
+	for _, l := range strings.Split(d.log.String(), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, "  "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
