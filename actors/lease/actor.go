@@ -7,6 +7,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,7 +28,7 @@ import (
 // Deps are a lease actor's collaborators.
 type Deps struct {
 	Store    Store
-	Diag     *persistence.Diagnostics
+	Diag     Diagnostics
 	Engine   dockerio.Engine
 	Settings *Settings
 	Log      zerolog.Logger
@@ -59,6 +60,7 @@ type Settings struct {
 	HealthPoll       time.Duration // 2 s
 	ResumePoll       time.Duration // how often an undecidable provision or maintenance is looked at again
 	TeardownRetry    time.Duration
+	CleanupRetry     supervisors.Retry // a failed attempt's kept containers are cleaned up again on this backoff
 	ReadonlyRootfs   bool
 	PidsLimit        int64
 	TmpfsSizeMB      int
@@ -198,7 +200,7 @@ func (a *Actor) Receive(c actor.Context) {
 	case *waiting:
 		if m == a.wait {
 			a.wait = nil
-			a.step(Timer{What: m.what})
+			a.step(m.timer)
 		}
 	case Input: // a side check's answer, or a worker's intermediate report
 		a.step(m)
@@ -309,16 +311,16 @@ func (a *Actor) env(in Input) (Env, error) {
 func (a *Actor) run(e Effect) {
 	switch e := e.(type) {
 	case Work:
-		a.startWorker(e.Kind)
+		a.startWorker(e)
 	case Cancel:
 		if a.worker != nil {
 			a.worker.task.Cancel()
 		}
 	case Wait:
-		a.cancelWait()
-		w := &waiting{what: e.What}
-		w.cancel = a.tasked().After("wait", e.D, w)
-		a.wait = w
+		a.await(e.D, Timer{What: e.What})
+	case Backoff:
+		backoff := cmp.Or(a.set.CleanupRetry, DefaultSettings().CleanupRetry)
+		a.await(backoff.Jittered(e.Attempt), Timer{What: e.What, Attempt: e.Attempt})
 	case Confirm:
 		j, gen, death := a.job(), a.st.Generation, e.Death
 		a.check("confirm-death", func(ctx context.Context) any {
@@ -503,14 +505,25 @@ func (a *Actor) tell(path messages.Address, msg any) {
 	sys.Root.Send(sys.NewLocalPID(string(path)), msg)
 }
 
-// startWorker starts the lease's worker of kind; a pending wait is superseded.
-func (a *Actor) startWorker(kind WorkKind) {
+// await schedules timer after d, replacing a pending wait.
+func (a *Actor) await(d time.Duration, timer Timer) {
+	a.cancelWait()
+	w := &waiting{timer: timer}
+	w.cancel = a.tasked().After("wait", d, w)
+	a.wait = w
+}
+
+// startWorker starts the lease's worker of work.Kind; a pending wait is superseded.
+func (a *Actor) startWorker(work Work) {
+	kind := work.Kind
 	if a.worker != nil {
 		a.log().Error().Str("running", string(a.worker.kind)).Str("asked", string(kind)).Msg("a second worker was asked for; the first is canceled")
 		a.worker.task.Cancel()
 	}
 	a.cancelWait()
-	fn := a.job().work(kind)
+	j := a.job()
+	j.retry = work.Attempt
+	fn := j.work(kind)
 	if fn == nil {
 		return
 	}

@@ -51,6 +51,13 @@ const (
 	logsResponseCeiling = 12 << 20 // leaves room for JSON escaping and keys under the 16 MiB body cap
 )
 
+// Diagnostics is where failure captures are kept: *persistence.Diagnostics (in
+// tests, one whose writes fail on demand).
+type Diagnostics interface {
+	Put(lease string, at time.Time, blob json.RawMessage) error
+	Latest(lease string) (json.RawMessage, bool, error)
+}
+
 // capture writes the attempt's diagnostics: c says which attempt failed and why,
 // capture adds the lease's identity and the cohort's state and logs. It reports a
 // failure to write (the caller keeps what the diagnostics would have described).
@@ -131,22 +138,36 @@ func (j *job) captureRuntimeFailure(ctx context.Context) {
 }
 
 // cleanFailed retries a failed attempt's cleanup (its containers were kept): the
-// diagnostics first, then — only once they are written — the containers.
-func (j *job) cleanFailed(ctx context.Context) {
+// diagnostics first, unless the newest capture already is this attempt's (a
+// retry after a refused removal), then — only once they are written — the
+// containers. It reports whether containers are still kept.
+func (j *job) cleanFailed(ctx context.Context) (kept bool) {
 	ctx, cancel := context.WithTimeout(ctx, j.set.StopTimeout+time.Minute)
 	defer cancel()
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	if err != nil {
 		j.log.Warn().Err(err).Msg("cleanup of the failed attempt: list containers")
-		return
+		return true
 	}
 	if len(cohort) == 0 {
-		return
+		return false
 	}
-	if err := j.capture(ctx, Capture{Kind: CaptureProvision, Stamp: Stamp{Generation: j.launch.Generation}, Cause: j.failure}, cohort); err != nil {
-		return // still kept; retried at the next inventory
+	if !j.captured(CaptureProvision) {
+		if err := j.capture(ctx, Capture{Kind: CaptureProvision, Stamp: Stamp{Generation: j.launch.Generation}, Cause: j.failure}, cohort); err != nil {
+			return true // the evidence stays; retried
+		}
 	}
 	if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
 		j.log.Warn().Err(err).Msg("cleanup of the failed attempt: remove its containers")
+		return true
 	}
+	return false
+}
+
+// captured reports whether the lease's newest stored capture is of kind and of
+// this attempt's generation (a read that fails says no: capturing twice is the
+// lesser harm).
+func (j *job) captured(kind string) bool {
+	c, err := LatestCapture(j.diag, j.lease)
+	return err == nil && c != nil && c.Kind == kind && c.Generation == j.launch.Generation
 }

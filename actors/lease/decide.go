@@ -35,16 +35,20 @@ func Decide(st *State, in Input, env Env) Decision {
 		return decideTornDown(st, in, env)
 	case HoldDone:
 		if st.Status == Deprovisioning && env.Worker == "" {
-			return effects(Work{WorkTeardown}) // a held volume is gone: finish the close
+			return effects(Work{Kind: WorkTeardown}) // a held volume is gone: finish the close
 		}
 	case Captured:
 		switch {
 		case st.Status == Deprovisioning:
-			return effects(Work{WorkTeardown})
+			return effects(Work{Kind: WorkTeardown})
 		case st.Status.maintaining():
-			return effects(Work{WorkReplace}) // a maintenance accepted while failing
+			return effects(Work{Kind: WorkReplace}) // a maintenance accepted while failing
 		case st.Status == Provisioning:
-			return effects(Work{WorkProvision}) // a re-provision accepted while failing
+			return effects(Work{Kind: WorkProvision}) // a re-provision accepted while failing
+		case st.Status == Failed && st.Kept && in.Kept && in.Generation == st.Generation:
+			// A failed attempt's evidence is still unwritten (or its containers
+			// not removed): the cleanup is retried after the kit's backoff.
+			return effects(Backoff{What: string(WorkCleanup), Attempt: in.Attempt + 1})
 		case st.Status == Failing && in.Generation == st.Generation:
 			ev := event(EvRuntimeFailed, env.Now, RuntimeFailed{Stamp: Stamp{st.Generation, env.Now},
 				Cause: Cause{messages.ReasonContainerExited, "container exited unexpectedly"}})
@@ -67,15 +71,17 @@ func Decide(st *State, in Input, env Env) Decision {
 		f := RuntimeFailing{Stamp: Stamp{st.Generation, env.Now}, ContainerID: inst.ContainerID,
 			Service: inst.Service, Index: inst.Index, ExitCode: in.Exited.ExitCode,
 			OOMKilled: in.Exited.OOMKilled, Counted: in.Death.Counted && inst.Degraded == ""} // a degraded launch's death is ours
-		return Decision{Events: []persistence.Event{event(EvRuntimeFailing, env.Now, f)}, Effects: []Effect{Work{WorkCapture}}}
+		return Decision{Events: []persistence.Event{event(EvRuntimeFailing, env.Now, f)}, Effects: []Effect{Work{Kind: WorkCapture}}}
 	case Timer:
 		switch {
 		case st.Status == Deprovisioning:
-			return effects(Work{WorkTeardown})
+			return effects(Work{Kind: WorkTeardown})
 		case in.What == string(WorkResume) && st.Status == Provisioning:
-			return effects(Work{WorkResume})
+			return effects(Work{Kind: WorkResume})
 		case in.What == string(WorkReplaceResume) && st.Status.maintaining():
-			return effects(Work{WorkReplaceResume})
+			return effects(Work{Kind: WorkReplaceResume})
+		case in.What == string(WorkCleanup) && st.Status == Failed && st.Kept && env.Worker == "":
+			return effects(Work{Kind: WorkCleanup, Attempt: in.Attempt})
 		}
 	}
 	return Decision{}
@@ -88,7 +94,7 @@ func after(env Env, kind WorkKind) []Effect {
 	if env.Worker != "" {
 		return []Effect{Cancel{}}
 	}
-	return []Effect{Work{kind}}
+	return []Effect{Work{Kind: kind}}
 }
 
 // pendingAdmission reports a newer admission (a re-provision the registry already
@@ -104,15 +110,15 @@ func decideRecover(st *State, env Env) Decision {
 	case st.Status == Closed:
 		return effects(TellClosed{})
 	case st.Status == Deprovisioning:
-		return effects(Work{WorkTeardown})
+		return effects(Work{Kind: WorkTeardown})
 	case pendingAdmission(st, env):
 		return startProvision(st, env)
 	case st.Status == Provisioning:
-		return effects(Work{WorkResume})
+		return effects(Work{Kind: WorkResume})
 	case st.Status == Failing:
-		return effects(Work{WorkCapture})
+		return effects(Work{Kind: WorkCapture})
 	case st.Status.maintaining():
-		return effects(Work{WorkReplaceResume})
+		return effects(Work{Kind: WorkReplaceResume})
 	}
 	return Decision{}
 }
@@ -131,14 +137,14 @@ func startProvision(st *State, env Env) Decision {
 		Deadline: env.Now.Add(env.Limits.ProvisionTimeout), Release: &r})
 	d := Decision{Events: append([]persistence.Event{ev}, prune...)}
 	if env.Worker == "" {
-		d.Effects = []Effect{Work{WorkProvision}}
+		d.Effects = []Effect{Work{Kind: WorkProvision}}
 	}
 	return d
 }
 
 func decideAttempted(st *State, in Attempted, env Env) Decision {
 	if st.Status == Deprovisioning {
-		return effects(Work{WorkTeardown}) // the canceled attempt drained: tear down
+		return effects(Work{Kind: WorkTeardown}) // the canceled attempt drained: tear down
 	}
 	if st.Status != Provisioning || in.Generation != st.Generation {
 		return Decision{}
@@ -149,7 +155,11 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 		ev := event(EvProvisionSucceeded, env.Now, ProvisionSucceeded{Stamp: Stamp{st.Generation, env.Now}, Containers: out.Containers})
 		return Decision{Events: []persistence.Event{ev}, Callbacks: []Callback{{Status: messages.CallbackSuccess}}}
 	case OutcomeFailed:
-		return provisionFailed(st, env, Cause{out.Reason, out.Message}, out.Kept)
+		d := provisionFailed(st, env, Cause{out.Reason, out.Message}, out.Kept)
+		if out.Kept {
+			d.Effects = []Effect{Backoff{What: string(WorkCleanup), Attempt: 1}}
+		}
+		return d
 	case OutcomeRetry:
 		if !env.Now.Before(st.Deadline) {
 			return provisionFailed(st, env, Cause{messages.ReasonInternal, "provisioning did not complete in time"}, false)
@@ -158,7 +168,7 @@ func decideAttempted(st *State, in Attempted, env Env) Decision {
 		// starts again at once under a new generation, within the same deadline.
 		ev := event(EvProvisionStarted, env.Now, ProvisionStarted{Admission: st.Admission, Generation: st.nextGeneration(),
 			OperationID: st.OperationID, At: env.Now, Deadline: st.Deadline})
-		return Decision{Events: []persistence.Event{ev}, Effects: []Effect{Work{WorkProvision}}}
+		return Decision{Events: []persistence.Event{ev}, Effects: []Effect{Work{Kind: WorkProvision}}}
 	}
 	return effects(Wait{D: env.Limits.ResumePoll, What: string(WorkResume)})
 }
@@ -314,7 +324,7 @@ func runsAny(st *State, ids []string) bool {
 
 func decideReplaced(st *State, in Replaced, env Env) Decision {
 	if st.Status == Deprovisioning {
-		return effects(Work{WorkTeardown})
+		return effects(Work{Kind: WorkTeardown})
 	}
 	m := st.Maintenance
 	if !st.Status.maintaining() || m == nil || in.ID != m.ID {
@@ -396,7 +406,7 @@ func decideListed(st *State, in Listed, env Env) Decision {
 		// A failed attempt whose containers were kept (its diagnostics unwritten,
 		// or their removal failed): its cleanup is retried while they are listed.
 		if st.Kept && env.Worker == "" && slices.ContainsFunc(in.Containers, func(c messages.Container) bool { return c.Generation == st.Generation }) {
-			d.Effects = append(d.Effects, Work{WorkCleanup})
+			d.Effects = append(d.Effects, Work{Kind: WorkCleanup})
 		}
 	case Provisioning:
 		stale(func(c messages.Container) bool { return c.Generation >= st.Generation })

@@ -53,8 +53,15 @@ type (
 	}
 	// HoldDone: a held volume of this lease is gone.
 	HoldDone struct{ Name string }
-	// Captured: a runtime failure's diagnostics are written.
-	Captured struct{ Generation uint64 }
+	// Captured: a runtime failure's capture, or a failed attempt's cleanup
+	// (failed-cleanup), finished. Kept: the cleanup left the attempt's
+	// containers (diagnostics unwritten, or their removal refused); Attempt:
+	// which retry of it this was (0: one the inventory asked for).
+	Captured struct {
+		Generation uint64
+		Kept       bool
+		Attempt    int
+	}
 	// Replaced: a maintenance worker finished.
 	Replaced struct {
 		ID     string
@@ -74,8 +81,11 @@ type (
 		Death      Died
 		Exited     *messages.Container
 	}
-	// Timer: a wait scheduled by a Wait effect ran out.
-	Timer struct{ What string }
+	// Timer: a wait scheduled by a Wait or Backoff effect ran out.
+	Timer struct {
+		What    string
+		Attempt int // a Backoff's
+	}
 )
 
 func (Recover) isInput()     {}
@@ -159,14 +169,23 @@ const (
 type Effect interface{ isEffect() }
 
 type (
-	// Work starts the lease's worker.
-	Work struct{ Kind WorkKind }
+	// Work starts the lease's worker; Attempt numbers a retried cleanup.
+	Work struct {
+		Kind    WorkKind
+		Attempt int
+	}
 	// Cancel cancels the running worker; its completion comes back as an input.
 	Cancel struct{}
 	// Wait schedules Timer{What} after D.
 	Wait struct {
 		D    time.Duration
 		What string
+	}
+	// Backoff schedules Timer{What, Attempt} after the kit's backoff before
+	// that attempt (Settings.CleanupRetry, jittered).
+	Backoff struct {
+		What    string
+		Attempt int
 	}
 	// Confirm inspects a reported death's container off the actor.
 	Confirm struct{ Death Died }
@@ -182,6 +201,7 @@ type (
 func (Work) isEffect()       {}
 func (Cancel) isEffect()     {}
 func (Wait) isEffect()       {}
+func (Backoff) isEffect()    {}
 func (Confirm) isEffect()    {}
 func (Sweep) isEffect()      {}
 func (Answer) isEffect()     {}

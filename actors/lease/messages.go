@@ -26,7 +26,7 @@ type (
 		in Input
 	}
 	waiting struct {
-		what   string
+		timer  Timer
 		cancel func()
 	}
 )

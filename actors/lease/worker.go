@@ -12,7 +12,6 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
-	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -20,7 +19,7 @@ import (
 // of what it needs, never the actor's state.
 type job struct {
 	eng      dockerio.Engine
-	diag     *persistence.Diagnostics
+	diag     Diagnostics
 	set      *Settings
 	spec     *Spec // identity, callback URLs
 	lease    string
@@ -42,6 +41,7 @@ type job struct {
 	pending  *RuntimeFailing
 	degraded string // why this launch's preparation was degraded ("" = it was not)
 	failure  Cause  // why the lease failed (a failed attempt's cleanup captures it)
+	retry    int    // which retry of a failed attempt's cleanup this is
 }
 
 func (a *Actor) job() *job {
@@ -88,7 +88,9 @@ func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
 	case WorkCapture:
 		return func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
 	case WorkCleanup:
-		return func(ctx context.Context) Input { j.cleanFailed(ctx); return Captured{Generation: gen} }
+		return func(ctx context.Context) Input {
+			return Captured{Generation: gen, Kept: j.cleanFailed(ctx), Attempt: j.retry}
+		}
 	case WorkReplace, WorkReplaceResume:
 		if j.maint == nil {
 			return nil
@@ -227,7 +229,8 @@ func (j *job) cleanUp(out Outcome) Outcome {
 // Cleanup runs on a fresh context: the attempt's deadline may be what failed it.
 // Diagnostics that could not be written keep the containers — they are the
 // evidence — and so does a removal that failed: the outcome says Kept, and the
-// failed lease's cleanup is retried (WorkCleanup). A restore is the exception:
+// failed lease's cleanup is retried (WorkCleanup, after the kit's backoff, and
+// whenever an inventory lists them). A restore is the exception:
 // its adopted data goes back to its record, which needs the containers gone.
 func (j *job) failAndClean(out Outcome, cohort []messages.Container) Outcome {
 	cctx, cancel := context.WithTimeout(context.Background(), j.set.StopTimeout+time.Minute)

@@ -239,10 +239,11 @@ func (a *Actor) run(fx Effect) {
 	case Spawn:
 		pid, err := a.deps.Tree.Spawn(a.c, supervisors.Spec{Name: "lease-" + fx.Spec.Lease, Kind: "lease",
 			Producer: lease.New(a.deps.LeaseDeps, fx.Spec), MailboxLimit: a.set.LeaseMailboxLimit})
-		if err != nil {
-			a.log.Warn().Err(err).Str("lease_uuid", fx.Spec.Lease).Msg("lease actor not spawned yet; retrying when its predecessor stops")
-		}
 		a.dir.spawned(fx, pid)
+		if err != nil {
+			// Decided once this decision's effects have run (a close's Move among them).
+			a.c.Send(a.c.Self(), spawnFailed{Lease: fx.Spec.Lease, Err: err})
+		}
 	case Send:
 		if e := a.dir.entries[fx.Lease]; e != nil && e.pid != nil {
 			a.c.Send(e.pid, fx.Msg)

@@ -11,6 +11,8 @@ package registry
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -112,11 +114,14 @@ type (
 		Lease string
 		MB    int64
 	}
-	Remember struct {
-		Lease string
-		Use   leaseUse
-	}
 )
+
+// spawnFailed is the registry's own input when Tree.Spawn refused a lease's
+// actor (its name still taken).
+type spawnFailed struct {
+	Lease string
+	Err   error
+}
 
 // started is the registry's own input when it (re)starts with its State loaded.
 type started struct{}
@@ -145,10 +150,12 @@ func Decide(d *Directory, in any, env Env) Decision {
 		return d.commitCloses(m, env.Now)
 	case *actor.Terminated:
 		return d.terminated(m, env)
+	case spawnFailed:
+		return d.spawnFailed(m, env)
 	case messages.RetryStopped:
 		return d.retryStopped()
 	case messages.Recovered:
-		return d.lingering(m.Lingering)
+		return d.lingering(m.Lingering, env.Now)
 	case *messages.RetentionSweep:
 		return d.sweep(m.Now)
 	case *messages.RetentionReaped:
@@ -394,9 +401,6 @@ func (d *Directory) leaseClosed(m messages.LeaseClosed, now time.Time) Decision 
 // actor stops.
 func (d *Directory) markClosed(e *entry, id string) []Effect {
 	fx := []Effect{Tell{d.set.ReclaimerPath, &messages.LeaseGone{Lease: id}}, Tell{d.set.NetpoolPath, &messages.LeaseGone{Lease: id}}}
-	if spec := d.St.Leases[id]; spec != nil {
-		fx = append(fx, Remember{id, leaseUse{spec.Tenant, Need(spec)}})
-	}
 	if e.pid == nil {
 		return append(fx, Move{id, ""})
 	}
@@ -418,12 +422,34 @@ func (d *Directory) terminated(m *actor.Terminated, env Env) Decision {
 	case Closed:
 		return Decision{Effects: []Effect{Move{id, ""}}}
 	}
-	const why = "lease actor stopped after repeated failures"
+	return Decision{Effects: d.stopped(id, e, "lease actor stopped after repeated failures")}
+}
+
+// spawnFailed settles an entry whose actor could not be spawned. One
+// respawning behind a predecessor that still stops waits for that Terminated,
+// one spawned since runs, a lease closed meanwhile is forgotten; any other has
+// no actor and none coming, so it is held as a lease stopped past its restart
+// limit is — shown unknown, its reservation kept — until the reconciler's
+// retry spawns it.
+func (d *Directory) spawnFailed(m spawnFailed, env Env) Decision {
+	e := d.entries[m.Lease]
+	switch {
+	case e == nil || e.pid != nil || env.Stopping:
+		return Decision{}
+	case d.St.Leases[m.Lease] == nil:
+		return Decision{Effects: []Effect{Move{m.Lease, ""}}}
+	}
+	return Decision{Effects: d.stopped(m.Lease, e, fmt.Sprintf("lease actor could not be spawned (%v)", m.Err))}
+}
+
+// stopped holds a live lease without an actor as unknown, its reservation
+// kept, for the reconciler's retry (retryStopped).
+func (d *Directory) stopped(id string, e *entry, why string) []Effect {
 	fx := []Effect{Move{id, Stopped}}
 	if e.shown != messages.StatusUnknown {
 		fx = append(fx, Note{id, e.shown, messages.StatusUnknown, why})
 	}
-	return Decision{Effects: append(fx, Log{id, zerolog.ErrorLevel, why + "; lease shown unknown"})}
+	return append(fx, Log{id, zerolog.ErrorLevel, why + "; lease shown unknown"})
 }
 
 // retryStopped spawns every stopped lease's actor again (the reconciler asks).
@@ -442,22 +468,27 @@ func (d *Directory) retryStopped() Decision {
 	return out
 }
 
+// closedGrace is how long after its close a lease's use is remembered at least
+// (a pass runs 2 minutes at most).
+const closedGrace = 10 * time.Minute
+
 // lingering holds the reservation of every closed lease whose containers the
 // reconciler's pass still listed, and frees those it no longer lists. The close
 // itself frees a reservation only once the teardown confirmed its containers
 // gone; a container found afterwards (a late create, a failed removal) is real
-// use again until a pass sees it gone. Not journaled: after a restart the
-// first pass, which admissions wait for, tells the truth again — only a lease
-// closed before the restart is unknown by need, its late containers counted
-// unaccounted by the reconciler.
-func (d *Directory) lingering(ids []string) Decision {
+// use again until a pass sees it gone. What a closed lease held is journaled
+// (State.Closed), so this holds across a restart too; it is forgotten
+// (closed.settled) once a pass lists none of its containers closedGrace or
+// more after the close — longer than any pass runs, so that pass began after
+// the close, and long enough for a late create to have shown.
+func (d *Directory) lingering(ids []string, now time.Time) Decision {
 	var out Decision
 	seen := map[string]bool{}
 	for _, id := range ids {
 		seen[id] = true
-		if u, ok := d.closedUse[id]; ok && d.St.Leases[id] == nil {
+		if c := d.St.Closed[id]; c != nil && d.St.Leases[id] == nil {
 			if _, held := d.Pool.byLease[lingeringKey(id)]; !held {
-				out.Effects = append(out.Effects, Reserve{lingeringKey(id), &u},
+				out.Effects = append(out.Effects, Reserve{lingeringKey(id), &leaseUse{c.Tenant, c.resources()}},
 					Log{id, zerolog.WarnLevel, "containers of a closed lease still run; its reservation is held until they are gone"})
 			}
 		}
@@ -466,6 +497,15 @@ func (d *Directory) lingering(ids []string) Decision {
 		if !seen[id] {
 			out.Effects = append(out.Effects, Reserve{lingeringKey(id), nil})
 		}
+	}
+	var settled []string
+	for _, id := range slices.Sorted(maps.Keys(d.St.Closed)) {
+		if !seen[id] && !now.Before(d.St.Closed[id].At.Add(closedGrace)) {
+			settled = append(settled, id)
+		}
+	}
+	if len(settled) > 0 {
+		out.Events, out.Failed = []persistence.Event{closedSettledEvent(settled, now)}, out.Effects
 	}
 	return out
 }

@@ -112,6 +112,7 @@ func render(evs []persistence.Event, fx []Effect) []string {
 			Spec   *lease.Spec `json:"spec"`
 			Reason string      `json:"reason"`
 			Ret    any         `json:"retention"`
+			Leases []string    `json:"leases"`
 		}
 		_ = json.Unmarshal(ev.Data, &p)
 		s := ev.Type + " " + p.Lease
@@ -123,6 +124,9 @@ func render(evs []persistence.Event, fx []Effect) []string {
 		}
 		if p.Ret != nil {
 			s += " retained"
+		}
+		if len(p.Leases) > 0 {
+			s += strings.Join(p.Leases, ",")
 		}
 		out = append(out, short.Replace(s))
 	}
@@ -182,8 +186,6 @@ func renderEffect(e Effect) string {
 		return fmt.Sprintf("reserve %s %dm", e.Lease, e.Use.use.CPUMilli)
 	case Retain:
 		return fmt.Sprintf("retain %s %dMB", e.Lease, e.MB)
-	case Remember:
-		return fmt.Sprintf("remember %s %dm", e.Lease, e.Use.use.CPUMilli)
 	}
 	return "" // Log
 }
@@ -204,7 +206,7 @@ func fingerprint(d *Directory) string {
 		}
 		rows[id] = r
 	}
-	b, _ := json.Marshal([]any{d.St, rows, d.Pool.byLease, d.Pool.allocated, d.Retaining, d.closedUse, d.Ready})
+	b, _ := json.Marshal([]any{d.St, rows, d.Pool.byLease, d.Pool.allocated, d.Retaining, d.Ready})
 	return string(b)
 }
 
@@ -439,7 +441,7 @@ func record(id string) *messages.RetentionRecord {
 func TestDecide_LeaseClosed(t *testing.T) {
 	closing := func(d *Directory) { put(d, lA, "docker-small", 1, Closing, lease.Deprovisioning) }
 	gone := []string{"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone"}
-	forgotten := append(slices.Clone(gone), "remember A 100m", "move A closed", "stop A")
+	forgotten := append(slices.Clone(gone), "move A closed", "stop A")
 	runRows(t, []row{
 		{name: "plain: queued for the close batch", setup: func(d *Directory) any { closing(d); return closed(lA, 1, nil) },
 			lease: lA, then: Closing, want: []string{"queue close A"}},
@@ -481,8 +483,8 @@ func TestDecide_CloseBatchCommit(t *testing.T) {
 			d.entries[lD].pid = nil
 			return closeBatch{closed(lA, 1, nil), closed(lB, 2, nil), closed(lA, 1, nil), closed(lC, 2, nil), closed(lD, 4, nil)}
 		}, lease: lD, then: "-", want: []string{"lease.closed A", "lease.closed D",
-			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "remember A 100m", "move A closed", "stop A",
-			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "remember D 100m", "forget D"}},
+			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "move A closed", "stop A",
+			"tell root/reclaimer *messages.LeaseGone", "tell root/netpool *messages.LeaseGone", "forget D"}},
 	})
 }
 
@@ -686,6 +688,85 @@ func TestDecide_Terminated(t *testing.T) {
 	})
 }
 
+// refused is spawnFailed of id after the executor recorded its refused spawn
+// (Directory.spawned with no actor), as the actor runs it.
+func refused(d *Directory, id string) spawnFailed {
+	d.spawned(Spawn{Spec: d.St.Leases[id]}, nil)
+	return spawnFailed{Lease: id, Err: errors.New("spawn: name exists")}
+}
+
+func TestDecide_SpawnFailed(t *testing.T) {
+	runRows(t, []row{
+		{name: "at start, no actor and none coming: stopped, shown unknown, retried with the stopped", lease: lA, then: Stopped,
+			setup: func(d *Directory) any {
+				put(d, lA, "docker-small", 1, Reported, lease.Ready)
+				d.entries = map[string]*entry{} // a (re)started registry's directory
+				return refused(d, lA)
+			}, want: []string{"move A stopped", "note A ?→unknown"}},
+		{name: "a stopped lease's retry refused again: stays stopped, already shown unknown", lease: lA, then: Stopped,
+			setup: func(d *Directory) any {
+				put(d, lA, "docker-small", 1, Stopped, lease.Ready)
+				d.entries[lA].shown = messages.StatusUnknown
+				return refused(d, lA)
+			}, want: []string{"move A stopped"}},
+		{name: "an orphan's close whose spawn was refused: stopped, the close retried by providerd", lease: lA, then: Stopped,
+			setup: func(d *Directory) any {
+				put(d, lA, "docker-small", 1, Stopped, lease.Ready)
+				in := refused(d, lA)
+				d.apply(Move{lA, Closing}) // the deprovision's effects after its Spawn
+				return in
+			}, want: []string{"move A stopped", "note A ready→unknown"}},
+		{name: "respawning behind a predecessor that still stops: waits for its Terminated", lease: lA, then: Respawning,
+			setup: func(d *Directory) any {
+				put(d, lA, "docker-small", 1, Closed, lease.Closed)
+				mustFold(d, admittedEvent(func() *lease.Spec {
+					spec, _ := d.set.prepare(leaseRequest(lA, "docker-small", 1), t0)
+					spec.Admission = d.St.Admissions + 1
+					return spec
+				}(), t0))
+				return refused(d, lA)
+			}},
+		{name: "refused again once its predecessor terminated: stopped", lease: lA, then: Stopped, setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Respawning, lease.Closed)
+			return refused(d, lA) // the Spawn terminated() asked for
+		}, want: []string{"move A stopped", "note A closed→unknown"}},
+		{name: "closed meanwhile: forgotten", lease: lA, then: "-", setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Admitted, "")
+			d.entries[lA].pid = nil // admitted here: its first spawn
+			in := refused(d, lA)
+			mustFold(d, closedEvent(messages.LeaseClosed{Lease: lA, Admission: 1}, t0))
+			return in
+		}, want: []string{"forget A"}},
+		{name: "spawned since: nothing", lease: lA, then: Admitted, setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Admitted, "")
+			return spawnFailed{Lease: lA, Err: errors.New("spawn: name exists")}
+		}},
+		{name: "the registry stops: nothing", env: Env{Stopping: true}, lease: lA, then: Respawning, setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Stopped, lease.Ready)
+			return refused(d, lA)
+		}},
+	})
+}
+
+// TestDecide_SpawnFailed_ReservationKept: a live lease held stopped after its
+// spawn was refused keeps its reservation in the pool and reads unknown.
+func TestDecide_SpawnFailed_ReservationKept(t *testing.T) {
+	d := dirOf()
+	put(d, lA, "docker-small", 1, Admitted, "")
+	d.entries[lA].pid = nil // admitted here: its first spawn
+	before := d.Pool.Allocated()
+	runOn(d, Decide(d, refused(d, lA), Env{Now: now}))
+	if e := d.entries[lA]; e == nil || e.status != Stopped || e.shown != messages.StatusUnknown || e.pid != nil {
+		t.Fatalf("entry %+v, want stopped, shown unknown, no actor", e)
+	}
+	if got := d.Pool.Allocated(); got != before || got.CPUMilli != 100 {
+		t.Fatalf("pool %+v, want the reservation kept %+v", got, before)
+	}
+	if got := render(nil, Decide(d, messages.RetryStopped{}, Env{Now: now}).Effects); !slices.Equal(got, []string{"spawn A#1"}) {
+		t.Fatalf("retry: %v, want it spawned again", got)
+	}
+}
+
 func TestDecide_RetryStopped_Start_HoldDone(t *testing.T) {
 	runRows(t, []row{
 		{name: "retry: every stopped lease respawned", lease: lC, then: Reported, setup: func(d *Directory) any {
@@ -786,6 +867,7 @@ func closedHere(d *Directory, id string) {
 }
 
 func TestDecide_Lingering_ClosedLeasesContainersHoldThePoolUntilGone(t *testing.T) {
+	later := Env{Now: now.Add(closedGrace)} // closedHere closes at now
 	runRows(t, []row{
 		{name: "a closed lease listed: its reservation held again", setup: func(d *Directory) any {
 			closedHere(d, lA)
@@ -793,22 +875,44 @@ func TestDecide_Lingering_ClosedLeasesContainersHoldThePoolUntilGone(t *testing.
 		}, want: []string{"reserve lingering:A 100m"}},
 		{name: "held and listed again: kept, nothing new", setup: func(d *Directory) any {
 			closedHere(d, lA)
-			runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA}}, Env{}))
+			runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA}}, Env{Now: now}))
 			return messages.Recovered{Lingering: []string{lA}}
-		}},
-		{name: "held and no longer listed: released", setup: func(d *Directory) any {
+		}, env: later},
+		{name: "held and no longer listed: released; within the grace what it held is kept", setup: func(d *Directory) any {
 			closedHere(d, lA)
 			closedHere(d, lB)
-			runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA, lB}}, Env{}))
+			runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA, lB}}, Env{Now: now}))
 			return messages.Recovered{Lingering: []string{lB}}
 		}, want: []string{"release lingering:A"}},
+		{name: "no longer listed past the grace: released and forgotten", setup: func(d *Directory) any {
+			closedHere(d, lA)
+			closedHere(d, lB)
+			runOn(d, Decide(d, messages.Recovered{Lingering: []string{lA, lB}}, Env{Now: now}))
+			return messages.Recovered{Lingering: []string{lB}}
+		}, env: later, want: []string{"closed.settled A", "release lingering:A"}, failed: []string{"release lingering:A"}},
+		{name: "a late container within the grace: held", setup: func(d *Directory) any {
+			closedHere(d, lA)
+			runOn(d, Decide(d, messages.Recovered{}, Env{Now: now.Add(closedGrace / 2)}))
+			return messages.Recovered{Lingering: []string{lA}}
+		}, env: Env{Now: now.Add(closedGrace - time.Second)}, want: []string{"reserve lingering:A 100m"}},
 		{name: "a live lease listed: its own reservation already counts it", setup: func(d *Directory) any {
 			put(d, lA, "docker-small", 1, Reported, lease.Ready)
 			return messages.Recovered{Lingering: []string{lA}}
 		}},
-		{name: "closed before this process: its need unknown, nothing held", setup: func(d *Directory) any {
+		{name: "closed before this process: what it held is journaled, held again", setup: func(d *Directory) any {
+			closedHere(d, lC)
+			*d = *newDirectory(d.set, d.St) // a restart: the directory folded from the journal
+			d.Ready = true
+			return messages.Recovered{Lingering: []string{lC}}
+		}, env: later, want: []string{"reserve lingering:C 100m"}},
+		{name: "a lease never closed here listed: nothing known, nothing held", setup: func(d *Directory) any {
 			return messages.Recovered{Lingering: []string{lC}}
 		}},
+		{name: "several past the grace: forgotten in one event", setup: func(d *Directory) any {
+			closedHere(d, lB)
+			closedHere(d, lA)
+			return messages.Recovered{}
+		}, env: later, want: []string{"closed.settled A,B"}},
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 //	admitted | reported | maintaining ── deprovision ──▶ closing ── lease.closed journaled ──▶ closed
 //	closed ── terminated ──▶ (none)
 //	admitted | reported | maintaining | closing ── terminated past its restart limit ──▶ stopped
+//	respawning | closing with no actor ── its spawn refused, no predecessor to wait for ──▶ stopped
 //	stopped ── retry, deprovision: spawn ──▶ admitted | reported
 //
 // Its last report and the status the transition ring shows are data beside it.
@@ -31,7 +32,7 @@ const (
 	Maintaining Status = "maintaining" // a restart or update was forwarded: no replacement until it reports
 	Closing     Status = "closing"     // a deprovision was forwarded: no re-admission until it settles
 	Closed      Status = "closed"      // lease.closed is journaled; its actor is stopping
-	Respawning  Status = "respawning"  // admitted again while its previous actor still stops
+	Respawning  Status = "respawning"  // its spawn was refused: a predecessor still stops, or spawnFailed settles it
 	Stopped     Status = "stopped"     // its actor stopped past its restart limit: shown unknown, reservation kept
 )
 
@@ -55,8 +56,7 @@ type Directory struct {
 	set       *Settings
 	St        *State
 	Pool      *Pool
-	Retaining map[string]int64    // closes that decided to retain, by lease: their footprint (MB)
-	closedUse map[string]leaseUse // what each lease closed in this process held: a late container's hold
+	Retaining map[string]int64 // closes that decided to retain, by lease: their footprint (MB)
 	entries   map[string]*entry
 	Ready     bool // startup recovery finished: accounting is whole
 }
@@ -64,7 +64,7 @@ type Directory struct {
 // newDirectory is the directory of st, its pool folded from it, no entries yet.
 func newDirectory(set *Settings, st *State) *Directory {
 	d := &Directory{set: set, St: st, Pool: NewPool(set.Totals, set.TenantQuota), Retaining: map[string]int64{},
-		closedUse: map[string]leaseUse{}, entries: map[string]*entry{}}
+		entries: map[string]*entry{}}
 	d.sync(st.Sorted()...)
 	d.sync(slices.Collect(maps.Keys(st.Retentions))...)
 	return d
@@ -143,14 +143,12 @@ func (d *Directory) apply(fx Effect) {
 		}
 	case Retain:
 		d.Retaining[fx.Lease] = fx.MB
-	case Remember:
-		d.closedUse[fx.Lease] = fx.Use
 	}
 }
 
 // spawned records a Spawn's outcome: its actor runs (admitted, or reported when
 // its last report is already of this admission), or no actor could be spawned
-// yet because its predecessor still stops.
+// (respawning, until spawnFailed decides whether a predecessor still stops).
 func (d *Directory) spawned(s Spawn, pid *actor.PID) {
 	id := s.Spec.Lease
 	e := d.entries[id]
@@ -162,7 +160,10 @@ func (d *Directory) spawned(s Spawn, pid *actor.PID) {
 		e.shown = ""
 	}
 	if pid == nil {
-		e.status = Respawning
+		if e.status == Respawning {
+			e.pid = nil // its predecessor's Terminated spawned it: none left to wait for
+		}
+		e.status = Respawning // until spawnFailed settles it
 		return
 	}
 	e.pid = pid

@@ -22,6 +22,10 @@ const Stream = "registry"
 const (
 	EvLeaseAdmitted = "lease.admitted" // a lease (or a re-provision of a failed one, or a restore) with its frozen spec
 	EvLeaseClosed   = "lease.closed"   // the lease's closed receipt is journaled; its reservation is released
+	// EvClosedSettled: a reconciliation pass begun after these leases closed
+	// (closedGrace after) listed none of their containers; what they held is
+	// forgotten.
+	EvClosedSettled = "closed.settled"
 	// Retention records: a retaining close creates one (in lease.closed); a restore
 	// claims it (in lease.admitted); these move it on.
 	EvRetentionConsumed = "retention.consumed" // the restore committed: the data is the destination's
@@ -64,16 +68,39 @@ type leaseClosed struct {
 	Requarantined string                    `json:"requarantined,omitempty"`
 }
 
+type closedSettled struct {
+	Leases []string `json:"leases"`
+}
+
+// ClosedUse is what a closed lease held: its late containers (a late create, a
+// removal Docker refused) hold it again while a pass still lists them.
+type ClosedUse struct {
+	At       time.Time `json:"at"` // the close
+	Tenant   string    `json:"tenant"`
+	CPUMilli int64     `json:"cpu_milli,omitempty"`
+	MemoryMB int64     `json:"memory_mb,omitempty"`
+	DiskMB   int64     `json:"disk_mb,omitempty"`
+}
+
+func closedUseOf(spec *lease.Spec, at time.Time) *ClosedUse {
+	n := Need(spec)
+	return &ClosedUse{At: at, Tenant: spec.Tenant, CPUMilli: n.CPUMilli, MemoryMB: n.MemoryMB, DiskMB: n.DiskMB}
+}
+
+func (c *ClosedUse) resources() Resources { return Resources{c.CPUMilli, c.MemoryMB, c.DiskMB} }
+
 // State is the registry's durable knowledge: every live lease's latest admitted
-// spec and the retention records. The pool is derived from it (Directory.fold).
+// spec, the retention records, and what each lease closed since a pass last
+// saw it without containers held. The pool is derived from it (Directory.fold).
 type State struct {
 	Leases     map[string]*lease.Spec `json:"leases"`
 	Admissions uint64                 `json:"admissions"` // last admission number handed out
 	Retentions map[string]*Retention  `json:"retentions,omitempty"`
+	Closed     map[string]*ClosedUse  `json:"closed,omitempty"`
 }
 
 func newState() *State {
-	return &State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*Retention{}}
+	return &State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*Retention{}, Closed: map[string]*ClosedUse{}}
 }
 
 // retentionMoves is each retention event's required record status and the
@@ -127,6 +154,7 @@ func (s *State) apply(ev persistence.Event) ([]string, error) {
 		}
 		if cur, ok := s.Leases[e.Lease]; ok && cur.Admission == e.Admission {
 			delete(s.Leases, e.Lease)
+			s.Closed[e.Lease] = closedUseOf(cur, ev.At)
 		}
 		if e.Retention != nil {
 			s.Retentions[e.Lease] = &Retention{Record: *e.Retention, Status: RetentionActive}
@@ -135,6 +163,8 @@ func (s *State) apply(ev persistence.Event) ([]string, error) {
 			rec.Status, rec.Dest = RetentionActive, ""
 		}
 		return []string{e.Lease, e.Requarantined}, nil
+	case EvClosedSettled:
+		return nil, s.settle(ev)
 	}
 	move, ok := retentionMoves[ev.Type]
 	if !ok {
@@ -161,6 +191,24 @@ func (s *State) apply(ev persistence.Event) ([]string, error) {
 	return []string{e.Lease}, nil
 }
 
+// settle forgets what the closed leases of a closed.settled held; each must be
+// remembered.
+func (s *State) settle(ev persistence.Event) error {
+	var e closedSettled
+	if err := persistence.DecodeValid(ev.Data, &e); err != nil {
+		return fmt.Errorf("event %s: %w", ev.Type, err)
+	}
+	for _, id := range e.Leases {
+		if s.Closed[id] == nil {
+			return fmt.Errorf("event %s: %s is not a closed lease remembered", ev.Type, id)
+		}
+	}
+	for _, id := range e.Leases {
+		delete(s.Closed, id)
+	}
+	return nil
+}
+
 // Sorted lists live lease IDs in UUID order.
 func (s *State) Sorted() []string { return slices.Sorted(maps.Keys(s.Leases)) }
 
@@ -179,6 +227,9 @@ func (s *State) repair() {
 	}
 	if s.Retentions == nil {
 		s.Retentions = map[string]*Retention{}
+	}
+	if s.Closed == nil {
+		s.Closed = map[string]*ClosedUse{}
 	}
 }
 
@@ -295,6 +346,10 @@ func admittedEvent(spec *lease.Spec, at time.Time) persistence.Event {
 func closedEvent(m messages.LeaseClosed, at time.Time) persistence.Event {
 	return supervisors.NewEvent(EvLeaseClosed, eventVersion, at,
 		leaseClosed{Lease: m.Lease, Admission: m.Admission, Retention: m.Retention, Requarantined: m.Requarantined})
+}
+
+func closedSettledEvent(leases []string, at time.Time) persistence.Event {
+	return supervisors.NewEvent(EvClosedSettled, eventVersion, at, closedSettled{Leases: leases})
 }
 
 func retentionEv(typ, leaseID, reason string, at time.Time) persistence.Event {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
+	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/netpool"
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/actors/volumehold"
@@ -61,6 +62,9 @@ type hooks struct {
 	// contract, when set, is the runtime contract the engine creates
 	// containers under: leases from before a contract bump.
 	contract int
+	// diag, when set, wraps what lease actors write failure captures to (a
+	// diagnostics.db whose writes fail on demand).
+	diag func(lease.Diagnostics) lease.Diagnostics
 }
 
 var testHooks hooks

@@ -141,7 +141,11 @@ func (w *wiring) leases() *lease.Deps {
 	if now == nil {
 		now = lease.NewProcessClock()
 	}
-	deps := &lease.Deps{Store: w.d.store, Diag: w.d.diag, Engine: w.d.engine, Volumes: w.d.vols, Preloaded: w.d.replayed.Leases,
+	var diag lease.Diagnostics = w.d.diag
+	if testHooks.diag != nil {
+		diag = testHooks.diag(diag)
+	}
+	deps := &lease.Deps{Store: w.d.store, Diag: diag, Engine: w.d.engine, Volumes: w.d.vols, Preloaded: w.d.replayed.Leases,
 		Log: w.log, Now: now, Metrics: lease.NewMetrics(w.reg),
 		// A burst of admissions is answered before its provisions start their
 		// Docker work: measured at 100 concurrent POSTs on real Docker.
