@@ -59,6 +59,8 @@ type Directory struct {
 	closedUse map[string]leaseUse // what each lease closed in this process held: a late container's hold
 	entries   map[string]*entry
 	Ready     bool // startup recovery finished: accounting is whole
+	// claiming are the custom domains of reconciles their lease has not answered yet.
+	claiming map[string][]map[string]string
 }
 
 // newDirectory is the directory of st, its pool folded from it, no entries yet.
@@ -145,6 +147,10 @@ func (d *Directory) apply(fx Effect) {
 		d.Retaining[fx.Lease] = fx.MB
 	case Remember:
 		d.closedUse[fx.Lease] = fx.Use
+	case Claim:
+		d.claim(fx)
+	case Unclaim:
+		d.unclaim(fx)
 	}
 }
 
