@@ -121,6 +121,10 @@ func retainedKey(leaseID string) string { return "retained:" + leaseID }
 // apply runs a directory change of a decision.
 func (d *Directory) apply(fx Effect) {
 	switch fx := fx.(type) {
+	case Claim:
+		d.claim(fx)
+	case Unclaim:
+		d.unclaim(fx)
 	case Move:
 		if e := d.entries[fx.Lease]; e != nil && fx.To != "" {
 			if e.status = fx.To; fx.To == Stopped {
@@ -147,10 +151,6 @@ func (d *Directory) apply(fx Effect) {
 		d.Retaining[fx.Lease] = fx.MB
 	case Remember:
 		d.closedUse[fx.Lease] = fx.Use
-	case Claim:
-		d.claim(fx)
-	case Unclaim:
-		d.unclaim(fx)
 	}
 }
 
