@@ -167,6 +167,8 @@ func (a *Actor) Receive(c actor.Context) {
 			a.report() // the registry waits for a report after every maintenance decision
 		}
 		m.Reply <- d.Reply
+	case *ReconcileDomainsCommand:
+		a.reconcileDomains(m)
 	case *messages.GetInfo:
 		a.getInfo(m)
 	case *messages.GetProvision:
@@ -293,11 +295,11 @@ func (a *Actor) env(in Input) (Env, error) {
 	e := Env{Now: a.deps.Now(), Spec: a.spec.Load(), Limits: Limits{
 		ProvisionTimeout: a.set.ProvisionTimeout, ResumePoll: a.set.ResumePoll, TeardownRetry: a.set.TeardownRetry,
 		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge},
-		DomainsUngated: a.set.Ingress != nil && a.set.CustomDomainsUngated}
+		DomainsUngated: a.set.Ingress != nil && a.set.CustomDomainsUngated, DomainsGated: a.gated()}
 	if a.worker != nil {
 		e.Worker = a.worker.kind
 	}
-	if _, ok := in.(Maintain); ok {
+	if needsFence(a.st, in, e) {
 		n, err := a.deps.Store.OutboxPending(a.id, RowMaintenance)
 		if err != nil {
 			return e, err
@@ -334,6 +336,8 @@ func (a *Actor) run(e Effect) {
 			w <- e.Err
 		}
 		a.waiters = nil
+	case SyncGate:
+		a.syncGate(e)
 	case TellClosed:
 		a.log().Info().Msg("lease closed")
 		closed := messages.LeaseClosed{Lease: a.id, Admission: a.st.ClosedAdmission}

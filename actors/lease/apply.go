@@ -40,6 +40,7 @@ var appliers = map[string]func(*State, persistence.Event) error{
 	EvReleasesPruned:      applier(nil, (*State).onReleasesPruned),
 	EvCloseRequested:      applier(nil, (*State).onCloseRequested),
 	EvClosed:              applier(from(Deprovisioning), (*State).onClosed),
+	EvDomainsDesired:      applier(from(Ready), (*State).onDomainsDesired),
 }
 
 func from(statuses ...Status) []Status { return statuses }
@@ -176,8 +177,8 @@ func (s *State) onMaintenanceStarted(e *MaintenanceStarted) bool {
 	s.Maintenance = &m
 	s.LastGeneration = m.CompensateGen
 	s.PendingFailure, s.Kept = nil, false
-	if m.Kind != KindRuntimeRefresh {
-		s.Budget = Budget{} // an accepted restart or update resets the streak; the operator's refresh does not count
+	if m.Kind == KindRestart || m.Kind == KindUpdate {
+		s.Budget = Budget{} // an accepted restart or update resets the streak; a refresh or a custom-domain redeploy does not (seed)
 	}
 	r := e.Release
 	r.Version, r.Status = s.nextVersion(), messages.ReleaseDeploying

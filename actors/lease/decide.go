@@ -37,6 +37,8 @@ func Decide(st *State, in Input, env Env) Decision {
 		if st.Status == Deprovisioning && env.Worker == "" {
 			return effects(Work{Kind: WorkTeardown}) // a held volume is gone: finish the close
 		}
+	case ReconcileDomains:
+		return decideReconcileDomains(st, in, env)
 	case Captured:
 		switch {
 		case st.Status == Deprovisioning:

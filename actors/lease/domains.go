@@ -1,17 +1,16 @@
 package lease
 
-// A gated custom domain: the lease asks the domaingate to watch each item's
-// custom domain its running release does not route yet, whenever it becomes
-// Ready; when the gate opens (CustomDomainReady, routed by the registry) a Ready
-// lease starts the restart-shaped custom_domain maintenance whose release
-// routes the domain — journaled like any maintenance, so a crash between the
-// opening and the redeploy settles with one completion (the gate tells again
-// after a restart until forgotten). Once the release routing it is Ready the
+// A gated custom domain: the lease asks the domaingate to watch each desired
+// custom domain (its items', or a reconcile's: reconcile_domains.go) its
+// running release does not route yet, whenever it becomes Ready; when the
+// gate opens (CustomDomainReady, routed by the registry) a Ready lease starts
+// the restart-shaped custom_domain maintenance whose release routes the
+// domain — journaled like any maintenance, so a crash between the opening and
+// the redeploy settles with one completion (the gate tells again after a
+// restart until forgotten). Once the release routing it is Ready the
 // gate is forgotten; a closed lease forgets all of its gates.
 
 import (
-	"maps"
-
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
@@ -34,13 +33,11 @@ func (a *Actor) syncDomainGate() {
 		a.tell(messages.DomainGate, &messages.ForgetCustomDomain{Lease: a.id})
 	case Ready:
 		r := a.st.Running()
-		for _, it := range a.spec.Load().Items {
-			switch {
-			case it.CustomDomain == "":
-			case r != nil && r.Domains[it.ServiceName] == it.CustomDomain:
-				a.tell(messages.DomainGate, &messages.ForgetCustomDomain{Lease: a.id, Domain: it.CustomDomain})
-			default:
-				a.tell(messages.DomainGate, &messages.WatchCustomDomain{Lease: a.id, Domain: it.CustomDomain})
+		for svc, dom := range desiredDomains(a.st, a.spec.Load()) {
+			if r != nil && r.Domains[svc] == dom {
+				a.tell(messages.DomainGate, &messages.ForgetCustomDomain{Lease: a.id, Domain: dom})
+			} else {
+				a.tell(messages.DomainGate, &messages.WatchCustomDomain{Lease: a.id, Domain: dom})
 			}
 		}
 	}
@@ -53,10 +50,11 @@ func (a *Actor) customDomainReady(m *messages.CustomDomainReady) {
 		return
 	}
 	r := a.st.Running()
+	desired := desiredDomains(a.st, a.spec.Load())
 	service := ""
-	for _, it := range a.spec.Load().Items {
-		if it.CustomDomain == m.Domain {
-			service = it.ServiceName
+	for svc, dom := range desired {
+		if dom == m.Domain {
+			service = svc
 		}
 	}
 	switch {
@@ -67,10 +65,13 @@ func (a *Actor) customDomainReady(m *messages.CustomDomainReady) {
 		a.syncDomainGate()
 		return
 	}
+	// The release keeps the routes still desired (a reconcile may have dropped one).
 	target := r.clone()
-	target.Domains = maps.Clone(r.Domains)
-	if target.Domains == nil {
-		target.Domains = map[string]string{}
+	target.Domains = map[string]string{}
+	for svc, dom := range r.Domains {
+		if desired[svc] == dom {
+			target.Domains[svc] = dom
+		}
 	}
 	target.Domains[service] = m.Domain
 	// One ID per (release, domain): the same opening told twice is one maintenance.

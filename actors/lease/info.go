@@ -108,7 +108,7 @@ func provisionInfo(spec *Spec, st *State, cfg *ingress.Config) messages.Provisio
 		Message:        st.Message,
 		Tenant:         spec.Tenant,
 		Quantity:       spec.Instances(),
-		Items:          spec.Items,
+		Items:          desiredItems(spec, st),
 		ServiceImages:  images,
 		TerminalBudget: st.Verdict(),
 		FQDNs:          fqdns(cfg, spec.Lease, services),

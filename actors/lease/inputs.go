@@ -264,4 +264,6 @@ type Env struct {
 	// DomainsUngated: ingress on with custom_domain_dns_check_disabled — a
 	// provision routes its items' custom domains at once.
 	DomainsUngated bool
+	// DomainsGated: ingress on with the DNS gate — a new custom domain waits for it.
+	DomainsGated bool
 }

@@ -335,6 +335,8 @@ type State struct {
 	Close *CloseRequested `json:"close,omitempty"`
 	// Closed is the closed receipt (status closed): the retention record, if any.
 	Closed *ClosedEv `json:"closed,omitempty"`
+	// Desired are the custom domains a reconcile gave the lease (reconcile_domains.go).
+	Desired *DomainsDesired `json:"desired_domains,omitempty"`
 }
 
 // NewState is a lease with nothing journaled yet.

@@ -142,6 +142,10 @@ func Decide(d *Directory, in any, env Env) Decision {
 		return d.deprovision(m, env)
 	case *messages.Maintain:
 		return d.maintain(m, env)
+	case *messages.ReconcileDomains:
+		return d.reconcileDomains(m, env)
+	case *messages.DomainsReconciled:
+		return d.domainsReconciled(m)
 	case messages.LeaseReport:
 		return d.report(m, env.Now)
 	case messages.LeaseClosed:

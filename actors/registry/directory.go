@@ -59,6 +59,8 @@ type Directory struct {
 	Retaining map[string]int64 // closes that decided to retain, by lease: their footprint (MB)
 	entries   map[string]*entry
 	Ready     bool // startup recovery finished: accounting is whole
+	// claiming are the custom domains of reconciles their lease has not answered yet.
+	claiming map[string][]map[string]string
 }
 
 // newDirectory is the directory of st, its pool folded from it, no entries yet.
@@ -119,6 +121,10 @@ func retainedKey(leaseID string) string { return "retained:" + leaseID }
 // apply runs a directory change of a decision.
 func (d *Directory) apply(fx Effect) {
 	switch fx := fx.(type) {
+	case Claim:
+		d.claim(fx)
+	case Unclaim:
+		d.unclaim(fx)
 	case Move:
 		if e := d.entries[fx.Lease]; e != nil && fx.To != "" {
 			if e.status = fx.To; fx.To == Stopped {

@@ -41,36 +41,79 @@ func (s *Settings) checkCustomDomains(items []messages.LeaseItem) ([]messages.Le
 // domainClaimed refuses spec when another live (or queued) lease holds one of
 // its custom domains. A failed lease being replaced holds its own.
 func (d *Directory) domainClaimed(spec *lease.Spec, queued []admission) error {
-	want := map[string]bool{}
+	var want []string
 	for _, it := range spec.Items {
 		if it.CustomDomain != "" {
-			want[it.CustomDomain] = true
+			want = append(want, it.CustomDomain)
 		}
 	}
-	if len(want) == 0 {
+	return d.claimedElsewhere(spec.Lease, want, queued)
+}
+
+// claimedElsewhere refuses domains when a lease other than id — live, or queued
+// for admission — holds one of them (409).
+func (d *Directory) claimedElsewhere(id string, domains []string, queued []admission) error {
+	if len(domains) == 0 {
 		return nil
 	}
-	holds := func(other *lease.Spec) error {
-		for _, it := range other.Items {
-			if other.Lease != spec.Lease && want[it.CustomDomain] {
-				return messages.Refuse(messages.ErrInvalidState, "custom_domain %s is held by another lease on this host", it.CustomDomain)
-			}
+	var taken string
+	check := func(dom string) bool {
+		if slices.Contains(domains, dom) {
+			taken = dom
 		}
-		return nil
+		return taken == ""
 	}
 	for _, q := range queued {
-		if err := holds(q.spec); err != nil {
-			return err
+		if q.spec.Lease != id {
+			itemDomains(q.spec.Items, check)
 		}
 	}
-	for id, other := range d.St.Leases {
-		if _, live := d.live(id); live {
-			if err := holds(other); err != nil {
-				return err
+	for other, spec := range d.St.Leases {
+		if _, live := d.live(other); live && other != id && taken == "" {
+			d.held(other, spec, check)
+		}
+	}
+	if taken != "" {
+		return messages.Refuse(messages.ErrInvalidState, "custom_domain %s is held by another lease on this host", taken)
+	}
+	return nil
+}
+
+// held calls yield with each custom domain lease id holds until it says
+// stop: those its last report of its admission names — desired and routed, so
+// a domain it gave up stays held until its router is gone — else its spec's;
+// and those of reconciles its actor has not answered yet (reconcile_domains.go).
+func (d *Directory) held(id string, spec *lease.Spec, yield func(string) bool) {
+	items := spec.Items
+	if e := d.entries[id]; e != nil && e.report.Admission == spec.Admission && len(e.report.Info.Items) > 0 {
+		items = e.report.Info.Items
+		for _, dom := range e.report.Info.CustomDomains {
+			if !yield(dom) {
+				return
 			}
 		}
 	}
-	return nil
+	if !itemDomains(items, yield) {
+		return
+	}
+	for _, c := range d.claiming[id] {
+		for _, dom := range c {
+			if !yield(dom) {
+				return
+			}
+		}
+	}
+}
+
+// itemDomains calls yield with each item's custom domain until it says stop;
+// false when it did.
+func itemDomains(items []messages.LeaseItem, yield func(string) bool) bool {
+	for _, it := range items {
+		if it.CustomDomain != "" && !yield(it.CustomDomain) {
+			return false
+		}
+	}
+	return true
 }
 
 // customDomainReady hands a custom domain's opened DNS gate to its lease, which

@@ -204,15 +204,23 @@ func (s *server) retentions(w http.ResponseWriter, r *http.Request) {
 	answer(w, http.StatusOK, err, page{Retentions: rep.Retentions, Continue: rep.Continue})
 }
 
-// reconcileCustomDomain validates the body and answers 204. The drift redeploy
-// (a custom domain added, changed or removed after admission) is not built yet:
-// custom domains are taken at provision only (ARCHITECTURE, Ingress).
+// reconcileCustomDomain is POST /reconcile_custom_domain: the registry checks
+// the items against the lease and the other leases' domains, and the lease
+// decides the drift. 204: nothing to do, or the change is admitted. A busy
+// registry is the contract's coded 503: providerd asks again next tick.
 func (s *server) reconcileCustomDomain(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		LeaseUUID string               `json:"lease_uuid"`
-		Items     []messages.LeaseItem `json:"items"`
-	}
+	var req messages.ReconcileCustomDomainRequest
 	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
+		return
+	}
+	refusal, err := ask(s, r, s.d.AskTimeout, func(c chan<- error) any {
+		return &messages.ReconcileDomains{Lease: req.LeaseUUID, Items: req.Items, Reply: c}
+	})
+	if errors.Is(err, messages.ErrBusy) {
+		err = messages.Refuse(messages.ErrLifecyclePending, "busy, retry later")
+	}
+	if err = cmp.Or(err, refusal); err != nil {
+		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
