@@ -8,19 +8,15 @@ import "time"
 // custom domain with its gate — in GET /debug/leases/{lease}. The JSON field
 // names are a contract with berthctl and the console: add fields, never rename.
 
-// Gate states (DomainGateView.State).
+// Gate states (DomainGateView.State). Waiting: watched, no check has seen the
+// quorum at this host yet. Open: the quorum saw it; the lease's custom_domain
+// redeploy is due or under way, and the gate is forgotten once its release is
+// Ready. Forgotten: the gate holds nothing for the domain and the running
+// release routes it (the lease recorded the opening). Not watched: it holds
+// nothing and nothing routes the domain (the lease has not been Ready since it
+// was admitted, or the gate is off).
 const (
-	// GateWaiting: watched; no check has seen the quorum at this host yet.
-	GateWaiting = "waiting"
-	// GateOpen: the quorum saw it; the lease's custom_domain redeploy is due or
-	// under way, and the gate is forgotten once its release is Ready.
-	GateOpen = "open"
-	// GateForgotten: the gate holds nothing for the domain — the running release
-	// routes it (the lease recorded the opening), or the lease closed.
-	GateForgotten = "forgotten"
-	// GateNotWatched: the gate holds nothing and the domain is not routed: the
-	// lease has not been Ready since it was admitted, or the gate is off.
-	GateNotWatched = "not_watched"
+	GateWaiting, GateOpen, GateForgotten, GateNotWatched = "waiting", "open", "forgotten", "not_watched"
 )
 
 // DomainGateView is one custom domain's gate as the domaingate actor knows it.

@@ -28,7 +28,8 @@ import (
 func TestIngressRestore_NewLeasesOwnNames_CustomDomainRoutedAgain_SameLabelsAfterKill9(t *testing.T) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, ingressTestConfig, "retain_on_close: true").startChild(true)
+	// No warm pool: the kill -9 leaves no pool network to the stop's trim.
+	d := newDaemonDir(t, ingressTestConfig, "retain_on_close: true", "network_pool_size: 0").startChild(true)
 	const domain = "keep.example.org"
 	item := messages.LeaseItem{SKU: "docker-small", Quantity: 2, CustomDomain: domain}
 	src := provisionReady(t, d, cb, flatManifest(map[string]any{"args": []string{"serve"}}), item)
@@ -59,7 +60,7 @@ func TestIngressRestore_NewLeasesOwnNames_CustomDomainRoutedAgain_SameLabelsAfte
 	// leaves no data behind): the same containers, the same labels, the same
 	// names reported.
 	d.kill9()
-	d.reconfigure(ingressTestConfig)
+	d.reconfigure(ingressTestConfig, "network_pool_size: 0")
 	d.startChild(true)
 	d.waitStatus(dest, messages.StatusReady, time.Minute)
 	if after := containerIDs(t, dc, dest); !maps.Equal(after, ids) || len(ids) != 2 {
