@@ -12,6 +12,7 @@ package domaingate
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -25,8 +26,9 @@ type Actor struct {
 	*Deps
 	tasks    *supervisors.Tasks
 	journal  *supervisors.Journal[*State]
-	checking map[string]bool   // gates with a check running
-	due      map[string]func() // cancels a gate's scheduled Due
+	checking map[string]bool      // gates with a check running
+	due      map[string]func()    // cancels a gate's scheduled Due
+	next     map[string]time.Time // when a gate's scheduled Due fires (for operators)
 }
 
 // New returns the producer of the gate actor.
@@ -61,12 +63,14 @@ func (a *Actor) Receive(c actor.Context) {
 	case Checked:
 		delete(a.checking, key(m.Lease, m.Domain))
 		a.decide(m)
+	case *messages.DebugDomainGates:
+		m.Reply <- messages.DomainGatesReply{Gates: Views(a.journal.State, m.Lease, a.checking, a.next)}
 	}
 }
 
 func (a *Actor) start(c actor.Context) {
 	a.tasks = supervisors.NewTasks(c, 0)
-	a.checking, a.due = map[string]bool{}, map[string]func(){}
+	a.checking, a.due, a.next = map[string]bool{}, map[string]func(){}, map[string]time.Time{}
 	a.journal = &supervisors.Journal[*State]{Store: a.Store, Stream: Stream, Version: eventVersion, Now: a.Now, Log: a.Log}
 	st := newState()
 	if err := a.journal.Load(st, st.mend); err != nil {
@@ -110,6 +114,7 @@ func (a *Actor) run(eff any) {
 		a.cancel(k)
 		wait := supervisors.Retry{Base: a.Settings.BackoffBase, Cap: a.Settings.BackoffCap}.Jittered(e.Attempt)
 		a.due[k] = a.tasks.After("gate-due", wait, Due{e.Lease, e.Domain})
+		a.next[k] = a.Now().Add(wait)
 	case Cancel:
 		a.cancel(key(e.Lease, e.Domain))
 	case Ready:
@@ -122,12 +127,14 @@ func (a *Actor) cancel(k string) {
 		stop()
 		delete(a.due, k)
 	}
+	delete(a.next, k)
 }
 
 // check runs one check of a gate off the actor, unless one runs already.
 func (a *Actor) check(lease, domain string) {
 	k := key(lease, domain)
 	delete(a.due, k)
+	delete(a.next, k)
 	if a.checking[k] {
 		return
 	}

@@ -8,6 +8,7 @@ package domaingate
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,5 +185,70 @@ func TestGate_FailedCommit_NothingChecked(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if store.Failed() != 1 || info.State != "0 custom domains, 0 open" || owner.count() != 0 {
 		t.Fatalf("after a failed watch commit: %d failed, %+v, %d readies", store.Failed(), info, owner.count())
+	}
+}
+
+// gates asks the gate actor what the debug API shows of lease's gates.
+func gates(t *testing.T, tree *supervisors.Tree, lease string) []messages.DomainGateView {
+	t.Helper()
+	rep, err := supervisors.Ask(context.Background(), tree, gatePath, 5*time.Second, func(r chan<- messages.DomainGatesReply) any {
+		return &messages.DebugDomainGates{Lease: lease, Reply: r}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Gates
+}
+
+// The read the debug API serves: a waiting gate's attempts, last verdict and
+// when, and its next check from the backoff; an open one without a next check;
+// one lease's gates or all, in order; a forgotten gate is gone — and none of
+// it changes what the gate decides (the opening is told once).
+func TestGate_DebugRead_WaitingWithNextCheck_OpenAfterTheCheck_GoneWhenForgotten(t *testing.T) {
+	store := openStore(t)
+	z := startZone(t, "127.0.0.2", true, domain+". 60 IN A "+otherIP)
+	settings := &Settings{Resolvers: resolvers(1, z.Addr), CheckTimeout: 2 * time.Second,
+		BackoffBase: time.Hour, BackoffCap: time.Hour} // only a restart checks again
+	tree, owner := startGate(t, store, settings)
+	before := time.Now()
+	tree.Send(gatePath, &messages.WatchCustomDomain{Lease: l2, Domain: domain})
+	tree.Send(gatePath, &messages.WatchCustomDomain{Lease: l1, Domain: "blog.example.org"})
+	tree.Send(gatePath, &messages.WatchCustomDomain{Lease: l1, Domain: domain})
+	eventually(t, "three gates checked once", func() bool {
+		all := gates(t, tree, "")
+		return len(all) == 3 && all[0].Attempts == 1 && all[1].Attempts == 1 && all[2].Attempts == 1
+	})
+	all := gates(t, tree, "")
+	if all[0].LeaseUUID != l1 || all[0].Domain != "blog.example.org" || all[1].Domain != domain || all[2].LeaseUUID != l2 {
+		t.Fatalf("order: %+v", all)
+	}
+	for _, g := range all {
+		if g.State != messages.GateWaiting || g.LastResult == "" || g.LastCheckAt == nil || g.LastCheckAt.Before(before) ||
+			g.NextCheckAt == nil || !g.NextCheckAt.After(*g.LastCheckAt) || g.NextCheckAt.After(time.Now().Add(2*time.Hour)) ||
+			g.Since.Before(before.Add(-time.Second)) || g.Checking {
+			t.Fatalf("waiting gate %+v", g)
+		}
+	}
+	if got := gates(t, tree, l2); len(got) != 1 || got[0].LeaseUUID != l2 {
+		t.Fatalf("gates of %s: %+v", l2, got)
+	}
+
+	z.Set(t, domain+". 60 IN A "+hostIP)
+	tree.Send(gatePath, &messages.Crash{}) // the restart checks every waiting gate
+	eventually(t, "both gates of the domain open, every gate checked again", func() bool {
+		all := gates(t, tree, "")
+		return owner.count() == 2 && len(all) == 3 && all[0].Attempts == 2 && all[1].Attempts == 2 && all[2].Attempts == 2
+	})
+	for _, g := range gates(t, tree, "") {
+		open := g.Domain == domain
+		if open && (g.State != messages.GateOpen || g.Attempts != 2 || g.NextCheckAt != nil || !strings.Contains(g.LastResult, "at "+hostIP)) ||
+			!open && (g.State != messages.GateWaiting || g.Attempts != 2 || g.NextCheckAt == nil) {
+			t.Fatalf("after the restart's checks: %+v", g)
+		}
+	}
+	tree.Send(gatePath, &messages.ForgetCustomDomain{Lease: l1})
+	eventually(t, "the lease's gates gone", func() bool { return len(gates(t, tree, l1)) == 0 })
+	if got := gates(t, tree, ""); len(got) != 1 || got[0].LeaseUUID != l2 || owner.count() != 2 {
+		t.Fatalf("after forgetting %s: %+v, %d readies", l1, got, owner.count())
 	}
 }

@@ -36,6 +36,9 @@ type (
 	Ready struct{ Lease, Domain string }
 )
 
+// detailCheckDisabled is the detail of a gate opened without a check.
+const detailCheckDisabled = "check disabled"
+
 // Env is what Decide knows besides the state.
 type Env struct {
 	CheckDisabled bool // custom_domain_dns_check_disabled: every gate opens at once
@@ -73,7 +76,7 @@ func Decide(st *State, in any, env Env) Decision {
 		case ok: // its check or backoff is under way
 		case env.CheckDisabled:
 			d.event(EvWatched, Gate{Lease: m.Lease, Domain: m.Domain}, "")
-			d.opened(Gate{Lease: m.Lease, Domain: m.Domain}, "check disabled")
+			d.opened(Gate{Lease: m.Lease, Domain: m.Domain}, detailCheckDisabled)
 		default:
 			d.event(EvWatched, Gate{Lease: m.Lease, Domain: m.Domain}, "")
 			d.Effects = append(d.Effects, Check{m.Lease, m.Domain})
@@ -105,7 +108,7 @@ func Decide(st *State, in any, env Env) Decision {
 			case g.Open:
 				d.Effects = append(d.Effects, Ready{g.Lease, g.Domain})
 			case env.CheckDisabled:
-				d.opened(*g, "check disabled")
+				d.opened(*g, detailCheckDisabled)
 			default:
 				d.Effects = append(d.Effects, Check{g.Lease, g.Domain})
 			}

@@ -38,6 +38,9 @@ type Gate struct {
 	Misses int       `json:"misses"`         // failed checks in a row: the backoff's count
 	Last   string    `json:"last,omitempty"` // the last check's verdict
 	Open   bool      `json:"open"`
+	// What operators see of its checks: how many finished, the last one when.
+	Checks    int       `json:"checks,omitempty"`
+	CheckedAt time.Time `json:"checked_at,omitzero"`
 }
 
 // State is every watched gate by key (lease + " " + domain).
@@ -69,14 +72,23 @@ func (s *State) Apply(ev persistence.Event) error {
 	case EvMissed:
 		g.Misses++
 		g.Last = e.Detail
+		g.checked(ev.At)
 	case EvOpened:
 		g.Open, g.Last = true, e.Detail
+		if e.Detail != detailCheckDisabled {
+			g.checked(ev.At)
+		}
 	case EvForgotten:
 		delete(s.Gates, k)
 	default:
 		return supervisors.UnknownEvent(ev)
 	}
 	return nil
+}
+
+func (g *Gate) checked(at time.Time) {
+	g.Checks++
+	g.CheckedAt = at
 }
 
 // mend gives a snapshot without gates its empty map.

@@ -16,7 +16,8 @@ import (
 )
 
 // lease shows one lease: its status block, then its journal, releases,
-// callbacks, diagnostics and containers. Everything but the containers comes
+// callbacks, diagnostics and containers, then (ingress on) its instances' names
+// and its custom domains with their DNS gates. Everything but the containers comes
 // from the debug read model (GET /debug/leases/{lease}); the containers come
 // from the API's GET /info/{lease}, which answers only while the lease is ready
 // — otherwise they are the read model's view of them.
@@ -162,6 +163,13 @@ func printLease(out io.Writer, d leaseHistory, info *messages.LeaseInfo) error {
 		return err
 	}
 
+	if err := printContainers(out, l, info); err != nil {
+		return err
+	}
+	return printIngress(out, d)
+}
+
+func printContainers(out io.Writer, l messages.LeaseRow, info *messages.LeaseInfo) error {
 	containers, source := leaseContainers(l, info)
 	return section(out, "containers"+source, len(containers), func(t *table) {
 		t.row("SERVICE", "INDEX", "CONTAINER", "STATUS", "PORTS")

@@ -94,6 +94,7 @@ var unsigned = map[string]func(*client, []string) error{
 	"leases":              (*client).leases,
 	"tree":                view("tree", "/debug/actors?format=json", (*client).printTree),
 	"outbox":              view("outbox", "/debug/outbox", (*client).printOutbox),
+	"domains":             view("domains", "/debug/domains", (*client).printDomains),
 	"events":              (*client).events,
 }
 
@@ -109,7 +110,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
-		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|prune-installations|bench|leases|lease|tree|outbox|retentions|events …")
+		return errors.New("usage: berthctl [flags] provision|deprovision|restore|get|post|sign|actors|callbacks|doctor|prune-installations|bench|leases|lease|tree|outbox|domains|retentions|events …")
 	}
 	c := &client{stdin: stdin, out: out}
 	if *configFile != "" {

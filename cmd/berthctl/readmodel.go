@@ -17,10 +17,12 @@ type leasesPage struct {
 }
 
 // leaseHistory is GET /debug/leases/{lease}, with the releases read as
-// releaseRow.
+// releaseRow, and the lease's ingress (messages/domaingate_read.go).
 type leaseHistory struct {
 	messages.LeaseHistory
-	Releases []releaseRow `json:"releases"`
+	Releases     []releaseRow           `json:"releases"`
+	Ingress      *messages.LeaseIngress `json:"ingress"`
+	IngressError string                 `json:"ingress_error"`
 }
 
 // releaseRow is a release (as GET /releases/{lease}) plus the identity of the

@@ -226,8 +226,12 @@ func (w *wiring) api() http.Handler {
 
 // debug is the debug listener's handler.
 func (w *wiring) debug() http.Handler {
+	var gate messages.Address // the gate runs with ingress on only
+	if w.cfg.Ingress.Enabled {
+		gate = messages.DomainGate
+	}
 	return debug.Handler(w.tree, debug.Options{Chaos: w.cfg.Debug.Chaos, Token: string(w.cfg.Debug.Token),
-		RegistryPath: messages.Registry, OutboxPath: messages.Outbox,
+		RegistryPath: messages.Registry, OutboxPath: messages.Outbox, DomainGatePath: gate,
 		PassPaths: []messages.Address{messages.Reconciler, messages.Reclaimer, messages.Netpool, messages.Reaper},
 		Reads:     debugReads{store: w.d.store, diag: w.d.diag}, Now: w.now})
 }

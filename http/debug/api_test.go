@@ -43,6 +43,8 @@ type world struct {
 	outbox      messages.DebugOutboxReply
 	passes      map[string]messages.PassReport // by actor name
 	registryHit chan struct{}
+	provisions  map[string]messages.ProvisionInfo // GetProvision's records, by lease
+	gates       []messages.DomainGateView         // what the domain gate holds
 }
 
 // registryStandIn answers the registry's debug messages from the world.
@@ -69,6 +71,12 @@ func (r registryStandIn) Receive(c actor.Context) {
 			m.Reply <- messages.ReleasesReply{Releases: rel}
 		} else {
 			m.Reply <- messages.ReleasesReply{Err: messages.Refuse(messages.ErrNotFound, "lease not found")}
+		}
+	case *messages.GetProvision:
+		if p, ok := w.provisions[m.Lease]; ok {
+			m.Reply <- messages.ProvisionReply{Info: &p}
+		} else {
+			m.Reply <- messages.ProvisionReply{Err: messages.Refuse(messages.ErrNotFound, "lease not found")}
 		}
 	case addTransition:
 		w.ring.Add(now, m.lease, m.from, m.to, m.reason)
@@ -104,6 +112,14 @@ func (a answering) Receive(c actor.Context) {
 		m.Reply <- rep
 	case *messages.GetPass:
 		m.Reply <- a.w.passes[a.name]
+	case *messages.DebugDomainGates:
+		rep := messages.DomainGatesReply{}
+		for _, g := range a.w.gates {
+			if m.Lease == "" || g.LeaseUUID == m.Lease {
+				rep.Gates = append(rep.Gates, g)
+			}
+		}
+		m.Reply <- rep
 	}
 }
 
@@ -137,7 +153,7 @@ func newFixture(t *testing.T, mutate func(*debug.Options)) *fixture {
 	}
 	t.Cleanup(func() { _ = diag.Close(); _ = store.Close() })
 	w := &world{ring: registry.NewTransitions(16), releases: map[string][]messages.Release{},
-		leases: map[string]messages.DebugLeaseReply{}, passes: map[string]messages.PassReport{}}
+		leases: map[string]messages.DebugLeaseReply{}, passes: map[string]messages.PassReport{}, provisions: map[string]messages.ProvisionInfo{}}
 	ans := func(name string) supervisors.Spec {
 		return supervisors.Spec{Name: name, Kind: name, Producer: func() actor.Actor { return answering{w: w, name: name} }}
 	}
@@ -145,7 +161,7 @@ func newFixture(t *testing.T, mutate func(*debug.Options)) *fixture {
 		Children: func(*supervisors.Tree) []supervisors.Spec {
 			return []supervisors.Spec{
 				{Name: "registry", Kind: "registry", Producer: func() actor.Actor { return registryStandIn{w: w} }},
-				ans("outbox"), ans("leaseA"), ans("reconciler"), ans("reclaimer"),
+				ans("outbox"), ans("leaseA"), ans("reconciler"), ans("reclaimer"), ans("domaingate"),
 				{Name: "mute", Kind: "lease", Producer: func() actor.Actor { return mute{} }},
 			}
 		}})
@@ -157,7 +173,7 @@ func newFixture(t *testing.T, mutate func(*debug.Options)) *fixture {
 		defer cancel()
 		_ = tree.Stop(ctx)
 	})
-	for _, p := range []string{"registry", "outbox", "leaseA", "reconciler", "reclaimer", "mute"} {
+	for _, p := range []string{"registry", "outbox", "leaseA", "reconciler", "reclaimer", "domaingate", "mute"} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			if _, ok := tree.Dir.Get(messages.Root.Child(p)); ok {
@@ -170,7 +186,7 @@ func newFixture(t *testing.T, mutate func(*debug.Options)) *fixture {
 		}
 	}
 	opts := debug.Options{Token: token, RegistryPath: "root/registry", OutboxPath: "root/outbox",
-		PassPaths: []messages.Address{"root/reconciler", "root/reclaimer", "root/reaper"}, Reads: storeReads{store, diag},
+		PassPaths: []messages.Address{"root/reconciler", "root/reclaimer", "root/reaper"}, DomainGatePath: "root/domaingate", Reads: storeReads{store, diag},
 		Now: func() time.Time { return now }, AskTimeout: 2 * time.Second}
 	if mutate != nil {
 		mutate(&opts)
@@ -658,7 +674,7 @@ func TestEvents_TransitionsWithIDsTreesAndTheClientGoing(t *testing.T) {
 	}
 	tree := readEvents(t, r, "tree", 1, 5*time.Second)[0]
 	var root messages.NodeInfo
-	if err := json.Unmarshal([]byte(tree["data"]), &root); err != nil || root.Path != "root" || len(root.Children) != 6 {
+	if err := json.Unmarshal([]byte(tree["data"]), &root); err != nil || root.Path != "root" || len(root.Children) != 7 {
 		t.Fatalf("tree event = %v (%v)", tree, err)
 	}
 	cancel()

@@ -61,7 +61,8 @@ func TestConsole_TheTokenOpensThePageOnlyAndIsNeverInIt(t *testing.T) {
 		t.Fatal("the page loads something from elsewhere or was not assembled")
 	}
 	for _, id := range []string{`id="tree"`, `id="leases"`, `id="outbox"`, `id="freshness"`, `id="transitions"`, `id="detail"`,
-		"data-lease", "data-actor", "data-restarts", "/debug/events", "Authorization"} {
+		"data-lease", "data-actor", "data-restarts", "/debug/events", "Authorization",
+		`id="detail-ingress"`, `id="domains"`, "/debug/domains", "data-fqdn", "data-gate"} {
 		if !strings.Contains(page, id) {
 			t.Errorf("the page lacks %s", id)
 		}

@@ -2,7 +2,8 @@
 // (GET /debug/actors as JSON, ?format=text or ?format=dot), pprof, and — only with
 // debug.chaos and debug.token — POST /debug/chaos/crash?actor=<path>; the
 // operator's read-only JSON API (leases, a lease's history, the callback outbox,
-// background-pass freshness, recent transitions, and a Server-Sent Events stream)
+// background-pass freshness, recent transitions, the custom-domain DNS gates, and a
+// Server-Sent Events stream)
 // and the console page over it (GET /). With debug.token every endpoint requires
 // "Authorization: Bearer <token>"; the console page alone also takes it as
 // ?token=, which its script then sends as that header.
@@ -29,9 +30,10 @@ type Options struct {
 	Token string // debug.token, required on every endpoint when set (see the package doc)
 
 	// What the operator's API reads; unset paths answer 503 (no such actor).
-	RegistryPath messages.Address   // lease rows, transitions, releases
-	OutboxPath   messages.Address   // delivery attempts and recent deliveries
-	PassPaths    []messages.Address // background actors answering GetPass (reconciler, reclaimer, reaper)
+	RegistryPath   messages.Address   // lease rows, transitions, releases
+	OutboxPath     messages.Address   // delivery attempts and recent deliveries
+	PassPaths      []messages.Address // background actors answering GetPass (reconciler, reclaimer, reaper)
+	DomainGatePath messages.Address   // the custom-domain DNS gate (ingress on); unset: GET /debug/domains says it is off
 	// Reads reads the stores: a lease's journal, queued outbox rows, stored
 	// failure captures. Nil: not served.
 	Reads Reads

@@ -102,7 +102,7 @@ func (s *server) fillInstances(ctx context.Context, row *messages.LeaseRow) {
 }
 
 // leaseHistory is GET /debug/leases/{lease}: the lease's row, its journal
-// summarised, its callbacks, releases and stored diagnostics. A lease is known
+// summarised, its callbacks, releases and stored diagnostics, and its ingress. A lease is known
 // while the registry has it, its stream exists (a closed lease keeps its closed
 // receipt) or diagnostics of it are stored; otherwise 404.
 func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
@@ -140,7 +140,9 @@ func (s *server) leaseHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out.Releases, out.ReleasesError = s.releasesOf(ctx, id)
-	writeJSON(w, http.StatusOK, out)
+	view := leaseView{LeaseHistory: out}
+	view.Ingress, view.IngressError = s.ingressOf(ctx, id)
+	writeJSON(w, http.StatusOK, view)
 }
 
 // callbacksOf is a lease's queued rows (from the store, with the attempts the

@@ -39,6 +39,7 @@ func (s *server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/outbox", s.outbox)
 	mux.HandleFunc("GET /debug/freshness", s.freshness)
 	mux.HandleFunc("GET /debug/transitions", s.transitions)
+	mux.HandleFunc("GET /debug/domains", s.domains)
 	mux.HandleFunc("GET /debug/events", s.events)
 	mux.HandleFunc("GET /{$}", s.console)
 }

@@ -34,7 +34,7 @@
 
   // --- state -----------------------------------------------------------------
   const state = {
-    tree: null, leases: [], outbox: null, passes: [], transitions: [],
+    tree: null, leases: [], outbox: null, passes: [], transitions: [], domains: null,
     nextSeq: 0, live: false, selected: null, errors: new Map(),
   };
 
@@ -215,6 +215,37 @@
     replace($('detail-diagnostics'), rowsOr((h.diagnostics || []).map((g) => el('tr', {},
       el('td', {}, timeEl(g.at)), td(g.kind), td(g.service + '/' + g.index), td(g.state), td(g.reason), td(g.bytes, 'num'))),
     6, 'no failure captured'));
+    renderIngress(h);
+  }
+
+  // --- names and custom domains (ingress) ---------------------------------------
+  // gateCells are a DNS gate's state, attempts, last and next check, last verdict.
+  const gateCells = (g) => (g ? [
+    td(g.state + (g.checking ? ' (checking)' : ''), 'g-' + g.state), td(g.attempts, 'num'),
+    el('td', {}, timeEl(g.last_check_at)), el('td', {}, timeEl(g.next_check_at)), td(g.last_result),
+  ] : [td(''), td(''), td(''), td(''), td('')]);
+  function renderIngress(h) {
+    const ing = h.ingress;
+    $('detail-ingress-error').textContent = h.ingress_error || (ing && ing.gates_error) || '';
+    const rows = ((ing && ing.services) || []).map((s) => el('tr', { 'data-ingress-service': s.name, 'data-gate': s.gate ? s.gate.state : undefined },
+      td(s.name),
+      el('td', { class: 'mono' }, ...(s.fqdns || []).flatMap((n, i) => [i ? el('br') : null, el('span', { 'data-fqdn': n, text: i + ': ' + n })])),
+      el('td', { 'data-custom-domain': s.custom_domain || s.routed_domain || undefined, text: s.custom_domain || s.routed_domain || '' }),
+      td(s.routed_domain ? (s.custom_domain && s.custom_domain !== s.routed_domain ? 'as ' + s.routed_domain : 'yes') : (s.custom_domain ? 'no' : '')),
+      ...gateCells(s.gate)));
+    replace($('detail-ingress'), rowsOr(rows, 9, 'no names under the wildcard domain and no custom domain (ingress off)'));
+  }
+  function renderDomains() {
+    const d = state.domains;
+    if (!d) return;
+    $('domains-state').textContent = d.enabled ? d.gates.length + ' held' : 'off (ingress is off)';
+    const rows = d.gates.map((g) => {
+      const tr = el('tr', { 'data-gate-lease': g.lease_uuid, 'data-gate-domain': g.domain, 'data-gate': g.state },
+        el('td', { title: g.lease_uuid }, el('code', { text: short(g.lease_uuid) })), td(g.domain), ...gateCells(g));
+      tr.addEventListener('click', () => select(g.lease_uuid));
+      return tr;
+    });
+    replace($('domains'), rowsOr(rows, 7, d.enabled ? 'no custom domain waits or is open' : 'no DNS gate'));
   }
 
   // --- outbox, passes, transitions --------------------------------------------
@@ -268,11 +299,12 @@
     leases: () => getJSON('/debug/leases').then((b) => { state.leases = b.leases || []; renderLeases(); }),
     outbox: () => getJSON('/debug/outbox').then((b) => { state.outbox = b; renderOutbox(); }),
     freshness: () => getJSON('/debug/freshness').then((b) => { state.passes = b.passes || []; renderFreshness(); }),
+    domains: () => getJSON('/debug/domains').then((b) => { state.domains = b; renderDomains(); }),
     actors: () => getJSON('/debug/actors').then((t) => { state.tree = t; renderTree(); }),
     transitions: pollTransitions,
   };
   async function refresh() {
-    const names = ['leases', 'outbox', 'freshness'];
+    const names = ['leases', 'outbox', 'freshness', 'domains'];
     if (!state.live) names.push('actors', 'transitions'); // the stream carries these while it is up
     const done = await Promise.allSettled(names.map((n) => jobs[n]()));
     done.forEach((d, i) => setError(names[i], d.status === 'rejected' ? d.reason : null));
