@@ -11,6 +11,9 @@ package lease
 // gate is forgotten; a closed lease forgets all of its gates.
 
 import (
+	"strconv"
+	"time"
+
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
@@ -74,9 +77,49 @@ func (a *Actor) customDomainReady(m *messages.CustomDomainReady) {
 		}
 	}
 	target.Domains[service] = m.Domain
-	// One ID per (release, domain): the same opening told twice is one maintenance.
-	id := uuid.NewSHA1(uuid.NameSpaceURL, []byte("berth:custom_domain:"+a.id+":"+m.Domain+":"+r.MaintenanceID+r.OperationID)).String()
+	// IDs per (release, domain): the same opening told twice is one maintenance.
+	id := redeployID(a.st, "berth:custom_domain:"+a.id+":"+m.Domain, r)
+	if id == "" {
+		a.log().Warn().Str("domain", m.Domain).Int("attempts", customDomainAttempts).
+			Msg("custom domain redeploys from this release all failed; routed after the next restart or update")
+		return
+	}
 	if d := a.step(Maintain{Kind: KindCustomDomain, ID: id, AdmittedAt: a.deps.Now(), Target: &target}); d.Reply != nil {
 		a.log().Info().Str("domain", m.Domain).Str("refused", messages.SafeMessage(d.Reply)).Msg("custom domain redeploy not started; asked again when ready")
+		if n, err := a.deps.Store.OutboxPending(a.id, RowMaintenance); err == nil && n > 0 {
+			// The fence: an earlier completion (a failed redeploy's, say) is being
+			// delivered, and the lease stays Ready meanwhile: ask again once it is.
+			a.tasked().After("custom-domain-fence", customDomainFenceRetry, m)
+		}
 	}
+}
+
+// customDomainAttempts is how many redeploys routing one domain may start from
+// one release: one that failed (berthd killed before its target existed, a
+// start refused) rolls back to that release and is tried again under the next
+// ID; after the last, the domain waits for the release to change.
+const customDomainAttempts = 3
+
+// customDomainFenceRetry is how soon a redeploy refused by the maintenance
+// fence is asked again.
+const customDomainFenceRetry = 5 * time.Second
+
+// redeployID names the next attempt of the redeploy key from release r: the
+// first of customDomainAttempts IDs no release of st carries; "" when one of
+// them is still in flight (the same redeploy asked again) or all were tried.
+func redeployID(st *State, key string, r *Release) string {
+	for k := range customDomainAttempts {
+		name := key + ":" + r.MaintenanceID + r.OperationID
+		if k > 0 {
+			name += ":" + strconv.Itoa(k)
+		}
+		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte(name)).String()
+		if m := st.Maintenance; m != nil && m.ID == id {
+			return ""
+		}
+		if !st.hasMaintenance(id) {
+			return id
+		}
+	}
+	return ""
 }

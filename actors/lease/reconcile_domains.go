@@ -28,8 +28,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -124,18 +122,19 @@ func planDomains(st *State, want map[string]string, env Env) domainPlan {
 			p.target[svc] = dom
 		}
 	}
-	p.id = reconcileID(env.Spec.Lease, p.target, r)
-	p.redeploy = !maps.Equal(p.target, r.Domains) && !st.hasMaintenance(p.id)
+	p.id = redeployID(st, reconcileKey(env.Spec.Lease, p.target), r)
+	p.redeploy = !maps.Equal(p.target, r.Domains) && p.id != ""
 	return p
 }
 
-// reconcileID names the redeploy from source r to routing target.
-func reconcileID(lease string, target map[string]string, r *Release) string {
+// reconcileKey names the redeploy to routing target (redeployID adds the
+// source release and the attempt).
+func reconcileKey(lease string, target map[string]string) string {
 	var b strings.Builder
 	for _, svc := range slices.Sorted(maps.Keys(target)) {
 		b.WriteString(svc + "=" + target[svc] + ";")
 	}
-	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("berth:custom_domain_reconcile:"+lease+":"+b.String()+":"+r.MaintenanceID+r.OperationID)).String()
+	return "berth:custom_domain_reconcile:" + lease + ":" + b.String()
 }
 
 // decideReconcileDomains: see the top of this file.

@@ -205,20 +205,27 @@ func TestDecide_ReconcileDomains_IdenticalCalls_NoOp_OneMaintenanceID(t *testing
 // A redeploy that failed (rolled back) is not tried again from the same
 // release on every tick; after the tenant's restart the next call retries it
 // under a new ID, and the desired domains are not journaled again.
-func TestDecide_ReconcileDomains_FailedRedeploy_RetriedOnlyFromANewRelease(t *testing.T) {
+func TestDecide_ReconcileDomains_FailedRedeploy_RetriedUnderANewID_ThreeTimes_ThenFromANewRelease(t *testing.T) {
 	env := lease.Env{DomainsUngated: true}
 	j := jReady()
-	decideOn(t, j, rec(shop), env)
-	first := j.st.Maintenance.ID
-	j.rollsBack()
-	if j.st.Status != lease.Ready || len(j.st.Running().Domains) != 0 {
-		t.Fatalf("after the rollback: %s routing %v", j.st.Status, j.st.Running().Domains)
+	seen := map[string]bool{}
+	for attempt := 1; attempt <= 3; attempt++ {
+		d := decideOn(t, j, rec(shop), env)
+		if j.st.Status != lease.Restarting || seen[j.st.Maintenance.ID] {
+			t.Fatalf("attempt %d: %v, %s, maintenance %+v (IDs so far %v)", attempt, d.Events, j.st.Status, j.st.Maintenance, seen)
+		}
+		seen[j.st.Maintenance.ID] = true
+		nothing(t, "the same call while it runs", decideOn(t, j, rec(shop), env))
+		j.rollsBack()
+		if j.st.Status != lease.Ready || len(j.st.Running().Domains) != 0 {
+			t.Fatalf("after rollback %d: %s routing %v", attempt, j.st.Status, j.st.Running().Domains)
+		}
 	}
-	nothing(t, "the same call from the same release", decideOn(t, j, rec(shop), env))
+	nothing(t, "a fourth call from the same release", decideOn(t, j, rec(shop), env))
 	j.restart(mID1).completes()
 	d := decideOn(t, j, rec(shop), env)
-	if len(d.Events) != 1 || d.Events[0].Type != lease.EvMaintenanceStarted || j.st.Maintenance.ID == first {
-		t.Fatalf("after a restart: %v, maintenance %+v (first %s)", d.Events, j.st.Maintenance, first)
+	if len(d.Events) != 1 || d.Events[0].Type != lease.EvMaintenanceStarted || seen[j.st.Maintenance.ID] {
+		t.Fatalf("after a restart: %v, maintenance %+v (earlier %v)", d.Events, j.st.Maintenance, seen)
 	}
 }
 

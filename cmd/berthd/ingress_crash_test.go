@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -102,23 +101,21 @@ func (p *redeployCatch) disarm() {
 }
 
 func TestIngressCrash_Kill9WhileTheRedeployVerifies_OneCompletion(t *testing.T) {
-	kill9InRedeploy(t, catchVerify)
+	kill9InRedeploy(t, catchVerify, []string{messages.CallbackSuccess}, "v1:superseded v2:active")
 }
 
-// A known gap (ARCHITECTURE.md, "Not built yet, of ingress"): killed before
-// the target's first container exists, the resume finds the source intact and
-// fails the custom_domain maintenance ("the lease is unchanged"); the gate's
-// next opening derives the same maintenance ID from the unchanged running
-// release, which the lease refuses as already used, so the domain is not
-// routed until the running release changes. Run with BERTH_TEST_KNOWN_GAPS=1.
-func TestIngressCrash_Kill9BeforeTheTargetIsCreated_OneSuccessfulCompletion(t *testing.T) {
-	if os.Getenv("BERTH_TEST_KNOWN_GAPS") != "1" {
-		t.Skip("known gap: an interrupted custom_domain redeploy that launched nothing is not retried (BERTH_TEST_KNOWN_GAPS=1 runs it)")
-	}
-	kill9InRedeploy(t, catchCreate)
+// Killed before the target's first container exists, the resume finds the
+// source intact and fails the custom_domain maintenance (the lease unchanged,
+// its failure reported); Ready again, the lease asks the open gate again and
+// starts the next attempt under a new ID, which routes the domain.
+func TestIngressCrash_Kill9BeforeTheTargetIsCreated_FailedAttemptThenRoutedByTheNext(t *testing.T) {
+	kill9InRedeploy(t, catchCreate, []string{messages.CallbackFailed, messages.CallbackSuccess}, "v1:superseded v2:failed v3:active")
 }
 
-func kill9InRedeploy(t *testing.T, mode string) {
+// kill9InRedeploy kills berthd in the custom_domain redeploy (at mode) and
+// checks what follows the restart: the maintenance callbacks wantAfter, in
+// order, and the releases wantReleases, with the domain routed once.
+func kill9InRedeploy(t *testing.T, mode string, wantAfter []string, wantReleases string) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	const domain = "crash.example.org"
@@ -146,9 +143,11 @@ func kill9InRedeploy(t *testing.T, mode string) {
 	catch.disarm()
 	d.startChild(true)
 
-	got := cb.waitFor(lease, 2, 3*time.Minute)
-	if got[1].Body.Status != messages.CallbackSuccess {
-		t.Fatalf("the redeploy after the restart: %+v\n%s", got[1].Body, tail(d.log.String(), 4000))
+	got := cb.waitFor(lease, 1+len(wantAfter), 3*time.Minute)
+	for i, want := range wantAfter {
+		if got[1+i].Body.Status != want {
+			t.Fatalf("maintenance callback %d after the restart: %+v, want %s\n%s", i+1, got[1+i].Body, want, tail(d.log.String(), 4000))
+		}
 	}
 	d.waitStatus(lease, messages.StatusReady, time.Minute)
 	eventually(t, 30*time.Second, func() string {
@@ -159,11 +158,11 @@ func kill9InRedeploy(t *testing.T, mode string) {
 		return ""
 	})
 	time.Sleep(5 * time.Second) // anything told twice would have started by now
-	if n := len(cb.forLease(lease)); n != 2 {
-		t.Fatalf("%d callbacks, want the provision's and the redeploy's: %+v", n, cb.forLease(lease))
+	if n := len(cb.forLease(lease)); n != 1+len(wantAfter) {
+		t.Fatalf("%d callbacks, want the provision's and %v: %+v", n, wantAfter, cb.forLease(lease))
 	}
-	if rs := d.releases(lease); len(rs) != 2 || releaseStatuses(rs) != "v1:superseded v2:active" {
-		t.Fatalf("releases %s, want one new release", releaseStatuses(rs))
+	if rs := releaseStatuses(d.releases(lease)); rs != wantReleases {
+		t.Fatalf("releases %s, want %s", rs, wantReleases)
 	}
 	custom := "traefik.http.routers.fred-" + strings.ReplaceAll(lease, "-", "") + "-app-custom.rule"
 	labels := ingressLabels(t, dc, lease)
