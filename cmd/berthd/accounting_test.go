@@ -47,6 +47,20 @@ func startRemoveFaultProxy(t *testing.T) *removeFaultProxy {
 // resources as allocated (and lingering) while it runs, and frees them once the
 // reconciler's removal goes through.
 func TestAccounting_LateContainerOfClosedLease_HoldsThePoolUntilRemoved(t *testing.T) {
+	lateContainerHoldsThePool(t, false)
+}
+
+// TestLingering_ClosedBeforeRestart_LateContainerHoldsThePoolUntilRemoved: the
+// same, with berthd restarted while the late container runs. From its first
+// /stats answer the new berthd holds the closed lease's resources as lingering
+// — what the lease held is journaled, not only known to the process that
+// closed it — for as long as the container runs, and frees them once the
+// reconciler's removal goes through.
+func TestLingering_ClosedBeforeRestart_LateContainerHoldsThePoolUntilRemoved(t *testing.T) {
+	lateContainerHoldsThePool(t, true)
+}
+
+func lateContainerHoldsThePool(t *testing.T, restart bool) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	fault := startRemoveFaultProxy(t)
@@ -82,17 +96,25 @@ func TestAccounting_LateContainerOfClosedLease_HoldsThePoolUntilRemoved(t *testi
 	if err := dc.ContainerStart(ctx, late.ID, container.StartOptions{}); err != nil {
 		t.Fatalf("start the late container: %v", err)
 	}
-	held := waitStats(t, d, 45*time.Second, func(s messages.Stats) bool { return s.LingeringMemoryMB > 0 })
-	if held.AllocatedMemoryMB != used.AllocatedMemoryMB || held.AllocatedCPUCores != used.AllocatedCPUCores ||
-		held.LingeringMemoryMB != used.AllocatedMemoryMB-free.AllocatedMemoryMB {
-		t.Fatalf("with the late container running %+v, want the lease's use %+v held", held, used)
+	wantHeld := func(s messages.Stats, when string) {
+		t.Helper()
+		if s.AllocatedMemoryMB != used.AllocatedMemoryMB || s.AllocatedCPUCores != used.AllocatedCPUCores ||
+			s.LingeringMemoryMB != used.AllocatedMemoryMB-free.AllocatedMemoryMB {
+			t.Fatalf("%s %+v, want the closed lease's use %+v held as lingering", when, s, used)
+		}
 	}
+	wantHeld(waitStats(t, d, 45*time.Second, func(s messages.Stats) bool { return s.LingeringMemoryMB > 0 }), "with the late container running")
+	if restart {
+		if code := d.stop(); code != 0 {
+			t.Fatalf("berthd exited %d\n%s", code, tail(d.log.String(), 3000))
+		}
+		d.startInProcess()
+		wantHeld(d.stats(), "the first answer after the restart")
+	}
+	time.Sleep(8 * time.Second) // passes keep failing to remove it: still held
+	wantHeld(d.stats(), "while its removal keeps failing")
 	if fault.refused.Load() == 0 {
 		t.Fatal("no removal was refused: the fault was never injected")
-	}
-	time.Sleep(8 * time.Second) // passes keep failing: still held
-	if s := d.stats(); s.AllocatedMemoryMB != used.AllocatedMemoryMB {
-		t.Fatalf("while its removal keeps failing %+v, want still held", s)
 	}
 
 	fault.failing.Store(false)
