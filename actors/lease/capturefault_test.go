@@ -1,9 +1,7 @@
 package lease_test
 
 import (
-	"encoding/json"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,22 +9,6 @@ import (
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
-
-// faultyDiagnostics is the diagnostics store with its writes failing on demand
-// (writing nothing), as supervisors.FaultyStore is for journals.
-type faultyDiagnostics struct {
-	lease.Diagnostics
-	failing atomic.Bool
-	refused atomic.Int64
-}
-
-func (f *faultyDiagnostics) Put(id string, at time.Time, blob json.RawMessage) error {
-	if f.failing.Load() {
-		f.refused.Add(1)
-		return errors.New("injected: diagnostics.db write failed")
-	}
-	return f.Diagnostics.Put(id, at, blob)
-}
 
 // TestCaptureFault_DiagnosticsWriteFails_ContainersKeptUntilWrittenThenRemoved:
 // a provision that definitely failed (its container never started) while
@@ -39,8 +21,8 @@ func TestCaptureFault_DiagnosticsWriteFails_ContainersKeptUntilWrittenThenRemove
 	h := newHarness(t, func(s *lease.Settings) {
 		s.CleanupRetry = supervisors.Retry{Base: 50 * time.Millisecond, Cap: 400 * time.Millisecond}
 	})
-	faulty := &faultyDiagnostics{Diagnostics: h.diag}
-	faulty.failing.Store(true)
+	faulty := &lease.FaultyDiagnostics{Diagnostics: h.diag}
+	faulty.Failing.Store(true)
 	h.deps.Diag = faulty
 	h.eng.RefuseNextStart(errors.New("injected: start refused"))
 	l := h.start(newSpec(1))
@@ -49,7 +31,7 @@ func TestCaptureFault_DiagnosticsWriteFails_ContainersKeptUntilWrittenThenRemove
 	if !failed.Kept {
 		t.Fatalf("provision.failed %+v does not say its containers were kept", failed)
 	}
-	h.waitFor("the capture retried three times", func() bool { return faulty.refused.Load() >= 4 })
+	h.waitFor("the capture retried three times", func() bool { return faulty.Refused.Load() >= 4 })
 	if got := l.containers(); len(got) != 1 {
 		t.Fatalf("containers %+v while the capture is unwritten, want the failed attempt's one kept", got)
 	}
@@ -57,14 +39,14 @@ func TestCaptureFault_DiagnosticsWriteFails_ContainersKeptUntilWrittenThenRemove
 		t.Fatalf("a capture stored (%+v, %v) although every write failed", c, err)
 	}
 
-	faulty.failing.Store(false)
+	faulty.Failing.Store(false)
 	h.waitFor("the kept container removed once its capture is written", func() bool { return len(l.containers()) == 0 })
 	capt, err := lease.LatestCapture(h.diag, l.id)
 	if err != nil || capt == nil || capt.Kind != lease.CaptureProvision || capt.Generation != failed.Generation || len(capt.Containers) != 1 {
 		t.Fatalf("stored capture %+v (%v), want the provision's of generation %d with its container", capt, err, failed.Generation)
 	}
-	refused := faulty.refused.Load()
-	h.stayQuiet("a cleanup retried after it succeeded", time.Second, func() bool { return faulty.refused.Load() != refused })
+	refused := faulty.Refused.Load()
+	h.stayQuiet("a cleanup retried after it succeeded", time.Second, func() bool { return faulty.Refused.Load() != refused })
 	if n, err := h.diag.Count(l.id); err != nil || n != 1 {
 		t.Fatalf("%d captures stored (%v), want exactly one", n, err)
 	}

@@ -1,31 +1,12 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
 )
-
-// diagFault is diagnostics.db as lease actors see it, its writes failing while
-// failing is set (writing nothing).
-type diagFault struct {
-	lease.Diagnostics
-	failing atomic.Bool
-	refused atomic.Int64
-}
-
-func (f *diagFault) Put(id string, at time.Time, blob json.RawMessage) error {
-	if f.failing.Load() {
-		f.refused.Add(1)
-		return errors.New("injected: diagnostics.db write failed")
-	}
-	return f.Diagnostics.Put(id, at, blob)
-}
 
 // TestCaptureFault_DiagnosticsWriteFails_FailedContainersKeptUntilWritten: a
 // provision whose container exits at start, while diagnostics.db refuses every
@@ -35,15 +16,15 @@ func (f *diagFault) Put(id string, at time.Time, blob json.RawMessage) error {
 func TestCaptureFault_DiagnosticsWriteFails_FailedContainersKeptUntilWritten(t *testing.T) {
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	fault := &diagFault{}
-	fault.failing.Store(true)
+	fault := &lease.FaultyDiagnostics{}
+	fault.Failing.Store(true)
 	testHooks.diag = func(d lease.Diagnostics) lease.Diagnostics { fault.Diagnostics = d; return fault }
 	t.Cleanup(func() { testHooks.diag = nil })
 	d := newDaemonDir(t).startInProcess()
 	id := failedProvision(t, d, cb, flatManifest(map[string]any{"args": []string{"exit", "-code", "3", "-after", "100ms"}}),
 		messages.ReasonContainerExited)
 
-	refused := fault.refused.Load()
+	refused := fault.Refused.Load()
 	if refused == 0 {
 		t.Fatal("no diagnostics write was refused: the fault was never injected")
 	}
@@ -54,11 +35,11 @@ func TestCaptureFault_DiagnosticsWriteFails_FailedContainersKeptUntilWritten(t *
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if fault.refused.Load() <= refused {
-		t.Fatalf("the capture was not retried (%d refused writes)", fault.refused.Load())
+	if fault.Refused.Load() <= refused {
+		t.Fatalf("the capture was not retried (%d refused writes)", fault.Refused.Load())
 	}
 
-	fault.failing.Store(false)
+	fault.Failing.Store(false)
 	gone := time.Now().Add(60 * time.Second)
 	for len(leaseContainers(t, dc, id)) > 0 {
 		if time.Now().After(gone) {
