@@ -69,7 +69,13 @@ func pidOf(id string) *actor.PID { return &actor.PID{Id: "root/registry/lease-" 
 // journaled; a respawning one's last report is of the admission before; a
 // stopped one has no actor.
 func put(d *Directory, id, sku string, n int, status Status, report lease.Status) *lease.Spec {
-	spec, err := d.set.prepare(leaseRequest(id, sku, n), t0)
+	return putRequest(d, leaseRequest(id, sku, n), status, report)
+}
+
+// putRequest is put of an admitted request.
+func putRequest(d *Directory, req messages.ProvisionRequest, status Status, report lease.Status) *lease.Spec {
+	id := req.LeaseUUID
+	spec, err := d.set.prepare(req, t0)
 	if err != nil {
 		panic(err)
 	}

@@ -30,21 +30,10 @@ func withIngress(s *Settings) {
 func putDomain(d *Directory, id, domain string, status Status, report lease.Status) *lease.Spec {
 	req := leaseRequest(id, "docker-small", 1)
 	req.Items[0].CustomDomain = domain
-	spec, err := d.set.prepare(req, t0)
-	if err != nil {
-		panic(err)
-	}
-	spec.Admission = d.St.Admissions + 1
-	mustFold(d, admittedEvent(spec, t0))
-	e := &entry{status: status, pid: pidOf(id), shown: untold}
+	spec := putRequest(d, req, status, report)
 	if report != "" {
-		e.report = messages.LeaseReport{Lease: id, Admission: spec.Admission, Status: string(report),
-			Info: messages.ProvisionInfo{LeaseUUID: id, Status: report.Wire(), Items: spec.Items}}
+		d.entries[id].report.Info.Items = spec.Items // the report names the lease's domains
 	}
-	if status == Closed {
-		mustFold(d, closedEvent(messages.LeaseClosed{Lease: id, Admission: spec.Admission}, t0))
-	}
-	d.entries[id] = e
 	return spec
 }
 
