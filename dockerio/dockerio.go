@@ -399,4 +399,8 @@ type Engine interface {
 	// SeccompEnabled reports whether the daemon applies seccomp profiles: without
 	// it the tenant profile, and with it the btrfs quota, is not enforced.
 	SeccompEnabled(ctx context.Context) (bool, error)
+	// SweepHelpers removes the never-started image helpers (ImageUser,
+	// DetectWritablePaths, SeedWritablePaths) a killed daemon left, and stale
+	// ones whose removal failed; it returns how many it removed.
+	SweepHelpers(ctx context.Context) (int, error)
 }

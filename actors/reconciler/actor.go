@@ -48,14 +48,15 @@ type Result struct {
 	Backlog     int // removal candidates left for the next pass (cap or failures)
 	Unaccounted int
 	Undelivered int      // leases whose inventory could not be delivered or acknowledged
+	Helpers     int      // image helpers a killed daemon left, removed
 	Lingering   []string // closed leases with containers left after the pass's removals
 }
 
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 	return func(ctx context.Context) supervisors.Outcome {
 		res, err := a.run(ctx)
-		return supervisors.Outcome{Err: err, Value: res, Detail: fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
-			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted)}
+		return supervisors.Outcome{Err: err, Value: res, Detail: fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted, %d helpers removed",
+			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted, res.Helpers)}
 	}
 }
 
@@ -130,6 +131,7 @@ wait:
 	var left []string
 	res.Removed, left = a.removeBounded(ctx, remove)
 	res.Backlog, res.Lingering = len(left), lingering(byLease, isLive, left)
+	a.sweepHelpers(ctx, &res)
 	a.pruneDiagnostics()
 	return res, nil
 }
@@ -191,6 +193,19 @@ func (a *Actor) removeBounded(ctx context.Context, ids []string) (removed int, l
 		a.Log.Info().Int("left", len(left)).Msg("automatic removals left for the next pass")
 	}
 	return removed, left
+}
+
+// sweepHelpers removes the image helpers a killed daemon left (never
+// started, never a lease's: nothing else would). Best effort: a failure waits
+// for the next pass and fails nothing.
+func (a *Actor) sweepHelpers(ctx context.Context, res *Result) {
+	n, err := a.Engine.SweepHelpers(ctx)
+	res.Helpers = n
+	if err != nil {
+		a.Log.Warn().Err(err).Msg("image helpers not swept; retried next pass")
+	} else if n > 0 {
+		a.Log.Info().Int("helpers", n).Msg("removed image helpers a killed daemon left")
+	}
 }
 
 // lingering are the leases no live lease owns with a container left behind: the

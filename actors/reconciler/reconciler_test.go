@@ -151,3 +151,18 @@ func countEntries(t *testing.T, diag *persistence.Diagnostics, lease string) int
 	}
 	return n
 }
+
+// TestSweepHelpers_EveryPassAsksTheEngine_AFailureFailsNothing: the pass asks
+// the engine to sweep the image helpers a killed daemon left (the real sweep is
+// tested in dockerio/engine); Docker down only leaves them for the next pass.
+func TestSweepHelpers_EveryPassAsksTheEngine_AFailureFailsNothing(t *testing.T) {
+	e := fake.New(fake.Options{InstallationID: installation})
+	a := newTestActor(e, nil, time.Now)
+	var res Result
+	a.sweepHelpers(context.Background(), &res)
+	e.SetUnavailable(true)
+	a.sweepHelpers(context.Background(), &res)
+	if got := e.Calls(fake.OpSweepHelpers); got != 2 || res.Helpers != 0 {
+		t.Errorf("SweepHelpers called %d times (want 2), %d removed", got, res.Helpers)
+	}
+}

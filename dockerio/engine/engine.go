@@ -64,6 +64,9 @@ type Engine struct {
 	compose   api.Compose
 	opts      Options
 	log       zerolog.Logger
+	// incarnation is random per Engine: helpers carry it, so a sweep knows a
+	// dead daemon's helper (one berthd per installation: the state dir's lock).
+	incarnation string
 
 	netLocks leaseLocks            // serialises EnsureNetwork per lease (Docker allows duplicate names)
 	users    boundedCache[userIDs] // image ID + user → numeric uid/gid (imageuser.go)
@@ -141,6 +144,8 @@ func New(opts Options) (*Engine, error) {
 		users:   boundedCache[userIDs]{max: maxUserCache},
 		scans:   boundedCache[imageScan]{max: maxScanCache},
 		seeds:   boundedCache[[]byte]{max: maxSeedCache},
+
+		incarnation: newIncarnation(),
 	}
 	return e, nil
 }

@@ -120,3 +120,41 @@ func TestResolveImage_ImageUser_NumericDirectNamesThroughTheImagesOwnFiles(t *te
 		t.Errorf("%d image-user helpers left behind after a refusal", len(left))
 	}
 }
+
+// A helper a killed daemon left (another Engine's incarnation of the same
+// installation) is swept at once, however young; this Engine's own helper,
+// still being read, is not.
+func TestSweepHelpers_RemovesADeadIncarnationsHelperAtOnce_KeepsItsOwnInUse(t *testing.T) {
+	installation := newInstallation()
+	dead, live := newTestEngineFor(t, installation), newTestEngineFor(t, installation)
+	ctx := testCtx(t, 2*time.Minute)
+	info := ensurePulled(t, live)
+	err := dead.withHelper(ctx, info.ID, nil, func(id string) error {
+		n, err := live.SweepHelpers(ctx)
+		if err != nil || n != 1 {
+			t.Errorf("sweep of a dead incarnation's helper removed %d, %v; want 1", n, err)
+		}
+		if _, err := fx.docker.ContainerInspect(ctx, id); err == nil {
+			t.Errorf("the dead incarnation's helper %s is still there", id[:12])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = live.withHelper(ctx, info.ID, nil, func(id string) error {
+		if n, err := live.SweepHelpers(ctx); err != nil || n != 0 {
+			t.Errorf("sweep during its own read removed %d, %v; want 0", n, err)
+		}
+		if _, err := fx.docker.ContainerInspect(ctx, id); err != nil {
+			t.Errorf("its own helper in use was removed: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := helpers(t, live); len(left) != 0 {
+		t.Errorf("%d helpers left", len(left))
+	}
+}

@@ -58,6 +58,7 @@ const (
 	OpDetectWritable   Op = "detect_writable_paths"
 	OpSeedWritable     Op = "seed_writable_paths"
 	OpSeccompEnabled   Op = "seccomp_enabled"
+	OpSweepHelpers     Op = "sweep_helpers"
 )
 
 // Options tune the fake.
