@@ -84,7 +84,14 @@ func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
 	case WorkResume:
 		return func(ctx context.Context) Input { return Attempted{Generation: gen, Outcome: j.resume(ctx)} }
 	case WorkTeardown:
-		return func(ctx context.Context) Input { return j.teardown(ctx) }
+		return func(ctx context.Context) Input {
+			out := j.teardown(ctx)
+			if out.Err != nil && ctx.Err() == nil {
+				// The close stays pending (503 lifecycle_pending) and retries; say why.
+				j.log.Warn().Err(out.Err).Msg("close's teardown failed; retried")
+			}
+			return out
+		}
 	case WorkCapture:
 		return func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
 	case WorkCleanup:

@@ -204,8 +204,8 @@ func (w *crashWorkload) converge(timeout time.Duration) {
 				_ = w.d.cmd.Process.Signal(syscall.SIGQUIT)
 				time.Sleep(3 * time.Second)
 			}
-			w.t.Fatalf("not converged after %s: %v\n%s\n(whole daemon log: %s)", timeout, pending,
-				tail(w.d.log.String(), 4000), keepLog(w.t, w.d.log.String()))
+			w.t.Fatalf("not converged after %s: %v\n%s\n%s(whole daemon log: %s)", timeout, pending,
+				tail(w.d.log.String(), 4000), whyNotRemoved(w.dc, pending), keepLog(w.t, w.d.log.String()))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
