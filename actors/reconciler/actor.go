@@ -55,8 +55,12 @@ type Result struct {
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 	return func(ctx context.Context) supervisors.Outcome {
 		res, err := a.run(ctx)
-		return supervisors.Outcome{Err: err, Value: res, Detail: fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted, %d helpers removed",
-			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted, res.Helpers)}
+		detail := fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
+			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted)
+		if res.Helpers > 0 { // rare: only after a kill -9
+			detail += fmt.Sprintf(", %d image helpers removed", res.Helpers)
+		}
+		return supervisors.Outcome{Err: err, Value: res, Detail: detail}
 	}
 }
 
