@@ -47,6 +47,7 @@ func startRemoveFaultProxy(t *testing.T) *removeFaultProxy {
 // resources as allocated (and lingering) while it runs, and frees them once the
 // reconciler's removal goes through.
 func TestAccounting_LateContainerOfClosedLease_HoldsThePoolUntilRemoved(t *testing.T) {
+	t.Parallel()
 	lateContainerHoldsThePool(t, false)
 }
 
@@ -57,6 +58,7 @@ func TestAccounting_LateContainerOfClosedLease_HoldsThePoolUntilRemoved(t *testi
 // closed it — for as long as the container runs, and frees them once the
 // reconciler's removal goes through.
 func TestLingering_ClosedBeforeRestart_LateContainerHoldsThePoolUntilRemoved(t *testing.T) {
+	t.Parallel()
 	lateContainerHoldsThePool(t, true)
 }
 
@@ -148,6 +150,7 @@ func waitStats(t *testing.T, d *daemonProc, timeout time.Duration, ok func(messa
 // /stats for as long as the container is there, and frees them once the
 // teardown's retry removed it.
 func TestAccounting_CloseWhoseRemovalFails_HoldsThePoolUntilRemoved(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	fault := startRemoveFaultProxy(t)

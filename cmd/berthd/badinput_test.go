@@ -40,6 +40,7 @@ func provisionBody(cb string, manifest any) map[string]any {
 }
 
 func TestBadInput_ExactStatusNoJournalEventNoDockerObject(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	d := newDaemonDir(t, "max_request_body_size: 65536").startInProcess()
 	cb := "http://127.0.0.1:9/callbacks?operation_id=" + uuid.NewString()

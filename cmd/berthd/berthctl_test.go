@@ -360,6 +360,7 @@ func (n normaliser) jsonLines(out string) string {
 // retaining close of a — and holds every operator view, table and JSON, to its
 // golden file.
 func TestBerthctl_GoldenViewsOfALiveDaemon(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	bin := buildBerthctl(t, t.TempDir())
 	cb := newCallbackReceiver(t)

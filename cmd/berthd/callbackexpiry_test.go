@@ -21,6 +21,7 @@ import (
 // expires after callback_max_age, and both completions are delivered, the
 // expired row counted in metrics and the debug outbox.
 func TestCallbackMaxAge_RefusedDeathExpires_BothRestartCompletionsDelivered(t *testing.T) {
+	// Sequential: the fence it asserts is open only ~5 s (callback_max_age 3s, attempts at 0/1/5 s), and a restart under load can outlast it.
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "callback_max_age: 3s").startInProcess()

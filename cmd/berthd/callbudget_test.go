@@ -62,10 +62,12 @@ var pooledCallBudget = map[string]int{
 const pooledCallBudgetTotal = 10
 
 func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
+	// Sequential: counts one lease's Docker requests; parallel load adds retries and polls.
 	checkCallBudget(t, "network_pool_size: 0", provisionCallBudget, provisionCallBudgetTotal, nil)
 }
 
 func TestProvision_DockerCallBudget_PooledLeaseCreatesNoNetworkOnItsPath(t *testing.T) {
+	// Sequential: counts one lease's Docker requests; parallel load adds retries and polls.
 	d := checkCallBudget(t, "network_pool_size: 2", pooledCallBudget, pooledCallBudgetTotal, func(d *daemonProc) {
 		// Quiet: the pool full and no pass running, so a lease's window holds
 		// its own requests and the one refill it causes.

@@ -14,6 +14,7 @@ import (
 // while the capture is retried, and once diagnostics.db writes again the capture
 // is stored (its logs served by /logs) and the container removed.
 func TestCaptureFault_DiagnosticsWriteFails_FailedContainersKeptUntilWritten(t *testing.T) {
+	// Sequential: sets testHooks.diag, which every in-process daemon reads.
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	fault := &lease.FaultyDiagnostics{}

@@ -143,6 +143,7 @@ func findRow(rows []messages.LeaseRow, lease string) *messages.LeaseRow {
 }
 
 func TestDebugAPI_AProvisionedLeaseIsWhatEveryEndpointSays(t *testing.T) {
+	// Sequential: reads a callback queued before its 5 s retry and a reconciler pass within 6 s.
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -406,6 +407,7 @@ func dumpDOM(t *testing.T, bin, url string, virtualMS int) string {
 }
 
 func TestConsole_HeadlessChromiumShowsTheLeaseAndItsActorsRestart(t *testing.T) {
+	// Sequential: asserts a reload shows the restart within one 2 s refresh (Chromium is CPU-heavy too).
 	bin := chromiumBinary(t)
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)

@@ -28,6 +28,7 @@ import (
 // record and volume are left (its grace is long), the pool holds exactly its
 // bytes, and the callbacks are exactly what the journals say.
 func TestCrashSuite_Kill9DuringRetainingClosesRestoresAndReaps_NoDataLostNothingLeaked(t *testing.T) {
+	// Sequential: the crash suite's settle bounds (30 s) hold on a quiet engine.
 	mnt, root := btrfsRoot(t)
 	base := []string{"volume_data_path: " + root, "volume_mount_path: " + mnt, "volume_filesystem: btrfs",
 		"sku_profiles: {small: {cpu_cores: 0.25, memory_mb: 128, disk_mb: 64}, big: {cpu_cores: 0.25, memory_mb: 128, disk_mb: 128}}",

@@ -446,6 +446,7 @@ func checkPool(t *testing.T, d *daemonProc) {
 }
 
 func TestCrashSuite_Kill9DuringWork_Converges(t *testing.T) {
+	// Sequential: the crash suite's convergence bounds hold on a quiet engine.
 	w := newCrashWorkload(t)
 	d := w.d
 	rounds := envInt("BERTH_CRASH_ROUNDS", 2)
@@ -465,6 +466,7 @@ func TestCrashSuite_Kill9DuringWork_Converges(t *testing.T) {
 // moment providerd itself gives up), every interrupted operation must still settle
 // with its one callback within 30 s of the restart, and one cohort runs per lease.
 func TestCrashSuite_Kill9DuringProvisionsAndMaintenance_EverySettlesWithin30s(t *testing.T) {
+	// Sequential: the crash suite's settle bounds (30 s) hold on a quiet engine.
 	w := newCrashWorkload(t, "provision_timeout: 10m")
 	d := w.d
 	w.roundOf(6, 0, 0)
@@ -483,6 +485,7 @@ func TestCrashSuite_Kill9DuringProvisionsAndMaintenance_EverySettlesWithin30s(t 
 }
 
 func TestCrashSuite_EveryActorKindCrashedDuringWork_Converges(t *testing.T) {
+	// Sequential: the crash suite's convergence bounds hold on a quiet engine.
 	w := newCrashWorkload(t)
 	d := w.d
 	kinds := []string{"root/registry", "root/outbox", "root/watcher", "root/reconciler", "root/reclaimer", "root/facade", "lease", "root"}
@@ -515,6 +518,7 @@ func TestCrashSuite_EveryActorKindCrashedDuringWork_Converges(t *testing.T) {
 // every container on the host — so it only runs when asked (make test runs it on
 // its own after every other package; make crash too).
 func TestCrashSuite_DockerdRestartUnderBerthd_Converges(t *testing.T) {
+	// Sequential: restarts dockerd under every other test.
 	if os.Getenv("BERTH_CRASH_DOCKERD") != "1" {
 		// make test leaves it out of the package run (-skip) and runs it alone after.
 		skipOrFail(t, "restarts dockerd: runs alone via `make test`'s last step or `make crash` (BERTH_CRASH_DOCKERD=1)")

@@ -37,6 +37,7 @@ func runOnce(t *testing.T, args ...string) (int, string) {
 }
 
 func TestRun_Version_PrintsAndExits0(t *testing.T) {
+	t.Parallel()
 	code, out := runOnce(t, "-version")
 	if code != 0 || !strings.HasPrefix(out, "berthd ") {
 		t.Fatalf("-version: %d %q", code, out)
@@ -50,6 +51,7 @@ func TestRun_Version_PrintsAndExits0(t *testing.T) {
 }
 
 func TestRun_InvalidConfig_ListsEveryProblemAndExits2(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	body := "callback_secret: short\nhost_address: \"\"\nsku_profiles: {}\ntotal_cpu_cores: -1\nreconcile_interval: 7d\ntls_cert_file: /x.pem\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -67,6 +69,7 @@ func TestRun_InvalidConfig_ListsEveryProblemAndExits2(t *testing.T) {
 }
 
 func TestRun_SecondDaemonOnSameDataDir_RefusedWithExit1(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	d := newDaemonDir(t).startChild(true)
 	code, out := runOnce(t, "-config", d.cfgPath)
@@ -98,6 +101,7 @@ func fileFingerprint(t *testing.T, path string) (string, time.Time) {
 }
 
 func TestRun_CorruptStateDB_RefusedWithOneLineAndUntouched(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	d := newDaemonDir(t).startInProcess()
 	if code := d.stop(); code != 0 {
@@ -135,6 +139,7 @@ func TestRun_CorruptStateDB_RefusedWithOneLineAndUntouched(t *testing.T) {
 }
 
 func TestRun_ForeignIdentityMarker_Refused(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	d := newDaemonDir(t).startInProcess()
 	d.stop()
@@ -155,6 +160,7 @@ func TestRun_ForeignIdentityMarker_Refused(t *testing.T) {
 }
 
 func TestProductionMode_RequiresInitializedIdentity(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	// Production takes host_address and sku_profiles only from the operator,
 	// refuses loopback listen and bind addresses, and keeps stateful data on a
@@ -187,6 +193,7 @@ func TestProductionMode_RequiresInitializedIdentity(t *testing.T) {
 }
 
 func TestRootGiveUp_ExitsProcessWith1(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	d := newDaemonDir(t).startChild(true, "BERTH_TEST_GUARDIAN=10ms,40ms,3")
 	for i := 0; i < 20 && !d.hasExited(); i++ {
@@ -209,6 +216,7 @@ func TestRootGiveUp_ExitsProcessWith1(t *testing.T) {
 }
 
 func TestStorageLatch_DrainsAndExits1(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	pd := newDaemonDir(t)
 	cfg, err := config.Load(pd.cfgPath, nil)
@@ -239,6 +247,7 @@ func TestStorageLatch_DrainsAndExits1(t *testing.T) {
 }
 
 func TestDebugActors_ShowsTreeAndACrashedRestartedActor(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	d := newDaemonDir(t).startInProcess()
 	d.crash("root/outbox")
@@ -292,6 +301,7 @@ func find(n messages.NodeInfo, path string) *messages.NodeInfo {
 }
 
 func TestActorCrash_RestartsWithSamePIDAndStateRebuiltFromJournal(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -343,6 +353,7 @@ func TestActorCrash_RestartsWithSamePIDAndStateRebuiltFromJournal(t *testing.T) 
 }
 
 func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouched(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	lease := uuid.NewString()
 	for name, tc := range map[string]struct {
@@ -389,6 +400,7 @@ func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouche
 // the first one claimed must refuse to start (one line naming both), while the
 // owner keeps starting on it.
 func TestVolumeRoot_SharedWithAnotherInstallation_Refused(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	shared := filepath.Join(t.TempDir(), "volumes")
 	owner := newDaemonDir(t, "volume_data_path: "+shared).startInProcess()

@@ -37,6 +37,7 @@ func unitDirectives(t *testing.T, raw []byte) map[string][]string {
 // (with ExecStart pointed at a real executable), and it holds exactly the
 // capabilities and settings the daemon is built around.
 func TestUnit_VerifiesAndHoldsExactlyWhatBerthdNeeds(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("deploy/berthd.service")
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +103,7 @@ func TestUnit_VerifiesAndHoldsExactlyWhatBerthdNeeds(t *testing.T) {
 // The example production config loads and validates with the example secrets
 // file as its environment, as the unit runs it.
 func TestExampleConfig_LoadsInProductionMode(t *testing.T) {
+	t.Parallel()
 	envRaw, err := os.ReadFile("deploy/berthd.example.env")
 	if err != nil {
 		t.Fatal(err)

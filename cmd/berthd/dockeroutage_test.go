@@ -120,6 +120,7 @@ func (p *dockerProxy) pipe(a, b net.Conn) {
 // healthy again within 10 s of Docker's return. It runs with every other test:
 // the outage is berthd's alone.
 func TestDockerOutage_LongerThanTheWatchdog_BerthdStaysUpAndRecovers(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	proxy := newDockerProxy(t)
 	outageUnderWatchdog(t, "unix://"+proxy.path, proxy.cut, func() { proxy.restore(t) })
@@ -129,6 +130,7 @@ func TestDockerOutage_LongerThanTheWatchdog_BerthdStaysUpAndRecovers(t *testing.
 // every container on the host, so it only runs when asked: make test leaves it
 // out of the package run (-skip) and runs it alone after (BERTH_CRASH_DOCKERD=1).
 func TestDockerdStopped_LongerThanTheWatchdog_BerthdStaysUpAndRecovers(t *testing.T) {
+	// Sequential: stops dockerd under every other test.
 	if os.Getenv("BERTH_CRASH_DOCKERD") != "1" {
 		skipOrFail(t, "stops dockerd: runs alone via `make test`'s last step (BERTH_CRASH_DOCKERD=1)")
 	}

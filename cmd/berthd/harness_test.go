@@ -42,6 +42,14 @@ const testSecret = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab
 // requests without it, and chaos needs one.
 const testDebugToken = "berth-test-debug-token-5d2e8a"
 
+// Most tests here wait on Docker, so an independent one calls t.Parallel()
+// first: each has its own data dir, installation ID, ports and callback
+// receiver, and its leftover check looks only at its own installations. A test
+// stays sequential (a "Sequential:" comment says why) when it sets testHooks
+// (every in-process daemon reads it at start), stops dockerd, counts Docker
+// requests, or asserts a latency that parallel load would stretch. go test runs
+// every sequential top-level test before the parallel ones, so they never overlap.
+
 // TestMain lets a test re-execute this binary as berthd itself.
 func TestMain(m *testing.M) {
 	if os.Getenv("BERTH_TEST_AS_DAEMON") == "1" {

@@ -95,6 +95,7 @@ func pushHostile(t *testing.T, rootfs []byte, tag string, changes ...string) str
 }
 
 func TestHostileImage_MetadataRefusedWithItsRuleNothingCreated(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	rootfs := hostileRootfs(t)
 	vols := make([]string, 17)
@@ -140,6 +141,7 @@ func TestHostileImage_MetadataRefusedWithItsRuleNothingCreated(t *testing.T) {
 }
 
 func TestHostileImage_SymlinkAndDotDotConfined_ServesNothingWrittenOutside(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	ref := pushHostile(t, hostileRootfs(t), "confined")
 	cb := newCallbackReceiver(t)

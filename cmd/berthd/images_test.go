@@ -58,6 +58,7 @@ func runningImage(t *testing.T, dc *client.Client, lease string) string {
 }
 
 func TestProvision_RegistryUnreachable_CachedTagNeverLaunched(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	dead := freePort(t) // nothing listens: the registry cannot be reached
@@ -86,6 +87,7 @@ func TestProvision_RegistryUnreachable_CachedTagNeverLaunched(t *testing.T) {
 }
 
 func TestRestartAndUpdate_RunTheRecordedImage_AfterTheTagMoved(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()

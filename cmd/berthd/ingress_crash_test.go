@@ -101,6 +101,7 @@ func (p *redeployCatch) disarm() {
 }
 
 func TestIngressCrash_Kill9WhileTheRedeployVerifies_OneCompletion(t *testing.T) {
+	t.Parallel()
 	kill9InRedeploy(t, catchVerify, []string{messages.CallbackSuccess}, "v1:superseded v2:active")
 }
 
@@ -109,6 +110,7 @@ func TestIngressCrash_Kill9WhileTheRedeployVerifies_OneCompletion(t *testing.T) 
 // its failure reported); Ready again, the lease asks the open gate again and
 // starts the next attempt under a new ID, which routes the domain.
 func TestIngressCrash_Kill9BeforeTheTargetIsCreated_FailedAttemptThenRoutedByTheNext(t *testing.T) {
+	t.Parallel()
 	kill9InRedeploy(t, catchCreate, []string{messages.CallbackFailed, messages.CallbackSuccess}, "v1:superseded v2:failed v3:active")
 }
 

@@ -70,6 +70,7 @@ func gatedIngressConfig(resolvers ...string) string {
 }
 
 func TestIngress_GatedCustomDomain_NoRouterBeforeQuorum_AddedByOneMaintenanceAfter(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	z1, z2 := startTestZone(t, "127.0.0.2", "198.51.100.9"), startTestZone(t, "127.0.0.3", "198.51.100.9")

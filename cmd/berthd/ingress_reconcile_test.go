@@ -119,6 +119,7 @@ func redeployed(t *testing.T, d *daemonProc, cb *callbackReceiver, lease string,
 }
 
 func TestIngressReconcile_Ungated_AddNoOpChangeRemove_DataKept_BadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, ingressTestConfig+reconcileSKUs).startInProcess()
@@ -219,6 +220,7 @@ func TestIngressReconcile_Ungated_AddNoOpChangeRemove_DataKept_BadInputChangesNo
 // the call is answered at once and journaled, survives a berthd restart, and
 // one redeploy adds the router when both resolvers see the domain here.
 func TestIngressReconcile_Gated_AddWaitsForTheGateAcrossARestart_ThenOneRedeploy(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	z1, z2 := startTestZone(t, "127.0.0.2", "198.51.100.9"), startTestZone(t, "127.0.0.3", "198.51.100.9")

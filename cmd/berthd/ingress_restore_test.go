@@ -26,6 +26,7 @@ import (
 )
 
 func TestIngressRestore_NewLeasesOwnNames_CustomDomainRoutedAgain_SameLabelsAfterKill9(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	// No warm pool: the kill -9 leaves no pool network to the stop's trim.

@@ -103,6 +103,7 @@ func checkIngressNames(t *testing.T, all map[string]map[string]string, want map[
 }
 
 func TestIngress_RealContainers_LabelsNamesPortsAndNetwork_StableAcrossRestartAndUpdate(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, ingressTestConfig).startInProcess()
@@ -223,6 +224,7 @@ func equalLabelSets(a, b map[string]map[string]string) bool {
 // instance. Bad domains are refused with 400 and a domain another lease holds
 // with 409; neither creates anything.
 func TestIngress_CustomDomain_UngatedRoutedAtOnce_BadOrClaimedDomainsRefused(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, ingressTestConfig).startInProcess()

@@ -14,6 +14,7 @@ import (
 )
 
 func TestProvision_FlatLease_ReachesReadyServesPortAndCallsBack(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -105,6 +106,7 @@ func healthCheckWithStart(period string) map[string]any {
 }
 
 func TestProvision_StackWithHealthCheck_ReachesReadyAndCallsBack(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -144,6 +146,7 @@ func TestProvision_StackWithHealthCheck_ReachesReadyAndCallsBack(t *testing.T) {
 }
 
 func TestProvision_QuantityThree_FansOutWithZeroBasedIndices(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -212,6 +215,7 @@ func failedProvision(t *testing.T, d *daemonProc, cb *callbackReceiver, manifest
 }
 
 func TestProvision_ContainerExitsAtStart_FailsWithContainerExited(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -234,6 +238,7 @@ func TestProvision_ContainerExitsAtStart_FailsWithContainerExited(t *testing.T) 
 }
 
 func TestProvision_HealthCheckNeverPasses_FailsWithHealthCheckFailed(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -243,6 +248,7 @@ func TestProvision_HealthCheckNeverPasses_FailsWithHealthCheckFailed(t *testing.
 }
 
 func TestProvision_ImageMissingFromRegistry_FailsWithImagePullFailed(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -252,6 +258,7 @@ func TestProvision_ImageMissingFromRegistry_FailsWithImagePullFailed(t *testing.
 }
 
 func TestProvision_CapacityExhausted_503AndNothingAllocated(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "total_cpu_cores: 1", "total_memory_mb: 1024", "total_disk_mb: 4096").startInProcess()
@@ -284,6 +291,7 @@ func TestProvision_CapacityExhausted_503AndNothingAllocated(t *testing.T) {
 // pre-empted provision's failed completion goes to its own callback_url before
 // the deprovisioned one; nothing of the lease remains, no late container either.
 func TestDeprovision_DuringProvisioning_WinsAndLeavesNothing(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "startup_verify_duration: 20s").startInProcess()
@@ -317,6 +325,7 @@ func TestDeprovision_DuringProvisioning_WinsAndLeavesNothing(t *testing.T) {
 }
 
 func TestIsolation_TwoLeasesCannotReachEachOtherByName(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -363,6 +372,7 @@ func TestIsolation_TwoLeasesCannotReachEachOtherByName(t *testing.T) {
 }
 
 func TestProvisions_KeysetPagingAndLookup(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -421,6 +431,7 @@ func TestProvisions_KeysetPagingAndLookup(t *testing.T) {
 }
 
 func TestReprovision_StatefulVolumeKeptDisklessScratchNot(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "sku_profiles: {stateful: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}, diskless: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}}").startInProcess()

@@ -128,6 +128,7 @@ func completion(t *testing.T, cb *callbackReceiver, lease string, n int, id, sta
 }
 
 func TestRestart_ReadyLease_NewContainersPortAnswersSuccessCompletionAndHistory(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -177,6 +178,7 @@ func TestRestart_ReadyLease_NewContainersPortAnswersSuccessCompletionAndHistory(
 }
 
 func TestUpdate_ImageAndEnv_NewCohortRunsTheNewConfig(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -211,6 +213,7 @@ func novolumeImage() string {
 }
 
 func TestUpdate_ImageExitsAtStart_SourceRecreatedReadyFailedCompletionAndFailedLogs(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -258,6 +261,7 @@ func keys(m map[string]string) []string {
 }
 
 func TestUpdate_ImageCannotBePulled_SourceKeepsItsContainer(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -290,6 +294,7 @@ func TestUpdate_ImageCannotBePulled_SourceKeepsItsContainer(t *testing.T) {
 }
 
 func TestRestart_WhileFirstCompletionUndelivered_409ThenAccepted(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -330,6 +335,7 @@ func TestRestart_WhileFirstCompletionUndelivered_409ThenAccepted(t *testing.T) {
 }
 
 func TestRestart_FailedLease_ReachesReady(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -355,6 +361,7 @@ func TestRestart_FailedLease_ReachesReady(t *testing.T) {
 }
 
 func TestRestartAndUpdate_StatefulVolumeFileSurvives(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "sku_profiles: {stateful: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}}").startInProcess()
@@ -388,6 +395,7 @@ func TestRestartAndUpdate_StatefulVolumeFileSurvives(t *testing.T) {
 }
 
 func TestClose_DuringUpdate_FailedCompletionThenDeprovisionedNothingLeft(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -422,6 +430,7 @@ func TestClose_DuringUpdate_FailedCompletionThenDeprovisionedNothingLeft(t *test
 }
 
 func TestUpdate_TwoServiceStack_BothServicesReplaced(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -456,6 +465,7 @@ func TestUpdate_TwoServiceStack_BothServicesReplaced(t *testing.T) {
 // TestMaintenance_BadInput_ExactStatusAndNothingChanged: every refusal has its
 // exact status and code, journals nothing and touches no container.
 func TestMaintenance_BadInput_ExactStatusAndNothingChanged(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()

@@ -140,6 +140,7 @@ func (d *daemonProc) configuredPoolSize() int {
 }
 
 func TestNetworkPool_LeaseRunsOnWarmNetwork_NeverShared_ReturnedAfterClose_SurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
@@ -239,6 +240,7 @@ func TestNetworkPool_LeaseRunsOnWarmNetwork_NeverShared_ReturnedAfterClose_Survi
 // its own that is a pool network, and a close gives it back to the pool (or,
 // surplus, the pool removes it) — the reclaimer has nothing to remove.
 func TestNetworkPool_BurstBeyondThePool_LeasesMakePoolNetworks_ClosesReturnThem(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "network_pool_size: 1").startInProcess()
@@ -311,6 +313,7 @@ func TestNetworkPool_BurstBeyondThePool_LeasesMakePoolNetworks_ClosesReturnThem(
 }
 
 func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
@@ -346,6 +349,7 @@ func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testin
 }
 
 func TestNetworkPool_CleanStopWithNoLease_LeavesNoPoolNetwork_RestartRefills(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	d := newDaemonDir(t, "network_pool_size: 3").startInProcess()
 	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))

@@ -73,6 +73,7 @@ func (f *fakeSystemd) quiet(t *testing.T, d time.Duration) {
 }
 
 func TestSDNotifier_ReadsItsEnvironment(t *testing.T) {
+	t.Parallel()
 	pid := strconv.Itoa(os.Getpid())
 	for _, c := range []struct {
 		env      []string
@@ -102,6 +103,7 @@ func TestSDNotifier_ReadsItsEnvironment(t *testing.T) {
 // not help), none while they do not (systemd would then restart the daemon),
 // and STOPPING=1 as the last word.
 func TestSystemdSupervision_ReadyAfterHealthy_WatchdogCadence_Stopping(t *testing.T) {
+	// Sequential: asserts the watchdog cadence to 150 ms.
 	for _, name := range []string{"path", "abstract"} {
 		t.Run(name, func(t *testing.T) {
 			addr := filepath.Join(t.TempDir(), "notify")
@@ -195,6 +197,7 @@ func TestSystemdSupervision_ReadyAfterHealthy_WatchdogCadence_Stopping(t *testin
 }
 
 func TestSystemdSupervision_OutsideSystemdDoesNothing(t *testing.T) {
+	t.Parallel()
 	called := atomic.Bool{}
 	s := superviseSystemd(newSDNotifier(nil), make(chan struct{}), func(context.Context) api.HealthVerdict {
 		called.Store(true)
@@ -212,6 +215,7 @@ func TestSystemdSupervision_OutsideSystemdDoesNothing(t *testing.T) {
 // healthy, the watchdog is petted at its cadence, and SIGTERM is answered with
 // STOPPING=1 before a clean exit.
 func TestDaemon_NotifiesSystemd_ReadyWatchdogStopping(t *testing.T) {
+	// Sequential: asserts a watchdog pet within every 1 s of a real daemon.
 	dockerClient(t)
 	d := newDaemonDir(t)
 	sd := newFakeSystemd(t, "@berth-test-"+uuid.NewString())

@@ -197,6 +197,7 @@ func allSame(rs []referenced) bool {
 var targetLabels = map[string]bool{"instance": true, "job": true, "le": true}
 
 func TestObservability_RulesAndDashboardUseWhatBerthdExports(t *testing.T) {
+	t.Parallel()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		skipOrFail(t, "promtool is not installed (make promtool-up)")
@@ -290,6 +291,7 @@ func TestObservability_RulesAndDashboardUseWhatBerthdExports(t *testing.T) {
 }
 
 func TestReferences_FindsNamesSelectorsAndGrouping(t *testing.T) {
+	t.Parallel()
 	e := exposition{types: map[string]string{"berth_x_seconds": "histogram", "berth_y_total": "counter"}}
 	rs := references(`histogram_quantile(0.9, sum by (le, phase) (rate(berth_x_seconds_bucket{op="a",instance=~".*"}[5m])))`, e)
 	if len(rs) != 1 || rs[0].family != "berth_x_seconds" || !rs[0].labels["op"] || !rs[0].labels["phase"] || !rs[0].labels["instance"] {

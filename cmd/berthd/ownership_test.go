@@ -107,6 +107,7 @@ func sameObjects(a, b installationObjects) bool {
 // under the same ID, its network and its volume intact; closing the first then
 // works normally.
 func TestTwoInstallations_SameLease_NeitherTouchesTheOthersObjects(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	skus := "sku_profiles: {stateful: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 512}}"
 	cbA, cbB := newCallbackReceiver(t), newCallbackReceiver(t)

@@ -66,6 +66,7 @@ func fullID(t *testing.T, dc *client.Client, lease string) string {
 }
 
 func TestRuntimeDeath_DockerKill_OneFailedCallbackWithDiagnostics(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -99,6 +100,7 @@ func TestRuntimeDeath_DockerKill_OneFailedCallbackWithDiagnostics(t *testing.T) 
 }
 
 func TestTerminalBudget_QuickDeathsWithReprovisions_ExhaustOnlyPerRule(t *testing.T) {
+	// Sequential: sets testHooks.now (withClock), which every in-process daemon reads.
 	dc := dockerClient(t)
 	clock := withClock(t)
 	cb := newCallbackReceiver(t)
@@ -145,6 +147,7 @@ func TestTerminalBudget_QuickDeathsWithReprovisions_ExhaustOnlyPerRule(t *testin
 }
 
 func TestRestart_ReadyLeaseStaysReady_DeathWhileDownFails(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -189,6 +192,7 @@ func TestRestart_ReadyLeaseStaysReady_DeathWhileDownFails(t *testing.T) {
 }
 
 func TestKill9_DuringProvision_ResumesAndCallsBackOnce(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "startup_verify_duration: 6s").startChild(true)
@@ -227,6 +231,7 @@ func TestKill9_DuringProvision_ResumesAndCallsBackOnce(t *testing.T) {
 }
 
 func TestKill9_CallbackQueuedBeforeCrash_DeliveredAfterWithSameDeliveryID(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startChild(true)
@@ -258,6 +263,7 @@ func (d *daemonProc) waitStatusChild(lease, want string) {
 }
 
 func TestReconcile_ClosedLeaseLateContainerRemoved_UnknownOneCountedNotTouched(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()

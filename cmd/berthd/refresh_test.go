@@ -46,6 +46,7 @@ func contracts(t *testing.T, dc *client.Client, lease string) []string {
 // new container IDs under the current contract, its data, and a published
 // port that answers.
 func TestRuntimeRefresh_LeasesUnderThePreviousContract_RefreshedAcrossAKill9(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "sku_profiles: {stateful: {cpu_cores: 0.25, memory_mb: 128, disk_mb: 64}}",
@@ -206,6 +207,7 @@ func maintenanceCallbacks(cb *callbackReceiver, lease string) []messages.Callbac
 // 0 refuses POST with 403 (GET still answers); a lease whose container was
 // created under a newer contract than this berthd's is not counted stale.
 func TestRuntimeRefresh_DisabledAndNewerContract(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "runtime_refresh_max_concurrency: 0")

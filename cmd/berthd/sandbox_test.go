@@ -38,6 +38,7 @@ func buildWorkloadBinary(t *testing.T) []byte {
 }
 
 func TestTenantSandbox_BtrfsSubvolumeEscapeEPERMAndWritePastQuotaEDQUOT(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	bin := buildWorkloadBinary(t)
 	cb := newCallbackReceiver(t)

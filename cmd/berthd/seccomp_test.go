@@ -24,6 +24,7 @@ func seccompOffEngine(t *testing.T) {
 }
 
 func TestStart_DockerWithoutSeccomp_RefusedInProduction(t *testing.T) {
+	// Sequential: sets testHooks.engine, which every in-process daemon reads.
 	dockerClient(t)
 	mnt, root := btrfsRoot(t)
 	// Production refuses loopback listen and bind addresses (config).
@@ -48,6 +49,7 @@ func TestStart_DockerWithoutSeccomp_RefusedInProduction(t *testing.T) {
 }
 
 func TestStart_DockerWithoutSeccomp_WarnedOutsideProduction(t *testing.T) {
+	// Sequential: sets testHooks.engine, which every in-process daemon reads.
 	seccompOffEngine(t)
 	d := newDaemonDir(t, "volume_data_path: "+filepath.Join(t.TempDir(), "volumes"), "log_level: info")
 	d.startInProcess()

@@ -117,6 +117,7 @@ func runningContainer(t *testing.T, dc *client.Client, lease string) container.I
 var nginxAsWwwData = map[string]any{"user": "www-data"}
 
 func TestStockNginx_ReadOnlyRootfs_ReadyAndServesOnItsPort(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	image := stockImage(t, "BERTH_TEST_NGINX_IMAGE")
 	cb := newCallbackReceiver(t)
@@ -144,6 +145,7 @@ func redisCLI(t *testing.T, dc *client.Client, lease string, args ...string) str
 }
 
 func TestStockRedis_ReadOnlyRootfs_WriteKeptAcrossRestartAndUpdate(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	image := stockImage(t, "BERTH_TEST_REDIS_IMAGE")
 	cb := newCallbackReceiver(t)
@@ -197,6 +199,7 @@ func (undetectingEngine) DetectWritablePaths(context.Context, dockerio.WritableQ
 // exits at start ("Read-only file system" under /var/lib/nginx): the failed
 // provision tenants saw before issue 17, and what this test would catch.
 func TestStockNginx_WithoutWritablePaths_FailsWithContainerExited(t *testing.T) {
+	// Sequential: sets testHooks.engine, which every in-process daemon reads.
 	dc := dockerClient(t)
 	image := stockImage(t, "BERTH_TEST_NGINX_IMAGE")
 	testHooks.engine = func(installationID string) (dockerio.Engine, error) {

@@ -113,6 +113,7 @@ func (d *daemonProc) retentionList() []messages.Retention {
 }
 
 func TestVolumes_BtrfsQuota_EnforcedInsideTheRunningContainer(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d, root := tenantDaemon(t)
@@ -143,6 +144,7 @@ func TestVolumes_BtrfsQuota_EnforcedInsideTheRunningContainer(t *testing.T) {
 }
 
 func TestRetention_CloseRetains_RestorePromotesDataIntoANewLease(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d, root := tenantDaemon(t, "retain_on_close: true")
@@ -200,6 +202,7 @@ func TestRetention_CloseRetains_RestorePromotesDataIntoANewLease(t *testing.T) {
 }
 
 func TestRestore_Refusals_DemoteShapeOwnership_NothingChanged(t *testing.T) {
+	t.Parallel()
 	cb := newCallbackReceiver(t)
 	d, _ := tenantDaemon(t, "retain_on_close: true")
 	src := provisionReady(t, d, cb, flatManifest(nil), messages.LeaseItem{SKU: "big", Quantity: 1})
@@ -246,6 +249,7 @@ func TestRestore_Refusals_DemoteShapeOwnership_NothingChanged(t *testing.T) {
 }
 
 func TestRetention_GraceExpired_ReapedAndBytesFreed(t *testing.T) {
+	t.Parallel()
 	cb := newCallbackReceiver(t)
 	d, root := tenantDaemon(t, "retain_on_close: true", "retention_max_age: 4s", "retention_reap_interval: 1s")
 	src := provisionReady(t, d, cb, flatManifest(nil), messages.LeaseItem{SKU: "small", Quantity: 1})
@@ -276,6 +280,7 @@ func TestRetention_GraceExpired_ReapedAndBytesFreed(t *testing.T) {
 }
 
 func TestRetention_TenantCap_EvictsTheOldest(t *testing.T) {
+	t.Parallel()
 	cb := newCallbackReceiver(t)
 	d, _ := tenantDaemon(t, "retain_on_close: true", "max_retained_leases_per_tenant: 1", "retention_reap_interval: 1s")
 	first := provisionReady(t, d, cb, flatManifest(nil), messages.LeaseItem{SKU: "small", Quantity: 1})
@@ -298,6 +303,7 @@ func TestRetention_TenantCap_EvictsTheOldest(t *testing.T) {
 }
 
 func TestRetention_OrphanedRecord_PrunedAfterConfirmingSweeps(t *testing.T) {
+	t.Parallel()
 	cb := newCallbackReceiver(t)
 	d, root := tenantDaemon(t, "retain_on_close: true", "retention_reap_interval: 1s", "retention_orphan_confirmations: 3")
 	src := provisionReady(t, d, cb, flatManifest(nil), messages.LeaseItem{SKU: "small", Quantity: 1})
@@ -323,6 +329,7 @@ func TestRetention_OrphanedRecord_PrunedAfterConfirmingSweeps(t *testing.T) {
 }
 
 func TestVolumeHold_BusyDeletion_CloseWaitsThenCompletes(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d, root := tenantDaemon(t)

@@ -22,6 +22,7 @@ import (
 // launches nothing — also after a restart, when the registry no longer holds
 // the lease and only its lease stream's closed receipt remembers it.
 func TestClosedLease_ReplayedProvision_409NothingCreated_AlsoAfterRestart(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t).startInProcess()
@@ -116,6 +117,7 @@ func (p *inspectFaultProxy) faulting() bool {
 // kept — and once Docker answers again the resume verifies it: ready, one
 // success callback, within the 30-second bound.
 func TestUncertainty_DockerInspectFaultAtVerify_StaysProvisioningSettlesByResume(t *testing.T) {
+	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
 	fault := startInspectFaultProxy(t, 20*time.Second)

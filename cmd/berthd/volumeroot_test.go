@@ -33,6 +33,7 @@ func (d *daemonProc) setConfigLine(key, line string) {
 // dir was reset starts again (a root in the working directory outlived the reset
 // and named the old installation, so the new one was refused).
 func TestVolumeRoot_FollowsDataDir_AResetDataDirStarts(t *testing.T) {
+	t.Parallel()
 	dockerClient(t)
 	owner := func(d *daemonProc) string {
 		raw, err := os.ReadFile(filepath.Join(d.dir, "data", "volumes", volumeRootMarker))
