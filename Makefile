@@ -46,8 +46,8 @@ run: docker-up
 ## The btrfs test mount and its image are removed when the tests end, pass or fail.
 test: docker-up registry-up workload-image stock-images btrfs-up promtool-up chromium-up
 	trap 'echo "== make test: removing the btrfs test mount"; bash .ci/btrfs-down.sh' EXIT; \
-	echo "== make test: go test -race ./... (every package; cmd/berthd takes ~8 min)"; \
-	BERTH_REQUIRE_DOCKER=1 go test -race -count=1 -timeout 45m -skip 'TestCrashSuite_DockerdRestart|TestDockerdStopped' $(TESTFLAGS) ./... && \
+	echo "== make test: go test -race ./... (every package; cmd/berthd, the longest, ~12 min with its independent tests 4 at a time)"; \
+	BERTH_REQUIRE_DOCKER=1 go test -race -count=1 -timeout 45m -parallel 4 -skip 'TestCrashSuite_DockerdRestart|TestDockerdStopped' $(TESTFLAGS) ./... && \
 	echo "== make test: the crash suite's dockerd restart and a 60 s dockerd stop (alone: they stop every container)" && \
 	BERTH_REQUIRE_DOCKER=1 BERTH_CRASH_DOCKERD=1 go test -race -timeout 15m -count=1 -run 'TestCrashSuite_DockerdRestart|TestDockerdStopped' ./cmd/berthd
 
