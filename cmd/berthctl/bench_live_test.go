@@ -82,8 +82,8 @@ func TestBench_LiveBerthdThreeLeasesAgainstRawDocker(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^bench: 3 leases of ` + regexp.QuoteMeta(benchTestImage) + `, sku docker-micro, startup_verify_duration 1s from -config `),
 		regexp.MustCompile(`(?m)^berthd accept +\d+ms +\S+ +\S+ +\S+ +- +3/3 `),
-		regexp.MustCompile(`(?m)^berthd ready +\d\.\d\ds +\S+ +\S+ +\S+ +\d\.\d\ds +3/3 `),
-		regexp.MustCompile(`(?m)^raw docker +\d\.\d\ds +\S+ +\S+ +\S+ +\d\.\d\ds +3/3 `),
+		regexp.MustCompile(`(?m)^berthd ready +\d+\.\d\ds +\S+ +\S+ +\S+ +\d+\.\d\ds +3/3 `),
+		regexp.MustCompile(`(?m)^raw docker +\d+\.\d\ds +\S+ +\S+ +\S+ +\d+\.\d\ds +3/3 `),
 		regexp.MustCompile(`(?m)^berthd/raw: p50 \d+\.\d\d×, wall \d+\.\d\d× \(beyond the verify wait: p50 \d+\.\d\d×, wall \d+\.\d\d×\)$`),
 		regexp.MustCompile(`(?m)^callbacks: 6 received, ([6-9]|\d\d+) signatures verified, 0 bad$`),
 		regexp.MustCompile(`(?m)^cleanup: 3/3 deprovisioned, 3 deprovisioned callbacks; left: 0 in /provisions, 0 in Docker, 0 of the raw run$`),
