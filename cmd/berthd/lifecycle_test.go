@@ -99,9 +99,13 @@ func healthCheck() map[string]any {
 
 // healthCheckWithStart is healthCheck with a start period: failures during it do
 // not count, so a slow starter is not unhealthy before it ever had a chance.
+// Its probes may take 5 s and fail twice in a row: a tenant's check as tolerant
+// as a real one, so a probe slowed by a loaded machine (one exceeded 1 s beside
+// CPU burners) is not a definite unhealthy finding.
 func healthCheckWithStart(period string) map[string]any {
 	h := healthCheck()
 	h["start_period"] = period
+	h["timeout"], h["retries"] = "5s", 3
 	return h
 }
 
