@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
@@ -89,12 +90,20 @@ func lateContainerHoldsThePool(t *testing.T, restart bool) {
 	}
 
 	fault.failing.Store(true)
-	late, err := dc.ContainerCreate(ctx, &container.Config{Image: orig.Config.Image, Labels: orig.Config.Labels}, nil, nil, nil,
-		"berth-late-"+lease[:8])
+	// Its image's VOLUMEs covered by tmpfs, as berth covers them by bind mounts:
+	// the reconciler's gentle removal keeps volumes, so an anonymous one would leak.
+	var mounts []mount.Mount
+	for target := range orig.Config.Volumes {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: target})
+	}
+	late, err := dc.ContainerCreate(ctx, &container.Config{Image: orig.Config.Image, Labels: orig.Config.Labels},
+		&container.HostConfig{Mounts: mounts}, nil, nil, "berth-late-"+lease[:8])
 	if err != nil {
 		t.Fatalf("create the late container: %v", err)
 	}
-	t.Cleanup(func() { _ = dc.ContainerRemove(ctx, late.ID, container.RemoveOptions{Force: true}) })
+	t.Cleanup(func() {
+		_ = dc.ContainerRemove(ctx, late.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	})
 	if err := dc.ContainerStart(ctx, late.ID, container.StartOptions{}); err != nil {
 		t.Fatalf("start the late container: %v", err)
 	}

@@ -466,7 +466,7 @@ func (rb *benchRestartBench) rawRestart(ctx context.Context, slot int, mode benc
 	}
 	rt.stop = time.Since(t)
 	t = time.Now()
-	if err := rb.dc.ContainerRemove(ctx, old, container.RemoveOptions{}); err != nil {
+	if err := rb.dc.ContainerRemove(ctx, old, container.RemoveOptions{RemoveVolumes: true}); err != nil {
 		return rt, fmt.Errorf("container remove: %w", err)
 	}
 	rt.remove = time.Since(t)

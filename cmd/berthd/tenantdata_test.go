@@ -348,7 +348,7 @@ func TestVolumeHold_BusyDeletion_CloseWaitsThenCompletes(t *testing.T) {
 	if m := string(d.get("/metrics").Body); !strings.Contains(m, "berth_volume_holds 1") {
 		t.Fatalf("no held deletion in metrics:\n%s", grepLines(m, "berth_volume_hold"))
 	}
-	if err := dc.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true}); err != nil {
+	if err := dc.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		t.Fatal(err)
 	}
 	d.deprovisionUntilGone(lease)
@@ -371,7 +371,9 @@ func holdMount(t *testing.T, dc *client.Client, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dc.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true}) })
+	t.Cleanup(func() {
+		_ = dc.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	})
 	if err := dc.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func leftoverObjects() []string {
 	for _, c := range cs {
 		if ours(c.Labels) {
 			out = append(out, "container "+strings.Join(c.Names, ",")+" ("+c.State+")")
-			_ = fx.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+			_ = fx.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}
 	}
 	ns, err := fx.docker.NetworkList(ctx, network.ListOptions{Filters: managed})
