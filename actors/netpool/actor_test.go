@@ -176,26 +176,39 @@ func (h *harness) eventually(what string, cond func() bool) {
 
 func (h *harness) report() messages.PassReport {
 	h.t.Helper()
-	rep, err := supervisors.Ask(context.Background(), h.tree, poolPath, waitFor, func(r chan<- messages.PassReport) any {
-		return &messages.GetPass{Reply: r}
-	})
+	rep, err := h.tryReport(waitFor)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return rep
 }
 
+func (h *harness) tryReport(timeout time.Duration) (messages.PassReport, error) {
+	return supervisors.Ask(context.Background(), h.tree, poolPath, timeout, func(r chan<- messages.PassReport) any {
+		return &messages.GetPass{Reply: r}
+	})
+}
+
+// reported is a condition for eventually: an ask that found the pool between
+// incarnations (a supervisor's restart drops what is sent to the stopped one)
+// is "not yet", never a failure.
+func (h *harness) reported(cond func(messages.PassReport) bool) func() bool {
+	return func() bool {
+		rep, err := h.tryReport(500 * time.Millisecond)
+		return err == nil && cond(rep)
+	}
+}
+
 func (h *harness) waitPasses(n int) {
 	h.t.Helper()
-	h.eventually("a finished pass", func() bool { return h.report().Passes >= n })
+	h.eventually("a finished pass", h.reported(func(r messages.PassReport) bool { return r.Passes >= n }))
 }
 
 // idle waits until no pass runs and the pool holds Size free networks.
 func (h *harness) idle() {
 	h.t.Helper()
-	h.eventually("the pool refilled and idle", func() bool {
-		return h.free() == h.set.Size && !h.report().Running
-	})
+	idle := h.reported(func(r messages.PassReport) bool { return !r.Running })
+	h.eventually("the pool refilled and idle", func() bool { return h.free() == h.set.Size && idle() })
 }
 
 // claim asks as a lease worker does (netpool.Client).
