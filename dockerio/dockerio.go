@@ -403,4 +403,9 @@ type Engine interface {
 	// DetectWritablePaths, SeedWritablePaths) a killed daemon left, and stale
 	// ones whose removal failed; it returns how many it removed.
 	SweepHelpers(ctx context.Context) (int, error)
+	// GuardIsolation makes sure the host firewall keeps Docker's bridges apart
+	// even while Docker rewrites its own isolation rules (it drops them for a
+	// moment on every network create), putting the guard back when it is
+	// missing; installed reports that it had to.
+	GuardIsolation(ctx context.Context) (installed bool, err error)
 }

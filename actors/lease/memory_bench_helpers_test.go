@@ -95,6 +95,7 @@ func (e *memRefusingEngine) SeedWritablePaths(context.Context, dockerio.SeedRequ
 }
 func (e *memRefusingEngine) SeccompEnabled(context.Context) (bool, error) { return false, e.refuse() }
 func (e *memRefusingEngine) SweepHelpers(context.Context) (int, error)    { return 0, e.refuse() }
+func (e *memRefusingEngine) GuardIsolation(context.Context) (bool, error) { return false, e.refuse() }
 
 // memBenchSpec is a one-service flat lease the way the registry's prepare() builds
 // one from a POST /provision: every string and map freshly allocated, as a decoded

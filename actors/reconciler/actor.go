@@ -49,6 +49,7 @@ type Result struct {
 	Unaccounted int
 	Undelivered int      // leases whose inventory could not be delivered or acknowledged
 	Helpers     int      // image helpers a killed daemon left, removed
+	Guard       string   // the isolation guard: "ok", "reinstalled" or "failed"
 	Lingering   []string // closed leases with containers left after the pass's removals
 }
 
@@ -59,6 +60,9 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted)
 		if res.Helpers > 0 { // rare: only after a kill -9
 			detail += fmt.Sprintf(", %d image helpers removed", res.Helpers)
+		}
+		if res.Guard != "ok" && res.Guard != "" {
+			detail += ", isolation guard " + res.Guard
 		}
 		return supervisors.Outcome{Err: err, Value: res, Detail: detail}
 	}
@@ -136,6 +140,7 @@ wait:
 	res.Removed, left = a.removeBounded(ctx, remove)
 	res.Backlog, res.Lingering = len(left), lingering(byLease, isLive, left)
 	a.sweepHelpers(ctx, &res)
+	a.guardIsolation(ctx, &res)
 	a.pruneDiagnostics()
 	return res, nil
 }
@@ -209,6 +214,23 @@ func (a *Actor) sweepHelpers(ctx context.Context, res *Result) {
 		a.Log.Warn().Err(err).Msg("image helpers not swept; retried next pass")
 	} else if n > 0 {
 		a.Log.Info().Int("helpers", n).Msg("removed image helpers a killed daemon left")
+	}
+}
+
+// guardIsolation puts the host firewall's isolation guard back when something
+// removed it (a flushed mangle table, a firewall reload): without it every
+// network Docker creates opens a moment in which leases reach each other.
+func (a *Actor) guardIsolation(ctx context.Context, res *Result) {
+	installed, err := a.Engine.GuardIsolation(ctx)
+	switch {
+	case err != nil:
+		res.Guard = "failed"
+		a.Log.Error().Err(err).Msg("isolation guard not in place: while Docker creates a network, leases can reach each other; retried next pass")
+	case installed:
+		res.Guard = "reinstalled"
+		a.Log.Warn().Msg("isolation guard was missing (mangle table changed); put back")
+	default:
+		res.Guard = "ok"
 	}
 }
 

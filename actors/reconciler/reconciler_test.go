@@ -166,3 +166,30 @@ func TestSweepHelpers_EveryPassAsksTheEngine_AFailureFailsNothing(t *testing.T) 
 		t.Errorf("SweepHelpers called %d times (want 2), %d removed", got, res.Helpers)
 	}
 }
+
+// TestGuardIsolation_EveryPassChecks_ReinstallsAMissingGuard_ReportsAFailure:
+// each pass asks the engine to keep the isolation guard in place (the real
+// guard is tested in dockerio/engine); a guard found missing is put back and
+// reported, one that cannot be checked is reported failed and fails nothing.
+func TestGuardIsolation_EveryPassChecks_ReinstallsAMissingGuard_ReportsAFailure(t *testing.T) {
+	e := fake.New(fake.Options{InstallationID: installation})
+	a := newTestActor(e, nil, time.Now)
+	var res Result
+	a.guardIsolation(context.Background(), &res)
+	if res.Guard != "ok" {
+		t.Fatalf("guard %q with the guard in place, want ok", res.Guard)
+	}
+	e.RemoveGuard()
+	a.guardIsolation(context.Background(), &res)
+	if res.Guard != "reinstalled" {
+		t.Fatalf("guard %q after it was removed, want reinstalled", res.Guard)
+	}
+	e.SetUnavailable(true)
+	a.guardIsolation(context.Background(), &res)
+	if res.Guard != "failed" {
+		t.Fatalf("guard %q with Docker's host unreachable, want failed", res.Guard)
+	}
+	if got := e.Calls(fake.OpGuardIsolation); got != 3 {
+		t.Errorf("GuardIsolation called %d times, want 3", got)
+	}
+}

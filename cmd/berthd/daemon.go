@@ -102,6 +102,9 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err := d.checkSeccomp(cfg); err != nil {
 		return nil, err
 	}
+	if err := d.guardIsolation(cfg); err != nil {
+		return nil, err
+	}
 	mark = w.phases.done("docker_connect", mark)
 	if d.vols, err = openVolumes(cfg, w.id.InstallationID, log); err != nil {
 		return nil, err
@@ -232,6 +235,25 @@ func (d *daemon) checkSeccomp(cfg *config.Config) error {
 	case !on:
 		d.log.Warn().Msg("the Docker daemon applies no seccomp profiles: tenant containers run without the tenant seccomp profile, " +
 			"and a tenant can escape its btrfs volume quota (production_mode refuses this)")
+	}
+	return nil
+}
+
+// guardIsolation puts the host firewall's isolation guard in place
+// (dockerio/engine/isolation.go): without it, every network Docker creates
+// opens a moment in which leases reach each other. Production refuses to run
+// without it; otherwise it is warned about (the reconciler tries again each pass).
+func (d *daemon) guardIsolation(cfg *config.Config) error {
+	ctx, cancel := stopCtx(10 * time.Second)
+	defer cancel()
+	installed, err := d.engine.GuardIsolation(ctx)
+	switch {
+	case err != nil && cfg.ProductionMode:
+		return fmt.Errorf("refusing to start: the isolation guard could not be put in place (run berthd as root on dockerd's host, with iptables): %w", err)
+	case err != nil:
+		d.log.Warn().Err(err).Msg("isolation guard not in place: while Docker creates a network, leases can reach each other (production_mode refuses this)")
+	case installed:
+		d.log.Info().Msg("isolation guard installed (mangle chain BERTH-ISOLATION): Docker's bridges stay apart while Docker rewrites its rules")
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ const (
 	OpSeedWritable     Op = "seed_writable_paths"
 	OpSeccompEnabled   Op = "seccomp_enabled"
 	OpSweepHelpers     Op = "sweep_helpers"
+	OpGuardIsolation   Op = "guard_isolation"
 )
 
 // Options tune the fake.
@@ -104,6 +105,7 @@ type Engine struct {
 	writable    map[string]writableAnswer // image ID → what detection and seeding answer (writable.go)
 	seeded      []dockerio.SeedRequest
 	noSeccomp   bool
+	guardGone   bool // the next GuardIsolation reinstalls (RemoveGuard)
 	subs        map[*subscriber]struct{}
 	nextPort    int
 	seq         int64

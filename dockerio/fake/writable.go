@@ -115,3 +115,24 @@ func (e *Engine) SweepHelpers(ctx context.Context) (int, error) {
 	}
 	return 0, nil
 }
+
+// RemoveGuard makes the next GuardIsolation find the guard missing (and put it
+// back), as after an operator flushed the mangle table.
+func (e *Engine) RemoveGuard() {
+	e.mu.Lock()
+	e.guardGone = true
+	e.mu.Unlock()
+}
+
+// GuardIsolation counts the call (faults apply); it reports a reinstall once
+// after RemoveGuard.
+func (e *Engine) GuardIsolation(ctx context.Context) (bool, error) {
+	if err := e.enter(ctx, OpGuardIsolation); err != nil {
+		return false, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	gone := e.guardGone
+	e.guardGone = false
+	return gone, nil
+}
