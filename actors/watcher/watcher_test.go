@@ -80,6 +80,9 @@ func TestWatcher_DeathAfterSeenStart_CountedOnlyWithoutKill(t *testing.T) {
 	}
 	// One session: the reconciler was asked once, when it connected (the gap
 	// before a first session — a start or a watcher restart — is a gap too).
+	// The ask is a message to another actor: on a loaded machine its mailbox
+	// may not have run yet when the deaths above were delivered.
+	h.eventually("the reconciler asked when the session began", func() bool { return h.recovers.Load() >= 1 })
 	if got := h.recovers.Load(); got != 1 {
 		t.Fatalf("reconciler asked %d times in one session, want 1", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio/addresspool"
+	"github.com/berth-dev/berth/dockerio/isolation"
 	"github.com/berth-dev/berth/dockerio/volumes"
 )
 
@@ -85,6 +86,26 @@ func checkAddressPools(_ context.Context, env *doctorEnv) checkResult {
 		return warn(name, short, addresspool.Fix)
 	}
 	return ok(name, fmt.Sprintf("Docker's address pools hold %d networks, enough for the %d leases the resource pool can admit", networks, leases))
+}
+
+// checkIsolationGuard: the mangle chain that keeps Docker's bridges apart
+// while Docker rewrites its own isolation rules (dockerio/isolation) is in
+// place. berthd puts it back at start and on every reconcile pass; a host
+// rebooted since berthd last ran has none yet.
+func checkIsolationGuard(ctx context.Context, env *doctorEnv) checkResult {
+	const name = "isolation_guard"
+	if h := env.cfg.DockerHost; h != "" && !strings.HasPrefix(h, "unix://") {
+		return warn(name, "docker_host "+h+" is another host: berthd cannot keep the guard on dockerd's firewall", "run berthd on dockerd's host")
+	}
+	inPlace, err := isolation.Host.InPlace(ctx)
+	switch {
+	case err != nil:
+		return warn(name, "the firewall could not be read: "+err.Error(), "run berthctl doctor as root")
+	case !inPlace:
+		return warn(name, "mangle chain BERTH-ISOLATION missing or changed: while Docker creates a network, leases can reach each other",
+			"start berthd (it puts the guard back; production_mode refuses to run without it)")
+	}
+	return ok(name, "mangle chain BERTH-ISOLATION keeps Docker's bridges apart")
 }
 
 // checkClock compares Docker's clock with ours.

@@ -1,131 +1,20 @@
 package engine
 
-// The isolation guard: Docker keeps bridge networks apart with the jump
-// FORWARD → DOCKER-ISOLATION-STAGE-1 in the filter table, and on every network
-// create it DELETES that jump and inserts it again (to keep it first), after
-// inserting the new network's ACCEPT rules above everything (seen with strace:
-// ~29 iptables runs per create). Between the delete and the insert no bridge is
-// isolated from any other: for one iptables run, tens of milliseconds idle and
-// hundreds on a busy host, a container on one lease's network reaches every
-// other lease's containers (a suite run caught one lease fetching another's
-// db). berth creates networks all the time (the warm pool, leases), so the
-// window is routine, not rare.
-//
-// The guard is a chain in the mangle table, which Docker's bridge driver never
-// touches and whose FORWARD hook runs before filter's, dropping exactly what
-// Docker's isolation drops: traffic routed from one Docker bridge to another
-// (br-* to br-*, not bridged within one; docker0 to br-* and back). Traffic
-// within a network (bridged), to the host and to the outside is untouched.
-// It is checked at start and on every reconcile pass and put back whole when
-// it differs; it stays when berthd stops (its leases keep running).
-
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/isolation"
 )
 
-// guardChain is the mangle chain berth owns.
-const guardChain = "BERTH-ISOLATION"
-
-// guardRules are the chain's rules, as iptables -S prints them.
-var guardRules = []string{
-	"-i br-+ -o br-+ -m physdev ! --physdev-is-bridged -j DROP",
-	"-i docker0 -o br-+ -j DROP",
-	"-i br-+ -o docker0 -j DROP",
-}
-
-// isolationGuard runs iptables (argv prefix iptables, and restore for
-// iptables-restore) in the network namespace dockerd programs.
-type isolationGuard struct {
-	iptables, restore []string
-}
-
-// hostGuard is the guard of this host's network namespace: the iptables dockerd
-// itself runs (it finds it on its PATH as berthd does).
-var hostGuard = isolationGuard{iptables: []string{"iptables"}, restore: []string{"iptables-restore"}}
-
-// GuardIsolation makes sure the guard is in place, putting it back whole when
-// it is missing or differs; installed reports that it had to. It needs dockerd
-// on this host (its firewall is the one to guard) and root.
+// GuardIsolation keeps the isolation guard (dockerio/isolation) in place on
+// dockerd's host; installed reports that it had to put it back. A dockerd on
+// another host has its firewall there, out of berthd's reach.
 func (e *Engine) GuardIsolation(ctx context.Context) (bool, error) {
 	if h := e.opts.Host; h != "" && !strings.HasPrefix(h, "unix://") {
 		return false, fmt.Errorf("isolation guard: docker_host %s is not this host's dockerd; install the guard where dockerd runs: %w", h, dockerio.ErrUnavailable)
 	}
-	return hostGuard.ensure(ctx)
-}
-
-func (g isolationGuard) ensure(ctx context.Context) (bool, error) {
-	chainOK, jumps, err := g.state(ctx)
-	if err != nil || (chainOK && jumps == 1) {
-		return false, err
-	}
-	if !chainOK {
-		var script strings.Builder
-		fmt.Fprintf(&script, "*mangle\n:%s - [0:0]\n", guardChain) // with --noflush: the chain alone is replaced
-		for _, r := range guardRules {
-			fmt.Fprintf(&script, "-A %s %s\n", guardChain, r)
-		}
-		script.WriteString("COMMIT\n")
-		if _, err := g.run(ctx, g.restore, script.String(), "-w", "--noflush"); err != nil {
-			return false, fmt.Errorf("isolation guard: write the %s chain: %w", guardChain, err)
-		}
-	}
-	if jumps == 0 {
-		if _, err := g.run(ctx, g.iptables, "", "-w", "-t", "mangle", "-I", "FORWARD", "1", "-j", guardChain); err != nil {
-			return false, fmt.Errorf("isolation guard: jump to %s from mangle FORWARD: %w", guardChain, err)
-		}
-	}
-	for ; jumps > 1; jumps-- { // two daemons starting at once both inserted one
-		if _, err := g.run(ctx, g.iptables, "", "-w", "-t", "mangle", "-D", "FORWARD", "-j", guardChain); err != nil {
-			return false, fmt.Errorf("isolation guard: a second jump to %s: %w", guardChain, err)
-		}
-	}
-	return true, nil
-}
-
-// state reports whether the chain holds exactly guardRules and how many
-// jumps mangle FORWARD has to it. An iptables that cannot run is an error.
-func (g isolationGuard) state(ctx context.Context) (chainOK bool, jumps int, err error) {
-	out, err := g.run(ctx, g.iptables, "", "-w", "-t", "mangle", "-S", guardChain)
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		out = nil // no such chain
-	case err != nil:
-		return false, 0, fmt.Errorf("isolation guard: %w", err)
-	}
-	want := []string{"-N " + guardChain}
-	for _, r := range guardRules {
-		want = append(want, "-A "+guardChain+" "+r)
-	}
-	chainOK = strings.TrimSpace(string(out)) == strings.Join(want, "\n")
-	fwd, err := g.run(ctx, g.iptables, "", "-w", "-t", "mangle", "-S", "FORWARD")
-	if err != nil {
-		return false, 0, fmt.Errorf("isolation guard: %w", err)
-	}
-	for _, line := range strings.Split(string(fwd), "\n") {
-		if strings.TrimSpace(line) == "-A FORWARD -j "+guardChain {
-			jumps++
-		}
-	}
-	return chainOK, jumps, nil
-}
-
-// run runs argv + args with stdin, returning stdout; a failure carries stderr.
-func (g isolationGuard) run(ctx context.Context, argv []string, stdin string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:len(argv):len(argv)], args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%s %s: %w: %s", strings.Join(argv, " "), strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
+	return isolation.Host.Ensure(ctx)
 }
