@@ -240,7 +240,7 @@ func (d *daemon) checkSeccomp(cfg *config.Config) error {
 }
 
 // guardIsolation puts the host firewall's isolation guard in place
-// (dockerio/engine/isolation.go): without it, every network Docker creates
+// (dockerio/isolation): without it, every network Docker creates
 // opens a moment in which leases reach each other. Production refuses to run
 // without it; otherwise it is warned about (the reconciler tries again each pass).
 func (d *daemon) guardIsolation(cfg *config.Config) error {
