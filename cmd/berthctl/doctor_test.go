@@ -512,7 +512,7 @@ func TestDoctor_IsolationGuard_InPlaceOK_ChangedWarnsWithTheFix(t *testing.T) {
 	if c := checkIsolationGuard(ctx, env); c.Verdict != verdictOK {
 		t.Fatalf("guard in place: %+v", c)
 	}
-	rule := []string{"-w", "-t", "mangle", "-D", "BERTH-ISOLATION", "-i", "docker0", "-o", "br-+", "-j", "DROP"}
+	rule := []string{"-w", "-t", "mangle", "-D", "BERTH-ISOLATION", "-i", "docker0", "-o", "br-+", "-m", "conntrack", "!", "--ctstate", "DNAT", "-j", "DROP"}
 	if out, err := exec.Command("iptables", rule...).CombinedOutput(); err != nil {
 		t.Fatalf("remove a rule: %v %s", err, out)
 	}

@@ -17,8 +17,11 @@ import (
 // network create Docker deletes and re-inserts its isolation jump, and for
 // that moment leases on different networks reach each other (a suite run
 // caught one). The window is emulated for exactly two leases' containers —
-// filter FORWARD ACCEPTs between them at the top, as Docker's rules are
-// during the rewrite — and berthd's guard must still drop the traffic. The
+// RETURNs between them at the top of DOCKER-ISOLATION-STAGE-1, so filter
+// FORWARD goes on to each network's own ACCEPT as it does while the jump is
+// gone (a rule placed first in FORWARD itself would not stay first: every
+// network create puts Docker's jumps back above it) — and berthd's guard must
+// still drop the traffic. The
 // control bypasses the guard for the same pair and must see it cross, so the
 // emulation is a real breach and the guard is what stops it.
 func TestIsolation_DockersRuleRewriteWindow_GuardKeepsLeasesApart(t *testing.T) {
@@ -52,12 +55,12 @@ func TestIsolation_DockersRuleRewriteWindow_GuardKeepsLeasesApart(t *testing.T) 
 		t.Fatalf("lease a reached lease b at %s with Docker's isolation in place", ipB)
 	}
 
-	window := pairRules("filter", ipA, ipB)
+	window := pairRules("filter", "DOCKER-ISOLATION-STAGE-1", "RETURN", ipA, ipB)
 	addRules(t, window)
 	if reaches() {
 		t.Fatalf("lease a reached lease b at %s through Docker's rewrite window: the guard did not hold", ipB)
 	}
-	bypass := pairRules("mangle", ipA, ipB)
+	bypass := pairRules("mangle", "FORWARD", "ACCEPT", ipA, ipB)
 	addRules(t, bypass)
 	if !reaches() {
 		t.Fatalf("control: with the guard bypassed for the pair, lease a did not reach lease b at %s — the emulated window proves nothing", ipB)
@@ -84,12 +87,12 @@ func leaseIP(t *testing.T, dc *client.Client, lease string) string {
 	return ""
 }
 
-// pairRules are FORWARD rules of table accepting the traffic between two
-// addresses, both ways, placed first.
-func pairRules(table, x, y string) [][]string {
+// pairRules are rules of table's chain sending the traffic between two
+// addresses, both ways, to target, placed first.
+func pairRules(table, chain, target, x, y string) [][]string {
 	return [][]string{
-		{"-t", table, "FORWARD", "-s", x, "-d", y, "-j", "ACCEPT"},
-		{"-t", table, "FORWARD", "-s", y, "-d", x, "-j", "ACCEPT"},
+		{"-t", table, chain, "-s", x, "-d", y, "-j", target},
+		{"-t", table, chain, "-s", y, "-d", x, "-j", target},
 	}
 }
 

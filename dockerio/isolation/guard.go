@@ -30,11 +30,14 @@ import (
 // guardChain is the mangle chain berth owns.
 const guardChain = "BERTH-ISOLATION"
 
-// guardRules are the chain's rules, as iptables -S prints them.
+// guardRules are the chain's rules, as iptables -S prints them. Traffic to a
+// published port (DNAT: a container to the host's address, hairpin within a
+// network when the userland proxy is off) is left to Docker's rules: a
+// published port is public anyway.
 var guardRules = []string{
-	"-i br-+ -o br-+ -m physdev ! --physdev-is-bridged -j DROP",
-	"-i docker0 -o br-+ -j DROP",
-	"-i br-+ -o docker0 -j DROP",
+	"-i br-+ -o br-+ -m physdev ! --physdev-is-bridged -m conntrack ! --ctstate DNAT -j DROP",
+	"-i docker0 -o br-+ -m conntrack ! --ctstate DNAT -j DROP",
+	"-i br-+ -o docker0 -m conntrack ! --ctstate DNAT -j DROP",
 }
 
 // Guard runs iptables (argv prefix IPTables, and Restore for

@@ -67,11 +67,11 @@ func TestIsolationGuard_Installed_ThenFoundInPlace_RepairedWhole(t *testing.T) {
 	ensure(true, "a fresh namespace")
 	ensure(false, "the guard in place")
 	out, err := ipt("-t", "mangle", "-S", guardChain)
-	if err != nil || !strings.Contains(out, "-A BERTH-ISOLATION -i br-+ -o br-+ -m physdev ! --physdev-is-bridged -j DROP") {
+	if err != nil || !strings.Contains(out, "-A BERTH-ISOLATION -i br-+ -o br-+ -m physdev ! --physdev-is-bridged -m conntrack ! --ctstate DNAT -j DROP") {
 		t.Fatalf("chain after ensure: %v\n%s", err, out)
 	}
 
-	if out, err := ipt("-t", "mangle", "-D", guardChain, "-i", "docker0", "-o", "br-+", "-j", "DROP"); err != nil {
+	if out, err := ipt("-t", "mangle", "-D", guardChain, "-i", "docker0", "-o", "br-+", "-m", "conntrack", "!", "--ctstate", "DNAT", "-j", "DROP"); err != nil {
 		t.Fatalf("remove a rule: %v %s", err, out)
 	}
 	if out, err := ipt("-t", "mangle", "-A", guardChain, "-j", "ACCEPT"); err != nil {
