@@ -43,7 +43,7 @@ func TestUnit_VerifiesAndHoldsExactlyWhatBerthdNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := unitDirectives(t, raw)
-	caps := "CAP_SYS_ADMIN CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER CAP_SYS_PTRACE"
+	caps := "CAP_SYS_ADMIN CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER CAP_SYS_PTRACE CAP_NET_ADMIN CAP_NET_RAW"
 	for key, want := range map[string]string{
 		"Type":                    "notify",
 		"Restart":                 "on-failure",
@@ -52,7 +52,7 @@ func TestUnit_VerifiesAndHoldsExactlyWhatBerthdNeeds(t *testing.T) {
 		"CapabilityBoundingSet":   caps,
 		"AmbientCapabilities":     caps,
 		"ProtectSystem":           "strict",
-		"ReadWritePaths":          "/var/lib/berth /srv/berth-volumes",
+		"ReadWritePaths":          "/var/lib/berth /srv/berth-volumes -/run/xtables.lock",
 		"NoNewPrivileges":         "yes",
 		"PrivateTmp":              "yes",
 		"ProtectHome":             "yes",
