@@ -71,6 +71,12 @@ var (
 	// ErrPoolNetworkGone: the warm-pool network a launch was to attach to is
 	// gone; nothing of the launch is left. It matches ErrNotFound.
 	ErrPoolNetworkGone = fmt.Errorf("pool network gone: %w", ErrNotFound)
+	// ErrBridgeNotIsolated: a single-container lease was to launch on Docker's
+	// default bridge, but the daemon no longer isolates its containers there
+	// (inter-container communication is on): a tenant is never started on a
+	// network it shares with other tenants. Definite until the operator sets
+	// "icc": false again.
+	ErrBridgeNotIsolated = errors.New(`docker's default bridge no longer isolates containers (set "icc": false in daemon.json)`)
 	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
 	// targets, label count or size, a reserved label, the lease mount budget); it
 	// can never be launched here.
@@ -99,7 +105,11 @@ type Plan struct {
 	// NetworkName is NetworkID's name (fred-<lease>, or berth-pool-… for a pool
 	// network): traefik.docker.network must name the network the container is
 	// really on. "" lets the engine ask Docker.
-	NetworkName    string
+	NetworkName string
+	// NetworkBridged: the lease's one container runs on Docker's default bridge
+	// (network_mode: bridge, no aliases), which the daemon isolates (icc=false);
+	// NetworkID is that network's ID and NetworkName "bridge".
+	NetworkBridged bool
 	Ingress        *ingress.Config // the ingress.* keys the labels need; nil: ingress off
 	HostBindIP     string
 	ReadonlyRootfs bool
@@ -254,6 +264,27 @@ type Network struct {
 	Name       string
 	Labels     map[string]string
 	Containers int // attached containers
+	// Bridged: not a lease network but Docker's isolated default bridge, the
+	// netpool's answer for a single-container lease.
+	Bridged bool
+}
+
+// DefaultBridgeName is the name of Docker's default bridge network (docker0).
+const DefaultBridgeName = "bridge"
+
+// BridgeFacts are what berth needs to know of Docker's default bridge before
+// putting single-container leases on it.
+type BridgeFacts struct {
+	ID     string
+	Subnet string // IPv4, CIDR
+	// Isolated: the daemon drops traffic between containers on it ("icc":
+	// false) and bridged traffic passes iptables (br_netfilter's
+	// bridge-nf-call-iptables is on), so a container reaches no other.
+	Isolated bool
+	Reason   string // why not Isolated ("" when it is)
+	// Capacity is how many more containers fit: the subnet's usable host
+	// addresses less those attached now and a small reserve.
+	Capacity int
 }
 
 // Event is one container event from Docker's stream.
@@ -362,6 +393,9 @@ type Engine interface {
 	// PoolNetworks lists this installation's pool networks (ID, name, labels;
 	// Containers is not filled: inspect a network to count them).
 	PoolNetworks(ctx context.Context) ([]Network, error)
+	// DefaultBridge inspects Docker's default bridge network and the daemon's
+	// warnings about it.
+	DefaultBridge(ctx context.Context) (BridgeFacts, error)
 	// Up launches the plan as the lease's Compose project. A container of the
 	// project that is not this installation's fails it with ErrForeignObject.
 	Up(ctx context.Context, plan Plan) error

@@ -74,8 +74,10 @@ func fromSummary(s container.Summary) messages.Container {
 	c := fromLabels(s.ID, name, s.Labels)
 	c.ImageID, c.State, c.Health = s.ImageID, s.State, labels.HealthFromStatus(s.Status)
 	if s.NetworkSettings != nil {
-		for _, n := range s.NetworkSettings.Networks {
-			if n != nil && n.NetworkID != "" {
+		for name, n := range s.NetworkSettings.Networks {
+			// The default bridge isolates its containers (icc=false, verified at
+			// each launch onto it): being on it shares nothing.
+			if n != nil && n.NetworkID != "" && name != dockerio.DefaultBridgeName {
 				c.Networks = append(c.Networks, n.NetworkID)
 			}
 		}

@@ -45,6 +45,9 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 		byName[s.Name] = s
 	}
 	keys := dockerio.ComposeKeys(plan.Services)
+	if plan.NetworkBridged && len(keys) != 1 {
+		return nil, fmt.Errorf("plan: the default bridge carries single-container leases only (%d containers)", len(keys))
+	}
 	keysOf := make(map[string][]string) // service name → its instance keys, sorted
 	for key, inst := range keys {
 		keysOf[inst.Service] = append(keysOf[inst.Service], key)
@@ -58,11 +61,11 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 		Name:       name,
 		WorkingDir: "/",
 		Services:   types.Services{},
-		Networks: types.Networks{
-			// External and named by the verified ID: Compose neither creates nor
-			// removes it, and Docker resolves an exact ID before any name.
-			leaseNetworkKey: {Name: plan.NetworkID, External: true},
-		},
+	}
+	if !plan.NetworkBridged {
+		// External and named by the verified ID: Compose neither creates nor
+		// removes it, and Docker resolves an exact ID before any name.
+		project.Networks = types.Networks{leaseNetworkKey: {Name: plan.NetworkID, External: true}}
 	}
 
 	for key, inst := range keys {
@@ -116,12 +119,18 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 		Restart:      types.RestartPolicyNo,
 		Init:         svc.Init,
 		User:         svc.User,
-		Networks: map[string]*types.ServiceNetworkConfig{
+		HealthCheck:  healthCheck(svc.HealthCheck),
+	}
+	if plan.NetworkBridged {
+		// The lease's one container on Docker's isolated default bridge: no
+		// DNS there, no alias, nothing another lease could resolve.
+		sc.NetworkMode = dockerio.DefaultBridgeName
+	} else {
+		sc.Networks = map[string]*types.ServiceNetworkConfig{
 			// The bare service name is the in-lease DNS name: web reaches db, and
 			// every fan-out instance answers to its service's name.
 			leaseNetworkKey: {Aliases: []string{svc.Name}},
-		},
-		HealthCheck: healthCheck(svc.HealthCheck),
+		}
 	}
 	sc.Volumes, sc.Tmpfs = buildMounts(plan, svc, index)
 	if svc.StopGracePeriod > 0 {

@@ -409,3 +409,35 @@ func TestBuildProject_MaintenanceID_Labelled(t *testing.T) {
 		t.Errorf("fred.maintenance_id = %q, want %q", got, plan.MaintenanceID)
 	}
 }
+
+// A bridged plan (a single-container lease on Docker's isolated default
+// bridge) renders network_mode: bridge, joins no network and has no alias: the
+// default bridge has no DNS and nothing of the lease can be resolved by
+// another. A bridged plan of more than one container is refused.
+func TestBuildProject_Bridged_NetworkModeBridge_NoNetworksNoAliases(t *testing.T) {
+	plan := unitPlan(unitService("web", 1))
+	plan.NetworkBridged, plan.NetworkName = true, dockerio.DefaultBridgeName
+	p, err := buildProject(plan, time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Networks) != 0 {
+		t.Errorf("project networks %v, want none", p.Networks)
+	}
+	s := p.Services["web"]
+	if s.NetworkMode != "bridge" || len(s.Networks) != 0 {
+		t.Errorf("service network_mode %q, networks %v: want bridge and none", s.NetworkMode, s.Networks)
+	}
+	for _, q := range []dockerio.Plan{unitPlan(unitService("web", 2)), unitPlan(unitService("web", 1), unitService("db", 1))} {
+		q.NetworkBridged = true
+		if _, err := buildProject(q, time.Now()); err == nil {
+			t.Errorf("bridged plan of %d services accepted", len(q.Services))
+		}
+	}
+	// Not bridged: the lease network with the service's alias, as before.
+	p, err = buildProject(unitPlan(unitService("web", 1)), time.Now())
+	if err != nil || p.Networks[leaseNetworkKey].Name != unitPlan().NetworkID || p.Services["web"].NetworkMode != "" ||
+		!slices.Equal(p.Services["web"].Networks[leaseNetworkKey].Aliases, []string{"web"}) {
+		t.Errorf("lease-network plan rendered %+v, %+v (%v)", p.Networks, p.Services["web"].Networks, err)
+	}
+}

@@ -190,6 +190,9 @@ func (e *Engine) admitPlanImages(ctx context.Context, services []dockerio.Servic
 // fails on it before anything exists (launchFailed tells that apart). Compose
 // only needs its ID.
 func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (network.Inspect, error) {
+	if plan.NetworkBridged {
+		return e.verifyBridge(ctx)
+	}
 	if plan.NetworkPooled {
 		return network.Inspect{ID: plan.NetworkID, Driver: "bridge", Scope: "local"}, nil
 	}
@@ -204,6 +207,21 @@ func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (n
 		Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,
 	})) {
 		return network.Inspect{}, fmt.Errorf("verify lease network %s (%s): %w", n.Name, trimID(n.ID), dockerio.ErrForeignNetwork)
+	}
+	return n, nil
+}
+
+// verifyBridge proves, right before a single-container lease's launch, that
+// Docker's default bridge still isolates its containers: an operator may have
+// turned icc back on (and restarted dockerd) since berthd started, and a tenant
+// is never started on a network it would share.
+func (e *Engine) verifyBridge(ctx context.Context) (network.Inspect, error) {
+	n, err := e.docker.NetworkInspect(ctx, dockerio.DefaultBridgeName, network.InspectOptions{})
+	if err != nil {
+		return network.Inspect{}, dockerErr("verify the default bridge", err)
+	}
+	if why := bridgeNotIsolated(n); why != "" {
+		return network.Inspect{}, fmt.Errorf("verify the default bridge: %s: %w", why, dockerio.ErrBridgeNotIsolated)
 	}
 	return n, nil
 }

@@ -124,6 +124,9 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 // validates the plan, and checks the network is the lease's own or an owned pool
 // network, as the real engine does before creating anything.
 func (e *Engine) verifyNetworkLocked(plan *dockerio.Plan) ([]string, error) {
+	if plan.NetworkBridged {
+		return e.verifyBridgeLocked(plan)
+	}
 	n, ok := e.networks[plan.NetworkID]
 	if ok && plan.NetworkName == "" {
 		plan.NetworkName = n.name
@@ -277,7 +280,7 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 			Contract:    dockerio.ContractOf(plan),
 		},
 	}
-	if plan.NetworkID != "" {
+	if plan.NetworkID != "" && !plan.NetworkBridged { // the isolated bridge shares nothing (as the engine lists it)
 		c.c.Networks = []string{plan.NetworkID}
 	}
 	for _, p := range svc.Ports {

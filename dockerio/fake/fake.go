@@ -60,6 +60,7 @@ const (
 	OpSeccompEnabled   Op = "seccomp_enabled"
 	OpSweepHelpers     Op = "sweep_helpers"
 	OpGuardIsolation   Op = "guard_isolation"
+	OpDefaultBridge    Op = "default_bridge"
 )
 
 // Options tune the fake.
@@ -105,7 +106,8 @@ type Engine struct {
 	writable    map[string]writableAnswer // image ID → what detection and seeding answer (writable.go)
 	seeded      []dockerio.SeedRequest
 	noSeccomp   bool
-	guardGone   bool // the next GuardIsolation reinstalls (RemoveGuard)
+	guardGone   bool                 // the next GuardIsolation reinstalls (RemoveGuard)
+	bridge      dockerio.BridgeFacts // what DefaultBridge answers (networks.go)
 	subs        map[*subscriber]struct{}
 	nextPort    int
 	seq         int64
@@ -147,6 +149,7 @@ func New(opts Options) *Engine {
 		subs:       map[*subscriber]struct{}{},
 		writable:   map[string]writableAnswer{},
 		nextPort:   32768,
+		bridge:     dockerio.BridgeFacts{ID: randomHex(32), Subnet: "10.200.0.0/20", Isolated: true, Capacity: 4000},
 	}
 }
 

@@ -174,3 +174,37 @@ func (e *Engine) PoolNetworks(ctx context.Context) ([]dockerio.Network, error) {
 	slices.SortFunc(out, func(a, b dockerio.Network) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
+
+// SetBridge sets what DefaultBridge answers and what a bridged launch finds
+// (default: isolated, 10.200.0.0/20, room for 4000).
+func (e *Engine) SetBridge(facts dockerio.BridgeFacts) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.bridge = facts
+}
+
+// DefaultBridge answers what SetBridge set.
+func (e *Engine) DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error) {
+	if err := e.enter(ctx, OpDefaultBridge); err != nil {
+		return dockerio.BridgeFacts{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.bridge, nil
+}
+
+// verifyBridgeLocked refuses a bridged launch once the bridge is not isolated,
+// as the real engine does.
+func (e *Engine) verifyBridgeLocked(plan *dockerio.Plan) ([]string, error) {
+	order, err := validatePlan(*plan)
+	if err != nil {
+		return nil, err
+	}
+	if !e.bridge.Isolated {
+		return nil, fmt.Errorf("verify the default bridge: %s: %w", e.bridge.Reason, dockerio.ErrBridgeNotIsolated)
+	}
+	if len(plan.Services) != 1 || plan.Services[0].Quantity != 1 {
+		return nil, fmt.Errorf("plan: the default bridge carries single-container leases only")
+	}
+	return order, nil
+}

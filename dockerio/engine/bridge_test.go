@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// bridgeDockerd answers the default bridge's inspect and docker info as a
+// daemon configured with icc (true or false) and the given warnings would.
+type bridgeDockerd struct {
+	mu       sync.Mutex
+	icc      string
+	warnings []string
+}
+
+func (d *bridgeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w.Header().Set("Api-Version", "1.41")
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path == "/_ping":
+		fmt.Fprint(w, "OK")
+	case strings.HasSuffix(r.URL.Path, "/networks/bridge"):
+		fmt.Fprintf(w, `{"Name":"bridge","Id":"%s","Driver":"bridge","Scope":"local",
+			"IPAM":{"Config":[{"Subnet":"10.200.0.0/20","Gateway":"10.200.0.1"}]},
+			"Containers":{"a":{},"b":{}},
+			"Options":{"com.docker.network.bridge.default_bridge":"true","%s":"%s"}}`, strings.Repeat("b", 64), iccOption, d.icc)
+	case strings.HasSuffix(r.URL.Path, "/info"):
+		q := make([]string, len(d.warnings))
+		for i, s := range d.warnings {
+			q[i] = fmt.Sprintf("%q", s)
+		}
+		fmt.Fprintf(w, `{"ID":"x","Warnings":[%s]}`, strings.Join(q, ","))
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"not here"}`)
+	}
+}
+
+func newBridgeEngine(t *testing.T, d *bridgeDockerd) *Engine {
+	t.Helper()
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	e, err := New(Options{Host: "tcp://" + strings.TrimPrefix(srv.URL, "http://"), InstallationID: newInstallation(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// DefaultBridge reports the bridge isolated only with icc off and bridged
+// traffic through iptables, and its capacity as the /20's hosts less the
+// network, broadcast and gateway addresses, the attached containers and the
+// reserve.
+func TestDefaultBridge_IsolatedOnlyWithIccOffAndBridgeNF_CapacityFromSubnet(t *testing.T) {
+	d := &bridgeDockerd{icc: "false"}
+	e := newBridgeEngine(t, d)
+	ctx := testCtx(t, 30*time.Second)
+	f, err := e.DefaultBridge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Isolated || f.Reason != "" || f.Subnet != "10.200.0.0/20" || f.ID != strings.Repeat("b", 64) || f.Capacity != 4096-3-2-bridgeReserve {
+		t.Fatalf("facts %+v: want isolated, 10.200.0.0/20, capacity %d", f, 4096-3-2-bridgeReserve)
+	}
+	d.mu.Lock()
+	d.warnings = []string{"WARNING: bridge-nf-call-iptables is disabled"}
+	d.mu.Unlock()
+	if f, err = e.DefaultBridge(ctx); err != nil || f.Isolated || !strings.Contains(f.Reason, "bridge-nf-call-iptables") {
+		t.Fatalf("with br_netfilter off: %+v, %v", f, err)
+	}
+	d.mu.Lock()
+	d.icc, d.warnings = "true", nil
+	d.mu.Unlock()
+	if f, err = e.DefaultBridge(ctx); err != nil || f.Isolated || !strings.Contains(f.Reason, "inter-container communication is on") {
+		t.Fatalf("with icc on: %+v, %v", f, err)
+	}
+}
+
+// A bridged launch is refused, before Compose creates anything, once the
+// default bridge no longer isolates (an operator turned icc back on and
+// restarted dockerd): a tenant is never started on a shared network.
+func TestVerifyLaunchNetwork_BridgedPlan_RefusedWhenBridgeNotIsolated(t *testing.T) {
+	d := &bridgeDockerd{icc: "false"}
+	e := newBridgeEngine(t, d)
+	ctx := testCtx(t, 30*time.Second)
+	plan := unitPlan(unitService("web", 1))
+	plan.NetworkBridged, plan.NetworkName = true, dockerio.DefaultBridgeName
+	n, err := e.verifyLaunchNetwork(ctx, plan)
+	if err != nil || n.Name != "bridge" || n.ID != strings.Repeat("b", 64) {
+		t.Fatalf("isolated bridge: %+v, %v", n, err)
+	}
+	d.mu.Lock()
+	d.icc = "true"
+	d.mu.Unlock()
+	if _, err := e.verifyLaunchNetwork(ctx, plan); !errors.Is(err, dockerio.ErrBridgeNotIsolated) {
+		t.Fatalf("icc on: %v, want ErrBridgeNotIsolated", err)
+	}
+}
