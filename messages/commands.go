@@ -187,8 +187,12 @@ type ListRetentions struct {
 // one (so it comes back to the pool when the lease closes, instead of being
 // removed), unless the lease holds a network already or another lease got it.
 type ClaimNetwork struct {
-	Lease    string
-	Bind     bool
+	Lease string
+	Bind  bool
+	// Single: the lease's release runs one container. A first claim of such a
+	// lease binds it to Docker's isolated default bridge while the pool says
+	// the daemon isolates it and it has room (NetworkClaim.Bridged).
+	Single   bool
 	Made     string // ID of a pool network the lease just created for itself
 	MadeName string
 	Reply    chan<- NetworkClaim
@@ -198,7 +202,10 @@ type ClaimNetwork struct {
 type NetworkClaim struct {
 	ID   string
 	Name string
-	Err  error // the binding could not be journaled
+	// Bridged: the lease is bound to the default bridge (ID is its ID, Name
+	// "bridge"), not to a pool network: a single-container release runs there.
+	Bridged bool
+	Err     error // the binding could not be journaled
 }
 
 // DropNetwork tells the pool that the network bound to Lease is unusable (gone,

@@ -88,9 +88,11 @@ type Store interface {
 // NetworkPool hands a lease a pre-created network (actors/netpool).
 type NetworkPool interface {
 	// Claim returns the pool network bound to lease (its ID, and its name
-	// when the pool knows it); with bind, a free one is bound when it holds
-	// none. ID "" when there is none to give.
-	Claim(ctx context.Context, lease string, bind bool) (dockerio.Network, error)
+	// when the pool knows it), or the default bridge (Bridged) when the lease
+	// is bound to it; with bind, a free one is bound when it holds none — the
+	// bridge when single (the release runs one container) and the pool offers
+	// it. ID "" when there is none to give.
+	Claim(ctx context.Context, lease string, bind, single bool) (dockerio.Network, error)
 	// Bind binds a pool network the lease's first attempt created because
 	// none was free; it answers the network the lease holds (ID "" when the
 	// pool would not bind it: the lease uses its own network).

@@ -23,12 +23,21 @@ type launchInputs struct {
 	writable map[string]writableService
 }
 
-// leaseNetwork is the network a launch attaches to: fred-<lease>, or the warm
-// pool network bound to the lease (pooled). name is "" when the pool did not
-// know it (the engine asks Docker).
+// leaseNetwork is the network a launch attaches to: fred-<lease>, the warm
+// pool network bound to the lease (pooled), or Docker's isolated default bridge
+// (bridged: the lease is bound to it and the release runs one container). name
+// is "" when the pool did not know it (the engine asks Docker).
 type leaseNetwork struct {
 	id, name string
 	pooled   bool
+	bridged  bool
+}
+
+// singleContainer reports whether r runs exactly one container (one service of
+// quantity 1): only such a release may run on the default bridge, which has no
+// DNS for a second container to find the first by.
+func singleContainer(r Release) bool {
+	return len(r.Services) == 1 && r.Services[0].Quantity == 1
 }
 
 // prepare admits the release's images and ensures the lease network, at once (they
@@ -106,7 +115,7 @@ func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[strin
 	netDone := make(chan netResult, 1)
 	go func() {
 		done := j.provisionPhase("network")
-		net, err := j.leaseNetwork(ctx)
+		net, err := j.leaseNetwork(ctx, r)
 		done()
 		netDone <- netResult{net, err}
 	}()
@@ -144,21 +153,31 @@ func (j *job) networkOutcome(ctx context.Context, err error) (Outcome, bool) {
 	return fail(messages.ReasonInternal, "provisioning failed: lease network"), false
 }
 
-// leaseNetwork finds this attempt's network: the pool's network bound to the
-// lease (verified ours by its exact ID), else fred-<lease>, created when absent.
-// Only a lease's first attempt takes a new network from the pool; a later one
-// gets the pool network it already holds, or keeps fred-<lease>, so a lease
-// never moves between networks.
-func (j *job) leaseNetwork(ctx context.Context) (leaseNetwork, error) {
+// leaseNetwork finds the network of this attempt to launch r: the pool's
+// network bound to the lease (verified ours by its exact ID), the default
+// bridge when the lease is bound to it and r runs one container, else
+// fred-<lease>, created when absent. Only a lease's first attempt takes a new
+// network (or a slot of the bridge) from the pool; a later one gets what it
+// already holds, or keeps fred-<lease>, so a lease never moves between
+// networks — but for a bridged lease whose release runs more than one
+// container (an update added one): that release runs on fred-<lease>, and a
+// release of one container again (a rollback) on the bridge. The choice
+// follows from the lease's binding and r alone, so every attempt, restart and
+// compensation makes the same one.
+func (j *job) leaseNetwork(ctx context.Context, r Release) (leaseNetwork, error) {
 	if j.pool != nil {
-		first := j.launch.Generation == 1 && j.maint == nil
-		n, err := j.pool.Claim(ctx, j.lease, first)
+		first, single := j.launch.Generation == 1 && j.maint == nil, singleContainer(r)
+		n, err := j.pool.Claim(ctx, j.lease, first, single)
 		switch {
 		case err != nil:
 			if first { // a late binding must not outlive this attempt's choice
 				j.pool.Drop(j.lease, "")
 			}
 			j.log.Warn().Err(err).Msg("network pool did not answer; using the lease's own network")
+		case n.Bridged && single:
+			// Verified to isolate still where compose's launch starts (up).
+			return leaseNetwork{id: n.ID, name: n.Name, bridged: true}, nil
+		case n.Bridged: // more than one container: never on the bridge
 		case n.ID != "":
 			// Verified by ID, with our pool labels, where compose's launch starts
 			// (up): a network gone by then is dropped and the launch runs again on
@@ -279,6 +298,9 @@ func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.I
 func classifyRejectedLaunch(upErr error, cohort []messages.Container) Outcome {
 	if errors.Is(upErr, dockerio.ErrForeignObject) {
 		return fail(messages.ReasonInternal, "a container of another installation holds this lease's name")
+	}
+	if errors.Is(upErr, dockerio.ErrBridgeNotIsolated) {
+		return fail(messages.ReasonInternal, "not started: the host's default bridge no longer isolates containers (icc is on)")
 	}
 	if unanswered(upErr) {
 		return pending

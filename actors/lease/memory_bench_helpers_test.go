@@ -55,6 +55,9 @@ func (e *memRefusingEngine) CreatePoolNetwork(context.Context) (dockerio.Network
 func (e *memRefusingEngine) PoolNetworks(context.Context) ([]dockerio.Network, error) {
 	return nil, e.refuse()
 }
+func (e *memRefusingEngine) DefaultBridge(context.Context) (dockerio.BridgeFacts, error) {
+	return dockerio.BridgeFacts{}, e.refuse()
+}
 func (e *memRefusingEngine) Up(context.Context, dockerio.Plan) error { return e.refuse() }
 func (e *memRefusingEngine) Launch(context.Context, dockerio.Plan) ([]messages.Container, error) {
 	return nil, e.refuse()

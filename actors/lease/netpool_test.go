@@ -40,7 +40,7 @@ func (p *stubPool) Bind(_ context.Context, _ string, made dockerio.Network) (doc
 
 // Claim answers the ID alone, as the pool does for a network it has not
 // listed since a restart: the engine asks Docker for its name.
-func (p *stubPool) Claim(_ context.Context, _ string, bind bool) (dockerio.Network, error) {
+func (p *stubPool) Claim(_ context.Context, _ string, bind, _ bool) (dockerio.Network, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.binds = append(p.binds, bind)

@@ -178,6 +178,7 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 		LifecycleURL:   spec.LifecycleURL,
 		NetworkID:      net.id,
 		NetworkPooled:  net.pooled,
+		NetworkBridged: net.bridged,
 		NetworkName:    net.name,
 		Ingress:        set.Ingress,
 		HostBindIP:     set.HostBindIP,

@@ -19,6 +19,7 @@
 package netpool
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -98,7 +99,7 @@ func (a *Actor) receive(msg any) {
 	case *messages.DropNetwork:
 		a.drop(m)
 	case *messages.LeaseGone:
-		if _, bound := a.st.byLease[m.Lease]; bound {
+		if _, bound := a.st.byLease[m.Lease]; bound || a.st.Bridged[m.Lease] {
 			a.closed[m.Lease] = true
 		}
 		a.schedule()
@@ -123,7 +124,7 @@ func (a *Actor) Describe() (string, int) {
 	}
 	// The last pass's outcome is on /debug/freshness (GetPass); this stays one
 	// steady line for the tree views.
-	return fmt.Sprintf("%d free, %d bound, %d claims committing", len(a.free), len(a.st.Bound), a.claims.Len()), inFlight
+	return fmt.Sprintf("%d free, %d bound, %d bridged, %d claims committing", len(a.free), len(a.st.Bound), len(a.st.Bridged), a.claims.Len()), inFlight
 }
 
 func (a *Actor) started(c actor.Context) {
@@ -144,6 +145,12 @@ func (a *Actor) started(c actor.Context) {
 	a.journal = &supervisors.Journal[*State]{Store: a.Store, Stream: Stream, Version: eventVersion,
 		Every: a.Settings.SnapshotEvery, Now: a.Now, Log: a.Log}
 	a.journal.Resume(st, seq)
+	if n := len(st.Bridged); n > 0 && !a.Settings.Bridged {
+		// Never moved silently: each launch onto the bridge verifies it still
+		// isolates, and a launch refused says so on its lease.
+		a.Log.Error().Int("leases", n).Str("reason", cmp.Or(a.Settings.Bridge.Reason, "single_container_network: own")).
+			Msg("leases are bound to the default bridge, which new single-container leases no longer get; they stay bound, and each launch onto it is refused unless the bridge isolates")
+	}
 	a.gauges()
 	a.loop = supervisors.StartPeriodic(a.tasks, supervisors.PassSpec{Name: "netpool", Interval: a.Settings.Interval,
 		Timeout: a.Settings.Budget, Begin: a.begin, End: a.end})
@@ -174,4 +181,5 @@ func (a *Actor) quiet() {
 func (a *Actor) gauges() {
 	a.Metrics.networks.WithLabelValues("free").Set(float64(len(a.free)))
 	a.Metrics.networks.WithLabelValues("bound").Set(float64(len(a.st.Bound)))
+	a.Metrics.networks.WithLabelValues("bridged").Set(float64(len(a.st.Bridged)))
 }

@@ -215,7 +215,7 @@ func (h *harness) idle() {
 func (h *harness) claim(lease string, bind bool) string {
 	h.t.Helper()
 	cl := &Client{Tree: h.tree, Path: poolPath, Timeout: waitFor}
-	n, err := cl.Claim(context.Background(), lease, bind)
+	n, err := cl.Claim(context.Background(), lease, bind, false)
 	if err != nil {
 		h.t.Fatalf("claim %s (bind %t): %v", lease, bind, err)
 	}

@@ -1,6 +1,7 @@
 package netpool
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -11,6 +12,7 @@ import (
 type pendingClaim struct {
 	lease, network string
 	made           bool // the lease created it (the pool was empty)
+	bridged        bool // a slot of the default bridge (network is bridgedNetwork)
 	waiters        []chan<- messages.NetworkClaim
 }
 
@@ -32,6 +34,12 @@ func (a *Actor) claim(m *messages.ClaimNetwork) {
 		m.Reply <- messages.NetworkClaim{ID: id, Name: a.names[id]}
 		return
 	}
+	if a.st.Bridged[m.Lease] {
+		a.Metrics.claims.WithLabelValues("rebound").Inc()
+		a.keepFree(made)
+		m.Reply <- a.bridgedClaim()
+		return
+	}
 	for _, p := range a.claims.Items() {
 		if p.lease == m.Lease {
 			p.waiters = append(p.waiters, m.Reply)
@@ -41,6 +49,10 @@ func (a *Actor) claim(m *messages.ClaimNetwork) {
 	}
 	if !m.Bind {
 		m.Reply <- messages.NetworkClaim{}
+		return
+	}
+	if made == "" && m.Single && a.bridgeRoom() {
+		a.claims.Add(m.Lease, &pendingClaim{lease: m.Lease, network: bridgedNetwork, bridged: true, waiters: []chan<- messages.NetworkClaim{m.Reply}})
 		return
 	}
 	a.lastClaim = a.Now()
@@ -61,6 +73,28 @@ func (a *Actor) claim(m *messages.ClaimNetwork) {
 	if len(a.free) < a.Settings.Size {
 		a.schedule()
 	}
+}
+
+// bridgeRoom reports whether a single-container lease may take a slot of the
+// default bridge: the daemon isolates it (as found at start) and the bound
+// and committing slots leave room.
+func (a *Actor) bridgeRoom() bool {
+	if !a.Settings.Bridged {
+		return false
+	}
+	n := len(a.st.Bridged)
+	for _, p := range a.claims.Items() {
+		if p.bridged {
+			n++
+		}
+	}
+	return n < a.Settings.Bridge.Capacity
+}
+
+// bridgedClaim is the answer to a lease bound to the default bridge: its ID
+// as found at start (its name when unknown: the launch inspects it by name).
+func (a *Actor) bridgedClaim() messages.NetworkClaim {
+	return messages.NetworkClaim{ID: cmp.Or(a.Settings.Bridge.ID, bridgedNetwork), Name: bridgedNetwork, Bridged: true}
 }
 
 // takeMade returns the network a claim made itself when the pool may bind it:
@@ -102,12 +136,17 @@ func (a *Actor) keepFree(id string) {
 func (a *Actor) commitClaims(batch []*pendingClaim) {
 	evs := make([]bindEvent, len(batch))
 	for i, p := range batch {
-		evs[i] = bindEvent{Network: p.network, Lease: p.lease}
+		evs[i] = bindEvent{Network: p.network, Lease: p.lease, typ: EvBound}
+		if p.bridged {
+			evs[i].typ = EvBridged
+		}
 	}
-	if err := a.commit(EvBound, evs); err != nil {
-		ids := make([]string, len(batch))
-		for i, p := range batch {
-			ids[i] = p.network
+	if err := a.commit(evs); err != nil {
+		var ids []string
+		for _, p := range batch {
+			if !p.bridged {
+				ids = append(ids, p.network)
+			}
 			for _, w := range p.waiters {
 				w <- messages.NetworkClaim{Err: fmt.Errorf("bind pool network: %w", err)}
 			}
@@ -117,14 +156,17 @@ func (a *Actor) commitClaims(batch []*pendingClaim) {
 		return
 	}
 	for _, p := range batch {
+		answer, outcome := messages.NetworkClaim{ID: p.network, Name: a.names[p.network]}, "warm"
+		switch {
+		case p.bridged:
+			answer, outcome = a.bridgedClaim(), "bridged"
+		case p.made:
+			outcome = "made"
+		}
 		for _, w := range p.waiters {
-			w <- messages.NetworkClaim{ID: p.network, Name: a.names[p.network]}
+			w <- answer
 		}
-		if p.made {
-			a.Metrics.claims.WithLabelValues("made").Inc()
-		} else {
-			a.Metrics.claims.WithLabelValues("warm").Inc()
-		}
+		a.Metrics.claims.WithLabelValues(outcome).Inc()
 	}
 }
 
@@ -149,22 +191,26 @@ func (a *Actor) drop(m *messages.DropNetwork) {
 	if a.st.Bound[m.ID] != m.Lease {
 		return
 	}
-	if err := a.commit(EvUnbound, []bindEvent{{Network: m.ID, Lease: m.Lease, Reason: ReasonDropped}}); err == nil {
+	if err := a.commit([]bindEvent{unbindEvent(binding{m.ID, m.Lease}, ReasonDropped)}); err == nil {
 		a.Metrics.ops.WithLabelValues("dropped").Inc()
 		a.Log.Warn().Str("lease", m.Lease).Str("network", m.ID).Msg("bound pool network unusable; binding dropped")
 	}
 }
 
-// abandon takes back the network of a first attempt that gave up waiting for
-// its claim: no lease ever learned its ID, so it is free again at once. (A
-// claim still in the batch was committed before this message: it does not
-// commute.)
+// abandon takes back the network (or bridge slot) of a first attempt that
+// gave up waiting for its claim: no lease ever learned its ID, so it is free
+// again at once. (A claim still in the batch was committed before this
+// message: it does not commute.)
 func (a *Actor) abandon(lease string) {
+	if a.st.Bridged[lease] {
+		_ = a.commit([]bindEvent{unbindEvent(binding{bridgedNetwork, lease}, ReasonReleased)}) // kept on failure: released once the lease is gone
+		return
+	}
 	id, ok := a.st.byLease[lease]
 	if !ok {
 		return
 	}
-	if err := a.commit(EvUnbound, []bindEvent{{Network: id, Lease: lease, Reason: ReasonReleased}}); err == nil {
+	if err := a.commit([]bindEvent{unbindEvent(binding{id, lease}, ReasonReleased)}); err == nil {
 		a.free = append(a.free, id)
 		a.gauges()
 	}

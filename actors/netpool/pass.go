@@ -53,6 +53,9 @@ func (a *Actor) begin() func(context.Context) supervisors.Outcome {
 	for n, l := range a.st.Bound {
 		in.bound = append(in.bound, binding{n, l})
 	}
+	for l := range a.st.Bridged {
+		in.bound = append(in.bound, binding{bridgedNetwork, l})
+	}
 	slices.SortFunc(in.bound, func(x, y binding) int { return strings.Compare(x.network, y.network) })
 	for _, p := range a.claims.Items() {
 		in.pending[p.network] = true
@@ -107,7 +110,12 @@ func (a *Actor) run(ctx context.Context, in passIn) findings {
 	for _, id := range in.trim {
 		trimmed[id] = true
 	}
-	have := len(out.released)
+	have := 0
+	for _, b := range out.released {
+		if b.network != bridgedNetwork {
+			have++
+		}
+	}
 	for _, n := range listed {
 		if in.free[n.ID] || (!bound[n.ID] && !in.pending[n.ID] && !trimmed[n.ID]) {
 			have++
@@ -200,16 +208,20 @@ const idlePoll = 50 * time.Millisecond
 // reusable reports whether a gone lease's pool network can carry another lease:
 // ours still, no endpoint attached and no container of that lease left in any
 // state (a stopped one would rejoin it if ever started). ErrNotFound: it is gone.
+// A slot of the default bridge is free again once no container of the lease
+// is left.
 func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
-	n, err := a.Engine.InspectNetwork(ctx, b.network)
-	if err != nil {
-		return false, err
-	}
-	if !labels.OwnedPoolNetwork(n.Name, n.Labels, a.Settings.BackendName, a.Settings.InstallationID) {
-		return false, fmt.Errorf("pool network %s is no longer ours: %w", b.network, dockerio.ErrNotFound)
-	}
-	if n.Containers > 0 {
-		return false, nil
+	if b.network != bridgedNetwork {
+		n, err := a.Engine.InspectNetwork(ctx, b.network)
+		if err != nil {
+			return false, err
+		}
+		if !labels.OwnedPoolNetwork(n.Name, n.Labels, a.Settings.BackendName, a.Settings.InstallationID) {
+			return false, fmt.Errorf("pool network %s is no longer ours: %w", b.network, dockerio.ErrNotFound)
+		}
+		if n.Containers > 0 {
+			return false, nil
+		}
 	}
 	cohort, err := a.Engine.Launched(ctx, b.lease)
 	if err != nil {
@@ -259,7 +271,7 @@ const removeParallel = 4
 func (a *Actor) end(out *supervisors.Outcome) {
 	m := out.Value.(findings)
 	for _, b := range m.closed {
-		if a.st.Bound[b.network] == b.lease {
+		if a.st.holds(b) {
 			a.closed[b.lease] = true
 		}
 	}
@@ -293,26 +305,32 @@ func (a *Actor) end(out *supervisors.Outcome) {
 // the released ones (none when the commit failed).
 func (a *Actor) unbind(free, vanished []binding) map[string]bool {
 	var evs []bindEvent
-	released := map[string]bool{}
+	released, slots := map[string]bool{}, 0
 	for _, b := range free {
-		if a.st.Bound[b.network] == b.lease {
-			evs = append(evs, bindEvent{Network: b.network, Lease: b.lease, Reason: ReasonReleased})
+		switch {
+		case !a.st.holds(b):
+			continue
+		case b.network == bridgedNetwork:
+			slots++
+		default:
 			released[b.network] = true
 		}
+		evs = append(evs, unbindEvent(b, ReasonReleased))
 	}
 	for _, b := range vanished {
-		if a.st.Bound[b.network] == b.lease {
-			evs = append(evs, bindEvent{Network: b.network, Lease: b.lease, Reason: ReasonDropped})
+		if a.st.holds(b) {
+			evs = append(evs, unbindEvent(b, ReasonDropped))
 		}
 	}
 	if len(evs) == 0 {
 		return released
 	}
-	if err := a.commit(EvUnbound, evs); err != nil {
+	if err := a.commit(evs); err != nil {
 		return nil
 	}
 	a.Metrics.ops.WithLabelValues("released").Add(float64(len(released)))
-	a.Metrics.ops.WithLabelValues("vanished").Add(float64(len(evs) - len(released)))
+	a.Metrics.ops.WithLabelValues("bridge_released").Add(float64(slots))
+	a.Metrics.ops.WithLabelValues("vanished").Add(float64(len(evs) - len(released) - slots))
 	return released
 }
 

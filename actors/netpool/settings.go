@@ -22,7 +22,13 @@ type Settings struct {
 	IdleWait time.Duration
 	// StopBudget bounds the trim as the pool stops (stop.go), well inside
 	// berthd's 75 s drain. 0: the pool keeps its networks at stop.
-	StopBudget     time.Duration
+	StopBudget time.Duration
+	// Bridge is Docker's default bridge as found at start; Bridged: a
+	// single-container lease's first claim takes one of its Bridge.Capacity
+	// slots (single_container_network: default_bridge, and the daemon
+	// isolates it). Leases bound to it keep their binding either way.
+	Bridge         dockerio.BridgeFacts
+	Bridged        bool
 	RegistryPath   messages.Address
 	BackendName    string
 	InstallationID string

@@ -3,6 +3,7 @@ package netpool
 import (
 	"fmt"
 
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -17,7 +18,17 @@ const (
 const (
 	EvBound   = "pool.bound"   // a pool network is bound to a lease
 	EvUnbound = "pool.unbound" // its lease is gone and nothing is attached (released), or it vanished (dropped)
+	// A single-container lease takes (bridged) or gives back (unbridged) one of
+	// the default bridge's slots; the event's network is "bridge".
+	EvBridged   = "pool.bridged"
+	EvUnbridged = "pool.unbridged"
 )
+
+// bridgedNetwork is the network of a lease's binding to the default bridge
+// (its events' network, a pass's binding): Docker gives the bridge a new ID
+// each time dockerd starts, so its name stands for it. A pool network's ID is
+// 64 hex digits: never this.
+const bridgedNetwork = dockerio.DefaultBridgeName
 
 // Unbind reasons.
 const (
@@ -25,19 +36,42 @@ const (
 	ReasonDropped  = "dropped"
 )
 
-// State is the bindings: pool network ID → lease, and its index by lease.
+// State is the bindings: pool network ID → lease, and its index by lease; and
+// the leases bound to the default bridge.
 type State struct {
 	Bound   map[string]string `json:"bound"`
+	Bridged map[string]bool   `json:"bridged,omitempty"`
 	byLease map[string]string // lease → bound network
 }
 
-func newState() *State { return &State{Bound: map[string]string{}, byLease: map[string]string{}} }
+func newState() *State {
+	return &State{Bound: map[string]string{}, Bridged: map[string]bool{}, byLease: map[string]string{}}
+}
 
-// bindEvent is the payload of both events.
+// holds reports whether b is a binding of the state.
+func (s *State) holds(b binding) bool {
+	if b.network == bridgedNetwork {
+		return s.Bridged[b.lease]
+	}
+	return s.Bound[b.network] == b.lease
+}
+
+// bindEvent is the payload of every event; typ is its type (not in the
+// payload).
 type bindEvent struct {
 	Network string `json:"network"`
 	Lease   string `json:"lease"`
 	Reason  string `json:"reason,omitempty"`
+	typ     string
+}
+
+// unbindEvent gives b back: a bridge slot, or a pool network.
+func unbindEvent(b binding, reason string) bindEvent {
+	typ := EvUnbound
+	if b.network == bridgedNetwork {
+		typ = EvUnbridged
+	}
+	return bindEvent{Network: b.network, Lease: b.lease, Reason: reason, typ: typ}
 }
 
 // Apply folds one event into the state.
@@ -58,6 +92,16 @@ func (s *State) Apply(ev persistence.Event) error {
 		}
 		delete(s.Bound, e.Network)
 		delete(s.byLease, e.Lease)
+	case EvBridged:
+		if n, ok := s.byLease[e.Lease]; ok || s.Bridged[e.Lease] {
+			return fmt.Errorf("event %s: %s already holds a network (%q)", ev.Type, e.Lease, n)
+		}
+		s.Bridged[e.Lease] = true
+	case EvUnbridged:
+		if !s.Bridged[e.Lease] {
+			return fmt.Errorf("event %s: %s is not bridged", ev.Type, e.Lease)
+		}
+		delete(s.Bridged, e.Lease)
 	default:
 		return supervisors.UnknownEvent(ev)
 	}
@@ -74,22 +118,25 @@ func (s *State) index() {
 	if s.Bound == nil {
 		s.Bound = map[string]string{}
 	}
+	if s.Bridged == nil {
+		s.Bridged = map[string]bool{}
+	}
 	for n, l := range s.Bound {
 		s.byLease[l] = n
 	}
 }
 
-// commit journals one bind or unbind per event in one write, then applies them.
-func (a *Actor) commit(typ string, evs []bindEvent) error {
+// commit journals the events (each its typ) in one write, then applies them.
+func (a *Actor) commit(evs []bindEvent) error {
 	events := make([]persistence.Event, len(evs))
 	for i, e := range evs {
-		events[i] = a.journal.Event(typ, e)
+		events[i] = a.journal.Event(e.typ, e)
 	}
 	if err := a.journal.Commit(events); err != nil {
 		return err
 	}
-	if typ == EvUnbound {
-		for _, e := range evs {
+	for _, e := range evs {
+		if e.typ == EvUnbound || e.typ == EvUnbridged {
 			delete(a.closed, e.Lease)
 		}
 	}

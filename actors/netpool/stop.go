@@ -39,11 +39,16 @@ func (a *Actor) stopping() {
 	}
 	var gone []binding
 	for n, l := range a.st.Bound {
-		if !a.closed[l] {
-			a.Log.Info().Int("bound", len(a.st.Bound)).Msg("network pool kept at stop: networks are bound to leases")
+		gone = append(gone, binding{n, l})
+	}
+	for l := range a.st.Bridged {
+		gone = append(gone, binding{bridgedNetwork, l})
+	}
+	for _, b := range gone {
+		if !a.closed[b.lease] {
+			a.Log.Info().Int("bound", len(a.st.Bound)).Int("bridged", len(a.st.Bridged)).Msg("network pool kept at stop: networks are bound to leases")
 			return
 		}
-		gone = append(gone, binding{n, l})
 	}
 	var out findings
 	a.settle(ctx, gone, &out)
