@@ -48,6 +48,10 @@ type Deps struct {
 
 // Settings of lease actors, mapped from the config by cmd/berthd.
 type Settings struct {
+	// NoWarmPool: network_pool_size is 0. Networks (the pool) then only places
+	// single-container leases on the default bridge; a first attempt it has
+	// nothing for creates fred-<lease>, not a pool network.
+	NoWarmPool       bool
 	BackendName      string
 	HostAddress      string
 	HostBindIP       string

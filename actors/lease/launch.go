@@ -183,7 +183,7 @@ func (j *job) leaseNetwork(ctx context.Context, r Release) (leaseNetwork, error)
 			// (up): a network gone by then is dropped and the launch runs again on
 			// the lease's own.
 			return leaseNetwork{id: n.ID, name: n.Name, pooled: true}, nil
-		case first:
+		case first && !j.set.NoWarmPool:
 			return j.madePoolNetwork(ctx)
 		}
 	}

@@ -62,7 +62,9 @@ func (a *Actor) claim(m *messages.ClaimNetwork) {
 	case len(a.free) == 0:
 		a.Metrics.claims.WithLabelValues("empty").Inc()
 		m.Reply <- messages.NetworkClaim{}
-		a.schedule()
+		if a.Settings.Size > 0 { // no pool (it only hands out the bridge): nothing to refill
+			a.schedule()
+		}
 		return
 	default:
 		id = a.free[0]

@@ -35,8 +35,13 @@ type daemon struct {
 	engine dockerio.Engine
 	docker *engine.Engine   // the real engine behind engine; nil when testHooks.engine supplied it
 	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
-	tree   *supervisors.Tree
-	log    zerolog.Logger
+	// bridge is Docker's default bridge as found at start; bridged: new
+	// single-container leases go on it (single_container_network and the
+	// daemon isolating it).
+	bridge  dockerio.BridgeFacts
+	bridged bool
+	tree    *supervisors.Tree
+	log     zerolog.Logger
 
 	// replayed is what the startup verification replayed, taken by the
 	// registry's and each lease actor's first start.
@@ -105,6 +110,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err := d.guardIsolation(cfg); err != nil {
 		return nil, err
 	}
+	d.inspectBridge(cfg)
 	mark = w.phases.done("docker_connect", mark)
 	if d.vols, err = openVolumes(cfg, w.id.InstallationID, log); err != nil {
 		return nil, err
@@ -256,6 +262,34 @@ func (d *daemon) guardIsolation(cfg *config.Config) error {
 		d.log.Info().Msg("isolation guard installed (mangle chain BERTH-ISOLATION): Docker's bridges stay apart while Docker rewrites its rules")
 	}
 	return nil
+}
+
+// inspectBridge decides, once at start, whether single-container leases share
+// Docker's default bridge, and says which way it went.
+func (d *daemon) inspectBridge(cfg *config.Config) {
+	ctx, cancel := stopCtx(10 * time.Second)
+	defer cancel()
+	facts, err := d.engine.DefaultBridge(ctx)
+	why := facts.Reason
+	switch {
+	case err != nil:
+		why = "Docker's default bridge could not be inspected: " + err.Error()
+	case cfg.SingleContainerNetwork == config.SingleOnOwnNetwork:
+		why = "single_container_network: own"
+	case facts.Capacity <= 0:
+		why = "the default bridge has no address left (" + facts.Subnet + ")"
+	}
+	d.bridge, d.bridged = facts, why == ""
+	if d.bridged {
+		d.log.Info().Int("capacity", facts.Capacity).Str("subnet", facts.Subnet).
+			Msgf("single-container leases share the isolated default bridge (capacity %d)", facts.Capacity)
+		return
+	}
+	msg := "single-container leases get their own networks: " + why
+	if cfg.SingleContainerNetwork != config.SingleOnOwnNetwork {
+		msg += ` (set "icc": false in daemon.json)`
+	}
+	d.log.Info().Msg(msg)
 }
 
 // stop drains the tree (the facade first), then closes storage and the lock.

@@ -75,6 +75,7 @@ func (w *wiring) children() []supervisors.Spec {
 		supervisors.At(messages.Netpool, netpool.New(&netpool.Deps{Env: env.For("netpool"), Store: w.d.store, Engine: w.d.engine, Metrics: netpool.NewMetrics(w.reg),
 			Settings: with(netpool.DefaultSettings(), func(s *netpool.Settings) {
 				s.Size, s.Interval, s.BackendName, s.InstallationID = cfg.NetworkPoolSize, cfg.ReconcileInterval, cfg.Name, id.InstallationID
+				s.Bridge, s.Bridged = w.d.bridge, w.d.bridged
 			})})),
 		supervisors.At(messages.VolumeHold, volumehold.New(&volumehold.Deps{Env: env.For("volumehold"), Store: w.d.store, Volumes: w.d.vols,
 			Metrics: volumehold.NewMetrics(w.reg), Settings: with(volumehold.DefaultSettings(), nil)})),
@@ -160,9 +161,10 @@ func (w *wiring) leases() *lease.Deps {
 			s.ReleasesMaxAge, s.RetentionMaxAge = cfg.ReleasesMaxAge, cfg.RetentionMaxAge
 			s.Ingress, s.CustomDomainsUngated = ingressConfig(cfg.Ingress), cfg.Ingress.CustomDomainDNSCheckDisabled
 		})}
-	if cfg.NetworkPoolSize > 0 {
-		deps.Networks = &netpool.Client{Tree: w.tree, Path: messages.Netpool, Timeout: 10 * time.Second}
-	}
+	// Asked even without a warm pool: it holds the leases bound to the default
+	// bridge (a lease once bridged stays so, whatever the config says now).
+	deps.Networks = &netpool.Client{Tree: w.tree, Path: messages.Netpool, Timeout: 10 * time.Second}
+	deps.Settings.NoWarmPool = cfg.NetworkPoolSize == 0
 	return deps
 }
 

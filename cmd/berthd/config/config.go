@@ -235,6 +235,11 @@ type Config struct {
 	// (actors/netpool). Each takes one of Docker's address-pool networks while it
 	// waits.
 	NetworkPoolSize int `key:"network_pool_size"`
+	// SingleContainerNetwork is where a lease whose release runs one container
+	// runs: "default_bridge" (the default) on Docker's default bridge when the
+	// daemon isolates it there ("icc": false), sparing a network per lease;
+	// else, or with "own", on its own network like a stack.
+	SingleContainerNetwork string `key:"single_container_network"`
 	// DockerMaxStartsInFlight (default 8, 0 = unlimited) bounds the container
 	// starts berthd has in flight, first come first served: dockerd given a whole
 	// burst finishes every start late.

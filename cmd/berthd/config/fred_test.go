@@ -134,6 +134,7 @@ func TestLoad_SeedReferenceFile_EveryKeyAtItsDocumentedDefault_Loads(t *testing.
 		RuntimeRefreshMaxConcurrency: 4,
 		DockerMaxInFlight:            0,
 		NetworkPoolSize:              16,
+		SingleContainerNetwork:       "default_bridge",
 		DockerMaxStartsInFlight:      8,
 		MinAvgFileBytes:              1024,
 		Ingress: Ingress{

@@ -62,6 +62,7 @@ func TestLoad_EmbeddedDefaults_NoFileNoEnv_ValuesAsDocumented(t *testing.T) {
 		RuntimeRefreshMaxConcurrency: 4,
 		DockerMaxInFlight:            0,
 		NetworkPoolSize:              16,
+		SingleContainerNetwork:       "default_bridge",
 		DockerMaxStartsInFlight:      8,
 		// The starter profiles are stateful: their data lives in managed volumes here.
 		VolumeDataPath:  filepath.Join("var", "berth", "volumes"), // <data_dir>/volumes

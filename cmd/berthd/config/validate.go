@@ -440,7 +440,16 @@ func validateHardening(c *Config, ps *problemSet) {
 	if n := c.NetworkPoolSize; n < 0 || n > maxNetworkPoolSize {
 		ps.add("network_pool_size", "must be from 0 (no pool) to %d, got %d", maxNetworkPoolSize, n)
 	}
+	if v := c.SingleContainerNetwork; v != SingleOnDefaultBridge && v != SingleOnOwnNetwork {
+		ps.add("single_container_network", "%q is not one of %s, %s", v, SingleOnDefaultBridge, SingleOnOwnNetwork)
+	}
 }
+
+// single_container_network's values.
+const (
+	SingleOnDefaultBridge = "default_bridge"
+	SingleOnOwnNetwork    = "own"
+)
 
 // maxRuntimeRefreshConcurrency is the seed's upper bound for runtime_refresh_max_concurrency.
 const maxRuntimeRefreshConcurrency = 64

@@ -618,3 +618,12 @@ func TestValidate_ProductionMode_HostAddressAndSKUProfilesFromOperatorOnly(t *te
 		t.Fatalf("sku_profiles = %+v, want only the env profile", c.SKUProfiles)
 	}
 }
+
+func TestValidate_SingleContainerNetwork_DefaultBridgeOrOwn(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"default_bridge accepted", "single_container_network: default_bridge", nil, ""},
+		{"own accepted", "single_container_network: own", nil, ""},
+		{"anything else refused", "single_container_network: bridge", nil, `single_container_network: "bridge" is not one of default_bridge, own`},
+		{"empty refused", `single_container_network: ""`, nil, "single_container_network:"},
+	})
+}
