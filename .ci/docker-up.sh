@@ -11,7 +11,13 @@
 #     --default-address-pool base=172.16.0.0/12,size=24 (unless daemon.json
 #     already sets pools: dockerd refuses the same setting twice), logging to
 #     $BERTH_CI_STATE/dockerd.log, and waits up to 60 s for it;
-#   - warns when the running daemon's pools hold fewer than 256 networks.
+#   - warns when the running daemon's pools hold fewer than 256 networks;
+#   - makes dockerd isolate the containers on its default bridge ("icc":
+#     false) and give it a /20 (bip $BERTH_BRIDGE_BIP), merged into
+#     daemon.json (its address pools kept), with bridged traffic through
+#     iptables (br_netfilter); a daemon running without them is restarted
+#     (systemd, or the dockerd this script started from its pid file). A
+#     restart stops every container: run it when nothing is under test.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -40,6 +46,87 @@ write_daemon_json() {
   ]
 }
 JSON
+}
+
+# merge_daemon_json sets "icc": false and our bip in daemon.json, keeping
+# whatever else it holds (its address pools; ours added when it has none).
+merge_daemon_json() {
+	command -v python3 >/dev/null 2>&1 || apt_install python3
+	mkdir -p "$(dirname "$DAEMON_JSON")"
+	python3 - "$DAEMON_JSON" "$BERTH_BRIDGE_BIP" "$BERTH_POOL_BASE" "$BERTH_POOL_SIZE" <<'PY'
+import json, os, sys
+path, bip, base, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+cfg = {}
+if os.path.exists(path):
+    with open(path) as f:
+        text = f.read().strip()
+    cfg = json.loads(text) if text else {}
+cfg.setdefault("default-address-pools", [{"base": base, "size": size}])
+cfg["icc"] = False
+cfg["bip"] = bip
+tmp = path + ".berth-tmp"
+with open(tmp, "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+PY
+	say "$DAEMON_JSON: icc false, bip $BERTH_BRIDGE_BIP"
+}
+
+# bridge_isolated: the running daemon's default bridge has icc off and our subnet.
+bridge_isolated() {
+	local got
+	got=$(docker network inspect bridge --format \
+		'{{index .Options "com.docker.network.bridge.enable_icc"}} {{range .IPAM.Config}}{{.Subnet}}{{end}}' 2>/dev/null) || return 1
+	[ "$got" = "false $BERTH_BRIDGE_SUBNET" ]
+}
+
+# bridge_netfilter: bridged traffic passes iptables, where icc=false drops it.
+bridge_netfilter() {
+	modprobe br_netfilter 2>/dev/null || true
+	if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
+		sysctl -qw net.bridge.bridge-nf-call-iptables=1 || warn "could not turn on net.bridge.bridge-nf-call-iptables"
+	else
+		warn "br_netfilter is not available: icc=false cannot isolate containers on the default bridge"
+	fi
+}
+
+# restart_dockerd restarts a daemon we may restart: systemd's, or the one this
+# script started (its pid file); anything else is left alone, with a warning.
+restart_dockerd() {
+	if systemd_running; then
+		say "restarting docker (systemctl) for icc/bip"
+		systemctl restart docker
+		return 0
+	fi
+	local pid
+	pid=$(cat "$BERTH_CI_STATE/dockerd.pid" 2>/dev/null || true)
+	if [ -z "$pid" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]; then
+		warn "dockerd was not started by this script nor by systemd; restart it yourself for icc false and bip $BERTH_BRIDGE_BIP"
+		return 0
+	fi
+	say "restarting dockerd (pid $pid) for icc/bip"
+	kill -TERM "$pid"
+	local deadline=$((SECONDS + 60))
+	while kill -0 "$pid" 2>/dev/null; do
+		[ "$SECONDS" -lt "$deadline" ] || die "dockerd (pid $pid) did not stop within 60 s"
+		sleep 1
+	done
+	start_dockerd
+}
+
+# isolate_bridge leaves the daemon isolating its default bridge's containers.
+isolate_bridge() {
+	bridge_netfilter
+	merge_daemon_json
+	if bridge_isolated; then
+		say "default bridge: icc off, $BERTH_BRIDGE_SUBNET"
+		return 0
+	fi
+	restart_dockerd
+	wait_for_docker
+	bridge_isolated || die "the default bridge is still not isolated on $BERTH_BRIDGE_SUBNET after the restart"
+	say "default bridge: icc off, $BERTH_BRIDGE_SUBNET"
 }
 
 install_docker() {
@@ -83,6 +170,7 @@ start_dockerd() {
 		cgroupfs-mount
 	fi
 
+	merge_daemon_json # icc and bip come from daemon.json too
 	local args=()
 	if daemon_json_sets_pools; then
 		say "address pools come from $DAEMON_JSON"
@@ -160,6 +248,7 @@ main() {
 	docker info >/dev/null # verify; prints the reason if it fails
 	say "docker engine ready: server $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})')"
 	check_pools
+	isolate_bridge
 }
 
 # Run unless sourced (sourcing lets one exercise a single step by hand).

@@ -16,6 +16,13 @@ BERTH_POOL_SIZE="24"
 # Fewer networks than this in the running daemon's pools earns a warning.
 BERTH_POOL_MIN_NETWORKS=256
 
+# Docker's default bridge (docker0), where berthd runs single-container leases
+# when dockerd isolates its containers ("icc": false): a /20 holds over 4,000,
+# outside the address pool above, the host's 192.0.2.0/24 and the DNS server
+# 10.255.255.53.
+BERTH_BRIDGE_BIP="10.200.0.1/20"
+BERTH_BRIDGE_SUBNET="10.200.0.0/20"
+
 BERTH_REGISTRY_ADDR="${BERTH_REGISTRY_ADDR:-127.0.0.1:5000}"
 BERTH_TEST_IMAGE="${BERTH_TEST_IMAGE:-${BERTH_REGISTRY_ADDR}/berth/workload:test}"
 
