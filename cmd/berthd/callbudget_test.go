@@ -63,12 +63,12 @@ const pooledCallBudgetTotal = 10
 
 func TestProvision_DockerCallBudget_FlatLeaseWithinBudget(t *testing.T) {
 	// Sequential: counts one lease's Docker requests; parallel load adds retries and polls.
-	checkCallBudget(t, "network_pool_size: 0", provisionCallBudget, provisionCallBudgetTotal, nil)
+	checkCallBudget(t, []string{"network_pool_size: 0", ownNetworks}, provisionCallBudget, provisionCallBudgetTotal, nil)
 }
 
 func TestProvision_DockerCallBudget_PooledLeaseCreatesNoNetworkOnItsPath(t *testing.T) {
 	// Sequential: counts one lease's Docker requests; parallel load adds retries and polls.
-	d := checkCallBudget(t, "network_pool_size: 2", pooledCallBudget, pooledCallBudgetTotal, func(d *daemonProc) {
+	d := checkCallBudget(t, []string{"network_pool_size: 2", ownNetworks}, pooledCallBudget, pooledCallBudgetTotal, func(d *daemonProc) {
 		// Quiet: the pool full and no pass running, so a lease's window holds
 		// its own requests and the one refill it causes.
 		deadline := time.Now().Add(30 * time.Second)
@@ -98,9 +98,9 @@ func (d *daemonProc) poolPassRunning() bool {
 	return n == nil || n.InFlight > 0
 }
 
-func checkCallBudget(t *testing.T, poolLine string, budget map[string]int, budgetTotal int, settle func(*daemonProc)) *daemonProc {
+func checkCallBudget(t *testing.T, config []string, budget map[string]int, budgetTotal int, settle func(*daemonProc)) *daemonProc {
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "reconcile_interval: 1h", "startup_verify_duration: 1s", poolLine).startInProcess()
+	d := newDaemonDir(t, append([]string{"reconcile_interval: 1h", "startup_verify_duration: 1s"}, config...)...).startInProcess()
 	manifest := flatManifest(map[string]any{"args": []string{"serve"}})
 	provision := func() map[string]float64 {
 		lease := uuid.NewString()

@@ -143,7 +143,7 @@ func TestNetworkPool_LeaseRunsOnWarmNetwork_NeverShared_ReturnedAfterClose_Survi
 	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
+	d := newDaemonDir(t, "network_pool_size: 2", ownNetworks).startInProcess()
 	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
 	warm := waitPool(t, dc, inst, 2, 30*time.Second)
 	// Docker lists a network a moment before the pool hears it was made.
@@ -243,7 +243,7 @@ func TestNetworkPool_BurstBeyondThePool_LeasesMakePoolNetworks_ClosesReturnThem(
 	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "network_pool_size: 1").startInProcess()
+	d := newDaemonDir(t, "network_pool_size: 1", ownNetworks).startInProcess()
 	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
 	waitPool(t, dc, inst, 1, 30*time.Second)
 	d.waitNetworkPoolSettled(t, 1)
@@ -316,14 +316,14 @@ func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testin
 	t.Parallel()
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t, "network_pool_size: 2").startInProcess()
+	d := newDaemonDir(t, "network_pool_size: 2", ownNetworks).startInProcess()
 	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
 	waitPool(t, dc, inst, 2, 30*time.Second)
 	if code := d.stop(); code != 0 {
 		t.Fatalf("stop: exit %d", code)
 	}
 	// The operator turns the pool off: what it held is removed.
-	if err := os.WriteFile(d.cfgPath, []byte(testConfig(filepath.Join(d.dir, "data"), d.api, d.debug, "network_pool_size: 0")), 0o600); err != nil {
+	if err := os.WriteFile(d.cfgPath, []byte(testConfig(filepath.Join(d.dir, "data"), d.api, d.debug, "network_pool_size: 0", ownNetworks)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d.startInProcess()
@@ -351,7 +351,7 @@ func TestNetworkPool_Off_LeaseCreatesItsOwnNetwork_LeftoverPoolRemoved(t *testin
 func TestNetworkPool_CleanStopWithNoLease_LeavesNoPoolNetwork_RestartRefills(t *testing.T) {
 	t.Parallel()
 	dc := dockerClient(t)
-	d := newDaemonDir(t, "network_pool_size: 3").startInProcess()
+	d := newDaemonDir(t, "network_pool_size: 3", ownNetworks).startInProcess()
 	inst := benchInstallationID(t, filepath.Join(d.dir, "data"))
 	waitPool(t, dc, inst, 3, 2*time.Minute)
 	d.waitNetworkPoolSettled(t, 3)
