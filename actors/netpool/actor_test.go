@@ -274,11 +274,17 @@ func (h *harness) poolNets() []string {
 // journal is the bindings as the store holds them.
 func (h *harness) journal() map[string]string {
 	h.t.Helper()
+	return h.loaded().Bound
+}
+
+// loaded is the pool's state as the store holds it.
+func (h *harness) loaded() *State {
+	h.t.Helper()
 	st, _, err := Load(h.store)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return st.Bound
+	return st
 }
 
 func leaseOf(bound map[string]string, lease string) (string, bool) {

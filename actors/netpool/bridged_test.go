@@ -55,11 +55,7 @@ func (h *harness) bridged() int {
 // journaledBridged is the bridged leases as the store holds them.
 func (h *harness) journaledBridged() map[string]bool {
 	h.t.Helper()
-	st, _, err := Load(h.store)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return st.Bridged
+	return h.loaded().Bridged
 }
 
 // upBridged runs lease's one container on the default bridge.

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -22,22 +23,15 @@ import (
 // a network of its own (or the pool's), as before the default bridge.
 const ownNetworks = "single_container_network: own"
 
-// bridgedCallBudget is a flat lease on the default bridge: no network is
-// created, claimed from the pool or refilled; the bridge is inspected once,
-// right before compose, to prove it still isolates.
-var bridgedCallBudget = map[string]int{
-	"distribution_inspect": 1,
-	"image_inspect":        1,
-	"network_create":       0,
-	"network_inspect":      1, // the bridge's isolation, verified before compose
-	"network_list":         0,
-	"container_list":       2,
-	"container_create":     1,
-	"container_inspect":    2,
-	"container_start":      1,
-	"ping":                 0,
-	"other":                0,
-}
+// bridgedCallBudget is a flat lease on the default bridge: that of a lease on
+// its own network but for the network's create (no network is created,
+// claimed from the pool or refilled); the bridge is inspected once, right
+// before compose, to prove it still isolates.
+var bridgedCallBudget = func() map[string]int {
+	b := maps.Clone(provisionCallBudget)
+	b["network_create"] = 0
+	return b
+}()
 
 const bridgedCallBudgetTotal = 9
 
@@ -57,19 +51,20 @@ func requireIsolatedBridge(t *testing.T, dc *client.Client) {
 // containerOf is the lease's one container's networks (name → IP).
 func containerOf(t *testing.T, dc *client.Client, lease string) map[string]string {
 	t.Helper()
-	cs := leaseContainers(t, dc, lease)
-	if len(cs) != 1 {
-		t.Fatalf("lease %s has %d containers, want 1", lease, len(cs))
-	}
-	c, err := dc.ContainerInspect(context.Background(), cs[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for name, ep := range c.NetworkSettings.Networks {
+	for name, ep := range endpointsOf(t, dc, lease) {
 		out[name] = ep.IPAddress
 	}
 	return out
+}
+
+// bridgeDaemon is a daemon with the default config (single-container leases
+// on the bridge) on a dockerd that isolates its default bridge.
+func bridgeDaemon(t *testing.T) (*client.Client, *callbackReceiver, *daemonProc) {
+	t.Helper()
+	dc := dockerClient(t)
+	requireIsolatedBridge(t, dc)
+	return dc, newCallbackReceiver(t), newDaemonDir(t).startInProcess()
 }
 
 // assertCannotReach fails when from (a workload's host port) gets an answer
@@ -87,10 +82,7 @@ func assertCannotReach(t *testing.T, what, from, ip string) {
 
 func TestIsolation_SingleContainerLeases_OnTheIsolatedBridge_CannotReachEachOther_AnswerOnTheirPorts(t *testing.T) {
 	t.Parallel()
-	dc := dockerClient(t)
-	requireIsolatedBridge(t, dc)
-	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t).startInProcess()
+	dc, cb, d := bridgeDaemon(t)
 	a, b := provisionReady(t, d, cb, flatManifest(nil)), provisionReady(t, d, cb, flatManifest(nil))
 	ips := map[string]string{}
 	for _, l := range []string{a, b} {
@@ -123,10 +115,7 @@ func TestIsolation_SingleContainerLeases_OnTheIsolatedBridge_CannotReachEachOthe
 
 func TestIsolation_StackReachesItsDbByName_NotABridgedLease(t *testing.T) {
 	t.Parallel()
-	dc := dockerClient(t)
-	requireIsolatedBridge(t, dc)
-	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t).startInProcess()
+	dc, cb, d := bridgeDaemon(t)
 	stack := map[string]any{"services": map[string]any{
 		"web": map[string]any{"image": testImage(), "ports": map[string]any{"8080/tcp": map[string]any{}}},
 		"db":  map[string]any{"image": testImage()},

@@ -73,6 +73,19 @@ func waitPool(t testing.TB, dc *client.Client, installation string, want int, ti
 // networkOf returns the one network the lease's container is attached to.
 func networkOf(t testing.TB, dc *client.Client, lease string) (id, name string) {
 	t.Helper()
+	nets := endpointsOf(t, dc, lease)
+	if len(nets) != 1 {
+		t.Fatalf("lease %s's container is on %d networks, want 1", lease, len(nets))
+	}
+	for name, ep := range nets {
+		return ep.NetworkID, name
+	}
+	return "", ""
+}
+
+// endpointsOf is the networks of the lease's one container, by network name.
+func endpointsOf(t testing.TB, dc *client.Client, lease string) map[string]*network.EndpointSettings {
+	t.Helper()
 	cs := leaseContainers(t, dc, lease)
 	if len(cs) != 1 {
 		t.Fatalf("lease %s has %d containers, want 1", lease, len(cs))
@@ -81,13 +94,7 @@ func networkOf(t testing.TB, dc *client.Client, lease string) (id, name string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.NetworkSettings.Networks) != 1 {
-		t.Fatalf("lease %s's container is on %d networks, want 1", lease, len(c.NetworkSettings.Networks))
-	}
-	for name, ep := range c.NetworkSettings.Networks {
-		return ep.NetworkID, name
-	}
-	return "", ""
+	return c.NetworkSettings.Networks
 }
 
 // metricValue reads one sample of the daemon's /metrics ("" labels: unlabelled).
