@@ -282,8 +282,10 @@ type BridgeFacts struct {
 	// bridge-nf-call-iptables is on), so a container reaches no other.
 	Isolated bool
 	Reason   string // why not Isolated ("" when it is)
-	// Capacity is how many more containers fit: the subnet's usable host
-	// addresses less those attached now and a small reserve.
+	// Capacity is how many of this installation's containers fit: the
+	// subnet's usable host addresses less a small reserve and those attached
+	// now that are not its own (its own are its bridged leases, which the
+	// netpool counts from its journal).
 	Capacity int
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -33,6 +35,13 @@ func (e *Engine) DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error
 	if err != nil {
 		return dockerio.BridgeFacts{}, dockerErr("docker info", err)
 	}
+	// This installation's containers there are its bridged leases, whose slots
+	// the pool counts from its journal: only others' take room from it.
+	ours, err := e.docker.ContainerList(ctx, container.ListOptions{Filters: e.ownFilters(filters.Arg("network", dockerio.DefaultBridgeName))})
+	if err != nil {
+		return dockerio.BridgeFacts{}, dockerErr("list our containers on the default bridge", err)
+	}
+	others := max(0, len(n.Containers)-len(ours))
 	facts := dockerio.BridgeFacts{ID: n.ID, Reason: bridgeNotIsolated(n)}
 	for _, w := range info.Warnings {
 		if facts.Reason == "" && strings.Contains(w, bridgeNFWarning) {
@@ -47,7 +56,7 @@ func (e *Engine) DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error
 		facts.Subnet = p.Masked().String()
 		// Less the network, broadcast and gateway addresses.
 		hosts := 1<<(32-p.Bits()) - 3
-		facts.Capacity = max(0, hosts-len(n.Containers)-bridgeReserve)
+		facts.Capacity = max(0, hosts-others-bridgeReserve)
 		break
 	}
 	if facts.Subnet == "" && facts.Reason == "" {

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
 )
@@ -34,6 +38,8 @@ func (d *bridgeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"IPAM":{"Config":[{"Subnet":"10.200.0.0/20","Gateway":"10.200.0.1"}]},
 			"Containers":{"a":{},"b":{}},
 			"Options":{"com.docker.network.bridge.default_bridge":"true","%s":"%s"}}`, strings.Repeat("b", 64), iccOption, d.icc)
+	case strings.HasSuffix(r.URL.Path, "/containers/json"): // ours on the bridge: one of the two attached
+		fmt.Fprint(w, `[{"Id":"a","Names":["/fred-x-app-1"],"State":"running"}]`)
 	case strings.HasSuffix(r.URL.Path, "/info"):
 		q := make([]string, len(d.warnings))
 		for i, s := range d.warnings {
@@ -60,8 +66,8 @@ func newBridgeEngine(t *testing.T, d *bridgeDockerd) *Engine {
 
 // DefaultBridge reports the bridge isolated only with icc off and bridged
 // traffic through iptables, and its capacity as the /20's hosts less the
-// network, broadcast and gateway addresses, the attached containers and the
-// reserve.
+// network, broadcast and gateway addresses, the attached containers that are
+// not ours (the pool counts its own) and the reserve.
 func TestDefaultBridge_IsolatedOnlyWithIccOffAndBridgeNF_CapacityFromSubnet(t *testing.T) {
 	d := &bridgeDockerd{icc: "false"}
 	e := newBridgeEngine(t, d)
@@ -70,8 +76,8 @@ func TestDefaultBridge_IsolatedOnlyWithIccOffAndBridgeNF_CapacityFromSubnet(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.Isolated || f.Reason != "" || f.Subnet != "10.200.0.0/20" || f.ID != strings.Repeat("b", 64) || f.Capacity != 4096-3-2-bridgeReserve {
-		t.Fatalf("facts %+v: want isolated, 10.200.0.0/20, capacity %d", f, 4096-3-2-bridgeReserve)
+	if !f.Isolated || f.Reason != "" || f.Subnet != "10.200.0.0/20" || f.ID != strings.Repeat("b", 64) || f.Capacity != 4096-3-1-bridgeReserve {
+		t.Fatalf("facts %+v: want isolated, 10.200.0.0/20, capacity %d", f, 4096-3-1-bridgeReserve)
 	}
 	d.mu.Lock()
 	d.warnings = []string{"WARNING: bridge-nf-call-iptables is disabled"}
@@ -105,5 +111,18 @@ func TestVerifyLaunchNetwork_BridgedPlan_RefusedWhenBridgeNotIsolated(t *testing
 	d.mu.Unlock()
 	if _, err := e.verifyLaunchNetwork(ctx, plan); !errors.Is(err, dockerio.ErrBridgeNotIsolated) {
 		t.Fatalf("icc on: %v, want ErrBridgeNotIsolated", err)
+	}
+}
+
+// A container's attachment to the default bridge is not listed among its
+// networks: the bridge isolates its containers, so being on it shares nothing
+// (the runtime refresh's shared-network inventory reads these).
+func TestFromSummary_DefaultBridgeNotListedAmongNetworks(t *testing.T) {
+	s := container.Summary{ID: "c1", Names: []string{"/x"}, Labels: map[string]string{},
+		NetworkSettings: &container.NetworkSettingsSummary{Networks: map[string]*network.EndpointSettings{
+			"bridge": {NetworkID: "b"}, "fred-x": {NetworkID: "n"},
+		}}}
+	if got := fromSummary(s).Networks; !slices.Equal(got, []string{"n"}) {
+		t.Fatalf("networks %v, want the lease network alone", got)
 	}
 }
