@@ -5,29 +5,35 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
 )
 
 // bridgeDockerd answers the default bridge's inspect and docker info as a
 // daemon configured with icc (true or false) and the given warnings would.
-type bridgeDockerd struct {
-	mu       sync.Mutex
+type bridgeDockerd struct{ state atomic.Pointer[bridgeState] }
+
+type bridgeState struct {
 	icc      string
 	warnings []string
 }
 
+func newBridgeDockerd(icc string, warnings ...string) *bridgeDockerd {
+	d := &bridgeDockerd{}
+	d.set(icc, warnings...)
+	return d
+}
+
+func (d *bridgeDockerd) set(icc string, warnings ...string) {
+	d.state.Store(&bridgeState{icc: icc, warnings: warnings})
+}
+
 func (d *bridgeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	st := d.state.Load()
 	w.Header().Set("Api-Version", "1.41")
 	w.Header().Set("Content-Type", "application/json")
 	switch {
@@ -37,12 +43,12 @@ func (d *bridgeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"Name":"bridge","Id":"%s","Driver":"bridge","Scope":"local",
 			"IPAM":{"Config":[{"Subnet":"10.200.0.0/20","Gateway":"10.200.0.1"}]},
 			"Containers":{"a":{},"b":{}},
-			"Options":{"com.docker.network.bridge.default_bridge":"true","%s":"%s"}}`, strings.Repeat("b", 64), iccOption, d.icc)
+			"Options":{"com.docker.network.bridge.default_bridge":"true","%s":"%s"}}`, strings.Repeat("b", 64), iccOption, st.icc)
 	case strings.HasSuffix(r.URL.Path, "/containers/json"): // ours on the bridge: one of the two attached
 		fmt.Fprint(w, `[{"Id":"a","Names":["/fred-x-app-1"],"State":"running"}]`)
 	case strings.HasSuffix(r.URL.Path, "/info"):
-		q := make([]string, len(d.warnings))
-		for i, s := range d.warnings {
+		q := make([]string, len(st.warnings))
+		for i, s := range st.warnings {
 			q[i] = fmt.Sprintf("%q", s)
 		}
 		fmt.Fprintf(w, `{"ID":"x","Warnings":[%s]}`, strings.Join(q, ","))
@@ -69,7 +75,7 @@ func newBridgeEngine(t *testing.T, d *bridgeDockerd) *Engine {
 // network, broadcast and gateway addresses, the attached containers that are
 // not ours (the pool counts its own) and the reserve.
 func TestDefaultBridge_IsolatedOnlyWithIccOffAndBridgeNF_CapacityFromSubnet(t *testing.T) {
-	d := &bridgeDockerd{icc: "false"}
+	d := newBridgeDockerd("false")
 	e := newBridgeEngine(t, d)
 	ctx := testCtx(t, 30*time.Second)
 	f, err := e.DefaultBridge(ctx)
@@ -79,15 +85,11 @@ func TestDefaultBridge_IsolatedOnlyWithIccOffAndBridgeNF_CapacityFromSubnet(t *t
 	if !f.Isolated || f.Reason != "" || f.Subnet != "10.200.0.0/20" || f.ID != strings.Repeat("b", 64) || f.Capacity != 4096-3-1-bridgeReserve {
 		t.Fatalf("facts %+v: want isolated, 10.200.0.0/20, capacity %d", f, 4096-3-1-bridgeReserve)
 	}
-	d.mu.Lock()
-	d.warnings = []string{"WARNING: bridge-nf-call-iptables is disabled"}
-	d.mu.Unlock()
+	d.set("false", "WARNING: bridge-nf-call-iptables is disabled")
 	if f, err = e.DefaultBridge(ctx); err != nil || f.Isolated || !strings.Contains(f.Reason, "bridge-nf-call-iptables") {
 		t.Fatalf("with br_netfilter off: %+v, %v", f, err)
 	}
-	d.mu.Lock()
-	d.icc, d.warnings = "true", nil
-	d.mu.Unlock()
+	d.set("true")
 	if f, err = e.DefaultBridge(ctx); err != nil || f.Isolated || !strings.Contains(f.Reason, "inter-container communication is on") {
 		t.Fatalf("with icc on: %+v, %v", f, err)
 	}
@@ -97,7 +99,7 @@ func TestDefaultBridge_IsolatedOnlyWithIccOffAndBridgeNF_CapacityFromSubnet(t *t
 // default bridge no longer isolates (an operator turned icc back on and
 // restarted dockerd): a tenant is never started on a shared network.
 func TestVerifyLaunchNetwork_BridgedPlan_RefusedWhenBridgeNotIsolated(t *testing.T) {
-	d := &bridgeDockerd{icc: "false"}
+	d := newBridgeDockerd("false")
 	e := newBridgeEngine(t, d)
 	ctx := testCtx(t, 30*time.Second)
 	plan := unitPlan(unitService("web", 1))
@@ -106,23 +108,8 @@ func TestVerifyLaunchNetwork_BridgedPlan_RefusedWhenBridgeNotIsolated(t *testing
 	if err != nil || n.Name != "bridge" || n.ID != strings.Repeat("b", 64) {
 		t.Fatalf("isolated bridge: %+v, %v", n, err)
 	}
-	d.mu.Lock()
-	d.icc = "true"
-	d.mu.Unlock()
+	d.set("true")
 	if _, err := e.verifyLaunchNetwork(ctx, plan); !errors.Is(err, dockerio.ErrBridgeNotIsolated) {
 		t.Fatalf("icc on: %v, want ErrBridgeNotIsolated", err)
-	}
-}
-
-// A container's attachment to the default bridge is not listed among its
-// networks: the bridge isolates its containers, so being on it shares nothing
-// (the runtime refresh's shared-network inventory reads these).
-func TestFromSummary_DefaultBridgeNotListedAmongNetworks(t *testing.T) {
-	s := container.Summary{ID: "c1", Names: []string{"/x"}, Labels: map[string]string{},
-		NetworkSettings: &container.NetworkSettingsSummary{Networks: map[string]*network.EndpointSettings{
-			"bridge": {NetworkID: "b"}, "fred-x": {NetworkID: "n"},
-		}}}
-	if got := fromSummary(s).Networks; !slices.Equal(got, []string{"n"}) {
-		t.Fatalf("networks %v, want the lease network alone", got)
 	}
 }

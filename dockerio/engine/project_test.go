@@ -12,6 +12,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/docker/compose/v2/pkg/compose"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
 )
@@ -439,5 +441,18 @@ func TestBuildProject_Bridged_NetworkModeBridge_NoNetworksNoAliases(t *testing.T
 	if err != nil || p.Networks[leaseNetworkKey].Name != unitPlan().NetworkID || p.Services["web"].NetworkMode != "" ||
 		!slices.Equal(p.Services["web"].Networks[leaseNetworkKey].Aliases, []string{"web"}) {
 		t.Errorf("lease-network plan rendered %+v, %+v (%v)", p.Networks, p.Services["web"].Networks, err)
+	}
+}
+
+// A container's attachment to the default bridge is not listed among its
+// networks: the bridge isolates its containers, so being on it shares nothing
+// (the runtime refresh's shared-network inventory reads these).
+func TestFromSummary_DefaultBridgeNotListedAmongNetworks(t *testing.T) {
+	s := container.Summary{ID: "c1", Names: []string{"/x"}, Labels: map[string]string{},
+		NetworkSettings: &container.NetworkSettingsSummary{Networks: map[string]*network.EndpointSettings{
+			"bridge": {NetworkID: "b"}, "fred-x": {NetworkID: "n"},
+		}}}
+	if got := fromSummary(s).Networks; !slices.Equal(got, []string{"n"}) {
+		t.Fatalf("networks %v, want the lease network alone", got)
 	}
 }
