@@ -31,7 +31,9 @@ func TestIsolation_DockersRuleRewriteWindow_GuardKeepsLeasesApart(t *testing.T) 
 	}
 	dc := dockerClient(t)
 	cb := newCallbackReceiver(t)
-	d := newDaemonDir(t).startInProcess()
+	// Own networks: the window is Docker's rewrite of its isolation between
+	// bridges (leases on the default bridge are kept apart by its static icc rule).
+	d := newDaemonDir(t, "single_container_network: own").startInProcess()
 	a, b := uuid.NewString(), uuid.NewString()
 	for _, l := range []string{a, b} {
 		if r := d.provision(l, cb.callbackURL(), flatManifest(nil)); r.Status != 202 {
