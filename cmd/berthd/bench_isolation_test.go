@@ -113,7 +113,12 @@ func BenchmarkIsolation_AtScale_vsRawShared(b *testing.B) {
 	pb := &benchProvisionBench{dc: dc, runID: uuid.NewString()}
 	b.Cleanup(func() { benchRemoveRaw(dc, pb.runID) })
 	cb := newCallbackReceiver(b)
-	d := newDaemonDir(b, append(benchConfig(), isolationConfig...)...).startChild(true)
+	cfg := benchConfig()
+	for _, line := range isolationConfig { // in place of the same keys
+		key, _, _ := strings.Cut(line, ":")
+		cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
+	}
+	d := newDaemonDir(b, append(cfg, isolationConfig...)...).startChild(true)
 	client := newBenchClient(d)
 	install := benchInstallationID(b, d.dir+"/data")
 

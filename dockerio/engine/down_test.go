@@ -44,8 +44,23 @@ func createStraggler(t *testing.T, e *Engine, lease string, start bool, extra ..
 	if err != nil {
 		t.Fatalf("create straggler: %v", err)
 	}
+	// The image's VOLUME gives it an anonymous volume at create; a test that
+	// removes the container gently (StopRemove keeps volumes) would leave it,
+	// so the cleanup removes the container, then its volumes.
+	var vols []string
+	if c, err := fx.docker.ContainerInspect(ctx, resp.ID); err == nil {
+		for _, m := range c.Mounts {
+			if m.Type == "volume" && m.Name != "" {
+				vols = append(vols, m.Name)
+			}
+		}
+	}
 	t.Cleanup(func() {
-		_ = fx.docker.ContainerRemove(testCtx(t, time.Minute), resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		cctx := testCtx(t, time.Minute)
+		_ = fx.docker.ContainerRemove(cctx, resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		for _, v := range vols {
+			_ = fx.docker.VolumeRemove(cctx, v, true)
+		}
 	})
 	if start {
 		if err := fx.docker.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
