@@ -16,6 +16,8 @@ package main
 //     installation and no pool network is bound.
 //
 // The machine's capacity is printed first, so figures scale to other hosts.
+// BERTH_BENCH_SINGLE_NETWORK (default_bridge | own) overrides
+// single_container_network, so both placements are measured by one binary.
 // BERTH_BENCH_SCALE picks the sizes ("200,500,1000" by default; "200mix" is 200
 // leases of which every fourth is a 2-service stack — raw runs the same
 // containers on its one network). One iteration is many minutes; b.N is ignored:
@@ -118,7 +120,12 @@ func BenchmarkIsolation_AtScale_vsRawShared(b *testing.B) {
 		key, _, _ := strings.Cut(line, ":")
 		cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
 	}
-	d := newDaemonDir(b, append(cfg, isolationConfig...)...).startChild(true)
+	cfg = append(cfg, isolationConfig...)
+	if v := os.Getenv("BERTH_BENCH_SINGLE_NETWORK"); v != "" {
+		cfg = append(cfg, "single_container_network: "+v)
+		benchPrint(b, "single_container_network: "+v+"\n")
+	}
+	d := newDaemonDir(b, cfg...).startChild(true)
 	client := newBenchClient(d)
 	install := benchInstallationID(b, d.dir+"/data")
 
