@@ -100,6 +100,13 @@ func TestIsolation_SingleContainerLeases_OnTheIsolatedBridge_CannotReachEachOthe
 	}
 	assertCannotReach(t, "a → b", "127.0.0.1:"+hostPort(t, d, a, "app", 0), ips[b])
 	assertCannotReach(t, "b → a", "127.0.0.1:"+hostPort(t, d, b, "app", 0), ips[a])
+	// The host's network namespace (where Traefik runs) reaches both by their
+	// bridge address: icc=false drops forwarding between containers only.
+	for l, ip := range ips {
+		if code, _, err := httpGetHostPort(ip+":8080", "/healthz"); err != nil || code != 200 {
+			t.Fatalf("host → lease %s at %s:8080: %d %v", l, ip, code, err)
+		}
+	}
 	if n := d.metricValue(`berth_network_pool_claims_total{outcome="bridged"}`); n != 2 {
 		t.Fatalf("bridged claims %v, want 2", n)
 	}
