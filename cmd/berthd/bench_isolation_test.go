@@ -103,7 +103,10 @@ func scaleSizes(b *testing.B) []scaleSize {
 
 // isolationConfig leaves room for 1,000 docker-micro leases and stacks in the
 // capacity ledger; the machine's real limits are what is measured.
-var isolationConfig = []string{"total_cpu_cores: 4096", "total_memory_mb: 4194304", "log_level: warn"}
+var isolationConfig = []string{"total_cpu_cores: 4096", "total_memory_mb: 4194304", "log_level: warn",
+	// The last of 1,000 concurrent provisions on two cores waits behind 999
+	// starts (raw Docker has no deadline at all): the harness's 3m would fail it.
+	"provision_timeout: 30m"}
 
 func BenchmarkIsolation_AtScale_vsRawShared(b *testing.B) {
 	dc := dockerClient(b)
@@ -301,7 +304,7 @@ func (s *scaleRun) berthd(size scaleSize, full bool) scaleBurst {
 			b.Fatal(err)
 		}
 	}
-	done := waitCallbacks(b, s.cb, leases, messages.CallbackSuccess, 30*time.Minute)
+	done := waitCallbacks(b, s.d, s.cb, leases, messages.CallbackSuccess, 30*time.Minute)
 	out.machineCPU, out.dockerdCPU = machineCPU()-m0, benchDockerdCPU()-d0
 	out.berthdCPU = procCPU(d.cmd.Process.Pid) - cpu0
 	first := slices.MinFunc(sent, func(a, c time.Time) int { return a.Compare(c) })
@@ -354,7 +357,7 @@ func (s *scaleRun) closeAll(leases []string) time.Duration {
 	if err := benchForEachLimited(len(leases), 64, func(i int) error { return s.client.deprovision(leases[i]) }); err != nil {
 		b.Fatal(err)
 	}
-	waitCallbacks(b, s.cb, leases, messages.CallbackDeprovisioned, 30*time.Minute)
+	waitCallbacks(b, s.d, s.cb, leases, messages.CallbackDeprovisioned, 30*time.Minute)
 	benchWaitInstallationEmpty(b, s.pb.dc, s.install, 30*time.Minute)
 	benchWaitMetric(b, s.client, `berth_network_pool_networks{state="bound"}`, func(v float64) bool { return v == 0 }, 10*time.Minute)
 	return time.Since(began)
@@ -411,7 +414,7 @@ func isolationProvisionBody(lease, callbackURL string, stack bool) []byte {
 // waitCallbacks waits until every lease has a callback of status and returns
 // when each arrived. One waiter scans the receiver, so a thousand leases do not
 // poll it a thousand times over (that would be the test's CPU, not berthd's).
-func waitCallbacks(b *testing.B, cb *callbackReceiver, leases []string, status string, timeout time.Duration) map[string]time.Time {
+func waitCallbacks(b *testing.B, d *daemonProc, cb *callbackReceiver, leases []string, status string, timeout time.Duration) map[string]time.Time {
 	b.Helper()
 	want := make(map[string]bool, len(leases))
 	for _, l := range leases {
@@ -430,7 +433,9 @@ func waitCallbacks(b *testing.B, cb *callbackReceiver, leases []string, status s
 				}
 			} else if want[c.Body.LeaseUUID] && status == messages.CallbackSuccess && c.Body.Status != status {
 				cb.mu.Unlock()
-				b.Fatalf("lease %s: %s callback %q", c.Body.LeaseUUID, c.Body.Status, c.Body.Error)
+				history := d.debugGet("/debug/leases/" + c.Body.LeaseUUID).Body
+				b.Fatalf("lease %s: %s callback %q; berthd logged of it:\n%s\nits history: %.6000s",
+					c.Body.LeaseUUID, c.Body.Status, c.Body.Error, d.logLines(c.Body.LeaseUUID), history)
 			}
 		}
 		seen += len(got)

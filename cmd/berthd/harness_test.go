@@ -271,13 +271,23 @@ func removeInstallation(installation string) {
 		return
 	}
 	defer dc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// A benchmark's installation can hold 1,000 containers: eight removals at
+	// a time, the whole sweep bounded by the count, not by one minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	f := filters.NewArgs(filters.Arg("label", "fred.installation_id="+installation))
 	if cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, 8)
 		for _, c := range cs {
-			_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			wg.Add(1)
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			}()
 		}
+		wg.Wait()
 	}
 	// dockerd finishes a network create whose client went away (a pool refill
 	// cut by the daemon's stop or kill): sweep until a look finds none.
