@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
@@ -306,9 +307,20 @@ func TestReconcile_ClosedLeaseLateContainerRemoved_UnknownOneCountedNotTouched(t
 func runLabelled(t *testing.T, dc *client.Client, lease, installation string) string {
 	t.Helper()
 	ctx := context.Background()
+	// Its image's VOLUMEs covered by tmpfs, as berth covers them by bind mounts:
+	// berthd removes it gently (volumes kept), so an anonymous one would leak.
+	img, err := dc.ImageInspect(ctx, testImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mounts []mount.Mount
+	for target := range img.Config.Volumes {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: target})
+	}
 	resp, err := dc.ContainerCreate(ctx, &container.Config{Image: testImage(), Labels: map[string]string{
 		"fred.managed": "true", "fred.lease_uuid": lease, "fred.installation_id": installation,
-		"fred.service_name": "app", "fred.instance_index": "0", "fred.generation": "1"}}, nil, nil, nil, "")
+		"fred.service_name": "app", "fred.instance_index": "0", "fred.generation": "1"}},
+		&container.HostConfig{Mounts: mounts}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
