@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
@@ -92,12 +91,8 @@ func lateContainerHoldsThePool(t *testing.T, restart bool) {
 	fault.failing.Store(true)
 	// Its image's VOLUMEs covered by tmpfs, as berth covers them by bind mounts:
 	// the reconciler's gentle removal keeps volumes, so an anonymous one would leak.
-	var mounts []mount.Mount
-	for target := range orig.Config.Volumes {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: target})
-	}
 	late, err := dc.ContainerCreate(ctx, &container.Config{Image: orig.Config.Image, Labels: orig.Config.Labels},
-		&container.HostConfig{Mounts: mounts}, nil, nil, "berth-late-"+lease[:8])
+		&container.HostConfig{Mounts: tmpfsOverVolumes(orig.Config.Volumes)}, nil, nil, "berth-late-"+lease[:8])
 	if err != nil {
 		t.Fatalf("create the late container: %v", err)
 	}

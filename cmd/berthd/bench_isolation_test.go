@@ -120,12 +120,7 @@ func BenchmarkIsolation_AtScale_vsRawShared(b *testing.B) {
 	pb := &benchProvisionBench{dc: dc, runID: uuid.NewString()}
 	b.Cleanup(func() { benchRemoveRaw(dc, pb.runID) })
 	cb := newCallbackReceiver(b)
-	cfg := benchConfig()
-	for _, line := range isolationConfig { // in place of the same keys
-		key, _, _ := strings.Cut(line, ":")
-		cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
-	}
-	cfg = append(cfg, isolationConfig...)
+	cfg := overConfig(benchConfig(), isolationConfig...)
 	if v := os.Getenv("BERTH_BENCH_SINGLE_NETWORK"); v != "" {
 		cfg = append(cfg, "single_container_network: "+v)
 		benchPrint(b, "single_container_network: "+v+"\n")

@@ -1180,13 +1180,23 @@ func benchWaitMetric(b *testing.B, c *benchClient, series string, ok func(float6
 // benchConfig is benchPool with BERTH_BENCH_CONFIG's lines ("docker_max_in_flight: 0;…")
 // in place of the same keys, to compare settings in one command.
 func benchConfig() []string {
-	cfg := slices.Clone(benchPool)
+	var extra []string
 	for _, line := range strings.Split(os.Getenv("BERTH_BENCH_CONFIG"), ";") {
 		if line = strings.TrimSpace(line); line != "" {
-			key, _, _ := strings.Cut(line, ":")
-			cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
-			cfg = append(cfg, line)
+			extra = append(extra, line)
 		}
+	}
+	return overConfig(benchPool, extra...)
+}
+
+// overConfig is base with each line in place of base's line for the same key
+// (YAML refuses a key twice).
+func overConfig(base []string, lines ...string) []string {
+	cfg := slices.Clone(base)
+	for _, line := range lines {
+		key, _, _ := strings.Cut(line, ":")
+		cfg = slices.DeleteFunc(cfg, func(l string) bool { return strings.HasPrefix(l, key+":") })
+		cfg = append(cfg, line)
 	}
 	return cfg
 }

@@ -277,17 +277,9 @@ func removeInstallation(installation string) {
 	defer cancel()
 	f := filters.NewArgs(filters.Arg("label", "fred.installation_id="+installation))
 	if cs, err := dc.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, 8)
-		for _, c := range cs {
-			wg.Add(1)
-			slots <- struct{}{}
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				_ = dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			}()
-		}
-		wg.Wait()
+		_ = benchForEachLimited(len(cs), 8, func(i int) error {
+			return dc.ContainerRemove(ctx, cs[i].ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		})
 	}
 	// dockerd finishes a network create whose client went away (a pool refill
 	// cut by the daemon's stop or kill): sweep until a look finds none.

@@ -313,14 +313,10 @@ func runLabelled(t *testing.T, dc *client.Client, lease, installation string) st
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mounts []mount.Mount
-	for target := range img.Config.Volumes {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: target})
-	}
 	resp, err := dc.ContainerCreate(ctx, &container.Config{Image: testImage(), Labels: map[string]string{
 		"fred.managed": "true", "fred.lease_uuid": lease, "fred.installation_id": installation,
 		"fred.service_name": "app", "fred.instance_index": "0", "fred.generation": "1"}},
-		&container.HostConfig{Mounts: mounts}, nil, nil, "")
+		&container.HostConfig{Mounts: tmpfsOverVolumes(img.Config.Volumes)}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,4 +324,15 @@ func runLabelled(t *testing.T, dc *client.Client, lease, installation string) st
 		t.Fatal(err)
 	}
 	return resp.ID
+}
+
+// tmpfsOverVolumes covers an image's VOLUMEs with tmpfs, as berth covers them
+// with bind mounts: a test container berthd removes gently (volumes kept) then
+// leaves no anonymous volume behind.
+func tmpfsOverVolumes(volumes map[string]struct{}) []mount.Mount {
+	var mounts []mount.Mount
+	for target := range volumes {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeTmpfs, Target: target})
+	}
+	return mounts
 }
