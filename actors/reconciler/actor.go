@@ -68,21 +68,36 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 	}
 }
 
-// end tells the registry: Recovered after a complete pass (only that makes
-// accounting whole), RetryStopped after every pass.
+// end tells the registry RetryStopped after every pass (Recovered went as
+// soon as the pass's accounting was whole).
 func (a *Actor) end(out *supervisors.Outcome) {
 	res, _ := out.Value.(Result)
 	a.Metrics.observe(res, out.Err, a.Now())
 	if out.Err != nil {
 		a.Log.Warn().Err(out.Err).Msg("reconciliation pass failed")
-	} else {
-		a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{Lingering: res.Lingering})
 	}
 	a.Tree.Send(a.Settings.RegistryPath, messages.RetryStopped{})
 }
 
-// run is one pass, off the actor goroutine.
+// run is one pass, off the actor goroutine: the accounting, then Recovered to
+// the registry (only a whole accounting makes it whole; at startup it is what
+// turns /health healthy), then the housekeeping no lease waits for — image
+// helpers, the isolation guard (start checked it already), diagnostics.
 func (a *Actor) run(ctx context.Context) (Result, error) {
+	res, err := a.account(ctx)
+	if err != nil {
+		return res, err
+	}
+	a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{Lingering: res.Lingering})
+	a.sweepHelpers(ctx, &res)
+	a.guardIsolation(ctx, &res)
+	a.pruneDiagnostics()
+	return res, nil
+}
+
+// account hands every live lease its containers, removes what closed receipts
+// and the leases' answers let go, and reports what lingers.
+func (a *Actor) account(ctx context.Context) (Result, error) {
 	var res Result
 	isLive, err := supervisors.LiveLeases(ctx, a.Tree, a.Settings.RegistryPath, a.Settings.AckTimeout)
 	if err != nil {
@@ -139,9 +154,6 @@ wait:
 	var left []string
 	res.Removed, left = a.removeBounded(ctx, remove)
 	res.Backlog, res.Lingering = len(left), lingering(byLease, isLive, left)
-	a.sweepHelpers(ctx, &res)
-	a.guardIsolation(ctx, &res)
-	a.pruneDiagnostics()
 	return res, nil
 }
 

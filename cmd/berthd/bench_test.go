@@ -1009,48 +1009,13 @@ func BenchmarkRestart_300ReadyLeases_TimeToHealthy(b *testing.B) {
 	var runs, passes []time.Duration
 	var sb strings.Builder
 	for r := 1; r <= 3; r++ {
-		stopBegan := time.Now()
-		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			b.Fatal(err)
-		}
-		if code := d.waitExit(2 * time.Minute); code != 0 {
-			b.Fatalf("berthd exited %d on SIGTERM\n%s", code, d.log.String())
-		}
-		stopTook := time.Since(stopBegan)
-		if n := benchRunningContainers(b, dc, install); n != len(leases) {
-			b.Fatalf("%d workload containers running after SIGTERM, want %d", n, len(leases))
-		}
-
-		logFrom := len(d.log.String())
-		execAt := time.Now()
-		d.startChild(false)
-		healthyAt := benchWaitHealthyFast(b, d, 5*time.Minute)
-		took := healthyAt.Sub(execAt)
-		runs = append(runs, took)
-		pass := benchFirstReconcilePass(b, d, 2*time.Minute)
-		passes = append(passes, pass)
-
-		phases := benchStartupPhasesFromLog(d.log.String()[logFrom:])
-		metrics := benchStartupPhasesFromMetrics(b, client)
-		statuses, err := client.statuses(leases)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, l := range leases {
-			if statuses[l] != "ready" {
-				b.Fatalf("restart %d: lease %s is %q after the restart, want ready", r, l, statuses[l])
+		got := benchRestartTimed(b, d, client, leases, func() {
+			if n := benchRunningContainers(b, dc, install); n != len(leases) {
+				b.Fatalf("%d workload containers running after SIGTERM, want %d", n, len(leases))
 			}
-		}
-		var sum float64
-		for _, p := range benchStartupPhaseNames {
-			sum += phases[p]
-		}
-		fmt.Fprintf(&sb, "restart %d: time to healthy %7.1f ms (SIGTERM → exit %s; recovery saw %.0f leases); first reconcile pass %.1f ms\n",
-			r, benchMs(took), stopTook.Round(time.Millisecond), phases["leases"], benchMs(pass))
-		for _, p := range benchStartupPhaseNames {
-			fmt.Fprintf(&sb, "    %-17s log %8.1f ms   metric %8.1f ms\n", p, phases[p], metrics[p]*1000)
-		}
-		fmt.Fprintf(&sb, "    %-17s     %8.1f ms   (exec → store_open start, tree spawn, /health poll)\n", "outside phases", benchMs(took)-sum)
+		})
+		runs, passes = append(runs, got.healthy), append(passes, got.pass)
+		got.describe(&sb, r)
 	}
 
 	// No restart may send a callback: each lease still has exactly its success.
@@ -1232,7 +1197,7 @@ func benchWaitPoolAtMost(b *testing.B, dc *client.Client, installation string, n
 	}
 }
 
-var benchStartupPhaseNames = []string{"store_open", "journal_verify", "docker_connect", "registry_rebuild", "recovery"}
+var benchStartupPhaseNames = []string{"store_open", "journal_verify", "docker_connect", "volumes_open", "registry_rebuild", "recovery"}
 
 // benchWaitHealthyFast polls /health every 10 ms and returns when it first answered
 // 200 {"status":"healthy"}.
@@ -1254,6 +1219,62 @@ func benchWaitHealthyFast(b *testing.B, d *daemonProc, timeout time.Duration) ti
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// benchRestart is one timed restart of berthd with its leases Ready.
+type benchRestart struct {
+	stop, healthy, pass time.Duration
+	phases, metrics     map[string]float64 // startup phases (ms from the log, s from /metrics) and "leases"
+}
+
+// benchRestartTimed stops berthd (SIGTERM), runs stopped (checks while it is
+// down), starts a new process and times it to healthy and its first reconcile
+// pass; every lease must be Ready after it.
+func benchRestartTimed(b *testing.B, d *daemonProc, client *benchClient, leases []string, stopped func()) benchRestart {
+	b.Helper()
+	var out benchRestart
+	stopBegan := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		b.Fatal(err)
+	}
+	if code := d.waitExit(5 * time.Minute); code != 0 {
+		b.Fatalf("berthd exited %d on SIGTERM\n%s", code, tail(d.log.String(), 3000))
+	}
+	out.stop = time.Since(stopBegan)
+	if stopped != nil {
+		stopped()
+	}
+	logFrom := len(d.log.String())
+	execAt := time.Now()
+	d.startChild(false)
+	out.healthy = benchWaitHealthyFast(b, d, 10*time.Minute).Sub(execAt)
+	out.pass = benchFirstReconcilePass(b, d, 10*time.Minute)
+	out.phases = benchStartupPhasesFromLog(d.log.String()[logFrom:])
+	out.metrics = benchStartupPhasesFromMetrics(b, client)
+	statuses, err := client.statuses(leases)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range leases {
+		if statuses[l] != "ready" {
+			b.Fatalf("lease %s is %q after a restart, want ready", l, statuses[l])
+		}
+	}
+	return out
+}
+
+// describe writes restart r's figures and its startup phases.
+func (r benchRestart) describe(sb *strings.Builder, n int) {
+	var sum float64
+	for _, p := range benchStartupPhaseNames {
+		sum += max(r.phases[p], r.metrics[p]*1000) // the log has none below info
+	}
+	fmt.Fprintf(sb, "restart %d: time to healthy %7.1f ms (SIGTERM → exit %s; recovery saw %.0f leases); first reconcile pass %.1f ms\n",
+		n, benchMs(r.healthy), r.stop.Round(time.Millisecond), r.phases["leases"], benchMs(r.pass))
+	for _, p := range benchStartupPhaseNames {
+		fmt.Fprintf(sb, "    %-17s log %8.1f ms   metric %8.1f ms\n", p, r.phases[p], r.metrics[p]*1000)
+	}
+	fmt.Fprintf(sb, "    %-17s     %8.1f ms   (exec → store_open start, tree spawn, /health poll)\n", "outside phases", benchMs(r.healthy)-sum)
 }
 
 // benchStartupPhasesFromLog reads the "startup phase" lines (phase → took, ms) and

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/netpool"
@@ -104,13 +105,9 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	if err := d.connectDocker(cfg, w.id.InstallationID, w.reg); err != nil {
 		return nil, err
 	}
-	if err := d.checkSeccomp(cfg); err != nil {
+	if err := d.checkDocker(cfg); err != nil {
 		return nil, err
 	}
-	if err := d.guardIsolation(cfg); err != nil {
-		return nil, err
-	}
-	d.inspectBridge(cfg)
 	mark = w.phases.done("docker_connect", mark)
 	if d.vols, err = openVolumes(cfg, w.id.InstallationID, log); err != nil {
 		return nil, err
@@ -220,8 +217,22 @@ func (d *daemon) connectDocker(cfg *config.Config, installationID string, reg pr
 		return fmt.Errorf("docker client: %w", err)
 	}
 	d.engine = d.docker
-	warnNetworkCapacity(d.docker, cfg, d.log)
 	return nil
+}
+
+// checkDocker runs start's checks of Docker and its host at once — seccomp,
+// the isolation guard, the default bridge, the address pools: each is a round
+// trip or an iptables run that grows with what Docker holds (at a thousand
+// containers, one after another they were half a second of a restart).
+func (d *daemon) checkDocker(cfg *config.Config) error {
+	var group errgroup.Group
+	group.Go(func() error { return d.checkSeccomp(cfg) })
+	group.Go(func() error { return d.guardIsolation(cfg) })
+	group.Go(func() error { d.inspectBridge(cfg); return nil })
+	if d.docker != nil {
+		group.Go(func() error { warnNetworkCapacity(d.docker, cfg, d.log); return nil })
+	}
+	return group.Wait()
 }
 
 // checkSeccomp refuses production on a Docker daemon that applies no seccomp

@@ -16,6 +16,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/cmd/berthd/config"
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -440,4 +442,36 @@ func nonLoopbackAddr(t testing.TB) string {
 	}
 	t.Fatal("no non-loopback IPv4 address on this host")
 	return ""
+}
+
+// TestStart_HealthyOnceAccountingIsWhole_NotAfterTheHousekeeping: /health turns
+// healthy as soon as the first reconcile pass has handed every lease its
+// containers, not after the pass's housekeeping (image helpers, the isolation
+// guard, diagnostics) — with a thousand containers Docker's answers to those
+// were a fifth of a restart. The fake engine's helper sweep takes 5 s here:
+// berthd is healthy while it runs and the pass has not ended.
+func TestStart_HealthyOnceAccountingIsWhole_NotAfterTheHousekeeping(t *testing.T) {
+	// Sequential: sets testHooks.engine, which every in-process daemon reads.
+	engines := make(chan *fake.Engine, 1)
+	testHooks.engine = func(installationID string) (dockerio.Engine, error) {
+		e := fake.New(fake.Options{InstallationID: installationID})
+		e.Delay(fake.OpSweepHelpers, 5*time.Second)
+		engines <- e
+		return e, nil
+	}
+	t.Cleanup(func() { testHooks.engine = nil })
+	d := newDaemonDir(t).startInProcess()
+	e := <-engines
+	var fr struct {
+		Passes []messages.Freshness `json:"passes"`
+	}
+	d.debugJSON("/debug/freshness", &fr)
+	for _, p := range fr.Passes {
+		if p.Name == "reconciler" && p.Passes != 0 {
+			t.Fatalf("healthy only after the first reconcile pass ended (%d passes): readiness waited for the housekeeping", p.Passes)
+		}
+	}
+	if n := e.Calls(fake.OpSweepHelpers); n != 1 {
+		t.Fatalf("the helper sweep was called %d times when berthd turned healthy, want 1 (running)", n)
+	}
 }

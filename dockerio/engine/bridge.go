@@ -9,6 +9,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/berth-dev/berth/dockerio"
 )
@@ -25,23 +27,33 @@ const bridgeNFWarning = "bridge-nf-call-iptables is disabled"
 // starts there (a helper, an operator's container).
 const bridgeReserve = 16
 
-// DefaultBridge inspects Docker's default bridge and the daemon's warnings.
+// DefaultBridge reads Docker's default bridge, the daemon's warnings and the
+// containers on the bridge, the three at once (each grows with the containers
+// Docker runs; at a thousand this is what a restart waits for).
 func (e *Engine) DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error) {
-	n, err := e.docker.NetworkInspect(ctx, dockerio.DefaultBridgeName, network.InspectOptions{})
-	if err != nil {
-		return dockerio.BridgeFacts{}, dockerErr("inspect the default bridge", err)
-	}
-	info, err := e.docker.Info(ctx)
-	if err != nil {
-		return dockerio.BridgeFacts{}, dockerErr("docker info", err)
+	var (
+		n     network.Inspect
+		info  system.Info
+		on    []container.Summary
+		group errgroup.Group
+	)
+	group.Go(func() (err error) { n, err = e.defaultBridge(ctx); return err })
+	group.Go(func() (err error) { info, err = e.info(ctx); return err })
+	group.Go(func() (err error) {
+		on, err = e.docker.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(filters.Arg("network", dockerio.DefaultBridgeName))})
+		return dockerErr("list the containers on the default bridge", err)
+	})
+	if err := group.Wait(); err != nil {
+		return dockerio.BridgeFacts{}, err
 	}
 	// This installation's containers there are its bridged leases, whose slots
 	// the pool counts from its journal: only others' take room from it.
-	ours, err := e.docker.ContainerList(ctx, container.ListOptions{Filters: e.ownFilters(filters.Arg("network", dockerio.DefaultBridgeName))})
-	if err != nil {
-		return dockerio.BridgeFacts{}, dockerErr("list our containers on the default bridge", err)
+	others := 0
+	for _, c := range on {
+		if !e.ours(c.Labels) {
+			others++
+		}
 	}
-	others := max(0, len(n.Containers)-len(ours))
 	facts := dockerio.BridgeFacts{ID: n.ID, Reason: bridgeNotIsolated(n)}
 	for _, w := range info.Warnings {
 		if facts.Reason == "" && strings.Contains(w, bridgeNFWarning) {
@@ -73,4 +85,21 @@ func bridgeNotIsolated(n network.Inspect) string {
 		return fmt.Sprintf("inter-container communication is on (%s=%q)", iccOption, v)
 	}
 	return ""
+}
+
+// defaultBridge is Docker's default bridge as the network list shows it: its
+// options and addresses without the endpoint of every container attached,
+// which inspecting it returns (a quarter of a megabyte at a thousand).
+func (e *Engine) defaultBridge(ctx context.Context) (network.Inspect, error) {
+	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("name", dockerio.DefaultBridgeName), filters.Arg("type", "builtin"))})
+	if err != nil {
+		return network.Inspect{}, dockerErr("list the default bridge", err)
+	}
+	for _, n := range list {
+		if n.Name == dockerio.DefaultBridgeName { // the name filter matches substrings
+			return n, nil
+		}
+	}
+	return network.Inspect{}, fmt.Errorf("docker lists no network %q: %w", dockerio.DefaultBridgeName, dockerio.ErrNotFound)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,9 +14,16 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 )
 
-// bridgeDockerd answers the default bridge's inspect and docker info as a
-// daemon configured with icc (true or false) and the given warnings would.
-type bridgeDockerd struct{ state atomic.Pointer[bridgeState] }
+// bridgeDockerd answers the network list (the default bridge), the containers
+// on it (one of this installation's, one another's) and docker info as a
+// daemon configured with icc (true or false) and the given warnings would; it
+// counts the requests for docker info.
+type bridgeDockerd struct {
+	state        atomic.Pointer[bridgeState]
+	installation string
+	infos        atomic.Int64
+	gate         atomic.Pointer[func()] // run (once) inside the next docker info
+}
 
 type bridgeState struct {
 	icc      string
@@ -39,14 +47,20 @@ func (d *bridgeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/_ping":
 		fmt.Fprint(w, "OK")
-	case strings.HasSuffix(r.URL.Path, "/networks/bridge"):
-		fmt.Fprintf(w, `{"Name":"bridge","Id":"%s","Driver":"bridge","Scope":"local",
+	case strings.HasSuffix(r.URL.Path, "/networks"): // as listed: no endpoints; the name filter matches substrings
+		fmt.Fprintf(w, `[{"Name":"bridge-lookalike","Id":"%s","Driver":"bridge","Options":{"%s":"true"}},
+			{"Name":"bridge","Id":"%s","Driver":"bridge","Scope":"local",
 			"IPAM":{"Config":[{"Subnet":"10.200.0.0/20","Gateway":"10.200.0.1"}]},
-			"Containers":{"a":{},"b":{}},
-			"Options":{"com.docker.network.bridge.default_bridge":"true","%s":"%s"}}`, strings.Repeat("b", 64), iccOption, st.icc)
-	case strings.HasSuffix(r.URL.Path, "/containers/json"): // ours on the bridge: one of the two attached
-		fmt.Fprint(w, `[{"Id":"a","Names":["/fred-x-app-1"],"State":"running"}]`)
+			"Options":{"com.docker.network.bridge.default_bridge":"true","%s":"%s"}}]`,
+			strings.Repeat("c", 64), iccOption, strings.Repeat("b", 64), iccOption, st.icc)
+	case strings.HasSuffix(r.URL.Path, "/containers/json"): // on the bridge: one ours, one another's
+		fmt.Fprintf(w, `[{"Id":"a","Names":["/fred-x-app-1"],"State":"running","Labels":{"%s":"true","%s":"%s"}},
+			{"Id":"b","Names":["/someone-else"],"State":"running"}]`, dockerio.LabelManaged, dockerio.LabelInstallation, d.installation)
 	case strings.HasSuffix(r.URL.Path, "/info"):
+		d.infos.Add(1)
+		if g := d.gate.Swap(nil); g != nil {
+			(*g)()
+		}
 		q := make([]string, len(st.warnings))
 		for i, s := range st.warnings {
 			q[i] = fmt.Sprintf("%q", s)
@@ -60,9 +74,10 @@ func (d *bridgeDockerd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func newBridgeEngine(t *testing.T, d *bridgeDockerd) *Engine {
 	t.Helper()
+	d.installation = newInstallation()
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
-	e, err := New(Options{Host: "tcp://" + strings.TrimPrefix(srv.URL, "http://"), InstallationID: newInstallation(), Logger: testLogger()})
+	e, err := New(Options{Host: "tcp://" + strings.TrimPrefix(srv.URL, "http://"), InstallationID: d.installation, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +126,39 @@ func TestVerifyLaunchNetwork_BridgedPlan_RefusedWhenBridgeNotIsolated(t *testing
 	d.set("true")
 	if _, err := e.verifyLaunchNetwork(ctx, plan); !errors.Is(err, dockerio.ErrBridgeNotIsolated) {
 		t.Fatalf("icc on: %v, want ErrBridgeNotIsolated", err)
+	}
+}
+
+// Startup's readers of docker info (seccomp, the bridge, the address pools)
+// asking at once share one request: at a thousand containers each answer costs
+// dockerd a tenth to a third of a second of a restart.
+func TestInfo_ConcurrentReaders_OneRequest(t *testing.T) {
+	d := newBridgeDockerd("false")
+	e := newBridgeEngine(t, d)
+	ctx := testCtx(t, 30*time.Second)
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	gate := func() { close(blocked); <-release }
+	d.gate.Store(&gate)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Add(3)
+	go func() { defer wg.Done(); _, errs[0] = e.SeccompEnabled(ctx) }()
+	<-blocked // the first request is at dockerd; the others join it
+	go func() { defer wg.Done(); _, errs[1] = e.DefaultBridge(ctx) }()
+	go func() { defer wg.Done(); _, errs[2] = e.NetworkCapacity(ctx) }()
+	time.Sleep(500 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := d.infos.Load(); n != 1 {
+		t.Fatalf("%d docker info requests for three concurrent readers, want 1", n)
+	}
+	if _, err := e.SeccompEnabled(ctx); err != nil || d.infos.Load() != 2 {
+		t.Fatalf("a later reader: %v, %d requests; want a fresh one (2)", err, d.infos.Load())
 	}
 }

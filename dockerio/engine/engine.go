@@ -75,6 +75,7 @@ type Engine struct {
 	resolving singleflight.Group      // tag → its registry's digest, one round trip for concurrent callers
 	scans     boundedCache[imageScan] // image ID → what it holds under the writable-path parents (writable.go)
 	scanning  singleflight.Group      // image ID → one helper for concurrent scans
+	infos     singleflight.Group      // one `docker info` for concurrent callers (capacity.go)
 	seeds     boundedCache[[]byte]    // image ID + "\x00" + writable path → its archive (seed.go)
 
 	composeMu    sync.Mutex

@@ -152,9 +152,9 @@ func (c *composeAPI) ContainerCreate(ctx context.Context, config *container.Conf
 // the tenant profile, and a btrfs volume's quota can be escaped. berthd
 // refuses to run in production without it and warns otherwise.
 func (e *Engine) SeccompEnabled(ctx context.Context) (bool, error) {
-	info, err := e.docker.Info(ctx)
+	info, err := e.info(ctx)
 	if err != nil {
-		return false, dockerErr("docker info", err)
+		return false, err
 	}
 	for _, opt := range info.SecurityOptions {
 		if slices.Contains(strings.Split(opt, ","), "name=seccomp") {

@@ -216,9 +216,9 @@ func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (n
 // turned icc back on (and restarted dockerd) since berthd started, and a tenant
 // is never started on a network it would share.
 func (e *Engine) verifyBridge(ctx context.Context) (network.Inspect, error) {
-	n, err := e.docker.NetworkInspect(ctx, dockerio.DefaultBridgeName, network.InspectOptions{})
+	n, err := e.defaultBridge(ctx)
 	if err != nil {
-		return network.Inspect{}, dockerErr("verify the default bridge", err)
+		return network.Inspect{}, fmt.Errorf("verify the default bridge: %w", err)
 	}
 	if why := bridgeNotIsolated(n); why != "" {
 		return network.Inspect{}, fmt.Errorf("verify the default bridge: %s: %w", why, dockerio.ErrBridgeNotIsolated)
