@@ -75,8 +75,10 @@ func (f *fakeInstallation) container(labels map[string]string, network string, r
 	var out struct {
 		ID string `json:"Id"`
 	}
+	// The image's VOLUME /data under a tmpfs, as berth covers it: prune removes
+	// gently (v=0), which would leave the anonymous volume Docker makes otherwise.
 	body := map[string]any{"Image": benchTestImage, "Cmd": []string{"serve"}, "Labels": labels,
-		"HostConfig": map[string]any{"NetworkMode": network}}
+		"HostConfig": map[string]any{"NetworkMode": network, "Tmpfs": map[string]string{"/data": ""}}}
 	if err := f.d.do(ctx, "POST", "/containers/create", body, &out); err != nil {
 		f.t.Fatal(err)
 	}

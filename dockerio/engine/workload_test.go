@@ -521,10 +521,18 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// httpGet fetches url from the test process.
+// httpGet fetches url from the test process. Every caller asks a container
+// that just started, whose server may not listen yet (docker-proxy then resets
+// the connection): a failed connection is retried for up to 10 s; an answer,
+// whatever its status, is not.
 func httpGet(url string) (string, error) {
 	c := &http.Client{Timeout: 3 * time.Second}
+	deadline := time.Now().Add(10 * time.Second)
 	resp, err := c.Get(url)
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		resp, err = c.Get(url)
+	}
 	if err != nil {
 		return "", err
 	}
