@@ -172,8 +172,7 @@ func (d *daemon) openStore(cfg *config.Config, opts persistence.Options, phases 
 // verifyStore replays every journal (refusing what it cannot read:
 // journal_verify), then opens diagnostics.db.
 func (d *daemon) verifyStore(cfg *config.Config, opts persistence.Options, phases *startupPhases) error {
-	mark := time.Now()
-	store := d.store
+	mark, store := time.Now(), d.store
 	d.replayed = registry.NewReplayed()
 	if err := registry.VerifyInto(store, d.replayed); err != nil {
 		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)

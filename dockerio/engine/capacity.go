@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 
-	"github.com/docker/docker/api/types/system"
-
 	"github.com/berth-dev/berth/dockerio/addresspool"
 )
 
@@ -21,15 +19,4 @@ func (e *Engine) NetworkCapacity(ctx context.Context) (int, error) {
 		pools = append(pools, addresspool.Pool{Base: p.Base, Size: p.Size})
 	}
 	return addresspool.Capacity(pools)
-}
-
-// info is the daemon's `docker info`, one request for concurrent callers:
-// startup's checks (seccomp, the bridge, the address pools) read it at once,
-// and with a thousand containers each answer costs dockerd 0.1–0.3 s.
-func (e *Engine) info(ctx context.Context) (system.Info, error) {
-	v, err, _ := e.infos.Do("info", func() (any, error) { return e.docker.Info(ctx) })
-	if err != nil {
-		return system.Info{}, dockerErr("docker info", err)
-	}
-	return v.(system.Info), nil
 }

@@ -17,6 +17,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/compose/v2/pkg/api"
 	"github.com/docker/compose/v2/pkg/compose"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -75,7 +76,7 @@ type Engine struct {
 	resolving singleflight.Group      // tag → its registry's digest, one round trip for concurrent callers
 	scans     boundedCache[imageScan] // image ID → what it holds under the writable-path parents (writable.go)
 	scanning  singleflight.Group      // image ID → one helper for concurrent scans
-	infos     singleflight.Group      // one `docker info` for concurrent callers (capacity.go)
+	infos     singleflight.Group      // one `docker info` for concurrent callers (info, below)
 	seeds     boundedCache[[]byte]    // image ID + "\x00" + writable path → its archive (seed.go)
 
 	composeMu    sync.Mutex
@@ -283,3 +284,14 @@ func trimID(id string) string {
 // log streams, pulls, registry look-ups and stops aside): background upkeep
 // waits for zero instead of competing with a burst of provisions.
 func (e *Engine) InFlight() int { return int(e.busy.Load()) }
+
+// info is the daemon's `docker info`, one request for concurrent callers:
+// startup's checks (seccomp, the bridge, the address pools) read it at once,
+// and with a thousand containers each answer costs dockerd 0.1–0.3 s.
+func (e *Engine) info(ctx context.Context) (system.Info, error) {
+	v, err, _ := e.infos.Do("info", func() (any, error) { return e.docker.Info(ctx) })
+	if err != nil {
+		return system.Info{}, dockerErr("docker info", err)
+	}
+	return v.(system.Info), nil
+}
