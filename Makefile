@@ -52,10 +52,13 @@ test: docker-up registry-up workload-image stock-images btrfs-up promtool-up chr
 	echo "== make test: the crash suite's dockerd restart and a 60 s dockerd stop (alone: they stop every container)" && \
 	BERTH_REQUIRE_DOCKER=1 BERTH_CRASH_DOCKERD=1 go test -race -timeout 15m -count=1 -run 'TestCrashSuite_DockerdRestart|TestDockerdStopped' ./cmd/berthd
 
-## crash: the crash suite at full size — kill -9 rounds, every actor kind crashed, dockerd restarted (CRASH_ROUNDS=10)
+## crash: the crash suite at full size — kill -9 rounds, every actor kind crashed, dockerd restarted (CRASH_ROUNDS=10),
+## the chaos drill with every actor kind crashed DRILL_CRASHES times, then the drill again at -cpu 1 beside a CPU hog
 CRASH_ROUNDS ?= 10
+DRILL_CRASHES ?= 10
 crash: docker-up registry-up workload-image btrfs-up
-	BERTH_CRASH_ROUNDS=$(CRASH_ROUNDS) BERTH_CRASH_DOCKERD=1 go test -race -timeout 60m -count=1 -v -run 'TestCrashSuite' ./cmd/berthd
+	BERTH_CRASH_ROUNDS=$(CRASH_ROUNDS) BERTH_DRILL_CRASHES=$(DRILL_CRASHES) BERTH_CRASH_DOCKERD=1 go test -race -timeout 60m -count=1 -v -run 'TestCrashSuite' ./cmd/berthd
+	BERTH_DRILL_CRASHES=$(DRILL_CRASHES) BERTH_DRILL_HOG=1 go test -race -cpu 1 -timeout 30m -count=1 -v -run 'TestCrashSuite_ChaosDrill' ./cmd/berthd
 
 ## bench: every benchmark against the real engine (BENCH=regexp BENCHTIME=1s BENCHCOUNT=1 BENCHTIMEOUT=3h;
 ## the isolation benchmark at 200, 500 and 1,000 leases alone takes about an hour here)

@@ -8,8 +8,9 @@ import "time"
 
 // Admit asks the registry to admit a provision request. A nil error means 202.
 type Admit struct {
-	Req   ProvisionRequest
-	Reply chan<- error
+	Req    ProvisionRequest
+	Reply  chan<- error
+	Ticket *Ticket // taken at the admission's commit
 }
 
 // Deprovision asks for a lease to be closed. A nil error means 200: the lease is
@@ -21,6 +22,7 @@ type Deprovision struct {
 	// instead of destroying them.
 	Retain bool
 	Reply  chan<- error
+	Ticket *Ticket // taken by the lease as it journals the close intent
 }
 
 // InfoReply answers GetInfo.
@@ -132,8 +134,9 @@ type Maintain struct {
 	AdmittedAt    time.Time
 	// Stale (runtime_refresh) are the containers seen under an older runtime
 	// contract: the lease refreshes only while one of them is its ready cohort.
-	Stale []string
-	Reply chan<- error
+	Stale  []string
+	Reply  chan<- error
+	Ticket *Ticket // taken by the lease as it decides the maintenance
 }
 
 // ReleasesReply answers GetReleases.
@@ -162,8 +165,9 @@ type LeaseGone struct {
 // Restore asks the registry to restore a retained lease's data into a new lease.
 // A nil error means 202.
 type Restore struct {
-	Req   RestoreRequest
-	Reply chan<- error
+	Req    RestoreRequest
+	Reply  chan<- error
+	Ticket *Ticket // taken at the restore's admission commit
 }
 
 // RetentionsReply answers ListRetentions.

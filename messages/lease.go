@@ -79,14 +79,22 @@ type LeasesReply struct {
 }
 
 // RecoverNow asks the reconciler for a pass (the registry sends it whenever it
-// starts, the watcher after every reconnect).
-type RecoverNow struct{}
+// starts, and again every second until a pass answers it; the watcher after
+// every reconnect). For names the registry incarnation that waits for it (0:
+// none does).
+type RecoverNow struct{ For uint64 }
 
 // Recovered tells the registry a reconciliation pass over every lease finished.
-// Lingering are the closed leases whose containers Docker still listed after the
-// pass's removals (late containers, a removal backlog): the pool holds their
-// reservations until a pass lists them no more.
-type Recovered struct{ Lingering []string }
+// For is the registry incarnation whose RecoverNow the pass began after (0:
+// none): only such a pass makes a restarted registry ready — one begun before
+// it asked accounted for its predecessor's actors. Lingering are the closed
+// leases whose containers Docker still listed after the pass's removals (late
+// containers, a removal backlog): the pool holds their reservations until a
+// pass lists them no more.
+type Recovered struct {
+	For       uint64
+	Lingering []string
+}
 
 // RetryStopped asks the registry to respawn lease actors stopped past their
 // restart limit.

@@ -27,7 +27,11 @@ func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout tim
 		return zero, messages.Refuse(messages.ErrBusy, "%s is busy, retry later", node.Kind)
 	}
 	reply := make(chan R, 1)
-	t.Send(path, build(reply))
+	msg := build(reply)
+	if checkBacklog { // Describe asks are the tree's own walk, bounded at 200 ms
+		defer t.Awaits.Begin("ask", node.Kind)()
+	}
+	t.Send(path, msg)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
@@ -36,7 +40,59 @@ func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout tim
 	case <-ctx.Done():
 		return zero, fmt.Errorf("ask %s: %w", path, ctx.Err())
 	case <-timer.C:
+		t.log.Warn().Str("actor", string(path)).Str("asked", t.Metrics.typeName(msg)).Dur("waited", timeout).
+			Msg("no answer in time: the actor is restarting, stuck or its backlog too long")
 		return zero, messages.Refuse(messages.ErrBusy, "%s did not answer in time, retry later", node.Kind)
+	}
+}
+
+// AskTicketed is Ask for a request that changes state: the message carries a
+// ticket with the ask's deadline. When the actor does not answer in time the
+// ticket is dropped and the request refused (ErrBusy: nothing was changed) — the
+// actor that reaches it later finds it dropped and changes nothing. When the
+// actor took the ticket first, its answer is awaited up to settle longer; past
+// that the request is pending (ErrLifecyclePending: it was taken and may still
+// take effect), never refused as if it had not happened.
+func AskTicketed[R any](ctx context.Context, t *Tree, path messages.Address, timeout, settle time.Duration,
+	build func(reply chan<- R, ticket *messages.Ticket) any) (R, error) {
+	var zero R
+	node, ok := t.Dir.Get(path)
+	if !ok {
+		return zero, fmt.Errorf("ask %s: no such actor: %w", path, messages.ErrUnavailable)
+	}
+	if node.Overloaded() {
+		return zero, messages.Refuse(messages.ErrBusy, "%s is busy, retry later", node.Kind)
+	}
+	ticket := messages.NewTicket(time.Now().Add(timeout))
+	reply := make(chan R, 1)
+	msg := build(reply, ticket)
+	defer t.Awaits.Begin("ask", node.Kind)()
+	t.Send(path, msg)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-ctx.Done():
+		if ticket.Drop() {
+			return zero, fmt.Errorf("ask %s: %w", path, ctx.Err())
+		}
+	case <-timer.C:
+		if ticket.Drop() {
+			t.log.Warn().Str("actor", string(path)).Str("asked", t.Metrics.typeName(msg)).Dur("waited", timeout).
+				Msg("no answer in time: the request is refused and will not take effect")
+			return zero, messages.Refuse(messages.ErrBusy, "%s did not answer in time; nothing was changed, retry later", node.Kind)
+		}
+	}
+	// Taken: the actor carries it out and answers.
+	timer.Reset(settle)
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-ctx.Done():
+		return zero, fmt.Errorf("ask %s: %w", path, ctx.Err())
+	case <-timer.C:
+		return zero, messages.Refuse(messages.ErrLifecyclePending, "the request was taken and is still being carried out, retry later")
 	}
 }
 

@@ -21,6 +21,8 @@ type Periodic struct {
 
 	running bool
 	again   bool
+	task    *Task     // the running pass
+	stale   bool      // the running pass was superseded (Restart): its outcome is not recorded
 	started time.Time // of the running pass
 	soon    func()    // cancels the scheduled early pass (nil: none)
 	fails   int       // consecutive failed passes
@@ -85,9 +87,9 @@ func (p *Periodic) Now() {
 	if run == nil {
 		return
 	}
-	p.running, p.started = true, time.Now()
+	p.running, p.stale, p.started = true, false, time.Now()
 	timeout := p.spec.Timeout
-	p.tasks.Go(p.spec.Name+"-pass", func(ctx context.Context) any {
+	p.task = p.tasks.Start(p.spec.Name+"-pass", func(ctx context.Context) any {
 		if timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -95,6 +97,18 @@ func (p *Periodic) Now() {
 		}
 		return passDone{p: p, out: run(ctx)}
 	})
+}
+
+// Restart runs a pass that begins now: a running one is canceled and its
+// outcome dropped (what it found was asked for before the reason to restart
+// came), and the new one starts as soon as it returns.
+func (p *Periodic) Restart() {
+	if !p.running {
+		p.Now()
+		return
+	}
+	p.stale, p.again = true, true
+	p.task.Cancel()
 }
 
 // Soon runs a pass after d, unless an early pass is already scheduled.
@@ -138,7 +152,12 @@ func (p *Periodic) Receive(msg any) bool {
 
 // done records a finished pass, lets the actor fold it in, and schedules the next.
 func (p *Periodic) done(out Outcome) {
-	p.running = false
+	p.running, p.task = false, nil
+	if p.stale {
+		p.stale, p.again = false, false
+		p.Now()
+		return
+	}
 	if p.spec.End != nil {
 		p.spec.End(&out)
 	}

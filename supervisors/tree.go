@@ -26,6 +26,7 @@ type Options struct {
 	Registerer prometheus.Registerer // nil: metrics are kept but not registered
 	Chaos      bool                  // debug.chaos: Crash messages panic their target
 	Guardian   Backoff               // zero value = DefaultBackoff()
+	Below      Backoff               // the root's children's; zero value = DefaultBackoff()
 	// Children builds root's children (given the tree, which they usually need);
 	// they are spawned in order on every (re)start of the root.
 	Children func(t *Tree) []Spec
@@ -36,6 +37,7 @@ type Tree struct {
 	System  *actor.ActorSystem
 	Dir     *Directory
 	Metrics *Metrics
+	Awaits  *Awaits // the open waits on actors (berth_actor_awaiting_seconds)
 
 	log           zerolog.Logger
 	chaos         bool
@@ -60,7 +62,10 @@ func Start(opts Options) (*Tree, error) {
 		fatal:   make(chan error, 1),
 		stopped: make(chan struct{}),
 	}
-	t.Metrics = NewMetrics(opts.Registerer, t.Dir)
+	t.Metrics, t.Awaits = NewMetrics(opts.Registerer, t.Dir), &Awaits{}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(t.Awaits)
+	}
 	t.System = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(NewSlogHandler(opts.Logger, zerolog.WarnLevel))
 	}))
@@ -69,14 +74,17 @@ func Start(opts Options) (*Tree, error) {
 
 	// Below the root: backoff, then escalate, so a child that keeps failing takes the
 	// root (and with it the whole tree) through the guardian's own backoff.
-	below := DefaultBackoff()
-	below.GiveUp = nil
-	t.childStrategy = &below
-
-	guardian := opts.Guardian
-	if guardian.Base == 0 {
-		guardian = DefaultBackoff()
+	below := opts.Below
+	if below.Base == 0 {
+		below = DefaultBackoff()
 	}
+	t.childStrategy = below.tracked()
+
+	policy := opts.Guardian
+	if policy.Base == 0 {
+		policy = DefaultBackoff()
+	}
+	guardian := policy.tracked()
 	guardian.GiveUp = func(_ *actor.PID, reason any) {
 		t.Fail(fmt.Errorf("root gave up after %d failures within %s: %v", guardian.MaxFailures, guardian.Window, reason))
 	}
@@ -90,7 +98,7 @@ func Start(opts Options) (*Tree, error) {
 		actor.WithMailbox(actor.Unbounded(mailboxCounter{node})),
 		actor.WithReceiverMiddleware(t.middleware(node)),
 		actor.WithSupervisor(t.childStrategy),
-		actor.WithGuardian(&guardian), // a pointer: protoactor keys guardians by strategy value
+		actor.WithGuardian(guardian), // a pointer: protoactor keys guardians by strategy value
 	)
 	pid, err := t.System.Root.SpawnNamed(props, string(RootPath))
 	if err != nil {

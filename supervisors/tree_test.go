@@ -347,3 +347,69 @@ func TestSend_OnlyToRegisteredActors(t *testing.T) {
 		t.Fatalf("delivered %d to the unregistered process and %d to the registered one, want 0 and 1", early.count(), registered.count())
 	}
 }
+
+func TestBackoff_IsolatedFailureRestartsAtOnce_ACrashLoopBacksOff(t *testing.T) {
+	b := DefaultBackoff()
+	t0 := time.Unix(1000, 0)
+	cases := []struct {
+		name    string
+		loop    CrashLoop
+		at      time.Time
+		wantN   int
+		minWait time.Duration
+		maxWait time.Duration
+	}{
+		{"first failure ever", CrashLoop{}, t0, 1, 0, 0},
+		{"ran Stable since its restart: isolated", CrashLoop{N: 9, Until: t0}, t0, 1, 0, 0},
+		{"long after a loop: isolated", CrashLoop{N: 9, Until: t0}, t0.Add(time.Hour), 1, 0, 0},
+		{"second failure soon after a restart", CrashLoop{N: 1, Until: t0.Add(time.Second)}, t0, 2, 100 * time.Millisecond, 120 * time.Millisecond},
+		{"third in the loop", CrashLoop{N: 2, Until: t0.Add(time.Second)}, t0, 3, 200 * time.Millisecond, 240 * time.Millisecond},
+		{"a long loop is capped", CrashLoop{N: 30, Until: t0.Add(time.Second)}, t0, 31, 30 * time.Second, 36 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wait, loop := b.Next(c.loop, c.at)
+			if loop.N != c.wantN || wait < c.minWait || wait > c.maxWait {
+				t.Fatalf("Next = %s, run %d; want run %d, wait in [%s, %s]", wait, loop.N, c.wantN, c.minWait, c.maxWait)
+			}
+			if want := c.at.Add(wait + b.Stable); !loop.Until.Equal(want) {
+				t.Fatalf("run until %s, want %s (restart + Stable)", loop.Until, want)
+			}
+		})
+	}
+}
+
+// TestBackoff_ChildCrashedNineTimesApart_EachRestartIsImmediate: the chaos
+// drill's finding — the ninth isolated crash of a child within the window
+// waited 26 s under the old policy; now each restart comes at once.
+func TestBackoff_ChildCrashedNineTimesApart_EachRestartIsImmediate(t *testing.T) {
+	var incs atomic.Int32
+	below := DefaultBackoff()
+	below.Stable, below.MaxFailures = 50*time.Millisecond, 100
+	tree := newTestTree(t, Options{Chaos: true, Below: below, Children: specs(Spec{
+		Name: "worker", Kind: "worker",
+		Producer: func() actor.Actor { return &counter{incarnations: &incs} },
+	})})
+	waitFor(t, "started", func() bool { return incs.Load() == 1 })
+	for i := 2; i <= 10; i++ {
+		time.Sleep(100 * time.Millisecond) // longer than Stable: an isolated fault
+		at := time.Now()
+		tree.Send("root/worker", &messages.Crash{})
+		want := int32(i)
+		waitFor(t, "restarted", func() bool { return incs.Load() == want })
+		if took := time.Since(at); took > 90*time.Millisecond {
+			t.Fatalf("restart %d took %s: an isolated crash must not wait for a backoff", i-1, took)
+		}
+	}
+	// A loop (crashes right after each restart) still backs off: the first of
+	// it is isolated, the next two wait 100 and 200 ms.
+	at := time.Now()
+	for i := 11; i <= 13; i++ {
+		tree.Send("root/worker", &messages.Crash{})
+		want := int32(i)
+		waitFor(t, "restarted", func() bool { return incs.Load() == want })
+	}
+	if took := time.Since(at); took < 300*time.Millisecond {
+		t.Fatalf("three crashes in a loop restarted within %s; want the 100 + 200 ms backoff", took)
+	}
+}

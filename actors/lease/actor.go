@@ -168,6 +168,12 @@ func (a *Actor) Receive(c actor.Context) {
 		a.spec.take(m.Spec)
 		a.step(Reprovision{})
 	case *MaintainCommand:
+		if !m.Ticket.Take() {
+			// Its asker already answered an error: never decided. The registry
+			// waits for a report after every maintenance it forwarded.
+			a.report()
+			return
+		}
 		d := a.step(m.Maintain)
 		if len(d.Events) == 0 {
 			a.report() // the registry waits for a report after every maintenance decision
@@ -357,6 +363,13 @@ func (a *Actor) run(e Effect) {
 // --- commands -------------------------------------------------------------------
 
 func (a *Actor) deprovision(m *messages.Deprovision) {
+	if !m.Ticket.Take() {
+		// Its asker already answered an error: the close never happens.
+		if a.c.Parent() != nil {
+			a.c.Send(a.c.Parent(), CloseDropped{Lease: a.id})
+		}
+		return
+	}
 	d := a.step(Close{Retain: m.Retain})
 	switch {
 	case d.Reply != nil:

@@ -59,6 +59,7 @@ type harness struct {
 
 	reports chan messages.LeaseReport
 	closed  chan messages.LeaseClosed
+	givenUp chan lease.CloseDropped // closes refused because their askers gave up
 	wakes   chan wakeSeen
 	dropped atomic.Int64 // forwarded messages that found a full channel
 }
@@ -117,6 +118,7 @@ func newHarness(t *testing.T, tune func(*lease.Settings)) *harness {
 		logs:    &logBuffer{},
 		reports: make(chan messages.LeaseReport, 4096),
 		closed:  make(chan messages.LeaseClosed, 64),
+		givenUp: make(chan lease.CloseDropped, 64),
 		wakes:   make(chan wakeSeen, 256),
 	}
 	h.eng.AddImage(unitImage, dockerio.ImageInfo{Volumes: []string{"/data"}})
@@ -202,6 +204,8 @@ func (p *leaseParent) Receive(c actor.Context) {
 		forward(p.h, p.h.reports, m)
 	case messages.LeaseClosed:
 		forward(p.h, p.h.closed, m)
+	case lease.CloseDropped:
+		forward(p.h, p.h.givenUp, m)
 	}
 }
 

@@ -4,6 +4,8 @@ package lease
 // package messages (Deprovision, GetInfo, Inventory, ContainerDied, …), and the
 // actor's messages to itself.
 
+import "github.com/berth-dev/berth/messages"
+
 // ReprovisionCommand is the registry's Reprovision (an Input, inputs.go): it
 // admitted Spec for this failed lease. The lease keeps the spec, and so does its
 // producer, before deciding (spec.go: latest).
@@ -15,7 +17,12 @@ type ReprovisionCommand struct{ Spec *Spec }
 type MaintainCommand struct {
 	Maintain Maintain
 	Reply    chan<- error
+	Ticket   *messages.Ticket // taken as the maintenance is decided
 }
+
+// CloseDropped tells the registry a forwarded deprovision was refused: its
+// asker had given up before the lease could journal the close intent.
+type CloseDropped struct{ Lease string }
 
 // The actor's messages to itself, sent by its Tasks (a restarted actor never
 // sees its predecessor's). A worker's result names its worker: one canceled or

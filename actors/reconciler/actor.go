@@ -27,16 +27,35 @@ import (
 type Actor struct {
 	*Deps
 	pruned time.Time // last diagnostics prune (pass goroutine only)
+	asked  uint64    // the newest registry incarnation that asked for a pass (actor only)
 }
 
-// New returns the producer of the reconciler: a pass at start (a restarted
-// reconciler re-establishes the registry's readiness too), every Interval and
-// on RecoverNow.
+// New returns the producer of the reconciler: a pass at start, every Interval
+// and on RecoverNow.
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
 		a := &Actor{Deps: deps}
 		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reconciler", Interval: a.Settings.Interval,
-			Timeout: a.Settings.PassTimeout, Begin: a.begin, End: a.end}, On: supervisors.NowOn[messages.RecoverNow]}
+			Timeout: a.Settings.PassTimeout, Begin: a.begin, End: a.end}, On: a.on}
+	}
+}
+
+// on runs a pass on RecoverNow. A registry incarnation asking for the first
+// time restarts a running pass: that pass began before it asked, listed its
+// predecessor's leases and handed their actors — stopped with it — inventories
+// nobody acts on; it would make the new incarnation wait for its ack timeout
+// and then vouch for accounting it never did. The registry asks again every
+// second until answered: a pass already serving it is left to finish.
+func (a *Actor) on(loop *supervisors.Periodic, msg any) {
+	m, ok := msg.(messages.RecoverNow)
+	switch {
+	case !ok:
+	case m.For != 0 && m.For != a.asked:
+		a.asked = m.For
+		loop.Restart()
+	case m.For != 0 && loop.Report().Running:
+	default:
+		loop.Now()
 	}
 }
 
@@ -54,8 +73,9 @@ type Result struct {
 }
 
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
+	serving := a.asked
 	return func(ctx context.Context) supervisors.Outcome {
-		res, err := a.run(ctx)
+		res, err := a.run(ctx, serving)
 		detail := fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
 			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted)
 		if res.Helpers > 0 { // rare: only after a kill -9
@@ -83,12 +103,12 @@ func (a *Actor) end(out *supervisors.Outcome) {
 // the registry (only a whole accounting makes it whole; at startup it is what
 // turns /health healthy), then the housekeeping no lease waits for — image
 // helpers, the isolation guard (start checked it already), diagnostics.
-func (a *Actor) run(ctx context.Context) (Result, error) {
+func (a *Actor) run(ctx context.Context, serving uint64) (Result, error) {
 	res, err := a.account(ctx)
 	if err != nil {
 		return res, err
 	}
-	a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{Lingering: res.Lingering})
+	a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{For: serving, Lingering: res.Lingering})
 	a.sweepHelpers(ctx, &res)
 	a.guardIsolation(ctx, &res)
 	a.pruneDiagnostics()

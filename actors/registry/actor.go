@@ -111,6 +111,10 @@ type Actor struct {
 	c          actor.Context
 	stopping   bool // restarting or stopping: children stop because we do
 	startedAt  time.Time
+	// incarnation names this instance to the reconciler; recovery closes the
+	// wait for its recovery pass (recovery.go).
+	incarnation uint64
+	recovery    func()
 }
 
 // New returns the producer of the registry actor.
@@ -135,14 +139,14 @@ func (a *Actor) Receive(c actor.Context) {
 		a.started(c)
 	case *actor.Restarting, *actor.Stopping:
 		a.stopping = true
-	case messages.Recovered:
-		if !a.dir.Ready {
-			took := time.Since(a.startedAt)
-			a.phase("recovery", took)
-			a.log.Info().Int("leases", len(a.dir.St.Leases)).Dur("took", took).Msg("startup recovery complete; admitting work")
+		if a.recovery != nil {
+			a.recovery()
 		}
-		a.dir.Ready = true
+	case messages.Recovered:
+		a.recovered(m)
 		a.step(m)
+	case askRecovery:
+		a.remind()
 	case *messages.CustomDomainReady:
 		a.customDomainReady(m)
 	case *messages.RetentionSweep:
@@ -152,10 +156,29 @@ func (a *Actor) Receive(c actor.Context) {
 		}
 		m.Reply <- rep
 	default:
-		if !a.read(msg) {
+		if !a.read(msg) && !givenUp(msg) {
 			a.step(msg)
 		}
 	}
+}
+
+// givenUp reports whether msg is a request its asker already answered with an
+// error (its ticket dropped or past its deadline): it must change nothing, so
+// it is not decided at all. A restore is admitted in the decision that takes
+// it, so its ticket is taken here; an admission's is taken at its batch's
+// commit, a close's and a maintenance's by the lease as it journals them.
+func givenUp(msg any) bool {
+	switch m := msg.(type) {
+	case *messages.Admit:
+		return m.Ticket.Dropped()
+	case *messages.Deprovision:
+		return m.Ticket.Dropped()
+	case *messages.Maintain:
+		return m.Ticket.Dropped()
+	case *messages.Restore:
+		return !m.Ticket.Take()
+	}
+	return false
 }
 
 // Describe summarises the registry for /debug/actors.
@@ -171,7 +194,7 @@ func (a *Actor) Describe() (string, int) {
 // started loads the journal (or takes what startup replayed), folds the
 // directory from it, spawns every live lease's actor and asks for recovery.
 func (a *Actor) started(c actor.Context) {
-	a.startedAt, a.c = time.Now(), c
+	a.startedAt, a.c, a.incarnation = time.Now(), c, nextIncarnation()
 	a.tasks = supervisors.NewTasks(c, 0)
 	a.groups()
 	a.journal = &supervisors.Journal[*State]{Store: a.deps.Store, Stream: Stream, Version: eventVersion,
@@ -193,12 +216,13 @@ func (a *Actor) started(c actor.Context) {
 		return
 	}
 	a.step(started{})
+	a.awaitRecovery()
 	a.phase("registry_rebuild", time.Since(a.startedAt))
 }
 
 // env is what Decide may know beyond the directory.
 func (a *Actor) env() Env {
-	return Env{Now: a.deps.Now(), Stopping: a.stopping, Queued: a.admissions.Items(), Busy: func(pid *actor.PID) bool {
+	return Env{Now: a.deps.Now(), Incarnation: a.incarnation, Stopping: a.stopping, Queued: a.admissions.Items(), Busy: func(pid *actor.PID) bool {
 		n, ok := a.deps.Tree.Dir.Get(messages.Address(pid.Id))
 		return ok && n.Overloaded()
 	}, Used: a.used}

@@ -17,7 +17,7 @@ import (
 
 func TestActor_AdmitRefusedUntilRecovered(t *testing.T) {
 	h := newHarness(t, nil)
-	h.eventually("RecoverNow asked at start", func() bool { return len(h.reconciler.received()) == 1 })
+	h.eventually("RecoverNow asked at start", func() bool { return len(h.reconciler.incarnations()) == 1 })
 	if hr := h.health(); hr.Ready || hr.Reason == "" {
 		t.Fatalf("health before recovery = %+v, want not ready with a reason", hr)
 	}
@@ -468,7 +468,7 @@ func TestActor_RegistryCrash_RestartsInPlaceAndRebuilds(t *testing.T) {
 	if n, ok := h.tree.Dir.Get(regPath); !ok || n != node {
 		t.Fatalf("registry was replaced, not restarted at the same path")
 	}
-	h.eventually("RecoverNow asked again", func() bool { return len(h.reconciler.received()) == 2 })
+	h.eventually("RecoverNow asked again", func() bool { return len(h.reconciler.incarnations()) == 2 })
 	if hr := h.health(); hr.Ready {
 		t.Fatalf("restarted registry reads ready before recovery")
 	}
@@ -544,4 +544,52 @@ func TestActor_LeaseRestartedAfterReprovision_RunsTheNewAdmission(t *testing.T) 
 		t.Fatalf("no ready callback to the new admission's %s in %+v", req.CallbackURL, rows)
 	}
 	h.assertPoolInvariant()
+}
+
+// TestActor_OnlyAPassForThisIncarnation_MakesItReady: a Recovered of a pass
+// that began before this incarnation asked (For another, or none) is only a
+// pass — it vouches for accounting done against the predecessor's actors.
+func TestActor_OnlyAPassForThisIncarnation_MakesItReady(t *testing.T) {
+	h := newHarness(t, nil)
+	mine := h.asking()
+	for _, other := range []uint64{0, mine + 1000} {
+		h.tree.Send(regPath, messages.Recovered{For: other})
+		if hr := h.health(); hr.Ready {
+			t.Fatalf("ready after a Recovered for incarnation %d (this one is %d)", other, mine)
+		}
+	}
+	h.tree.Send(regPath, messages.Recovered{For: mine})
+	if hr := h.health(); !hr.Ready {
+		t.Fatalf("not ready after the Recovered for this incarnation: %+v", hr)
+	}
+}
+
+// TestActor_UnansweredRecoveryAsk_IsAskedAgainUntilAnswered: a RecoverNow lost
+// (the reconciler between incarnations) is asked again every second, the wait
+// shown on berth_actor_awaiting_seconds; once answered the asking stops.
+func TestActor_UnansweredRecoveryAsk_IsAskedAgainUntilAnswered(t *testing.T) {
+	h := newHarness(t, nil)
+	mine := h.asking()
+	asks := func() int {
+		n := 0
+		for _, m := range h.reconciler.received() {
+			if r, ok := m.(messages.RecoverNow); ok && r.For == mine {
+				n++
+			}
+		}
+		return n
+	}
+	h.eventually("asked three times", func() bool { return asks() >= 3 })
+	if h.tree.Awaits.Oldest("registry", awaitsRecovery) < time.Second {
+		t.Fatalf("the wait for the recovery pass is not shown")
+	}
+	h.recovered()
+	if h.tree.Awaits.Oldest("registry", awaitsRecovery) != 0 {
+		t.Fatalf("the wait is still shown once answered")
+	}
+	n := asks()
+	time.Sleep(2500 * time.Millisecond)
+	if asks() != n {
+		t.Fatalf("still asking once ready: %d asks, then %d", n, asks())
+	}
 }

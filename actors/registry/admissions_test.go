@@ -251,3 +251,52 @@ func TestAdmission_FaultyStore_FailedCommitHalfAppliesNothing(t *testing.T) {
 	}
 	h.assertPoolInvariant()
 }
+
+// givenUpTicket is a ticket whose asker already answered an error.
+func givenUpTicket() *messages.Ticket {
+	tk := messages.NewTicket(time.Now().Add(time.Hour))
+	tk.Drop()
+	return tk
+}
+
+// TestAdmission_GivenUpByItsAsker_NeverAdmitted: an Admit that reaches the
+// registry after its asker answered 503 (the registry restarting with it in its
+// mailbox, the facade's timeout) is not decided — nothing journaled, nothing
+// reserved, no actor — and the same UUID is admitted when asked again: it was
+// never a lease here.
+func TestAdmission_GivenUpByItsAsker_NeverAdmitted(t *testing.T) {
+	h := newHarness(t, nil)
+	h.recovered()
+	free := h.stats()
+	id := uuid.NewString()
+	reply := make(chan error, 1)
+	h.tree.Send(regPath, &messages.Admit{Req: leaseRequest(id, "docker-small", 1), Reply: reply, Ticket: givenUpTicket()})
+	if got := h.stats(); got != free { // stats is behind the Admit in the mailbox
+		t.Fatalf("pool %+v after a given-up admission, want %+v", got, free)
+	}
+	if st, seq := h.journal(); seq != 0 || st.Leases[id] != nil {
+		t.Fatalf("a given-up admission was journaled: seq %d", seq)
+	}
+	if _, ok := h.tree.Dir.Get(leasePath(id)); ok {
+		t.Fatal("a lease actor was spawned for a given-up admission")
+	}
+	h.provisionReady(id, "docker-small", 1)
+}
+
+// TestTakeTickets_GivenUpWhileQueued_LeftOutOfTheCommit: an admission whose
+// asker gave up while it waited in the batch is left out of the commit; the
+// rest are taken — their askers then wait for the commit's answer.
+func TestTakeTickets_GivenUpWhileQueued_LeftOutOfTheCommit(t *testing.T) {
+	open := messages.NewTicket(time.Now().Add(time.Hour))
+	late := messages.NewTicket(time.Now().Add(time.Hour))
+	expired := messages.NewTicket(time.Now().Add(-time.Second))
+	items := []admission{{ticket: open}, {ticket: givenUpTicket()}, {ticket: nil}, {ticket: late}, {ticket: expired}}
+	late.Drop() // its asker's timer fired while the batch waited
+	taken, dropped := takeTickets(items)
+	if len(taken) != 2 || taken[0].ticket != open || taken[1].ticket != nil || len(dropped) != 3 {
+		t.Fatalf("taken %d, dropped %d; want the open and the unticketed taken, three dropped", len(taken), len(dropped))
+	}
+	if open.Drop() {
+		t.Fatal("a taken ticket could still be dropped: its asker would answer 503 for a committed admission")
+	}
+}

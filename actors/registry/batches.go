@@ -28,6 +28,7 @@ type admission struct {
 	spec      *lease.Spec
 	event     persistence.Event
 	reply     chan<- error
+	ticket    *messages.Ticket
 	replacing bool
 	before    *leaseUse // the lease's reservation before this admission (nil: none)
 }
@@ -55,8 +56,11 @@ func (a *Actor) groups() {
 			return false
 		},
 		Commit: func(items []admission) {
+			items = a.taken(items)
 			observe(a.deps.AdmissionBatches, len(items))
-			a.step(admissionBatch(items))
+			if len(items) > 0 {
+				a.step(admissionBatch(items))
+			}
 		},
 		Abandon: func(items []admission) { a.execute(Decision{Effects: undo(items, errRestarting)}) },
 	}
@@ -80,6 +84,33 @@ func (a *Actor) groups() {
 		},
 	}
 }
+
+// taken keeps the admissions whose tickets this commit takes and gives back the
+// reservations of those whose askers gave up meanwhile (already answered 503:
+// they must never be admitted).
+func (a *Actor) taken(items []admission) []admission {
+	keep, dropped := takeTickets(items)
+	if len(dropped) > 0 {
+		a.execute(Decision{Effects: undo(dropped, errGivenUp)})
+		a.log.Warn().Int("admissions", len(dropped)).Msg("admissions given up by their askers before their commit: not admitted")
+	}
+	return keep
+}
+
+// takeTickets takes each admission's ticket: those taken are committed, the
+// others were given up by their askers.
+func takeTickets(items []admission) (taken, dropped []admission) {
+	for _, ad := range items {
+		if ad.ticket.Take() {
+			taken = append(taken, ad)
+		} else {
+			dropped = append(dropped, ad)
+		}
+	}
+	return taken, dropped
+}
+
+var errGivenUp = messages.Refuse(messages.ErrUnavailable, "the request expired before it was decided; nothing was changed")
 
 // undo gives back a batch's reservations, newest first, and answers each with err.
 func undo(items []admission, err error) []Effect {

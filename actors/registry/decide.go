@@ -27,10 +27,11 @@ import (
 
 // Env is what Decide may know beyond the directory.
 type Env struct {
-	Now      time.Time
-	Stopping bool                  // the registry restarts or stops: its children stop because it does
-	Queued   []admission           // the admission batch waiting for its commit
-	Busy     func(*actor.PID) bool // whether a lease actor's backlog is over its limit (nil: never)
+	Now         time.Time
+	Incarnation uint64                // this registry instance's: its RecoverNow carries it
+	Stopping    bool                  // the registry restarts or stops: its children stop because it does
+	Queued      []admission           // the admission batch waiting for its commit
+	Busy        func(*actor.PID) bool // whether a lease actor's backlog is over its limit (nil: never)
 	// Used reports whether a lease UUID the directory holds no live spec of has
 	// a lease stream: a closed lease (its closed receipt is permanent), never to
 	// be provisioned or restored into again (nil: none has).
@@ -112,7 +113,13 @@ type (
 	}
 	Retain struct {
 		Lease string
-		MB    int64
+		MB    int64 // 0: no longer retaining
+	}
+	// CloseSent counts deprovisions forwarded to a lease's actor (N -1: one it
+	// refused because its asker had given up).
+	CloseSent struct {
+		Lease string
+		N     int
 	}
 )
 
@@ -131,7 +138,7 @@ type started struct{}
 func Decide(d *Directory, in any, env Env) Decision {
 	switch m := in.(type) {
 	case started:
-		return d.start()
+		return d.start(env)
 	case *messages.Admit:
 		return d.admit(m, env)
 	case admissionBatch:
@@ -140,6 +147,8 @@ func Decide(d *Directory, in any, env Env) Decision {
 		return d.restore(m, env)
 	case *messages.Deprovision:
 		return d.deprovision(m, env)
+	case lease.CloseDropped:
+		return d.closeDropped(m)
 	case *messages.Maintain:
 		return d.maintain(m, env)
 	case *messages.ReconcileDomains:
@@ -178,13 +187,14 @@ func answer(reply chan<- error, err error) Decision {
 
 var errRecovering = messages.Refuse(messages.ErrUnavailable, "recovering state, retry shortly")
 
-// start spawns every live lease's actor and asks the reconciler for a recovery pass.
-func (d *Directory) start() Decision {
+// start spawns every live lease's actor and asks the reconciler for a recovery
+// pass for this incarnation (asked again until one answers: recovery.go).
+func (d *Directory) start(env Env) Decision {
 	var out Decision
 	for _, id := range d.St.Sorted() {
 		out.Effects = append(out.Effects, Spawn{Spec: d.St.Leases[id]})
 	}
-	out.Effects = append(out.Effects, Tell{d.set.ReconcilerPath, messages.RecoverNow{}})
+	out.Effects = append(out.Effects, Tell{d.set.ReconcilerPath, messages.RecoverNow{For: env.Incarnation}})
 	return out
 }
 
@@ -224,7 +234,7 @@ func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 		return answer(m.Reply, err)
 	}
 	spec.Admission = d.St.Admissions + 1 + uint64(len(env.Queued))
-	ad := admission{spec: spec, event: admittedEvent(spec, env.Now), reply: m.Reply, replacing: replacing}
+	ad := admission{spec: spec, event: admittedEvent(spec, env.Now), reply: m.Reply, ticket: m.Ticket, replacing: replacing}
 	if u, ok := d.Pool.byLease[spec.Lease]; ok {
 		ad.before = &u
 	}
@@ -266,7 +276,25 @@ func (d *Directory) deprovision(m *messages.Deprovision, env Env) Decision {
 		fwd = d.forward(e, m.Lease, &cmd, m.Reply, env)
 	}
 	out.Effects = append(out.Effects, Move{m.Lease, Closing}, fwd)
+	if _, sent := fwd.(Send); sent {
+		out.Effects = append(out.Effects, CloseSent{m.Lease, 1})
+	}
 	return out
+}
+
+// closeDropped settles a forwarded deprovision the lease's actor refused: its
+// asker had given up (and answered an error), so it never takes effect. Once
+// no other forwarded close is pending, the lease is no longer closing here.
+func (d *Directory) closeDropped(m lease.CloseDropped) Decision {
+	e := d.entries[m.Lease]
+	if e == nil || e.closes == 0 {
+		return Decision{}
+	}
+	fx := []Effect{CloseSent{m.Lease, -1}}
+	if e.closes == 1 && e.status == Closing {
+		fx = append(fx, Move{m.Lease, Reported}, Retain{m.Lease, 0})
+	}
+	return Decision{Effects: fx}
 }
 
 // forward hands a command to the lease's actor, or refuses it at once.
@@ -299,7 +327,7 @@ func (d *Directory) maintain(m *messages.Maintain, env Env) Decision {
 		}
 		in.Target = target
 	}
-	fx := d.forward(e, id, &lease.MaintainCommand{Maintain: in, Reply: m.Reply}, m.Reply, env)
+	fx := d.forward(e, id, &lease.MaintainCommand{Maintain: in, Reply: m.Reply, Ticket: m.Ticket}, m.Reply, env)
 	if _, sent := fx.(Send); sent && e.status == Reported {
 		return Decision{Effects: []Effect{Move{id, Maintaining}, fx}}
 	}

@@ -192,6 +192,8 @@ func renderEffect(e Effect) string {
 		return fmt.Sprintf("reserve %s %dm", e.Lease, e.Use.use.CPUMilli)
 	case Retain:
 		return fmt.Sprintf("retain %s %dMB", e.Lease, e.MB)
+	case CloseSent:
+		return fmt.Sprintf("closes %s %+d", e.Lease, e.N)
 	}
 	return "" // Log
 }
@@ -203,10 +205,11 @@ func fingerprint(d *Directory) string {
 		PID    string
 		Report messages.LeaseReport
 		Shown  string
+		Closes int
 	}
 	rows := map[string]row{}
 	for id, e := range d.entries {
-		r := row{Status: e.status, Report: e.report, Shown: e.shown}
+		r := row{Status: e.status, Report: e.report, Shown: e.shown, Closes: e.closes}
 		if e.pid != nil {
 			r.PID = e.pid.Id
 		}
@@ -394,44 +397,58 @@ func TestDecide_Deprovision(t *testing.T) {
 				put(d, lA, "docker-small", 1, Reported, lease.Ready)
 				delete(d.entries, lA)
 				return deprovision(lA)
-			}, lease: lA, then: Closing, want: []string{"spawn A#1", "move A closing", "send A deprovision retain=false"}},
+			}, lease: lA, then: Closing, want: []string{"spawn A#1", "move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "respawning: lifecycle pending", setup: from(Respawning, lease.Closed),
 			want: []string{"answer lifecycle pending: lease is being replaced, retry shortly"}},
 		{name: "reported: forwarded", setup: from(Reported, lease.Ready), lease: lA, then: Closing,
-			want: []string{"move A closing", "send A deprovision retain=false"}},
+			want: []string{"move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "admitted: forwarded", setup: from(Admitted, ""), lease: lA, then: Closing,
-			want: []string{"move A closing", "send A deprovision retain=false"}},
+			want: []string{"move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "maintaining: forwarded", setup: from(Maintaining, lease.Ready), lease: lA, then: Closing,
-			want: []string{"move A closing", "send A deprovision retain=false"}},
+			want: []string{"move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "stopped: respawned, then forwarded", setup: from(Stopped, lease.Ready), lease: lA, then: Closing,
-			want: []string{"spawn A#1", "move A closing", "send A deprovision retain=false"}},
+			want: []string{"spawn A#1", "move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "busy: refused, the close stays asked for", setup: from(Reported, lease.Ready),
 			env: Env{Busy: func(*actor.PID) bool { return true }}, lease: lA, then: Closing,
 			want: []string{"move A closing", "answer busy: lease is busy, retry later"}},
 		{name: "retain_on_close with room: retained", mutate: retain, setup: from(Reported, lease.Ready), lease: lA, then: Closing,
-			want: []string{"retain A 256MB", "move A closing", "send A deprovision retain=true"}},
+			want: []string{"retain A 256MB", "move A closing", "send A deprovision retain=true", "closes A +1"}},
 		{name: "retain_on_close, a diskless lease: nothing to retain", mutate: retain, setup: func(d *Directory) any {
 			put(d, lA, "docker-tiny", 1, Reported, lease.Ready)
 			return deprovision(lA)
-		}, want: []string{"move A closing", "send A deprovision retain=false"}},
+		}, want: []string{"move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "retain_on_close without room: destroyed", mutate: func(s *Settings) { retain(s); s.MaxRetainedDiskMB = 300 },
 			setup: func(d *Directory) any {
 				retained(d, lB, "fred1tenant", 256, 0, t0, time.Time{})
 				put(d, lA, "docker-small", 1, Reported, lease.Ready)
 				return deprovision(lA)
-			}, want: []string{"move A closing", "send A deprovision retain=false"}},
+			}, want: []string{"move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "a close deciding to retain counts against the cap", mutate: func(s *Settings) { retain(s); s.MaxRetainedDiskMB = 300 },
 			setup: func(d *Directory) any {
 				put(d, lB, "docker-small", 1, Closing, lease.Deprovisioning)
 				d.Retaining[lB] = 256
 				put(d, lA, "docker-small", 1, Reported, lease.Ready)
 				return deprovision(lA)
-			}, want: []string{"move A closing", "send A deprovision retain=false"}},
+			}, want: []string{"move A closing", "send A deprovision retain=false", "closes A +1"}},
 		{name: "a second close keeps the first decision", mutate: retain, setup: func(d *Directory) any {
 			put(d, lA, "docker-small", 1, Closing, lease.Deprovisioning)
 			d.Retaining[lA] = 256
 			return deprovision(lA)
-		}, lease: lA, then: Closing, want: []string{"move A closing", "send A deprovision retain=false"}},
+		}, lease: lA, then: Closing, want: []string{"move A closing", "send A deprovision retain=false", "closes A +1"}},
+		{name: "a close its lease refused (its asker gave up): no longer closing", setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Closing, lease.Ready)
+			d.entries[lA].closes = 1
+			return lease.CloseDropped{Lease: lA}
+		}, lease: lA, then: Reported, want: []string{"closes A -1", "move A reported", "retain A 0MB"}},
+		{name: "one of two forwarded closes refused: still closing (the other may be taken)", setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Closing, lease.Ready)
+			d.entries[lA].closes = 2
+			return lease.CloseDropped{Lease: lA}
+		}, lease: lA, then: Closing, want: []string{"closes A -1"}},
+		{name: "a refused close of a lease no longer closing here: nothing", setup: func(d *Directory) any {
+			put(d, lA, "docker-small", 1, Reported, lease.Ready)
+			return lease.CloseDropped{Lease: lA}
+		}, lease: lA, then: Reported},
 	})
 }
 

@@ -46,6 +46,7 @@ type entry struct {
 	pid    *actor.PID // its actor (a respawning entry's: the predecessor's)
 	report messages.LeaseReport
 	shown  string // the status the transition ring last recorded ("": admitted here, none yet)
+	closes int    // deprovisions forwarded to its actor that it has not refused (CloseDropped)
 }
 
 // Directory is the one state the registry decides on: the journaled State
@@ -148,7 +149,15 @@ func (d *Directory) apply(fx Effect) {
 			d.Pool.Set(fx.Lease, fx.Use.tenant, fx.Use.use)
 		}
 	case Retain:
-		d.Retaining[fx.Lease] = fx.MB
+		if fx.MB == 0 {
+			delete(d.Retaining, fx.Lease)
+		} else {
+			d.Retaining[fx.Lease] = fx.MB
+		}
+	case CloseSent:
+		if e := d.entries[fx.Lease]; e != nil {
+			e.closes += fx.N
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -74,6 +75,18 @@ func (p *probe) received() []any {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]any(nil), p.msgs...)
+}
+
+// incarnations are the registry incarnations that asked for a recovery pass,
+// in the order they first asked (each asks again every second until answered).
+func (p *probe) incarnations() []uint64 {
+	var out []uint64
+	for _, m := range p.received() {
+		if r, ok := m.(messages.RecoverNow); ok && !slices.Contains(out, r.For) {
+			out = append(out, r.For)
+		}
+	}
+	return out
 }
 
 type harness struct {
@@ -207,13 +220,29 @@ func ask[R any](h *harness, timeout time.Duration, build func(chan<- R) any) R {
 	return r
 }
 
-// recovered marks startup recovery done, as the reconciler would, and waits for it.
+// recovered marks startup recovery done, as the reconciler would — answering
+// the newest incarnation that asked — and waits for it.
+// A registry just crashed may not have asked yet: it is answered again, as
+// the reconciler answers its repeated asks.
 func (h *harness) recovered() {
 	h.t.Helper()
-	h.tree.Send(regPath, messages.Recovered{})
-	if !h.health().Ready {
-		h.t.Fatalf("registry not ready after Recovered")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		h.tree.Send(regPath, messages.Recovered{For: h.asking()})
+		if h.health().Ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("registry not ready after Recovered")
+		}
 	}
+}
+
+// asking is the newest registry incarnation that asked for a recovery pass.
+func (h *harness) asking() uint64 {
+	h.t.Helper()
+	h.eventually("the registry asked for its recovery pass", func() bool { return len(h.reconciler.incarnations()) > 0 })
+	in := h.reconciler.incarnations()
+	return in[len(in)-1]
 }
 
 func (h *harness) health() messages.HealthReply {

@@ -76,7 +76,8 @@ func TestActor_LingeringAfterRegistryRestart_ClosedLeaseStillHoldsThePool(t *tes
 	restarts := node.Restarts()
 	h.tree.Send(regPath, &messages.Crash{})
 	h.eventually("registry restarted", func() bool { return node.Restarts() == restarts+1 })
-	h.tree.Send(regPath, messages.Recovered{Lingering: []string{id}})
+	h.eventually("the new incarnation asked", func() bool { return len(h.reconciler.incarnations()) == 2 })
+	h.tree.Send(regPath, messages.Recovered{For: h.asking(), Lingering: []string{id}})
 	held := h.stats()
 	if held.LingeringMemoryMB != 128 || held.LingeringCPUCores != 0.1 || held.AllocatedMemoryMB != free.AllocatedMemoryMB+128 {
 		t.Fatalf("after the restart with its container listed %+v, want its 0.1 cores / 128 MB held over %+v", held, free)

@@ -223,7 +223,7 @@ func (w *wiring) api() http.Handler {
 	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher, RefreshPath: messages.Refresh,
 		Diagnostics: w.d.diag.Check,
 		Verifier:    verifier, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
-		AskTimeout: 10 * time.Second, CloseWait: 25 * time.Second, Now: w.now})
+		AskTimeout: 10 * time.Second, HealthTimeout: 1500 * time.Millisecond, CloseWait: 25 * time.Second, Now: w.now})
 }
 
 // debug is the debug listener's handler.

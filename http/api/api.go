@@ -27,9 +27,13 @@ type Deps struct {
 	Gatherer     prometheus.Gatherer
 	Metrics      *Metrics
 	Log          zerolog.Logger
-	AskTimeout   time.Duration    // how long a handler waits for an actor
-	CloseWait    time.Duration    // how long POST /deprovision waits for teardown before 503 lifecycle_pending
-	Now          func() time.Time // receipt time of maintenance commands; nil = time.Now
+	AskTimeout   time.Duration // how long a handler waits for an actor
+	// HealthTimeout bounds GET /health's asks: an actor that does not answer in
+	// time is reported unhealthy at once (a restarting registry is not ready),
+	// never a health check left hanging. 0: AskTimeout.
+	HealthTimeout time.Duration
+	CloseWait     time.Duration    // how long POST /deprovision waits for teardown before 503 lifecycle_pending
+	Now           func() time.Time // receipt time of maintenance commands; nil = time.Now
 }
 
 // route is one path with its method and handler.

@@ -60,6 +60,17 @@ func ask[R any](s *server, r *http.Request, timeout time.Duration, build func(ch
 	return supervisors.Ask(r.Context(), s.d.Tree, s.d.RegistryPath, timeout, build)
 }
 
+// settleAfterTaken is how long a request its actor took is still awaited after
+// the ask's own timeout (the actor journals and answers it in the same turn).
+const settleAfterTaken = 30 * time.Second
+
+// command asks the registry for a request that changes state: one not taken
+// before timeout is refused and never takes effect (supervisors.AskTicketed).
+func command(s *server, r *http.Request, timeout, settle time.Duration, build func(chan<- error, *messages.Ticket) any) error {
+	refusal, err := supervisors.AskTicketed(r.Context(), s.d.Tree, s.d.RegistryPath, timeout, settle, build)
+	return cmp.Or(err, refusal)
+}
+
 // answer writes an actor's reply: err (callers pass the ask's error, else the
 // reply's own: cmp.Or(askErr, rep.Err)), else status with v.
 func answer(w http.ResponseWriter, status int, err error, v any) {
@@ -76,8 +87,10 @@ func (s *server) provision(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	refusal, err := ask(s, r, s.d.AskTimeout, func(c chan<- error) any { return &messages.Admit{Req: req, Reply: c} })
-	answer(w, http.StatusAccepted, cmp.Or(err, refusal), map[string]string{"provision_id": req.LeaseUUID})
+	err := command(s, r, s.d.AskTimeout, settleAfterTaken, func(c chan<- error, tk *messages.Ticket) any {
+		return &messages.Admit{Req: req, Reply: c, Ticket: tk}
+	})
+	answer(w, http.StatusAccepted, err, map[string]string{"provision_id": req.LeaseUUID})
 }
 
 func (s *server) deprovision(w http.ResponseWriter, r *http.Request) {
@@ -85,12 +98,13 @@ func (s *server) deprovision(w http.ResponseWriter, r *http.Request) {
 	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
 		return
 	}
-	refusal, err := ask(s, r, s.d.CloseWait, func(c chan<- error) any { return &messages.Deprovision{Lease: req.LeaseUUID, Reply: c} })
-	if errors.Is(err, messages.ErrBusy) {
-		// The close intent is journaled and teardown goes on; providerd retries.
-		err = messages.Refuse(messages.ErrLifecyclePending, "close in progress, retry later")
-	}
-	answer(w, http.StatusOK, cmp.Or(err, refusal), map[string]string{"status": "ok"})
+	// A close its lease took (the intent journaled) and not finished within
+	// CloseWait is pending: teardown goes on, providerd retries. One never
+	// taken is refused as busy and never happens.
+	err := command(s, r, s.d.CloseWait, 0, func(c chan<- error, tk *messages.Ticket) any {
+		return &messages.Deprovision{Lease: req.LeaseUUID, Reply: c, Ticket: tk}
+	})
+	answer(w, http.StatusOK, err, map[string]string{"status": "ok"})
 }
 
 // withLease hands h the {lease} path value; a non-canonical one is simply not found.
@@ -235,7 +249,7 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 // finished, accounting whole, its store healthy), the watcher reports Docker
 // reachable and diagnostics.db passes its probe (CheckHealth).
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
-	v := CheckHealth(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.WatcherPath, s.d.Diagnostics, s.d.AskTimeout)
+	v := CheckHealth(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.WatcherPath, s.d.Diagnostics, cmp.Or(s.d.HealthTimeout, s.d.AskTimeout))
 	if v.RegistryErr != nil {
 		s.d.Log.Warn().Err(v.RegistryErr).Msg("health: registry")
 	}
@@ -269,8 +283,10 @@ func (s *server) restore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, messages.Refuse(messages.ErrBadRequest, "from_lease_uuid must be a canonical UUID"))
 		return
 	}
-	refusal, err := ask(s, r, s.d.AskTimeout, func(c chan<- error) any { return &messages.Restore{Req: req, Reply: c} })
-	switch err = cmp.Or(err, refusal); {
+	err := command(s, r, s.d.AskTimeout, settleAfterTaken, func(c chan<- error, tk *messages.Ticket) any {
+		return &messages.Restore{Req: req, Reply: c, Ticket: tk}
+	})
+	switch {
 	case errors.Is(err, messages.ErrNotRetained):
 		w.WriteHeader(http.StatusUnprocessableEntity) // bare: nothing retained
 	case errors.Is(err, messages.ErrInvalidState):
@@ -306,10 +322,10 @@ func (s *server) maintain(kind string) http.HandlerFunc {
 			admitted, _ = time.Parse(time.RFC3339Nano, req.MaintenanceAdmittedAt) // checked above
 			admitted = admitted.UTC()
 		}
-		refusal, err := ask(s, r, s.d.AskTimeout, func(c chan<- error) any {
-			return &messages.Maintain{Kind: kind, Req: req, MaintenanceID: id, AdmittedAt: admitted, Reply: c}
+		err = command(s, r, s.d.AskTimeout, settleAfterTaken, func(c chan<- error, tk *messages.Ticket) any {
+			return &messages.Maintain{Kind: kind, Req: req, MaintenanceID: id, AdmittedAt: admitted, Reply: c, Ticket: tk}
 		})
-		answer(w, http.StatusAccepted, cmp.Or(err, refusal), accepted)
+		answer(w, http.StatusAccepted, err, accepted)
 	}
 }
 
