@@ -322,3 +322,103 @@ func startCPUHog(t *testing.T, n int) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	}
 }
+
+// TestFacadeGivesUp_ARefusedRequestNeverTakesEffect: a facade that waits 15 ms
+// for the registry (production: 10 s) answers bursts of provisions and of
+// restarts partly 202, partly 503. Every 503'd admission leaves no lease, no
+// journal and no container; every 503'd restart never runs (no completion
+// carries its maintenance ID); every 202 settles with its one completion.
+func TestFacadeGivesUp_ARefusedRequestNeverTakesEffect(t *testing.T) {
+	// Sequential: bursts of 40 concurrent requests against one engine.
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "reconcile_interval: 5m").startChild(true, "BERTH_TEST_ASK_TIMEOUT=15ms")
+	dc := dockerClient(t)
+	codes := map[string]int{}
+	var mu sync.Mutex
+	burst := func(n int, send func(i int) (string, int)) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				key, code := send(i)
+				mu.Lock()
+				codes[key] = code
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	var refused, admitted []string
+	for try := 0; try < 5 && (len(refused) == 0 || len(admitted) == 0); try++ {
+		burst(40, func(int) (string, int) {
+			l := uuid.NewString()
+			raw, _ := json.Marshal(flatManifest(map[string]any{"args": []string{"serve"}}))
+			resp := d.postJSON("/provision", messages.ProvisionRequest{LeaseUUID: l, Tenant: "t", ProviderUUID: "p",
+				Items: []messages.LeaseItem{{SKU: "docker-micro", Quantity: 1}}, CallbackURL: cb.callbackURL(), Payload: encodeB64(raw)})
+			return l, resp.Status
+		})
+		refused, admitted = nil, nil
+		for l, c := range codes {
+			switch c {
+			case 202:
+				admitted = append(admitted, l)
+			case 503:
+				refused = append(refused, l)
+			default:
+				t.Fatalf("provision %s answered %d", l, c)
+			}
+		}
+	}
+	t.Logf("provisions: %d admitted, %d refused", len(admitted), len(refused))
+	if len(refused) == 0 || len(admitted) == 0 {
+		t.Fatalf("no mix of answers to test (%d admitted, %d refused)", len(admitted), len(refused))
+	}
+	for _, l := range admitted {
+		d.waitStatus(l, messages.StatusReady, 3*time.Minute)
+	}
+
+	// Restarts of the ready leases, each with its own maintenance ID.
+	maint := map[string]string{} // maintenance ID → lease
+	codes = map[string]int{}
+	var ids []string
+	for _, l := range admitted {
+		id := uuid.NewString()
+		maint[id], ids = l, append(ids, id)
+	}
+	burst(len(ids), func(i int) (string, int) {
+		return ids[i], d.postJSON("/restart", messages.MaintenanceRequest{LeaseUUID: maint[ids[i]], MaintenanceID: ids[i]}).Status
+	})
+	accepted := 0
+	for id, c := range codes {
+		if c == 202 {
+			accepted++
+			cb.waitFor(maint[id], 2, 3*time.Minute) // the provision's success, then the restart's
+		}
+	}
+	t.Logf("restarts: %d accepted, %d refused", accepted, len(ids)-accepted)
+
+	// Whatever was refused had time to take effect late: it must not have.
+	time.Sleep(3 * time.Second)
+	for _, l := range refused {
+		if d.listed(l) {
+			t.Errorf("lease %s answered 503 at admission is listed", l)
+		}
+		if cs := leaseContainers(t, dc, l); len(cs) > 0 {
+			t.Errorf("lease %s answered 503 at admission has %d containers", l, len(cs))
+		}
+		if got := cb.forLease(l); len(got) > 0 {
+			t.Errorf("lease %s answered 503 at admission got callbacks %+v", l, got)
+		}
+	}
+	for id, l := range maint {
+		n := 0
+		for _, c := range cb.forLease(l) {
+			if c.Body.MaintenanceID == id {
+				n++
+			}
+		}
+		if want := map[bool]int{true: 1, false: 0}[codes[id] == 202]; n != want {
+			t.Errorf("restart %s answered %d: %d completions, want %d", id, codes[id], n, want)
+		}
+	}
+	d.closeAll(dc, admitted...)
+}

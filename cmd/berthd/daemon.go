@@ -71,6 +71,8 @@ type hooks struct {
 	// diag, when set, wraps what lease actors write failure captures to (a
 	// diagnostics.db whose writes fail on demand).
 	diag func(lease.Diagnostics) lease.Diagnostics
+	// askTimeout, when set, is how long the facade waits for an actor (10 s).
+	askTimeout time.Duration
 }
 
 var testHooks hooks

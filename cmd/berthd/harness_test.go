@@ -67,6 +67,8 @@ func TestMain(m *testing.M) {
 		// A child berthd may create its containers under another runtime
 		// contract (leases from before a bump, or after one).
 		testHooks.contract, _ = strconv.Atoi(os.Getenv("BERTH_TEST_CONTRACT"))
+		// ... or a facade that gives up on the registry sooner than 10 s.
+		testHooks.askTimeout, _ = time.ParseDuration(os.Getenv("BERTH_TEST_ASK_TIMEOUT"))
 		main()
 		return
 	}

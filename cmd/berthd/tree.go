@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"net/http"
 	"time"
@@ -223,7 +224,8 @@ func (w *wiring) api() http.Handler {
 	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher, RefreshPath: messages.Refresh,
 		Diagnostics: w.d.diag.Check,
 		Verifier:    verifier, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
-		AskTimeout: 10 * time.Second, HealthTimeout: 1500 * time.Millisecond, CloseWait: 25 * time.Second, Now: w.now})
+		AskTimeout: cmp.Or(testHooks.askTimeout, 10*time.Second), HealthTimeout: 1500 * time.Millisecond, CloseWait: 25 * time.Second,
+		Now: w.now})
 }
 
 // debug is the debug listener's handler.
