@@ -14,6 +14,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -63,7 +64,7 @@ func TestCrashSuite_ChaosDrill_NothingStallsNoAnswerLies(t *testing.T) {
 	go func() {
 		defer close(done)
 		for _, path := range crashes {
-			time.Sleep(time.Duration(1000+w.rng.IntN(2000)) * time.Millisecond)
+			time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond)
 			w.crashOne(path)
 		}
 	}()
@@ -75,7 +76,7 @@ func TestCrashSuite_ChaosDrill_NothingStallsNoAnswerLies(t *testing.T) {
 		default:
 		}
 		w.wave(4, 4)
-		time.Sleep(time.Duration(300+w.rng.IntN(1000)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rand.IntN(1000)) * time.Millisecond)
 	}
 	close(stop)
 	probes.Wait()
@@ -103,7 +104,7 @@ func (w *drill) schedule(n int) []string {
 			out = append(out, k)
 		}
 	}
-	w.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }
 
@@ -210,11 +211,11 @@ func (w *drill) wave(provisions, closes int) {
 		}
 	}
 	w.mu.Unlock()
-	w.rng.Shuffle(len(closable), func(i, j int) { closable[i], closable[j] = closable[j], closable[i] })
+	rand.Shuffle(len(closable), func(i, j int) { closable[i], closable[j] = closable[j], closable[i] })
 	for range provisions {
 		l := uuid.NewString()
 		args := []string{"serve"}
-		if w.rng.IntN(5) == 0 {
+		if rand.IntN(5) == 0 {
 			args = []string{"exit", "-code", "2", "-after", "200ms"}
 		}
 		raw, _ := json.Marshal(flatManifest(map[string]any{"args": args}))
