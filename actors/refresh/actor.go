@@ -175,9 +175,10 @@ func (a *Actor) ask(k Ask) {
 	a.asking[k.Lease] = true
 	tree, path, timeout, at := a.Tree, a.Settings.RegistryPath, a.Settings.AskTimeout, a.Now().UTC()
 	a.tasks.Go("refresh-ask", func(ctx context.Context) any {
-		refusal, err := supervisors.Ask(ctx, tree, path, timeout, func(r chan<- error) any {
+		// Ticketed: an ask that timed out never refreshes the lease behind the run's back.
+		refusal, err := supervisors.AskTicketed(ctx, tree, path, timeout, timeout, func(r chan<- error, tk *messages.Ticket) any {
 			return &messages.Maintain{Kind: messages.MaintenanceRuntimeRefresh, Req: messages.MaintenanceRequest{LeaseUUID: k.Lease},
-				MaintenanceID: k.MaintenanceID, AdmittedAt: at, Stale: k.Stale, Reply: r}
+				MaintenanceID: k.MaintenanceID, AdmittedAt: at, Stale: k.Stale, Reply: r, Ticket: tk}
 		})
 		return Admitted{Lease: k.Lease, MaintenanceID: k.MaintenanceID, Err: cmp.Or(err, refusal)}
 	})
