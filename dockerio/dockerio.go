@@ -317,16 +317,6 @@ type DownOptions struct {
 // deletion, never a forgotten one.
 var ErrVolumeBusy = errors.New("managed volume busy")
 
-// VolumeName is the managed volume of one instance of a stateful service.
-func VolumeName(lease, service string, index int) string {
-	return "fred-" + lease + "-" + service + "-" + strconv.Itoa(index)
-}
-
-// RetainedVolumeName is that volume's name while retained after its lease closed.
-func RetainedVolumeName(lease, service string, index int) string {
-	return "fred-retained-" + lease + "-" + service + "-" + strconv.Itoa(index)
-}
-
 // VolumeSubdir is the subdirectory of an instance volume that image VOLUME target
 // is bind-mounted from ("/data" → "data"; escaping keeps distinct targets distinct).
 func VolumeSubdir(target string) string {

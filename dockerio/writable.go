@@ -1,7 +1,5 @@
 package dockerio
 
-import "strconv"
-
 // Writable paths (seed: Image admission, SKU storage table). Stock images write
 // at start outside their declared VOLUMEs (nginx: /var/lib/nginx); under a
 // read-only rootfs such a directory gets a writable mount of its own, seeded
@@ -60,10 +58,4 @@ type SeedRequest struct {
 	// / min_avg_file_bytes); MaxBytes caps the bytes of its files (the quota).
 	MaxEntries int
 	MaxBytes   int64
-}
-
-// ScratchVolumeName is the quota-capped scratch volume holding the seeded
-// writable paths of one instance of a diskless service: never retained.
-func ScratchVolumeName(lease, service string, index int) string {
-	return "fred-scratch-" + lease + "-" + service + "-" + strconv.Itoa(index)
 }

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
-	"github.com/google/uuid"
 )
 
 // Unit tests of the lease actor (actor.go, worker.go, verify.go) in a real
@@ -850,7 +851,7 @@ func statefulReady(t *testing.T, h *harness) (*leaseUnderTest, string) {
 	t.Helper()
 	l := h.start(newSpec(1, statefulService("app", 1)))
 	h.awaitReport("ready", isReady)
-	name := dockerio.VolumeName(l.id, "app", 0)
+	name := messages.VolumeName(l.id, "app", 0)
 	if q, ok := h.vols.Quota(name); !ok || q != 512 {
 		t.Fatalf("volume %s quota %d (exists %t), want 512", name, q, ok)
 	}
@@ -867,7 +868,7 @@ func TestLease_StatefulUserOverride_MountPointsBelongToTheManifestUser(t *testin
 	svc.Manifest.User = "1000:1001"
 	l := h.start(newSpec(1, svc))
 	h.awaitReport("ready", isReady)
-	if uid, gid, ok := h.vols.Owner(dockerio.VolumeName(l.id, "app", 0)); !ok || uid != 1000 || gid != 1001 {
+	if uid, gid, ok := h.vols.Owner(messages.VolumeName(l.id, "app", 0)); !ok || uid != 1000 || gid != 1001 {
 		t.Fatalf("volume owner %d:%d (exists %t), want 1000:1001", uid, gid, ok)
 	}
 
@@ -891,7 +892,7 @@ func TestLease_CloseRetaining_VolumeRenamedRecordInTheClosedReceipt(t *testing.T
 	if err := awaitReply(t, "deprovision", l.deprovisionRetaining(), unitWait); err != nil {
 		t.Fatal(err)
 	}
-	retained := dockerio.RetainedVolumeName(l.id, "app", 0)
+	retained := messages.RetainedVolumeName(l.id, "app", 0)
 	if got := h.vols.Names(); len(got) != 1 || got[0] != retained {
 		t.Fatalf("volumes %v, want only %s", got, retained)
 	}
@@ -947,7 +948,7 @@ func TestLease_CloseDestroying_BusyVolumeHeld_CloseWaitsUntilGone(t *testing.T) 
 func restoreSpec(source string) *lease.Spec {
 	spec := newSpec(1, statefulService("app", 1))
 	spec.Restore = &lease.RestoreFrom{From: source, Volumes: []lease.RestoreVolume{{Service: "app", Index: 0,
-		Retained: dockerio.RetainedVolumeName(source, "app", 0), SourceQuotaMB: 256}}}
+		Retained: messages.RetainedVolumeName(source, "app", 0), SourceQuotaMB: 256}}}
 	return spec
 }
 
@@ -957,14 +958,14 @@ func restoreSpec(source string) *lease.Spec {
 func TestLease_Restore_AdoptsRetainedVolumeWithItsQuota(t *testing.T) {
 	h := newHarness(t, nil)
 	source := uuid.NewString()
-	retained := dockerio.RetainedVolumeName(source, "app", 0)
+	retained := messages.RetainedVolumeName(source, "app", 0)
 	if _, err := h.vols.Ensure(context.Background(), retained, 256, []string{"data"}, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	spec := restoreSpec(source)
 	l := h.start(spec)
 	h.awaitReport("ready", isReady)
-	name := dockerio.VolumeName(l.id, "app", 0)
+	name := messages.VolumeName(l.id, "app", 0)
 	if got := h.vols.Names(); len(got) != 1 || got[0] != name {
 		t.Fatalf("volumes %v, want the adopted %s only", got, name)
 	}
@@ -980,7 +981,7 @@ func TestLease_Restore_AdoptsRetainedVolumeWithItsQuota(t *testing.T) {
 func TestLease_Restore_FailsBeforeCommit_VolumeHandedBackWithSourceQuota(t *testing.T) {
 	h := newHarness(t, nil)
 	source := uuid.NewString()
-	retained := dockerio.RetainedVolumeName(source, "app", 0)
+	retained := messages.RetainedVolumeName(source, "app", 0)
 	if _, err := h.vols.Ensure(context.Background(), retained, 256, []string{"data"}, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -1007,7 +1008,7 @@ func TestLease_Restore_FailsBeforeCommit_VolumeHandedBackWithSourceQuota(t *test
 func TestLease_Restore_ClosedBeforeCommit_VolumeHandedBack(t *testing.T) {
 	h := newHarness(t, nil)
 	source := uuid.NewString()
-	retained := dockerio.RetainedVolumeName(source, "app", 0)
+	retained := messages.RetainedVolumeName(source, "app", 0)
 	if _, err := h.vols.Ensure(context.Background(), retained, 256, []string{"data"}, 0, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]do
 			return nil, fmt.Errorf("user %q of %s: %w", svc.Manifest.User, svc.Name, err)
 		}
 		for i := 0; i < svc.Quantity; i++ {
-			path, err := j.vols.Ensure(ctx, dockerio.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, uid, gid)
+			path, err := j.vols.Ensure(ctx, messages.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, uid, gid)
 			if err != nil {
 				return nil, fmt.Errorf("volume of %s/%d: %w", svc.Name, i, err)
 			}

@@ -48,10 +48,10 @@ func (j *job) leaseVolumes() (managed []messages.RetainedVolume, scratch []strin
 	for _, svc := range j.rel.Services {
 		for i := 0; i < svc.Quantity; i++ {
 			if svc.Profile.DiskMB <= 0 {
-				scratch = append(scratch, dockerio.ScratchVolumeName(j.lease, svc.Name, i))
+				scratch = append(scratch, messages.ScratchVolumeName(j.lease, svc.Name, i))
 				continue
 			}
-			managed = append(managed, messages.RetainedVolume{Name: dockerio.VolumeName(j.lease, svc.Name, i),
+			managed = append(managed, messages.RetainedVolume{Name: messages.VolumeName(j.lease, svc.Name, i),
 				Service: svc.Name, Index: i, QuotaMB: svc.Profile.DiskMB})
 		}
 	}
@@ -100,7 +100,7 @@ func (j *job) closeVolumes(ctx context.Context) TornDown {
 // retain moves a volume into the retention namespace and measures it; ok is
 // false when it was never created (the lease never launched): nothing to keep.
 func (j *job) retain(ctx context.Context, v messages.RetainedVolume) (messages.RetainedVolume, bool, error) {
-	retained := dockerio.RetainedVolumeName(j.lease, v.Service, v.Index)
+	retained := messages.RetainedVolumeName(j.lease, v.Service, v.Index)
 	err := j.vols.Rename(ctx, v.Name, retained)
 	if errors.Is(err, dockerio.ErrNotFound) {
 		ok, xerr := j.vols.Exists(ctx, retained)

@@ -273,7 +273,7 @@ func (j *job) adoptRetained(ctx context.Context) Outcome {
 		return fail(messages.ReasonInternal, "no volume root is configured")
 	}
 	for _, v := range j.spec.Restore.Volumes {
-		name := dockerio.VolumeName(j.lease, v.Service, v.Index)
+		name := messages.VolumeName(j.lease, v.Service, v.Index)
 		err := j.vols.Rename(ctx, v.Retained, name)
 		if err == nil {
 			continue
@@ -301,7 +301,7 @@ func (j *job) requarantine(ctx context.Context) error {
 	}
 	var errs []error
 	for _, v := range j.spec.Restore.Volumes {
-		name := dockerio.VolumeName(j.lease, v.Service, v.Index)
+		name := messages.VolumeName(j.lease, v.Service, v.Index)
 		err := j.vols.Rename(ctx, name, v.Retained)
 		switch {
 		case err == nil, errors.Is(err, dockerio.ErrNotFound):

@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
 
 // writableService is one service's writable paths as its launch mounts them.
@@ -142,7 +143,7 @@ func (j *job) seedDirs(ctx context.Context, svc ServiceSpec, d detected, volumeD
 		}
 		quotaMB, dirs = cmp.Or(svc.Profile.ScratchMB, int64(j.set.TmpfsSizeMB)), nil
 		for i := range svc.Quantity {
-			p, err := j.vols.Ensure(ctx, dockerio.ScratchVolumeName(j.lease, svc.Name, i), quotaMB, nil, 0, 0)
+			p, err := j.vols.Ensure(ctx, messages.ScratchVolumeName(j.lease, svc.Name, i), quotaMB, nil, 0, 0)
 			if err != nil {
 				j.degrade(fmt.Sprintf("%s/%d: scratch volume for writable paths not created", svc.Name, i), err)
 				return nil

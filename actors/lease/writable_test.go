@@ -77,19 +77,19 @@ func TestLease_WritablePaths_SeededIntoVolumeAndScratch_ScratchGoneOnClose(t *te
 
 	seeded := h.eng.Seeded()
 	slices.SortFunc(seeded, func(a, b dockerio.SeedRequest) int { return len(a.Dirs) - len(b.Dirs) })
-	volume := h.vols.Root() + "/" + dockerio.VolumeName(l.id, "db", 0)
+	volume := h.vols.Root() + "/" + messages.VolumeName(l.id, "db", 0)
 	if len(seeded) != 2 || !slices.Equal(seeded[0].Dirs, []string{volume}) || seeded[0].UID != 1000 || seeded[0].GID != 1001 ||
 		seeded[0].MaxBytes != 512<<20 || seeded[0].MaxEntries != 512<<20/4096 || !slices.Equal(seeded[0].Paths, paths) {
 		t.Fatalf("seeded %+v, want db's volume (512 MiB, as 1000:1001) first", seeded)
 	}
-	scratch := []string{h.vols.Root() + "/" + dockerio.ScratchVolumeName(l.id, "web", 0), h.vols.Root() + "/" + dockerio.ScratchVolumeName(l.id, "web", 1)}
+	scratch := []string{h.vols.Root() + "/" + messages.ScratchVolumeName(l.id, "web", 0), h.vols.Root() + "/" + messages.ScratchVolumeName(l.id, "web", 1)}
 	if !slices.Equal(seeded[1].Dirs, scratch) || seeded[1].MaxBytes != 64<<20 {
 		t.Fatalf("web seeded %+v, want its two 64 MiB scratch volumes", seeded[1])
 	}
-	if q, ok := h.vols.Quota(dockerio.ScratchVolumeName(l.id, "web", 1)); !ok || q != 64 {
+	if q, ok := h.vols.Quota(messages.ScratchVolumeName(l.id, "web", 1)); !ok || q != 64 {
 		t.Fatalf("scratch quota %d (exists %t), want the pinned 64 MB", q, ok)
 	}
-	if uid, gid, ok := h.vols.Owner(dockerio.VolumeName(l.id, "db", 0)); !ok || uid != 1000 || gid != 1001 {
+	if uid, gid, ok := h.vols.Owner(messages.VolumeName(l.id, "db", 0)); !ok || uid != 1000 || gid != 1001 {
 		t.Fatalf("db volume owner %d:%d, want the detected 1000:1001", uid, gid)
 	}
 	if svc := rec.service(t, "db"); !slices.Equal(svc.WritablePaths, paths) || !slices.Equal(svc.WritableDirs, []string{volume}) || svc.UID != 1000 {

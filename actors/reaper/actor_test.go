@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
@@ -171,9 +170,9 @@ func TestReaper_DestroysExactlyTheReapingVolumes_BusyHeld_UnaccountedCountedNeve
 		live             = "44444444-4444-4444-8444-444444444444"
 	)
 	h := newHarness(t, 3, messages.RetentionSweepReply{})
-	goneVol, busyVol := dockerio.RetainedVolumeName(gone, "app", 0), dockerio.RetainedVolumeName(busy, "app", 0)
-	keptVol, liveVol := dockerio.RetainedVolumeName(kept, "app", 0), dockerio.VolumeName(live, "app", 0)
-	stray := dockerio.VolumeName("55555555-5555-4555-8555-555555555555", "db", 1) // nothing explains it
+	goneVol, busyVol := messages.RetainedVolumeName(gone, "app", 0), messages.RetainedVolumeName(busy, "app", 0)
+	keptVol, liveVol := messages.RetainedVolumeName(kept, "app", 0), messages.VolumeName(live, "app", 0)
+	stray := messages.VolumeName("55555555-5555-4555-8555-555555555555", "db", 1) // nothing explains it
 	ensure(t, h.vols, goneVol, busyVol, keptVol, liveVol, stray)
 	h.vols.SetBusy(busyVol, -1)
 	h.reg.set(messages.RetentionSweepReply{
@@ -207,7 +206,7 @@ func TestReaper_DestroysExactlyTheReapingVolumes_BusyHeld_UnaccountedCountedNeve
 
 func TestReaper_OrphanPrunedAfterConsecutiveSweeps_ListFailureSkips_ReappearanceResets(t *testing.T) {
 	const orphan = "66666666-6666-4666-8666-666666666666"
-	vol := dockerio.RetainedVolumeName(orphan, "app", 0)
+	vol := messages.RetainedVolumeName(orphan, "app", 0)
 	h := newHarness(t, 3, messages.RetentionSweepReply{Active: []messages.RetentionRecord{record(orphan, vol)}})
 	// The pass at start saw it missing once; a second sweep makes two.
 	h.sweep()

@@ -15,9 +15,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/callback"
+	"github.com/berth-dev/berth/messages/policy"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -45,7 +45,7 @@ type Settings struct {
 	ReaperPath           messages.Address // asked for a pass when a record is evicted or a hold finished
 	// QuotaEnforced is whether tenant volumes are kernel-quota-bounded (/stats says so).
 	QuotaEnforced bool
-	Ingress       *ingress.Config // custom domains are checked against it; nil: ingress off
+	CustomDomains *policy.CustomDomains // the rule tenants' custom domains meet; nil: ingress off
 }
 
 // DefaultSettings are the registry's fixed settings: a lease actor's backlog

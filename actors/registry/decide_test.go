@@ -23,7 +23,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )
@@ -105,7 +104,7 @@ func retained(d *Directory, id, tenant string, quotaMB, used int64, at, until ti
 	spec, _ := d.set.prepare(leaseRequest(id, "docker-small", 1), t0)
 	rec := &messages.RetentionRecord{Lease: id, Tenant: tenant, ProviderUUID: "provider-test", Items: spec.Items,
 		Manifest: spec.Manifest, RetainedAt: at, RetainedUntil: until, Volumes: []messages.RetainedVolume{{
-			Name: dockerio.RetainedVolumeName(id, "app", 0), Service: "app", QuotaMB: quotaMB, UsedBytes: used}}}
+			Name: messages.RetainedVolumeName(id, "app", 0), Service: "app", QuotaMB: quotaMB, UsedBytes: used}}}
 	mustFold(d, closedEvent(messages.LeaseClosed{Lease: id, Retention: rec}, at))
 }
 

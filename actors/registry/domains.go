@@ -9,14 +9,13 @@ import (
 	"slices"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 )
 
 // checkCustomDomains validates and normalises (lower case, no root dot) every
 // item's custom domain; a domain two items name is refused.
 func (s *Settings) checkCustomDomains(items []messages.LeaseItem) ([]messages.LeaseItem, error) {
-	if s.Ingress == nil {
+	if s.CustomDomains == nil {
 		return items, nil
 	}
 	out := slices.Clone(items)
@@ -25,7 +24,7 @@ func (s *Settings) checkCustomDomains(items []messages.LeaseItem) ([]messages.Le
 		if it.CustomDomain == "" {
 			continue
 		}
-		d, err := ingress.ValidateCustomDomain(it.CustomDomain, s.Ingress.WildcardDomain)
+		d, err := s.CustomDomains.Check(it.CustomDomain)
 		if err != nil {
 			return nil, messages.Refuse(messages.ErrBadRequest, "items[%d]: %v", i, err)
 		}

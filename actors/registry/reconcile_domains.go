@@ -35,7 +35,7 @@ func (d *Directory) reconcileDomains(m *messages.ReconcileDomains, env Env) Deci
 	switch {
 	case !messages.ValidLeaseID(m.Lease):
 		return answer(m.Reply, messages.Refuse(messages.ErrBadRequest, "lease_uuid must be a canonical UUID"))
-	case d.set.Ingress == nil:
+	case d.set.CustomDomains == nil:
 		return answer(m.Reply, nil) // ingress off: a custom domain routes nothing
 	case !d.Ready:
 		return answer(m.Reply, messages.Refuse(messages.ErrLifecyclePending, "recovering state, retry shortly"))

@@ -9,8 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // Table tests of POST /reconcile_custom_domain's routing (reconcile_domains.go):
@@ -23,7 +23,7 @@ const (
 )
 
 func withIngress(s *Settings) {
-	s.Ingress = &ingress.Config{WildcardDomain: "apps.example.test", Entrypoint: "websecure"}
+	s.CustomDomains = &policy.CustomDomains{Wildcard: "apps.example.test"}
 }
 
 // putDomain is put with its one item naming domain.

@@ -19,7 +19,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
@@ -257,9 +256,9 @@ func (d *Directory) sweepReply() messages.RetentionSweepReply {
 	}
 	for _, spec := range d.St.Leases {
 		for _, svc := range spec.Services {
-			name := dockerio.VolumeName
+			name := messages.VolumeName
 			if svc.Profile.DiskMB <= 0 {
-				name = dockerio.ScratchVolumeName // a diskless instance's seeded writable paths
+				name = messages.ScratchVolumeName // a diskless instance's seeded writable paths
 			}
 			for i := range svc.Quantity {
 				rep.Live = append(rep.Live, name(spec.Lease, svc.Name, i))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 )
@@ -45,7 +44,7 @@ func (h *harness) retainedLease(used int64) string {
 	h.t.Helper()
 	id := uuid.NewString()
 	h.provisionReady(id, "docker-small", 1)
-	h.vols.Fill(dockerio.VolumeName(id, "app", 0), used)
+	h.vols.Fill(messages.VolumeName(id, "app", 0), used)
 	if err := h.deprovision(id); err != nil {
 		h.t.Fatalf("deprovision %s: %v", id, err)
 	}
@@ -71,7 +70,7 @@ func TestRetention_CloseRetains_ListedShownCountedInThePool(t *testing.T) {
 		t.Fatalf("stats %+v: the retained 256 MB must stay counted", s)
 	}
 	h.assertPoolInvariant()
-	if names := h.vols.Names(); len(names) != 1 || names[0] != dockerio.RetainedVolumeName(id, "app", 0) {
+	if names := h.vols.Names(); len(names) != 1 || names[0] != messages.RetainedVolumeName(id, "app", 0) {
 		t.Fatalf("volumes %v", names)
 	}
 }
@@ -153,7 +152,7 @@ func TestRestore_PromoteCommits_RecordConsumed(t *testing.T) {
 	}
 	h.waitStatus(dest, messages.StatusReady)
 	h.eventually("the record consumed", func() bool { st, _ := h.journal(); return st.Retentions[src] == nil })
-	if q, _ := h.vols.Quota(dockerio.VolumeName(dest, "app", 0)); q != 1024 {
+	if q, _ := h.vols.Quota(messages.VolumeName(dest, "app", 0)); q != 1024 {
 		t.Fatalf("restored volume quota %d, want the promoted 1024", q)
 	}
 	if r := h.restore(restoreRequest(uuid.NewString(), src, "fred1tenant", "docker-small")); !errors.Is(r, messages.ErrNotRetained) {
@@ -173,7 +172,7 @@ func TestRestore_FailsBeforeCommit_RecordActiveAgain(t *testing.T) {
 	}
 	h.waitStatus(dest, messages.StatusFailed)
 	h.eventually("the record released", func() bool { st, _ := h.journal(); return st.Retentions[src].Status == RetentionActive })
-	if names := h.vols.Names(); len(names) != 1 || names[0] != dockerio.RetainedVolumeName(src, "app", 0) {
+	if names := h.vols.Names(); len(names) != 1 || names[0] != messages.RetainedVolumeName(src, "app", 0) {
 		t.Fatalf("volumes %v: the data must be back under its retained name", names)
 	}
 	h.assertPoolInvariant()
@@ -237,7 +236,7 @@ func TestRestore_Exclusive_SecondRestoreRefused_RestoringRecordNeverReaped(t *te
 	}
 	h.waitStatus(dest, messages.StatusReady)
 	h.eventually("the record consumed", func() bool { st, _ := h.journal(); return st.Retentions[src] == nil })
-	if names := h.vols.Names(); len(names) != 1 || names[0] != dockerio.VolumeName(dest, "app", 0) {
+	if names := h.vols.Names(); len(names) != 1 || names[0] != messages.VolumeName(dest, "app", 0) {
 		t.Fatalf("volumes %v, want only the destination's", names)
 	}
 	h.assertPoolInvariant()

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
@@ -68,7 +67,7 @@ func TestVolumeHold_BusyRetriedAcrossACrash_DoneJournaledAndReportedOnce(t *test
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	vols := fake.NewVolumes("/volumes")
-	name := dockerio.VolumeName("77777777-7777-4777-8777-777777777777", "app", 0)
+	name := messages.VolumeName("77777777-7777-4777-8777-777777777777", "app", 0)
 	if _, err := vols.Ensure(context.Background(), name, 64, nil, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +164,7 @@ func TestVolumeHold_FailedHoldCommit_NotRetriedNotReported_HealedWorksAgain(t *t
 	t.Cleanup(func() { _ = plain.Close() })
 	store := &supervisors.FaultyStore{Store: plain}
 	vols := fake.NewVolumes("/volumes")
-	name := dockerio.VolumeName("88888888-8888-4888-8888-888888888888", "app", 0)
+	name := messages.VolumeName("88888888-8888-4888-8888-888888888888", "app", 0)
 	if _, err := vols.Ensure(context.Background(), name, 64, nil, 0, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -141,7 +140,7 @@ func TestCrashSuite_Kill9DuringRetainingClosesRestoresAndReaps_NoDataLostNothing
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	if got := managedVolumes(t, root); !slices.Equal(got, []string{dockerio.RetainedVolumeName(srcs[3], "app", 0)}) {
+	if got := managedVolumes(t, root); !slices.Equal(got, []string{messages.RetainedVolumeName(srcs[3], "app", 0)}) {
 		t.Fatalf("volumes after the reap %v, want only the unrestored source's", got)
 	}
 	assertPoolEmpty(t, d)
@@ -241,7 +240,7 @@ func assertRootExplained(t *testing.T, d *daemonProc, root string) {
 	t.Helper()
 	want := map[string]bool{}
 	for _, r := range d.retentionList() {
-		want[dockerio.RetainedVolumeName(r.LeaseUUID, "app", 0)] = true
+		want[messages.RetainedVolumeName(r.LeaseUUID, "app", 0)] = true
 	}
 	var list struct {
 		Provisions []messages.ProvisionInfo `json:"provisions"`
@@ -249,7 +248,7 @@ func assertRootExplained(t *testing.T, d *daemonProc, root string) {
 	d.get("/provisions").json(t, &list)
 	for _, p := range list.Provisions {
 		if p.Status != messages.StatusRetained {
-			want[dockerio.VolumeName(p.LeaseUUID, "app", 0)] = true
+			want[messages.VolumeName(p.LeaseUUID, "app", 0)] = true
 		}
 	}
 	got := map[string]bool{}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -44,7 +43,7 @@ func TestTenantSandbox_BtrfsSubvolumeEscapeEPERMAndWritePastQuotaEDQUOT(t *testi
 	cb := newCallbackReceiver(t)
 	d, root := tenantDaemon(t)
 	lease := provisionReady(t, d, cb, flatManifest(nil), messages.LeaseItem{SKU: "small", Quantity: 1})
-	vol := filepath.Join(root, dockerio.VolumeName(lease, "app", 0))
+	vol := filepath.Join(root, messages.VolumeName(lease, "app", 0))
 	// The tenant's own program, put in its volume: a tenant runs what it likes.
 	if err := os.WriteFile(filepath.Join(vol, "data", "escape"), bin, 0o755); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,6 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -129,7 +128,7 @@ func TestVolumes_BtrfsQuota_EnforcedInsideTheRunningContainer(t *testing.T) {
 	if c, got, err := httpGetHostPort("127.0.0.1:"+hp, "/file?path=/data/small.bin"); err != nil || c != 200 || len(got) != 4<<20 {
 		t.Fatalf("data under the limit: %d %d bytes %v", c, len(got), err)
 	}
-	if _, err := os.Stat(filepath.Join(root, dockerio.VolumeName(lease, "app", 0), "data")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, messages.VolumeName(lease, "app", 0), "data")); err != nil {
 		t.Fatalf("the instance volume is not under the volume root: %v", err)
 	}
 	var s messages.Stats
@@ -167,7 +166,7 @@ func TestRetention_CloseRetains_RestorePromotesDataIntoANewLease(t *testing.T) {
 	if pi := d.provisionInfo(src); pi.Status != messages.StatusRetained || pi.RetainedUntil.IsZero() {
 		t.Fatalf("provision of the retained lease %+v", pi)
 	}
-	if _, err := os.Stat(filepath.Join(root, dockerio.RetainedVolumeName(src, "app", 0))); err != nil {
+	if _, err := os.Stat(filepath.Join(root, messages.RetainedVolumeName(src, "app", 0))); err != nil {
 		t.Fatalf("retained volume: %v", err)
 	}
 
@@ -309,7 +308,7 @@ func TestRetention_OrphanedRecord_PrunedAfterConfirmingSweeps(t *testing.T) {
 	src := provisionReady(t, d, cb, flatManifest(nil), messages.LeaseItem{SKU: "small", Quantity: 1})
 	d.deprovisionUntilGone(src)
 	d.waitStatus(src, messages.StatusRetained, time.Minute)
-	vol := filepath.Join(root, dockerio.RetainedVolumeName(src, "app", 0))
+	vol := filepath.Join(root, messages.RetainedVolumeName(src, "app", 0))
 	if out, err := exec.Command("btrfs", "subvolume", "delete", vol).CombinedOutput(); err != nil {
 		t.Fatalf("delete the retained subvolume out of band: %v %s", err, out)
 	}
@@ -336,7 +335,7 @@ func TestVolumeHold_BusyDeletion_CloseWaitsThenCompletes(t *testing.T) {
 	lease := provisionReady(t, d, cb, flatManifest(nil), messages.LeaseItem{SKU: "small", Quantity: 1})
 	// Something that is not berth's keeps the volume busy: a container of our own
 	// bind-mounting it.
-	vol := filepath.Join(root, dockerio.VolumeName(lease, "app", 0))
+	vol := filepath.Join(root, messages.VolumeName(lease, "app", 0))
 	holder := holdMount(t, dc, vol)
 	r := d.deprovision(lease)
 	if r.Status != 503 || !strings.Contains(string(r.Body), "lifecycle_pending") {

@@ -29,6 +29,7 @@ import (
 	"github.com/berth-dev/berth/http/hmac"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/callback"
+	"github.com/berth-dev/berth/messages/policy"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -133,7 +134,9 @@ func (w *wiring) registry() *registry.Deps {
 			s.RetainOnClose = cfg.RetainOnClose && w.d.vols != nil
 			s.MaxRetainedDiskMB, s.MaxRetainedPerTenant = cfg.MaxRetainedDiskMB, cfg.MaxRetainedLeasesPerTenant
 			s.QuotaEnforced = w.d.vols != nil && w.d.vols.Enforced()
-			s.Ingress = ingressConfig(cfg.Ingress)
+			if cfg.Ingress.Enabled {
+				s.CustomDomains = &policy.CustomDomains{Wildcard: cfg.Ingress.WildcardDomain}
+			}
 		})}
 }
 

@@ -122,7 +122,7 @@ func TestSeedWritablePaths_ImageContentAndOwnersReseedKeepsData(t *testing.T) {
 	_, redis := stockImage(t, e, "BERTH_TEST_REDIS_IMAGE")
 	v := dirVolumes(t)
 	lease := "11111111-2222-3333-4444-555555555555"
-	dir, err := v.Ensure(testCtx(t, time.Minute), dockerio.VolumeName(lease, "db", 0), 64, []string{"data"}, 100, 101)
+	dir, err := v.Ensure(testCtx(t, time.Minute), messages.VolumeName(lease, "db", 0), 64, []string{"data"}, 100, 101)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestSeedWritablePaths_ImageContentAndOwnersReseedKeepsData(t *testing.T) {
 	}
 	t.Logf("redis %v seeded in %v, reseeded in %v", wr.Paths, took, again)
 
-	scratch, err := v.Ensure(testCtx(t, time.Minute), dockerio.ScratchVolumeName(lease, "web", 0), 16, nil, 0, 0)
+	scratch, err := v.Ensure(testCtx(t, time.Minute), messages.ScratchVolumeName(lease, "web", 0), 16, nil, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestLaunch_StockNginxAsWwwDataOnAReadOnlyRootfs(t *testing.T) {
 	}
 	t.Run("seeded", func(t *testing.T) {
 		l := newTestLease(t, e)
-		dir, err := v.Ensure(testCtx(t, time.Minute), dockerio.ScratchVolumeName(l.Lease, "web", 0), 16, nil, 0, 0)
+		dir, err := v.Ensure(testCtx(t, time.Minute), messages.ScratchVolumeName(l.Lease, "web", 0), 16, nil, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -185,7 +185,7 @@ func TestUp_StatefulOnBtrfs_KernelEnforcesTheQuotaInsideTheContainer_EDQUOT(t *t
 		}
 	}
 	ctx := testCtx(t, 2*time.Minute)
-	name := dockerio.VolumeName(l.Lease, "db", 0)
+	name := messages.VolumeName(l.Lease, "db", 0)
 	used, err := v.Usage(ctx, name)
 	if err != nil || used > 16<<20 || used < int64(len(written))<<20 {
 		t.Errorf("Usage = %d, %v; want between %d MiB written and the 16 MiB limit", used, err, len(written))

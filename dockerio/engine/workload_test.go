@@ -32,6 +32,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/volumes"
+	"github.com/berth-dev/berth/messages"
 )
 
 // The engine's tests run against the real Docker engine and the local registry.
@@ -601,7 +602,7 @@ func stateful(t *testing.T, v dockerio.Volumes, lease string, svc dockerio.Servi
 		subdirs = append(subdirs, dockerio.VolumeSubdir(target))
 	}
 	for i := range svc.Quantity {
-		dir, err := v.Ensure(testCtx(t, time.Minute), dockerio.VolumeName(lease, svc.Name, i), diskMB, subdirs, uid, gid)
+		dir, err := v.Ensure(testCtx(t, time.Minute), messages.VolumeName(lease, svc.Name, i), diskMB, subdirs, uid, gid)
 		if err != nil {
 			t.Fatalf("ensure volume of %s/%d: %v", svc.Name, i, err)
 		}

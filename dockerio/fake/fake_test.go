@@ -41,7 +41,7 @@ func stack(t *testing.T, e *Engine) dockerio.Plan {
 	}
 	db := svc("db", 1)
 	db.DiskMB = 10
-	db.VolumeDirs = []string{"/var/lib/berth/volumes/" + dockerio.VolumeName(lease, "db", 0)}
+	db.VolumeDirs = []string{"/var/lib/berth/volumes/" + messages.VolumeName(lease, "db", 0)}
 	db.HealthCheck = &dockerio.HealthCheck{Test: []string{"CMD", "probe"}}
 	web := svc("web", 2)
 	web.DependsOn = map[string]string{"db": "service_healthy"}

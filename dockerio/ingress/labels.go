@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // Labels berth writes besides Traefik's own.
@@ -72,7 +74,7 @@ func Labels(cfg Config, c Container) (map[string]string, error) {
 	if c.CustomDomain == "" {
 		return l, nil
 	}
-	domain, err := ValidateCustomDomain(c.CustomDomain, cfg.WildcardDomain)
+	domain, err := policy.ValidateCustomDomain(c.CustomDomain, cfg.WildcardDomain)
 	if err != nil {
 		return nil, err
 	}

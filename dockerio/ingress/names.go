@@ -1,7 +1,8 @@
 // Package ingress is what berth writes for Traefik (the seed's "Ingress (Traefik
 // Integration)"): each container's name under ingress.wildcard_domain, the port
-// Traefik routes to, the router/service labels, and the checks a tenant's custom
-// domain must pass. Pure Go: no Docker, no DNS; the engine and the lease call it.
+// Traefik routes to, the router/service labels; a tenant's custom domain is
+// checked against messages/policy. Pure Go: no Docker, no DNS; the engine and
+// the lease call it.
 package ingress
 
 import (
@@ -11,13 +12,15 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/berth-dev/berth/messages/policy"
 )
 
-// MaxLabel is the longest DNS label (RFC 1035 §2.3.4).
-const MaxLabel = 63
-
-// MaxName is the longest name in presentation form without the root dot.
-const MaxName = 253
+// MaxLabel and MaxName bound the names berth assigns (messages/policy).
+const (
+	MaxLabel = policy.MaxLabel
+	MaxName  = policy.MaxName
+)
 
 // maxIndex bounds an instance index: a lease has at most 1024 instances.
 const maxIndex = 99999

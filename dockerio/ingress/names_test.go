@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 const (
@@ -36,8 +38,8 @@ func TestLabel_SeedRules_AtMost63AndDeterministic(t *testing.T) {
 			if got != c.want {
 				t.Fatalf("Label = %s, want %s", got, c.want)
 			}
-			if len(got) > MaxLabel || labelProblem(got) != "" {
-				t.Fatalf("%s (%d chars) is not a valid DNS label: %s", got, len(got), labelProblem(got))
+			if _, err := policy.ValidateCustomDomain(got+".example.org", ""); len(got) > MaxLabel || err != nil {
+				t.Fatalf("%s (%d chars) is not a valid DNS label: %v", got, len(got), err)
 			}
 			again, _ := Label(c.lease, c.service, c.index)
 			if again != got {

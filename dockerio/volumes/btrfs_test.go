@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
 
 func TestOpen_BtrfsWithQuotas_EnforcedAndDataDirCreated0711(t *testing.T) {
@@ -242,7 +243,7 @@ func TestBtrfs_Rename_QgroupLimitFollows_MissingIsNotFound_TargetTaken(t *testin
 		t.Fatal(err)
 	}
 	lease := strings.TrimSuffix(strings.TrimPrefix(name, "fred-"), "-db-0")
-	retained := dockerio.RetainedVolumeName(lease, "db", 0)
+	retained := messages.RetainedVolumeName(lease, "db", 0)
 	if err := d.Rename(ctx, name, retained); err != nil {
 		t.Fatalf("Rename: %v", err)
 	}

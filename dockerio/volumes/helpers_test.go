@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
 
 // required: under make test (BERTH_REQUIRE_DOCKER=1) and in CI a test whose
@@ -95,7 +95,7 @@ func randHex(n int) string {
 
 // volName is a fresh managed name.
 func volName(service string, index int) string {
-	return dockerio.VolumeName(uuid.NewString(), service, index)
+	return messages.VolumeName(uuid.NewString(), service, index)
 }
 
 func testCtx(t *testing.T) context.Context {

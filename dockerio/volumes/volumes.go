@@ -253,7 +253,7 @@ func requireDir(p string) error {
 
 // Managed names: fred-<uuid>-<svc>-<idx>, fred-retained-<uuid>-<svc>-<idx>
 // and a diskless instance's scratch volume fred-scratch-<uuid>-<svc>-<idx>
-// (dockerio.ScratchVolumeName), with the canonical lower-case UUID of a lease
+// (messages.ScratchVolumeName), with the canonical lower-case UUID of a lease
 // and a manifest service name.
 var managedName = regexp.MustCompile(`^fred-(retained-|scratch-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?-(0|[1-9][0-9]{0,5})$`)
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/berth-dev/berth/dockerio/ingress"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // validateIngress checks the ingress.* keys when ingress is enabled. With it
@@ -22,7 +22,7 @@ func validateIngress(c *Config, ps *problemSet) {
 	}
 	if in.WildcardDomain == "" {
 		ps.add("ingress.wildcard_domain", "is required when ingress is enabled (e.g. apps.example.com)")
-	} else if err := ingress.ValidateWildcardDomain(in.WildcardDomain); err != nil {
+	} else if err := policy.ValidateWildcardDomain(in.WildcardDomain); err != nil {
 		ps.add("ingress.wildcard_domain", "%q: %v", in.WildcardDomain, err)
 	}
 	switch {

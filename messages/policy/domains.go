@@ -1,4 +1,8 @@
-package ingress
+// Package policy is what berth allows tenants, decided without Docker: the
+// names a tenant may route to (custom domains, the wildcard they stay out of).
+// The registry checks a request against it at admission; the Docker adapter
+// asserts the same rules on what it launches (dockerio/ingress).
+package policy
 
 import (
 	"errors"
@@ -6,6 +10,21 @@ import (
 	"net/netip"
 	"strings"
 )
+
+// MaxLabel is the longest DNS label (RFC 1035 §2.3.4).
+const MaxLabel = 63
+
+// MaxName is the longest name in presentation form without the root dot.
+const MaxName = 253
+
+// CustomDomains is the custom-domain rule of a host with ingress on: a
+// tenant's domain is an FQDN outside Wildcard, whose names berth assigns.
+type CustomDomains struct{ Wildcard string }
+
+// Check validates domain and returns it in the form berth keeps.
+func (c CustomDomains) Check(domain string) (string, error) {
+	return ValidateCustomDomain(domain, c.Wildcard)
+}
 
 // ValidateCustomDomain checks a tenant's custom domain and returns it in the
 // form berth keeps (lower case, no root dot). It must be a syntactically valid
