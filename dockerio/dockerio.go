@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // Labels carried by every managed container, network and volume (seed: Container Labels).
@@ -79,8 +80,8 @@ var (
 	ErrBridgeNotIsolated = errors.New(`docker's default bridge no longer isolates containers (set "icc": false in daemon.json)`)
 	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
 	// targets, label count or size, a reserved label, the lease mount budget); it
-	// can never be launched here.
-	ErrImageNotAdmissible = errors.New("image metadata not admissible")
+	// can never be launched here. The tenant rules' own (messages/policy).
+	ErrImageNotAdmissible = policy.ErrImageNotAdmissible
 )
 
 // ProjectName is the Compose project (and network name) of a lease.

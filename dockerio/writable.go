@@ -1,5 +1,7 @@
 package dockerio
 
+import "github.com/berth-dev/berth/messages/policy"
+
 // Writable paths (seed: Image admission, SKU storage table). Stock images write
 // at start outside their declared VOLUMEs (nginx: /var/lib/nginx); under a
 // read-only rootfs such a directory gets a writable mount of its own, seeded
@@ -9,7 +11,7 @@ package dockerio
 
 // MaxWritablePaths bounds the writable paths of one instance; the lease mount
 // budget reserves this many per instance before detection.
-const MaxWritablePaths = 4
+const MaxWritablePaths = policy.MaxWritablePaths
 
 // WritableRoot is the directory of an instance's managed (or scratch) volume
 // whose subdirectory VolumeSubdir(target) is mounted at a writable path. No

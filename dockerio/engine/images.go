@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // isImageID reports a content ID ("sha256:<64 hex>"), which the reference parser
@@ -215,7 +215,7 @@ func admit(resp image.InspectResponse, pinned string) (dockerio.ImageInfo, error
 		info.User = resp.Config.User
 		labels = resp.Config.Labels
 	}
-	admitted, err := admission.Admit(imageVolumes(resp), labels)
+	admitted, err := policy.Admit(imageVolumes(resp), labels)
 	if err != nil {
 		return dockerio.ImageInfo{}, fmt.Errorf("image %s (%s): %w", pinned, trimID(resp.ID), err)
 	}

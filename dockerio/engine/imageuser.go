@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // A volume's mount points are given to the numeric user a container runs as.
@@ -62,7 +62,7 @@ func (e *Engine) ImageUser(ctx context.Context, imageID, user string) (uid, gid 
 // then the image's USER) in the image.
 func (e *Engine) imageUser(ctx context.Context, imageID string, volumes []string, users ...string) (int, int, error) {
 	user := cmp.Or(users...)
-	u, err := admission.ParseUser(user)
+	u, err := policy.ParseUser(user)
 	if err != nil {
 		return 0, 0, fmt.Errorf("image %s: %w: %w", trimID(imageID), dockerio.ErrImageNotAdmissible, err)
 	}
@@ -87,7 +87,7 @@ func (e *Engine) imageUser(ctx context.Context, imageID string, volumes []string
 
 // resolveUser looks u up in the image's passwd and group text (nil = the image
 // has no such file).
-func resolveUser(u admission.User, passwd, group []byte) (userIDs, error) {
+func resolveUser(u policy.User, passwd, group []byte) (userIDs, error) {
 	ids := userIDs{uid: u.UID, gid: u.GID}
 	if u.Name != "" || ids.gid < 0 && u.Group == "" {
 		var entry *passwdEntry

@@ -9,7 +9,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 func TestResolveUser_LikeDockersRuntime(t *testing.T) {
@@ -25,7 +25,7 @@ func TestResolveUser_LikeDockersRuntime(t *testing.T) {
 		"4242:staff": {4242, 50},
 		"svc":        {2000, 2000},
 	} {
-		u, err := admission.ParseUser(user)
+		u, err := policy.ParseUser(user)
 		if err != nil {
 			t.Fatalf("ParseUser(%q): %v", user, err)
 		}
@@ -35,14 +35,14 @@ func TestResolveUser_LikeDockersRuntime(t *testing.T) {
 		}
 	}
 	for user, why := range map[string][]byte{"nobody": passwd, "app:wheel": passwd, "app": nil} {
-		u, _ := admission.ParseUser(user)
+		u, _ := policy.ParseUser(user)
 		pw := why
 		if _, err := resolveUser(u, pw, group); err == nil {
 			t.Errorf("%q resolved, want an error", user)
 		}
 	}
 	for _, bad := range []string{":", "app:", ":app", "a b", "../x"} {
-		if _, err := admission.ParseUser(bad); err == nil {
+		if _, err := policy.ParseUser(bad); err == nil {
 			t.Errorf("ParseUser(%q) accepted", bad)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/docker/compose/v2/pkg/api"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 )
 
@@ -31,7 +30,7 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 	if len(plan.Services) == 0 {
 		return nil, fmt.Errorf("plan: no services")
 	}
-	if err := admission.MountBudget(plan); err != nil {
+	if err := dockerio.CheckMountBudget(plan); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
 	if err := labels.CheckIngress(plan); err != nil {
@@ -70,7 +69,7 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 
 	for key, inst := range keys {
 		svc := byName[inst.Service]
-		if err := admission.Service(svc); err != nil {
+		if err := dockerio.CheckService(svc); err != nil {
 			return nil, err
 		}
 		sc := buildService(plan, svc, key, inst.Index, createdAt)

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
 )
 
 // Seeding a writable path (seed: "seed them from the image's own tar with
@@ -62,7 +61,7 @@ func (e *Engine) SeedWritablePaths(ctx context.Context, req dockerio.SeedRequest
 	if !isImageID(req.ImageID) {
 		return fmt.Errorf("seed writable paths: %q is not an image ID", req.ImageID)
 	}
-	if err := admission.SeedRequest(req); err != nil {
+	if err := dockerio.CheckSeedRequest(req); err != nil {
 		return fmt.Errorf("seed writable paths: %w", err)
 	}
 	resp, err := e.imageByID(ctx, req.ImageID)

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // Writable-path detection (seed: Image admission). A stock image writes at
@@ -291,11 +291,11 @@ func refusal(ent scanEntry, blocked []string) string {
 	if ent.isLink {
 		return fmt.Sprintf("a symlink to %q, never followed", ent.linkTo)
 	}
-	if !admission.Canonical(ent.path) || strings.ContainsFunc(ent.path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ':' }) {
+	if !policy.Canonical(ent.path) || strings.ContainsFunc(ent.path, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ':' }) {
 		return "a name a mount target cannot carry"
 	}
 	for _, b := range blocked {
-		if admission.Overlap(ent.path, b) {
+		if policy.Overlap(ent.path, b) {
 			return fmt.Sprintf("over or under %s, an image VOLUME or a tmpfs", b)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
@@ -154,7 +153,7 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 	if plan.Lease == "" || plan.NetworkID == "" || len(plan.Services) == 0 {
 		return nil, fmt.Errorf("plan: lease, network ID and services are required")
 	}
-	if err := admission.MountBudget(plan); err != nil {
+	if err := dockerio.CheckMountBudget(plan); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
 	if err := labels.CheckIngress(plan); err != nil {
@@ -168,7 +167,7 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 		known[s.Name] = true
 		// The real engine also requires each volume directory to exist on the
 		// host; the fake touches no filesystem.
-		if err := admission.Service(s); err != nil {
+		if err := dockerio.CheckService(s); err != nil {
 			return nil, err
 		}
 	}

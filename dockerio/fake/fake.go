@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // Op names an Engine method, for Delay and Calls.
@@ -181,8 +181,8 @@ func (e *Engine) AddLabelledImage(ref string, info dockerio.ImageInfo, imageLabe
 		info.Digest = repository(ref) + "@sha256:" + randomHex(32)
 	}
 	info.Volumes = append([]string(nil), info.Volumes...)
-	info.MaskLabels = admission.MaskLabels(imageLabels)
-	if u, err := admission.ParseUser(info.User); err == nil {
+	info.MaskLabels = policy.MaskLabels(imageLabels)
+	if u, err := policy.ParseUser(info.User); err == nil {
 		if u.UID >= 0 && info.UID == 0 {
 			info.UID = u.UID
 		}
@@ -456,7 +456,7 @@ func (e *Engine) presentLocked(pinned string) (*fakeImage, error) {
 
 // admitted runs the real engine's metadata admission on an image.
 func admitted(img *fakeImage, pinned string) (dockerio.ImageInfo, error) {
-	a, err := admission.Admit(img.info.Volumes, img.labels)
+	a, err := policy.Admit(img.info.Volumes, img.labels)
 	if err != nil {
 		return dockerio.ImageInfo{}, fmt.Errorf("image %s (%s): %w", pinned, img.info.ID, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/admission"
+	"github.com/berth-dev/berth/messages/policy"
 )
 
 // writableAnswer is what the fake's detection and seeding answer for one image.
@@ -65,7 +65,7 @@ func (e *Engine) DetectWritablePaths(ctx context.Context, q dockerio.WritableQue
 	blocked := slices.Concat([]string{"/tmp", "/run"}, img.info.Volumes, q.Tmpfs)
 	for _, p := range ans.paths {
 		switch {
-		case slices.ContainsFunc(blocked, func(b string) bool { return admission.Overlap(p, b) }):
+		case slices.ContainsFunc(blocked, func(b string) bool { return policy.Overlap(p, b) }):
 			w.Refused = append(w.Refused, p+": over or under an image VOLUME or a tmpfs")
 		case len(w.Paths) == dockerio.MaxWritablePaths:
 			w.Dropped = append(w.Dropped, p)
@@ -82,7 +82,7 @@ func (e *Engine) SeedWritablePaths(ctx context.Context, req dockerio.SeedRequest
 	if err := e.enter(ctx, OpSeedWritable); err != nil {
 		return err
 	}
-	if err := admission.SeedRequest(req); err != nil {
+	if err := dockerio.CheckSeedRequest(req); err != nil {
 		return fmt.Errorf("seed writable paths: %w", err)
 	}
 	e.mu.Lock()

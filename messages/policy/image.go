@@ -1,18 +1,18 @@
-// Package admission is the pure check of an image's metadata before berth lets it
-// near a tenant container (seed: Image admission, Container Labels). The real
-// engine (dockerio/engine) and the in-memory fake (dockerio/fake) both call it, so
-// they refuse exactly the same images. No Docker SDK here.
-package admission
+package policy
+
+// The admission of an image's metadata before berth lets it near a tenant
+// container (seed: Image admission, Container Labels): its VOLUME targets and
+// its labels. The real engine (dockerio/engine) and the in-memory fake both
+// call it, so they refuse exactly the same images.
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/berth-dev/berth/dockerio"
 )
 
 // Limits on image metadata (seed: "at most 16 VOLUME targets (4,096 bytes per
@@ -45,8 +45,13 @@ type Image struct {
 	MaskLabels []string // the Compose build stamps the image carries, sorted
 }
 
+// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
+// targets, label count or size, a reserved label, the lease mount budget); it
+// can never be launched here. dockerio.ErrImageNotAdmissible is this error.
+var ErrImageNotAdmissible = errors.New("image metadata not admissible")
+
 // Admit checks an image's declared VOLUME targets and labels. A violation wraps
-// dockerio.ErrImageNotAdmissible and says which rule it broke.
+// ErrImageNotAdmissible and says which rule it broke.
 func Admit(volumes []string, labels map[string]string) (Image, error) {
 	vols, err := Volumes(volumes)
 	if err != nil {
@@ -192,55 +197,7 @@ func TmpfsOverlap(tmpfs, volumes []string) error {
 }
 
 func refuse(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", dockerio.ErrImageNotAdmissible, fmt.Sprintf(format, args...))
-}
-
-// Service is the engine's and the fake's check of one planned service before
-// Up: a resolved image ID, admissible VOLUMEs, no tenant tmpfs over one, the
-// volume directories it needs, and usable writable paths. The image was admitted when it was
-// resolved; a plan is checked again because it may come from a journal
-// written by an older release.
-func Service(svc dockerio.ServicePlan) error {
-	if svc.ImageID == "" {
-		return fmt.Errorf("plan: service %q: no resolved image ID", svc.Name)
-	}
-	_, err := Volumes(svc.ImageVolumes)
-	if err == nil {
-		err = TmpfsOverlap(svc.Tmpfs, svc.ImageVolumes)
-	}
-	if err == nil {
-		err = VolumeDirs(svc)
-	}
-	if err == nil {
-		err = WritablePaths(svc)
-	}
-	if err != nil {
-		return fmt.Errorf("plan: service %q: %w", svc.Name, err)
-	}
-	return nil
-}
-
-// VolumeDirs checks a service's managed volume directories against its plan: a
-// stateful service (DiskMB > 0) with image VOLUMEs needs one absolute, clean
-// directory per instance (VolumeDirs[i] for instance i); a diskless one has
-// none (its VOLUMEs are tmpfs, never durable data). The engine and the fake
-// refuse the same plans with it. The error is a plain plan error, not
-// ErrImageNotAdmissible: the image is fine, the plan is incomplete.
-func VolumeDirs(svc dockerio.ServicePlan) error {
-	if svc.DiskMB <= 0 {
-		if len(svc.VolumeDirs) > 0 {
-			return fmt.Errorf("diskless (disk_mb 0) but given %d volume directories: its image VOLUMEs are tmpfs", len(svc.VolumeDirs))
-		}
-		return nil
-	}
-	if len(svc.ImageVolumes) == 0 && len(svc.VolumeDirs) == 0 {
-		return nil // nothing to mount
-	}
-	if len(svc.VolumeDirs) != svc.Quantity {
-		return fmt.Errorf("stateful (disk_mb %d) with %d instances but %d volume directories: every instance needs its managed volume (dockerio.Volumes.Ensure) before launch",
-			svc.DiskMB, svc.Quantity, len(svc.VolumeDirs))
-	}
-	return cleanDirs("volume directory", svc.VolumeDirs)
+	return fmt.Errorf("%w: %s", ErrImageNotAdmissible, fmt.Sprintf(format, args...))
 }
 
 // User is an image or manifest user ("name", "uid", "name:group", "uid:gid",

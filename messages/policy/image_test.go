@@ -1,4 +1,4 @@
-package admission
+package policy
 
 import (
 	"errors"
@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/berth-dev/berth/dockerio"
 )
 
 func paths(n int, f func(i int) string) []string {
@@ -65,7 +63,7 @@ func TestVolumes_AdmissionRules(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, dockerio.ErrImageNotAdmissible) || !strings.Contains(err.Error(), c.refused) {
+			if !errors.Is(err, ErrImageNotAdmissible) || !strings.Contains(err.Error(), c.refused) {
 				t.Fatalf("Volumes(%.80q) = %v, want ErrImageNotAdmissible mentioning %q", c.volumes, err, c.refused)
 			}
 		})
@@ -99,7 +97,7 @@ func TestLabels_CountAndSizeLimits(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, dockerio.ErrImageNotAdmissible) || !strings.Contains(err.Error(), c.refused) {
+			if !errors.Is(err, ErrImageNotAdmissible) || !strings.Contains(err.Error(), c.refused) {
 				t.Fatalf("Labels = %v, want ErrImageNotAdmissible mentioning %q", err, c.refused)
 			}
 		})
@@ -132,17 +130,17 @@ func TestLabels_ReservedNamespacesRefusedCaseInsensitiveExceptComposeBuildStamps
 		labels := maps.Clone(stamps)
 		labels[key] = "x"
 		_, err := Admit(nil, labels)
-		if !errors.Is(err, dockerio.ErrImageNotAdmissible) || !strings.Contains(err.Error(), strconv.Quote(key)) {
+		if !errors.Is(err, ErrImageNotAdmissible) || !strings.Contains(err.Error(), strconv.Quote(key)) {
 			t.Errorf("Admit with label %q = %v, want ErrImageNotAdmissible naming it", key, err)
 		}
 	}
-	if _, err := Admit([]string{"/proc/x"}, nil); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+	if _, err := Admit([]string{"/proc/x"}, nil); !errors.Is(err, ErrImageNotAdmissible) {
 		t.Errorf("Admit with a masking VOLUME = %v", err)
 	}
-	if _, err := Admit([]string{"/a:b"}, nil); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+	if _, err := Admit([]string{"/a:b"}, nil); !errors.Is(err, ErrImageNotAdmissible) {
 		t.Errorf("Admit with a VOLUME holding ':' = %v", err)
 	}
-	if _, err := Admit(nil, many129()); !errors.Is(err, dockerio.ErrImageNotAdmissible) {
+	if _, err := Admit(nil, many129()); !errors.Is(err, ErrImageNotAdmissible) {
 		t.Errorf("Admit with 129 labels = %v", err)
 	}
 }
@@ -169,78 +167,8 @@ func TestTmpfsOverlap_EqualNestedEitherWayRefused(t *testing.T) {
 		{[]string{"/var/lib/db/x"}, true},
 	} {
 		err := TmpfsOverlap(c.tmpfs, vols)
-		if refused := err != nil; refused != c.refused || (refused && !errors.Is(err, dockerio.ErrImageNotAdmissible)) {
+		if refused := err != nil; refused != c.refused || (refused && !errors.Is(err, ErrImageNotAdmissible)) {
 			t.Errorf("TmpfsOverlap(%v, %v) = %v, want refused=%v", c.tmpfs, vols, err, c.refused)
 		}
-	}
-}
-
-func TestWritablePaths_CanonicalDisjointAtMostFourOneDirPerInstance(t *testing.T) {
-	base := dockerio.ServicePlan{Quantity: 2, ImageVolumes: []string{"/data"}, Tmpfs: []string{"/cache"}}
-	for _, c := range []struct {
-		paths, dirs []string
-		refused     string
-	}{
-		{[]string{"/var/lib/nginx", "/var/log/nginx"}, nil, ""},
-		{[]string{"/var/lib/nginx"}, []string{"/v/0", "/v/1"}, ""},
-		{[]string{"/a", "/b", "/c", "/d", "/e"}, nil, "at most 4"},
-		{[]string{"/var/lib/x:y"}, nil, "without ':'"},
-		{[]string{"/var/lib/../etc"}, nil, "canonical"},
-		{[]string{"/proc/x"}, nil, "mask"},
-		{[]string{"/var/lib", "/var/lib/x"}, nil, "overlap"},
-		{[]string{"/data/db"}, nil, `overlaps "/data"`},
-		{[]string{"/cache"}, nil, `overlaps "/cache"`},
-		{[]string{"/tmp/x"}, nil, `overlaps "/tmp"`},
-		{[]string{"/var/lib/x"}, []string{"/v/0"}, "2 instances but 1"},
-		{[]string{"/var/lib/x"}, []string{"/v/0", "v/1"}, "not a clean absolute path"},
-	} {
-		svc := base
-		svc.WritablePaths, svc.WritableDirs = c.paths, c.dirs
-		err := WritablePaths(svc)
-		if c.refused == "" {
-			if err != nil {
-				t.Errorf("WritablePaths(%v, %v) = %v", c.paths, c.dirs, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), c.refused) {
-			t.Errorf("WritablePaths(%v, %v) = %v, want refused: %q", c.paths, c.dirs, err, c.refused)
-		}
-	}
-	req := dockerio.SeedRequest{ImageID: "sha256:x", Paths: []string{"/var/lib/a"}, Dirs: []string{"/v/0"}, MaxEntries: 1, MaxBytes: 1}
-	if err := SeedRequest(req); err != nil {
-		t.Errorf("SeedRequest = %v", err)
-	}
-	for _, bad := range []func(r *dockerio.SeedRequest){
-		func(r *dockerio.SeedRequest) { r.Dirs = nil },
-		func(r *dockerio.SeedRequest) { r.MaxEntries = 0 },
-		func(r *dockerio.SeedRequest) { r.UID = -1 },
-		func(r *dockerio.SeedRequest) { r.Paths = []string{"/run/x"} },
-	} {
-		r := req
-		bad(&r)
-		if err := SeedRequest(r); err == nil {
-			t.Errorf("SeedRequest(%+v) admitted", r)
-		}
-	}
-}
-
-func TestMountBudget_WorstCaseAcrossTheLease(t *testing.T) {
-	svc := dockerio.ServicePlan{Quantity: 1, ImageVolumes: []string{"/" + strings.Repeat("v", 4000)}}
-	plan := dockerio.Plan{ReadonlyRootfs: true, Services: []dockerio.ServicePlan{svc}}
-	// An instance: 4,000 + 9 + 4 × 266 = 5,073 bytes, 7 mounts: 6,614 instances fit the bytes.
-	plan.Services[0].Quantity = 6614
-	if err := MountBudget(plan); err == nil || !strings.Contains(err.Error(), "16384") {
-		t.Errorf("6,614 instances of 7 mounts: %v", err) // 46,298 mounts
-	}
-	plan.Services[0].Quantity = 2340 // 16,380 mounts, 11.9 MB
-	if err := MountBudget(plan); err != nil {
-		t.Errorf("2,340 instances: %v", err)
-	}
-	plan.Services[0].ImageVolumes = []string{"/" + strings.Repeat("v", 4090), "/" + strings.Repeat("w", 4090), "/" + strings.Repeat("x", 4090), "/" + strings.Repeat("y", 4090)}
-	plan.ReadonlyRootfs = false
-	plan.Services[0].Quantity = 2100 // 8,400 mounts; 2,100 × 16,364 bytes = 34.4 MB > 32 MiB
-	if err := MountBudget(plan); !errors.Is(err, dockerio.ErrImageNotAdmissible) || !strings.Contains(err.Error(), "bytes") {
-		t.Errorf("32.7 MB of targets: %v", err)
 	}
 }
