@@ -356,83 +356,11 @@ type Volumes interface {
 	List(ctx context.Context) ([]string, error)
 }
 
-// Engine is everything berth asks of Docker, on behalf of one installation: an
-// Engine is built for an installation ID and every call that lists, attributes,
-// changes or removes an object is scoped to objects carrying that installation's
-// fred.installation_id label. An object of another installation is never
-// adopted, recreated, stopped or removed. Every method honours ctx's deadline.
-type Engine interface {
-	Ping(ctx context.Context) error
-	// ResolveImage resolves ref through its registry to a digest, fetches that
-	// exact content when it is not present, inspects and admits it. When the
-	// registry cannot confirm the tag, it fails with ErrImagePull: a locally cached
-	// copy of a mutable tag is never launched.
-	ResolveImage(ctx context.Context, ref string) (ImageInfo, error)
-	// PinnedImage admits the exact recorded content: the local image with pin.ID,
-	// else pin.Digest fetched and checked to be pin.ID. Never the tag.
-	PinnedImage(ctx context.Context, pin messages.ImagePin) (ImageInfo, error)
-	// ImageUser resolves a manifest's user override to the uid:gid a container
-	// of image imageID runs as (names through the image's own /etc/passwd), so
-	// a stateful volume's mount points belong to whoever will write them.
-	ImageUser(ctx context.Context, imageID, user string) (uid, gid int, err error)
-	EnsureNetwork(ctx context.Context, spec NetworkSpec) (string, error)
-	InspectNetwork(ctx context.Context, id string) (Network, error)
-	LeaseNetworks(ctx context.Context) ([]Network, error)
-	// RemoveNetwork removes this installation's lease or pool network by exact ID.
-	RemoveNetwork(ctx context.Context, id string) error
-	// CreatePoolNetwork creates one warm-pool network, berth-pool-<random>,
-	// labelled ours with fred.network_scope=pool and no lease.
-	CreatePoolNetwork(ctx context.Context) (Network, error)
-	// PoolNetworks lists this installation's pool networks (ID, name, labels;
-	// Containers is not filled: inspect a network to count them).
-	PoolNetworks(ctx context.Context) ([]Network, error)
-	// DefaultBridge inspects Docker's default bridge network and the daemon's
-	// warnings about it.
-	DefaultBridge(ctx context.Context) (BridgeFacts, error)
-	// Up launches the plan as the lease's Compose project. A container of the
-	// project that is not this installation's fails it with ErrForeignObject.
-	Up(ctx context.Context, plan Plan) error
-	// Launch is Up, then the cohort it launched as Launched reports it (from
-	// the listing the launch made anyway: one request fewer). A pooled plan
-	// whose network is gone fails with ErrPoolNetworkGone, nothing created.
-	Launch(ctx context.Context, plan Plan) ([]messages.Container, error)
-	Cohort(ctx context.Context, lease string) ([]messages.Container, error)
-	// Launched is Cohort from one listing, each container not inspected: its
-	// identity, State, Health and ImageID as the list reports them (no exit code,
-	// start time or ports). For right after Up, where verification inspects next.
-	Launched(ctx context.Context, lease string) ([]messages.Container, error)
-	Inspect(ctx context.Context, id string) (messages.Container, error)
-	Down(ctx context.Context, lease string, opts DownOptions) error
-	// StopRemove is the gentle removal of automatic cleanup: re-inspect the exact
-	// ID, require this installation's label, stop it within stopTimeout, remove it
-	// with Force=false and RemoveVolumes=false. An absent container is success.
-	StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error
-	// RemoveContainers force-removes this installation's containers by exact ID
-	// (a close's stragglers); an absent one is success, a foreign one is refused.
-	RemoveContainers(ctx context.Context, ids []string) error
-	ListManaged(ctx context.Context) ([]messages.Container, error)
-	Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error)
-	Events(ctx context.Context) (<-chan Event, <-chan error)
-	// DetectWritablePaths finds the directories a container of q.ImageID writes
-	// at start outside its VOLUMEs (writable.go). The image's scan is cached by
-	// image ID. An error means the detection could not be made (the launch goes
-	// on without writable paths, degraded), never that the image is refused.
-	DetectWritablePaths(ctx context.Context, q WritableQuery) (Writable, error)
-	// SeedWritablePaths replaces the _wp tree of each of req.Dirs with a copy of
-	// the image's content of req.Paths, confined to that tree and capped by
-	// req.MaxEntries and req.MaxBytes. An error leaves a dir's previous _wp
-	// tree in place; the caller mounts tmpfs instead (degraded).
-	SeedWritablePaths(ctx context.Context, req SeedRequest) error
-	// SeccompEnabled reports whether the daemon applies seccomp profiles: without
-	// it the tenant profile, and with it the btrfs quota, is not enforced.
-	SeccompEnabled(ctx context.Context) (bool, error)
-	// SweepHelpers removes the never-started image helpers (ImageUser,
-	// DetectWritablePaths, SeedWritablePaths) a killed daemon left, and stale
-	// ones whose removal failed; it returns how many it removed.
-	SweepHelpers(ctx context.Context) (int, error)
-	// GuardIsolation makes sure the host firewall keeps Docker's bridges apart
-	// even while Docker rewrites its own isolation rules (it drops them for a
-	// moment on every network create), putting the guard back when it is
-	// missing; installed reports that it had to.
-	GuardIsolation(ctx context.Context) (installed bool, err error)
-}
+// An engine (dockerio/engine; the in-memory dockerio/fake for unit tests) is
+// built for an installation ID, and every call that lists, attributes, changes
+// or removes an object is scoped to objects carrying that installation's
+// fred.installation_id label: an object of another installation is never
+// adopted, recreated, stopped or removed. Every call honours ctx's deadline.
+// There is no Engine interface: each actor declares the few calls it makes
+// (reclaimer.Docker, watcher.Docker, reconciler.Docker, netpool.Docker, the
+// lease's Images, OwnNetworks and Containers, refresh.Lister).

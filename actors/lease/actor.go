@@ -29,7 +29,7 @@ import (
 type Deps struct {
 	Store    Store
 	Diag     Diagnostics
-	Engine   dockerio.Engine
+	Engine   Docker // the Engine API, as the lease's ports (docker.go)
 	Settings *Settings
 	Log      zerolog.Logger
 	Now      func() time.Time

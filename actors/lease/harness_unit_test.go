@@ -128,7 +128,7 @@ func newHarness(t *testing.T, tune func(*lease.Settings)) *harness {
 	}
 	log := zerolog.New(h.logs).With().Timestamp().Logger()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
-	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: h.eng, Volumes: h.vols, Settings: h.set, Log: log, Now: time.Now}
+	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: lease.Docker{Images: h.eng, OwnNetworks: h.eng, Containers: h.eng}, Volumes: h.vols, Settings: h.set, Log: log, Now: time.Now}
 
 	// Cleanups run last-registered first: stop the tree, then close the files.
 	t.Cleanup(func() {

@@ -21,11 +21,15 @@ const memBenchImage = "127.0.0.1:5000/berth/workload:1"
 // errNoDocker is what memRefusingEngine answers to everything.
 var errNoDocker = errors.New("memory benchmark: no Docker")
 
-// memRefusingEngine is a dockerio.Engine that refuses every call and counts them,
+// memRefusingEngine is an engine that refuses every call and counts them,
 // so the benchmark can prove an idle Ready lease never touches Docker.
 type memRefusingEngine struct{ calls atomic.Int64 }
 
-var _ dockerio.Engine = (*memRefusingEngine)(nil)
+var _ interface {
+	lease.Images
+	lease.OwnNetworks
+	lease.Containers
+} = (*memRefusingEngine)(nil)
 
 func (e *memRefusingEngine) refuse() error { e.calls.Add(1); return errNoDocker }
 

@@ -18,7 +18,7 @@ import (
 // job is the Docker work of one lease, run on a worker goroutine. It holds copies
 // of what it needs, never the actor's state.
 type job struct {
-	eng      dockerio.Engine
+	eng      Docker
 	diag     Diagnostics
 	set      *Settings
 	spec     *Spec // identity, callback URLs

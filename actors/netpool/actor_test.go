@@ -78,7 +78,7 @@ type harness struct {
 	tree   *supervisors.Tree // nil while stopped
 	m      *Metrics          // of the running tree's pool
 	busy   *atomic.Int64     // non-nil: the engine reports this many requests in flight
-	wrap   func(dockerio.Engine) dockerio.Engine
+	wrap   func(Docker) Docker
 }
 
 // busyEngine is the fake engine reporting berthd's requests in flight.
@@ -124,7 +124,7 @@ func (h *harness) startNoWait() {
 		Registerer: prometheus.NewRegistry(),
 		Chaos:      true, // a test may crash an actor (messages.Crash)
 		Children: func(tree *supervisors.Tree) []supervisors.Spec {
-			var eng dockerio.Engine = h.eng
+			var eng Docker = h.eng
 			if h.busy != nil {
 				eng = busyEngine{h.eng, h.busy}
 			}
@@ -745,13 +745,13 @@ func TestNetpool_RefillWaitsForDockerIdle_BoundedByIdleWait(t *testing.T) {
 // firstThenBusy is an engine whose first pool-network create leaves Docker
 // looking busy, so the refill's next create waits.
 type firstThenBusy struct {
-	dockerio.Engine
+	Docker
 	busy *atomic.Int64
 	n    atomic.Int64
 }
 
 func (e *firstThenBusy) CreatePoolNetwork(ctx context.Context) (dockerio.Network, error) {
-	n, err := e.Engine.CreatePoolNetwork(ctx)
+	n, err := e.Docker.CreatePoolNetwork(ctx)
 	if e.n.Add(1) == 1 {
 		e.busy.Store(1)
 	}
@@ -764,7 +764,7 @@ func TestNetpool_NetworkMadeMidRefill_HandedOutBeforeThePassEnds(t *testing.T) {
 	h := newHarness(t, 3)
 	h.busy = new(atomic.Int64)
 	h.set.IdleWait = time.Minute // the second create waits this long for Docker
-	h.wrap = func(e dockerio.Engine) dockerio.Engine { return &firstThenBusy{Engine: e, busy: h.busy} }
+	h.wrap = func(e Docker) Docker { return &firstThenBusy{Docker: e, busy: h.busy} }
 	h.reg.setLive(leaseA, leaseB)
 	h.startNoWait()
 	h.eventually("the first network", func() bool { return len(h.poolNets()) == 1 })
@@ -804,7 +804,7 @@ func (h *harness) bindMade(lease string, made dockerio.Network) string {
 
 // exhaustedEngine cannot create pool networks: the pool stays empty unless a
 // test (standing in for a lease) makes one on the fake engine itself.
-type exhaustedEngine struct{ dockerio.Engine }
+type exhaustedEngine struct{ Docker }
 
 func (exhaustedEngine) CreatePoolNetwork(context.Context) (dockerio.Network, error) {
 	return dockerio.Network{}, dockerio.ErrAddressPoolExhausted
@@ -818,7 +818,7 @@ func (exhaustedEngine) CreatePoolNetwork(context.Context) (dockerio.Network, err
 func TestNetpool_MadeByALease_BoundAndReturnedToThePoolOnClose(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, 1)
-	h.wrap = func(e dockerio.Engine) dockerio.Engine { return exhaustedEngine{e} }
+	h.wrap = func(e Docker) Docker { return exhaustedEngine{e} }
 	h.reg.setLive(leaseA, leaseB, leaseC, leaseD)
 	h.start()
 	if got := h.claim(leaseA, true); got != "" {
@@ -888,13 +888,13 @@ func TestNetpool_MadeByALease_BoundAndReturnedToThePoolOnClose(t *testing.T) {
 
 // listHookEngine calls onList before each pool listing (a pass's first request).
 type listHookEngine struct {
-	dockerio.Engine
+	Docker
 	onList func()
 }
 
 func (e listHookEngine) PoolNetworks(ctx context.Context) ([]dockerio.Network, error) {
 	e.onList()
-	return e.Engine.PoolNetworks(ctx)
+	return e.Docker.PoolNetworks(ctx)
 }
 
 // A pass that removes surplus and also releases more networks makes new
@@ -905,7 +905,7 @@ func TestNetpool_SurplusFromAPassThatAlsoTrimmed_TrimmedAtOnce(t *testing.T) {
 	h := newHarness(t, 1)
 	var lists atomic.Int64
 	armed := atomic.Bool{}
-	h.wrap = func(e dockerio.Engine) dockerio.Engine {
+	h.wrap = func(e Docker) Docker {
 		return listHookEngine{e, func() {
 			if armed.Load() && lists.Add(1) == 2 { // the second pass after the closes
 				for _, l := range []string{leaseC, leaseD} {

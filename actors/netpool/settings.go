@@ -1,6 +1,7 @@
 package netpool
 
 import (
+	"context"
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -43,11 +44,26 @@ func DefaultSettings() Settings {
 		RegistryPath: messages.Registry}
 }
 
+// Docker is what the pool asks of the Engine API (dockerio/engine).
+type Docker interface {
+	// CreatePoolNetwork creates one warm-pool network, berth-pool-<random>,
+	// labelled ours with fred.network_scope=pool and no lease.
+	CreatePoolNetwork(ctx context.Context) (dockerio.Network, error)
+	// PoolNetworks lists this installation's pool networks (ID, name, labels;
+	// Containers is not filled: inspect a network to count them).
+	PoolNetworks(ctx context.Context) ([]dockerio.Network, error)
+	InspectNetwork(ctx context.Context, id string) (dockerio.Network, error)
+	// RemoveNetwork removes this installation's lease or pool network by exact ID.
+	RemoveNetwork(ctx context.Context, id string) error
+	// Launched lists a lease's containers from one listing, not inspected.
+	Launched(ctx context.Context, lease string) ([]messages.Container, error)
+}
+
 // Deps are the pool's collaborators.
 type Deps struct {
 	supervisors.Env
 	Store    supervisors.JournalStore
-	Engine   dockerio.Engine
+	Engine   Docker
 	Settings *Settings
 	Metrics  *Metrics
 }

@@ -40,10 +40,18 @@ func DefaultSettings() Settings {
 	return Settings{AfterClose: 5 * time.Second, Budget: 30 * time.Second, RegistryPath: messages.Registry}
 }
 
+// Docker is what the reclaimer asks of the Engine API (dockerio/engine).
+type Docker interface {
+	LeaseNetworks(ctx context.Context) ([]dockerio.Network, error)
+	InspectNetwork(ctx context.Context, id string) (dockerio.Network, error)
+	// RemoveNetwork removes this installation's lease or pool network by exact ID.
+	RemoveNetwork(ctx context.Context, id string) error
+}
+
 // Deps are the reclaimer's collaborators.
 type Deps struct {
 	supervisors.Env
-	Engine   dockerio.Engine
+	Engine   Docker
 	Settings *Settings
 	Metrics  *Metrics
 }

@@ -49,7 +49,7 @@ func launch(t *testing.T, e *fake.Engine, n int) []string {
 	return ids
 }
 
-func newTestActor(e dockerio.Engine, diag *persistence.Diagnostics, now func() time.Time) *Actor {
+func newTestActor(e Docker, diag *persistence.Diagnostics, now func() time.Time) *Actor {
 	return &Actor{Deps: &Deps{Env: supervisors.Env{Log: zerolog.Nop(), Now: now}, Engine: e, Diag: diag, Metrics: NewMetrics(nil),
 		Settings: &Settings{StopTimeout: time.Second, MaxRemovals: 100, RemoveTimeout: 30 * time.Second,
 			DiagnosticsMaxAge: time.Hour, PruneEvery: time.Hour}}}

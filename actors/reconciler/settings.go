@@ -1,9 +1,9 @@
 package reconciler
 
 import (
+	"context"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -30,10 +30,28 @@ func DefaultSettings() Settings {
 		MaxRemovals: 100, RemoveTimeout: 30 * time.Second, PruneEvery: time.Hour}
 }
 
+// Docker is what the reconciler asks of the Engine API (dockerio/engine).
+type Docker interface {
+	ListManaged(ctx context.Context) ([]messages.Container, error)
+	// StopRemove is the gentle removal of automatic cleanup: re-inspect the exact
+	// ID, require this installation's label, stop it within stopTimeout, remove it
+	// with Force=false and RemoveVolumes=false. An absent container is success.
+	StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error
+	// SweepHelpers removes the never-started image helpers (ImageUser,
+	// DetectWritablePaths, SeedWritablePaths) a killed daemon left, and stale
+	// ones whose removal failed; it returns how many it removed.
+	SweepHelpers(ctx context.Context) (int, error)
+	// GuardIsolation makes sure the host firewall keeps Docker's bridges apart
+	// even while Docker rewrites its own isolation rules (it drops them for a
+	// moment on every network create), putting the guard back when it is
+	// missing; installed reports that it had to.
+	GuardIsolation(ctx context.Context) (installed bool, err error)
+}
+
 // Deps are the reconciler's collaborators.
 type Deps struct {
 	supervisors.Env
-	Engine   dockerio.Engine
+	Engine   Docker
 	Diag     *persistence.Diagnostics // nil: nothing to prune
 	Settings *Settings
 	Metrics  *Metrics

@@ -29,7 +29,7 @@ func DefaultSettings() Settings {
 		PollEvery: time.Second, MaxRun: time.Hour, AskTimeout: 10 * time.Second, SnapshotEvery: 64}
 }
 
-// Lister lists this installation's managed containers (dockerio.Engine).
+// Lister lists this installation's managed containers (dockerio/engine).
 type Lister interface {
 	ListManaged(ctx context.Context) ([]messages.Container, error)
 }

@@ -149,7 +149,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
-	leaseDeps := &lease.Deps{Store: store, Diag: diag, Engine: h.eng, Volumes: h.vols, Log: zerolog.Nop(), Now: time.Now,
+	leaseDeps := &lease.Deps{Store: store, Diag: diag, Engine: lease.Docker{Images: h.eng, OwnNetworks: h.eng, Containers: h.eng}, Volumes: h.vols, Log: zerolog.Nop(), Now: time.Now,
 		Settings: &lease.Settings{
 			BackendName:      "berth-test",
 			HostAddress:      "127.0.0.1",

@@ -149,7 +149,7 @@ func (s *standInReconciler) Receive(c actor.Context) {
 
 type options struct {
 	settings   watcher.Settings
-	engine     dockerio.Engine         // default: h.crashing
+	engine     watcher.Docker          // default: h.crashing
 	noRegistry bool                    // no stand-in actor at the registry path
 	drop       func(n int) bool        // see standInRegistry
 	before     func(h *watcherHarness) // runs before the tree starts
@@ -170,7 +170,7 @@ func newWatcherHarness(t *testing.T, o options) *watcherHarness {
 	h := &watcherHarness{t: t, crashing: newCrashingEngine(), reg: prometheus.NewRegistry(),
 		deliveries: make(chan *messages.Deliver, 100000)}
 	h.fake = h.crashing.Engine
-	var eng dockerio.Engine = h.crashing
+	var eng watcher.Docker = h.crashing
 	if o.engine != nil {
 		eng = o.engine
 		if f, ok := o.engine.(*fake.Engine); ok {

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"context"
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -25,10 +26,16 @@ func DefaultSettings() Settings {
 		BackoffBase: time.Second, BackoffCap: 30 * time.Second}
 }
 
+// Docker is what the watcher asks of the Engine API (dockerio/engine).
+type Docker interface {
+	Ping(ctx context.Context) error
+	Events(ctx context.Context) (<-chan dockerio.Event, <-chan error)
+}
+
 // Deps are the watcher's collaborators.
 type Deps struct {
 	supervisors.Env
-	Engine   dockerio.Engine
+	Engine   Docker
 	Settings *Settings
 	Metrics  *Metrics
 }

@@ -133,7 +133,7 @@ type scaleEngine struct {
 	id  string
 }
 
-func (s *scaleEngine) get(installationID string) (dockerio.Engine, error) {
+func (s *scaleEngine) get(installationID string) (docker, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.eng == nil {

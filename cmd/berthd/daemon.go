@@ -33,7 +33,7 @@ type daemon struct {
 	lock   *persistence.Lock
 	store  *persistence.Store
 	diag   *persistence.Diagnostics
-	engine dockerio.Engine
+	engine docker
 	docker *engine.Engine   // the real engine behind engine; nil when testHooks.engine supplied it
 	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
 	// bridge is Docker's default bridge as found at start; bridged: new
@@ -64,7 +64,7 @@ type hooks struct {
 	// engine, when set, replaces engine.New: it is called with the store's
 	// installation ID on every start, so one engine can outlive a restart as
 	// Docker does.
-	engine func(installationID string) (dockerio.Engine, error)
+	engine func(installationID string) (docker, error)
 	// contract, when set, is the runtime contract the engine creates
 	// containers under: leases from before a contract bump.
 	contract int

@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/cmd/berthd/config"
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
@@ -453,7 +452,7 @@ func nonLoopbackAddr(t testing.TB) string {
 func TestStart_HealthyOnceAccountingIsWhole_NotAfterTheHousekeeping(t *testing.T) {
 	// Sequential: sets testHooks.engine, which every in-process daemon reads.
 	engines := make(chan *fake.Engine, 1)
-	testHooks.engine = func(installationID string) (dockerio.Engine, error) {
+	testHooks.engine = func(installationID string) (docker, error) {
 		e := fake.New(fake.Options{InstallationID: installationID})
 		e.Delay(fake.OpSweepHelpers, 5*time.Second)
 		engines <- e

@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 )
 
 // seccompOffEngine runs the daemon on the fake engine answering that Docker
 // applies no seccomp profiles (a dockerd started with seccomp disabled).
 func seccompOffEngine(t *testing.T) {
-	testHooks.engine = func(installationID string) (dockerio.Engine, error) {
+	testHooks.engine = func(installationID string) (docker, error) {
 		e := fake.New(fake.Options{InstallationID: installationID})
 		e.SetSeccompEnabled(false)
 		return e, nil

@@ -189,7 +189,7 @@ func TestStockRedis_ReadOnlyRootfs_WriteKeptAcrossRestartAndUpdate(t *testing.T)
 
 // undetectingEngine is the real engine with writable-path detection finding
 // nothing: berthd's launch as it was before issue 17.
-type undetectingEngine struct{ dockerio.Engine }
+type undetectingEngine struct{ docker }
 
 func (undetectingEngine) DetectWritablePaths(context.Context, dockerio.WritableQuery) (dockerio.Writable, error) {
 	return dockerio.Writable{}, nil
@@ -202,7 +202,7 @@ func TestStockNginx_WithoutWritablePaths_FailsWithContainerExited(t *testing.T) 
 	// Sequential: sets testHooks.engine, which every in-process daemon reads.
 	dc := dockerClient(t)
 	image := stockImage(t, "BERTH_TEST_NGINX_IMAGE")
-	testHooks.engine = func(installationID string) (dockerio.Engine, error) {
+	testHooks.engine = func(installationID string) (docker, error) {
 		e, err := engine.New(engine.Options{BackendName: "docker", InstallationID: installationID})
 		if err != nil {
 			return nil, err

@@ -150,7 +150,7 @@ func (w *wiring) leases() *lease.Deps {
 	if testHooks.diag != nil {
 		diag = testHooks.diag(diag)
 	}
-	deps := &lease.Deps{Store: w.d.store, Diag: diag, Engine: w.d.engine, Volumes: w.d.vols, Preloaded: w.d.replayed.Leases,
+	deps := &lease.Deps{Store: w.d.store, Diag: diag, Engine: leaseDocker(w.d.engine), Volumes: w.d.vols, Preloaded: w.d.replayed.Leases,
 		Log: w.log, Now: now, Metrics: lease.NewMetrics(w.reg),
 		// A burst of admissions is answered before its provisions start their
 		// Docker work: measured at 100 concurrent POSTs on real Docker.

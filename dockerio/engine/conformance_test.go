@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/fake"
 	"github.com/berth-dev/berth/messages"
@@ -67,7 +68,21 @@ type foreigner struct {
 	container func(lease, service string, index int, installation string) string // running, in the lease's project
 }
 
-func conformanceScenario(t *testing.T, e dockerio.Engine, info dockerio.ImageInfo, installation string, vols dockerio.Volumes, foreign foreigner) []string {
+// conformer is what the scenario asks of both engines.
+type conformer interface {
+	lease.Images
+	lease.OwnNetworks
+	lease.Containers
+	Up(ctx context.Context, plan dockerio.Plan) error
+	Launched(ctx context.Context, lease string) ([]messages.Container, error)
+	Events(ctx context.Context) (<-chan dockerio.Event, <-chan error)
+	InspectNetwork(ctx context.Context, id string) (dockerio.Network, error)
+	LeaseNetworks(ctx context.Context) ([]dockerio.Network, error)
+	RemoveNetwork(ctx context.Context, id string) error
+	SeccompEnabled(ctx context.Context) (bool, error)
+}
+
+func conformanceScenario(t *testing.T, e conformer, info dockerio.ImageInfo, installation string, vols dockerio.Volumes, foreign foreigner) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -1,4 +1,4 @@
-// Package engine is berth's real dockerio.Engine: the Docker Engine SDK for
+// Package engine is berth's real Docker engine: the Docker Engine SDK for
 // objects berth manages one by one (images, networks, volumes, containers, events,
 // logs) and Compose v2 for launching and tearing down a lease's project. It talks
 // to Docker Engine 20.10 (API 1.41) through API version negotiation and uses no
@@ -82,8 +82,6 @@ type Engine struct {
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value
 }
-
-var _ dockerio.Engine = (*Engine)(nil)
 
 // pinnedAPIVersion is Docker Engine 20.10's API, used when negotiation cannot run.
 const pinnedAPIVersion = "1.41"

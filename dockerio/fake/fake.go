@@ -1,4 +1,4 @@
-// Package fake is an in-memory dockerio.Engine for unit tests of actor logic. It
+// Package fake is an in-memory Docker engine for unit tests of actor logic. It
 // keeps the real engine's semantics where actors can observe them: the same
 // fred.* labels (built by dockerio/engine/labels, shared with the real engine),
 // the same Compose key attribution, ownership checks on lease networks,
@@ -120,8 +120,6 @@ type Engine struct {
 	byNetwork map[string]map[string]*fakeContainer // network ID → ID → container
 	netByName map[string]map[string]*fakeNetwork   // network name → ID → network
 }
-
-var _ dockerio.Engine = (*Engine)(nil)
 
 // New returns an empty fake engine.
 func New(opts Options) *Engine {

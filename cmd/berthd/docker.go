@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/netpool"
+	"github.com/berth-dev/berth/actors/reclaimer"
+	"github.com/berth-dev/berth/actors/reconciler"
+	"github.com/berth-dev/berth/actors/refresh"
+	"github.com/berth-dev/berth/actors/watcher"
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/engine"
+)
+
+// docker is the engine the wiring hands every actor: the union of the ports
+// the actors declare (each depends on its own few calls), and what start asks
+// of Docker itself. dockerio/engine is it; a benchmark's in-memory engine too.
+type docker interface {
+	lease.Images
+	lease.OwnNetworks
+	lease.Containers
+	reclaimer.Docker
+	netpool.Docker
+	watcher.Docker
+	reconciler.Docker
+	refresh.Lister
+	DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error)
+	SeccompEnabled(ctx context.Context) (bool, error)
+}
+
+var _ docker = (*engine.Engine)(nil)
+
+// leaseDocker is eng as the lease's three ports.
+func leaseDocker(eng docker) lease.Docker {
+	return lease.Docker{Images: eng, OwnNetworks: eng, Containers: eng}
+}
