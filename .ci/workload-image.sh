@@ -6,7 +6,7 @@
 #   $BERTH_TEST_IMAGE_NOVOLUME (<same repository>:novolume)               no VOLUME
 #
 # The rootfs holds only /workload (a static Go binary from
-# dockerio/testworkload), /etc/passwd and /etc/group (root, app uid 1000),
+# dockerio/dockertest/workload), /etc/passwd and /etc/group (root, app uid 1000),
 # /tmp, /run and /data. It is tarred reproducibly and `docker import`ed.
 # Each image carries label berth.workload.hash = sha256(binary + this script);
 # a tag whose label matches is not rebuilt. Pushing is always done (it costs
@@ -30,10 +30,10 @@ trap 'rm -rf "$WORK"' EXIT
 ROOTFS="$WORK/rootfs"
 
 build_binary() {
-	say "building dockerio/testworkload (static)"
+	say "building dockerio/dockertest/workload (static)"
 	mkdir -p "$ROOTFS"
 	(cd "$REPO_ROOT" && CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '-s -w' \
-		-o "$ROOTFS/workload" ./dockerio/testworkload)
+		-o "$ROOTFS/workload" ./dockerio/dockertest/workload)
 }
 
 # build_rootfs_tar lays out the rest of the rootfs and tars it with fixed

@@ -1,7 +1,7 @@
 // Package dockerio is berth's narrow view of the Docker Engine and Compose: the
 // types a lease actor plans with and the Engine interface it drives. The real
 // adapter lives in dockerio/engine (Docker SDK + compose v2); an in-memory fake for
-// unit tests of actor logic lives in dockerio/fake. Nothing outside dockerio/engine
+// unit tests of actor logic lives in dockerio/dockertest/fake. Nothing outside dockerio/engine
 // links the Docker SDK or compose.
 package dockerio
 
@@ -356,7 +356,7 @@ type Volumes interface {
 	List(ctx context.Context) ([]string, error)
 }
 
-// An engine (dockerio/engine; the in-memory dockerio/fake for unit tests) is
+// An engine (dockerio/engine; the in-memory dockerio/dockertest/fake for unit tests) is
 // built for an installation ID, and every call that lists, attributes, changes
 // or removes an object is scoped to objects carrying that installation's
 // fred.installation_id label: an object of another installation is never

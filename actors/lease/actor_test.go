@@ -12,7 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )

@@ -20,7 +20,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/supervisors"
 )
 

@@ -2,7 +2,7 @@ package registry
 
 // The actor harness: the registry hosted in a real supervisors.Tree (chaos on) over
 // a real persistence.Store and Diagnostics, its lease actors driving the in-memory
-// dockerio/fake engine, and recording probes at the reconciler and reclaimer paths
+// dockerio/dockertest/fake engine, and recording probes at the reconciler and reclaimer paths
 // (they only record; nothing reconciles, so the test sends Recovered itself).
 
 import (
@@ -23,7 +23,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"

@@ -1,7 +1,7 @@
 package watcher_test
 
 // The harness: the watcher hosted in a real supervisors.Tree, reading the event
-// stream of the in-memory dockerio/fake engine, with stand-ins at the registry and
+// stream of the in-memory dockerio/dockertest/fake engine, with stand-ins at the registry and
 // reconciler paths that hand what they receive to the test.
 //
 // The fake emits kill before every die (Kill, OOMKill, Down, RemoveContainers are
@@ -26,7 +26,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )

@@ -25,7 +25,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/cmd/berthd/config"
-	"github.com/berth-dev/berth/dockerio/engine/rawbaseline"
+	"github.com/berth-dev/berth/dockerio/dockertest/rawbaseline"
 	"github.com/berth-dev/berth/messages"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio/engine/rawbaseline"
+	"github.com/berth-dev/berth/dockerio/dockertest/rawbaseline"
 )
 
 // benchTestImage is BERTH_TEST_IMAGE as the run was started with (TestMain

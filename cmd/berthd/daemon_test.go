@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/cmd/berthd/config"
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 )

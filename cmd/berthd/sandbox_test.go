@@ -18,12 +18,12 @@ import (
 	"github.com/berth-dev/berth/messages"
 )
 
-// buildWorkloadBinary compiles dockerio/testworkload (whose ioctl mode makes
+// buildWorkloadBinary compiles dockerio/dockertest/workload (whose ioctl mode makes
 // the btrfs subvolume and snapshot creation calls) as a static binary.
 func buildWorkloadBinary(t *testing.T) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "workload")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./dockerio/testworkload")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./dockerio/dockertest/workload")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 )
 
 // seccompOffEngine runs the daemon on the fake engine answering that Docker

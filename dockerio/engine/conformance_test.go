@@ -13,12 +13,12 @@ import (
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/dockerio/fake"
+	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
 )
 
 // TestConformance_FakeBehavesLikeTheRealEngine drives the same scenario through
-// the real engine and through dockerio/fake and requires identical transcripts,
+// the real engine and through dockerio/dockertest/fake and requires identical transcripts,
 // so actor tests written against the fake see what production will see.
 func TestConformance_FakeBehavesLikeTheRealEngine(t *testing.T) {
 	requireDocker(t)

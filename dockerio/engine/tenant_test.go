@@ -353,12 +353,12 @@ func TestHostileImage_RefusedOrConfined(t *testing.T) {
 	}
 }
 
-// buildTestworkloadRootfs compiles dockerio/testworkload (with its ioctl mode)
+// buildTestworkloadRootfs compiles dockerio/dockertest/workload (with its ioctl mode)
 // and lays it out as the test workload image does (.ci/workload-image.sh).
 func buildTestworkloadRootfs(t *testing.T) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "workload")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-o", out, "./dockerio/testworkload")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-o", out, "./dockerio/dockertest/workload")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
 	if b, err := cmd.CombinedOutput(); err != nil {

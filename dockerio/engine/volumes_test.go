@@ -63,7 +63,7 @@ func btrfsVolumes(t *testing.T) dockerio.Volumes {
 	return v
 }
 
-// testWorkloadImage resolves $BERTH_TEST_IMAGE, the dockerio/testworkload
+// testWorkloadImage resolves $BERTH_TEST_IMAGE, the dockerio/dockertest/workload
 // image (PUT/GET /file) that make test builds and pushes.
 func testWorkloadImage(t *testing.T, e *Engine) (string, dockerio.ImageInfo) {
 	t.Helper()

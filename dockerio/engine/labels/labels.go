@@ -1,6 +1,6 @@
 // Package labels is the single definition of the labels and names berth writes on
 // the Docker objects it creates, and of how it reads them back. The real engine
-// (dockerio/engine) and the in-memory fake (dockerio/fake) both use it, so the fake
+// (dockerio/engine) and the in-memory fake (dockerio/dockertest/fake) both use it, so the fake
 // cannot drift from what Docker actually carries. Pure Go: no Docker SDK here.
 package labels
 
