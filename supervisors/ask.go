@@ -17,14 +17,24 @@ func Ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout tim
 	return ask(ctx, t, path, timeout, true, build)
 }
 
-func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout time.Duration, checkBacklog bool, build func(reply chan<- R) any) (R, error) {
-	var zero R
+// askable is the node at path, or why it is not asked: absent, or (when the
+// backlog counts) over its backlog limit.
+func askable(t *Tree, path messages.Address, checkBacklog bool) (*Node, error) {
 	node, ok := t.Dir.Get(path)
 	if !ok {
-		return zero, fmt.Errorf("ask %s: no such actor: %w", path, messages.ErrUnavailable)
+		return nil, fmt.Errorf("ask %s: no such actor: %w", path, messages.ErrUnavailable)
 	}
 	if checkBacklog && node.Overloaded() {
-		return zero, messages.Refuse(messages.ErrBusy, "%s is busy, retry later", node.Kind)
+		return nil, messages.Refuse(messages.ErrBusy, "%s is busy, retry later", node.Kind)
+	}
+	return node, nil
+}
+
+func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout time.Duration, checkBacklog bool, build func(reply chan<- R) any) (R, error) {
+	var zero R
+	node, err := askable(t, path, checkBacklog)
+	if err != nil {
+		return zero, err
 	}
 	reply := make(chan R, 1)
 	msg := build(reply)
@@ -56,12 +66,9 @@ func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout tim
 func AskTicketed[R any](ctx context.Context, t *Tree, path messages.Address, timeout, settle time.Duration,
 	build func(reply chan<- R, ticket *messages.Ticket) any) (R, error) {
 	var zero R
-	node, ok := t.Dir.Get(path)
-	if !ok {
-		return zero, fmt.Errorf("ask %s: no such actor: %w", path, messages.ErrUnavailable)
-	}
-	if node.Overloaded() {
-		return zero, messages.Refuse(messages.ErrBusy, "%s is busy, retry later", node.Kind)
+	node, err := askable(t, path, true)
+	if err != nil {
+		return zero, err
 	}
 	ticket := messages.NewTicket(time.Now().Add(timeout))
 	reply := make(chan R, 1)

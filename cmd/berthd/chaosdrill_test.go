@@ -37,7 +37,8 @@ import (
 // drill is the crash workload plus what the drill measures.
 type drill struct {
 	*crashWorkload
-	refused map[string]int // lease → the non-2xx status its admission was answered with
+	refused      map[string]int // lease → the non-2xx status its admission was answered with
+	refusedMaint map[string]int // maintenance ID → the non-2xx status its restart or update was answered with
 
 	healthMu   sync.Mutex
 	healthSlow []string        // /health answers slower than 2 s
@@ -54,7 +55,7 @@ func TestCrashSuite_ChaosDrill_NothingStallsNoAnswerLies(t *testing.T) {
 		t.Setenv("GOMAXPROCS", "1") // -cpu 1: the daemon runs on one processor too
 	}
 	w := &drill{crashWorkload: newCrashWorkload(t, "reconcile_interval: 5m", "provision_timeout: 2m", "log_level: info"),
-		refused: map[string]int{}}
+		refused: map[string]int{}, refusedMaint: map[string]int{}}
 	stop := make(chan struct{})
 	var probes sync.WaitGroup
 	probes.Go(func() { w.probeHealth(stop) })
@@ -75,7 +76,7 @@ func TestCrashSuite_ChaosDrill_NothingStallsNoAnswerLies(t *testing.T) {
 			running = false
 		default:
 		}
-		w.wave(4, 4)
+		w.wave(4, 4, 2)
 		time.Sleep(time.Duration(300+rand.IntN(1000)) * time.Millisecond)
 	}
 	close(stop)
@@ -84,6 +85,7 @@ func TestCrashSuite_ChaosDrill_NothingStallsNoAnswerLies(t *testing.T) {
 
 	w.converge(4 * time.Minute)
 	w.checkRefusedAbsentLive()
+	w.checkRefusedMaintenancesNeverRan()
 	w.report()
 	checkPool(t, w.d)
 	_ = w.d.cmd.Process.Signal(os.Interrupt)
@@ -199,29 +201,14 @@ func (w *drill) probeHealth(stop chan struct{}) {
 	}
 }
 
-// wave sends n provisions and closes up to n admitted leases at once and waits
-// for every answer, keeping each admission's status.
-func (w *drill) wave(provisions, closes int) {
+// wave sends provisions, closes of admitted leases and restarts or updates of
+// others at once and waits for every answer, keeping each one's status.
+func (w *drill) wave(provisions, closes, maintenances int) {
 	var wg sync.WaitGroup
-	w.mu.Lock()
-	var closable []string
-	for l := range w.admitted {
-		if !w.closing[l] {
-			closable = append(closable, l)
-		}
-	}
-	w.mu.Unlock()
-	rand.Shuffle(len(closable), func(i, j int) { closable[i], closable[j] = closable[j], closable[i] })
+	closable := w.closable()
 	for range provisions {
 		l := uuid.NewString()
-		args := []string{"serve"}
-		if rand.IntN(5) == 0 {
-			args = []string{"exit", "-code", "2", "-after", "200ms"}
-		}
-		raw, _ := json.Marshal(flatManifest(map[string]any{"args": args}))
-		body, _ := json.Marshal(messages.ProvisionRequest{LeaseUUID: l, Tenant: "crash", ProviderUUID: "p",
-			Items: []messages.LeaseItem{{SKU: "docker-micro", Quantity: 1}}, CallbackURL: w.cb.callbackURL(),
-			Payload: encodeB64(raw)})
+		body := w.provisionBody(l, rand.IntN(5) == 0)
 		wg.Go(func() {
 			code, err := w.quietCall("POST", "/provision", body)
 			w.mu.Lock()
@@ -236,6 +223,27 @@ func (w *drill) wave(provisions, closes int) {
 			}
 		})
 	}
+	for i, l := range closable[min(closes, len(closable)):] {
+		if i >= maintenances {
+			break
+		}
+		id := uuid.NewString()
+		uri, body := maintenanceBody(l, id, i%2 == 1)
+		wg.Go(func() {
+			code, err := w.quietCall("POST", uri, body)
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			switch {
+			case err == nil && code == 202:
+				w.maint[id] = true
+			case err == nil:
+				w.refusedMaint[id] = code
+				w.maint[id] = false
+			default:
+				w.maint[id] = false // no answer: at most one completion
+			}
+		})
+	}
 	for _, l := range closable[:min(closes, len(closable))] {
 		w.mu.Lock()
 		w.closing[l] = true
@@ -243,6 +251,28 @@ func (w *drill) wave(provisions, closes int) {
 		wg.Go(func() { w.deprovision(l) })
 	}
 	wg.Wait()
+}
+
+// checkRefusedMaintenancesNeverRan: a restart or update answered non-2xx has
+// no completion (the callbacks are all in: the outbox drained).
+func (w *drill) checkRefusedMaintenancesNeverRan() {
+	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	completions := map[string]int{}
+	for l := range w.sent {
+		for _, c := range w.cb.forLease(l) {
+			if c.Body.MaintenanceID != "" {
+				completions[c.Body.MaintenanceID]++
+			}
+		}
+	}
+	for id, code := range w.refusedMaint {
+		if completions[id] != 0 {
+			w.t.Errorf("maintenance %s was answered %d but has %d completions", id, code, completions[id])
+		}
+	}
+	w.t.Logf("maintenances: %d answered non-2xx, none completed", len(w.refusedMaint))
 }
 
 // checkRefusedAbsentLive: no lease whose admission was refused is listed or has

@@ -95,6 +95,47 @@ func (w *crashWorkload) quietCall(method, uri string, body []byte) (int, error) 
 	return resp.StatusCode, nil
 }
 
+// provisionBody is a docker-micro provision of l serving HTTP, or exiting 2
+// after 200 ms (a failure in the mix).
+func (w *crashWorkload) provisionBody(l string, exits bool) []byte {
+	args := []string{"serve"}
+	if exits {
+		args = []string{"exit", "-code", "2", "-after", "200ms"}
+	}
+	raw, _ := json.Marshal(flatManifest(map[string]any{"args": args}))
+	body, _ := json.Marshal(messages.ProvisionRequest{LeaseUUID: l, Tenant: "crash", ProviderUUID: "p",
+		Items: []messages.LeaseItem{{SKU: "docker-micro", Quantity: 1}}, CallbackURL: w.cb.callbackURL(),
+		Payload: encodeB64(raw)})
+	return body
+}
+
+// maintenanceBody is a restart of l (an update with a new env when update) as
+// maintenance id, and where it goes.
+func maintenanceBody(l, id string, update bool) (uri string, body []byte) {
+	req := messages.MaintenanceRequest{LeaseUUID: l, MaintenanceID: id}
+	uri = "/restart"
+	if update {
+		raw, _ := json.Marshal(flatManifest(map[string]any{"env": map[string]string{"ROUND": id}}))
+		req.Payload, uri = encodeB64(raw), "/update"
+	}
+	body, _ = json.Marshal(req)
+	return uri, body
+}
+
+// closable are the admitted leases not being closed, shuffled.
+func (w *crashWorkload) closable() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for l := range w.admitted {
+		if !w.closing[l] {
+			out = append(out, l)
+		}
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
 // round sends 10 provisions and 5 deprovisions at once (one in five workloads
 // exits at start, so failures are part of the mix).
 func (w *crashWorkload) round() { w.roundOf(10, 5, 0) }
@@ -103,24 +144,10 @@ func (w *crashWorkload) round() { w.roundOf(10, 5, 0) }
 // alternating, of leases not being closed) at once.
 func (w *crashWorkload) roundOf(provisions, closes, maintenances int) {
 	var wg sync.WaitGroup
-	w.mu.Lock()
-	var closable []string
-	for l := range w.admitted {
-		if !w.closing[l] {
-			closable = append(closable, l)
-		}
-	}
-	w.mu.Unlock()
+	closable := w.closable()
 	for i := 0; i < provisions; i++ {
 		l := uuid.NewString()
-		args := []string{"serve"}
-		if i%5 == 4 {
-			args = []string{"exit", "-code", "2", "-after", "200ms"}
-		}
-		raw, _ := json.Marshal(flatManifest(map[string]any{"args": args}))
-		body, _ := json.Marshal(messages.ProvisionRequest{LeaseUUID: l, Tenant: "crash", ProviderUUID: "p",
-			Items: []messages.LeaseItem{{SKU: "docker-micro", Quantity: 1}}, CallbackURL: w.cb.callbackURL(),
-			Payload: encodeB64(raw)})
+		body := w.provisionBody(l, i%5 == 4)
 		w.mu.Lock()
 		w.sent[l] = true
 		w.mu.Unlock()
@@ -134,19 +161,12 @@ func (w *crashWorkload) roundOf(provisions, closes, maintenances int) {
 			}
 		}()
 	}
-	w.rng.Shuffle(len(closable), func(i, j int) { closable[i], closable[j] = closable[j], closable[i] })
 	for i, l := range closable[min(closes, len(closable)):] {
 		if i >= maintenances {
 			break
 		}
 		id := uuid.NewString()
-		req := messages.MaintenanceRequest{LeaseUUID: l, MaintenanceID: id}
-		uri := "/restart"
-		if i%2 == 1 {
-			raw, _ := json.Marshal(flatManifest(map[string]any{"env": map[string]string{"ROUND": id}}))
-			req.Payload, uri = encodeB64(raw), "/update"
-		}
-		body, _ := json.Marshal(req)
+		uri, body := maintenanceBody(l, id, i%2 == 1)
 		w.mu.Lock()
 		w.maint[id] = false
 		w.mu.Unlock()
