@@ -17,7 +17,10 @@ import (
 type Awaits struct {
 	mu   sync.Mutex
 	open map[*wait]struct{}
+	seen map[awaitKey]bool // every (who, what) that ever waited: reported 0 when none is open
 }
+
+type awaitKey struct{ who, what string }
 
 type wait struct {
 	who, what string
@@ -29,9 +32,10 @@ func (a *Awaits) Begin(who, what string) (end func()) {
 	w := &wait{who: who, what: what, since: time.Now()}
 	a.mu.Lock()
 	if a.open == nil {
-		a.open = map[*wait]struct{}{}
+		a.open, a.seen = map[*wait]struct{}{}, map[awaitKey]bool{}
 	}
 	a.open[w] = struct{}{}
+	a.seen[awaitKey{who, what}] = true
 	a.mu.Unlock()
 	return func() {
 		a.mu.Lock()
@@ -59,13 +63,16 @@ var awaitingDesc = prometheus.NewDesc("berth_actor_awaiting_seconds",
 
 func (a *Awaits) Describe(ch chan<- *prometheus.Desc) { ch <- awaitingDesc }
 
-// Collect reports every (who, what) with an open wait.
+// Collect reports every (who, what) that ever waited: the oldest open wait's
+// age, 0 when none is open.
 func (a *Awaits) Collect(ch chan<- prometheus.Metric) {
-	type key struct{ who, what string }
-	oldest := map[key]time.Duration{}
+	oldest := map[awaitKey]time.Duration{}
 	a.mu.Lock()
+	for k := range a.seen {
+		oldest[k] = 0
+	}
 	for w := range a.open {
-		k := key{w.who, w.what}
+		k := awaitKey{w.who, w.what}
 		oldest[k] = max(oldest[k], time.Since(w.since))
 	}
 	a.mu.Unlock()

@@ -281,7 +281,7 @@ func TestObservability_RulesAndDashboardUseWhatBerthdExports(t *testing.T) {
 	// The families the brief's alerts stand on are all there, with samples.
 	for _, want := range []string{"berth_callback_outbox_oldest_age_seconds", "berth_callback_attempts_total",
 		"berth_unaccounted_containers", "berth_unaccounted_volumes", "berth_reconciliation_last_success_timestamp_seconds",
-		"berth_actor_restarts_total", "berth_lease_transitions_total", "berth_retention_leaked_total", "berth_volume_holds",
+		"berth_actor_restarts_total", "berth_actor_awaiting_seconds", "berth_lease_transitions_total", "berth_retention_leaked_total", "berth_volume_holds",
 		"process_start_time_seconds"} {
 		if _, ok := e.labels[want]; !ok {
 			t.Errorf("%s has no samples after a provision and an actor restart", want)
