@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
 )
 
 // kitActor runs its goroutines under Tasks and reports every message it handles.
@@ -345,5 +346,31 @@ func TestGroup_ABurstSharesOneCommit_AnObserverFlushesFirst_ACrashAbandons(t *te
 	case got := <-batches:
 		t.Fatalf("a stale flush committed %v", got)
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestExecute_CommitThenEffects_OrFailedOnesWhenTheCommitFails(t *testing.T) {
+	ev := []persistence.Event{{Type: "x"}}
+	cases := []struct {
+		name      string
+		d         Decided[string]
+		commitErr error
+		want      []string
+		commits   int
+	}{
+		{"no events: no commit, the effects", Decided[string]{Effects: []string{"a", "b"}, Failed: []string{"f"}}, nil, []string{"a", "b"}, 0},
+		{"committed: the effects in order", Decided[string]{Events: ev, Effects: []string{"a", "b"}, Failed: []string{"f"}}, nil, []string{"a", "b"}, 1},
+		{"commit failed: the failed ones instead", Decided[string]{Events: ev, Effects: []string{"a"}, Failed: []string{"f"}}, errors.New("latched"), []string{"f"}, 1},
+		{"commit failed, nothing to do instead", Decided[string]{Events: ev, Effects: []string{"a"}}, errors.New("latched"), nil, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var ran []string
+			commits := 0
+			err := Execute(c.d, func([]persistence.Event) error { commits++; return c.commitErr }, func(e string) { ran = append(ran, e) })
+			if !errors.Is(err, c.commitErr) || commits != c.commits || !slices.Equal(ran, c.want) {
+				t.Fatalf("err %v, %d commits, ran %v; want %v, %d, %v", err, commits, ran, c.commitErr, c.commits, c.want)
+			}
+		})
 	}
 }

@@ -90,19 +90,19 @@ func (a *Actor) decide(in any) {
 	for i, e := range d.Events {
 		events[i] = a.journal.Event(e.Type, e)
 	}
-	if err := a.journal.Commit(events); err != nil {
-		return
-	}
-	for _, e := range d.Events {
-		lvl := a.Log.Info()
-		if e.Type == EvMissed { // every backoff: the console shows the last verdict
-			lvl = a.Log.Debug()
+	_ = supervisors.Execute(supervisors.Decided[any]{Events: events, Effects: d.Effects}, func(evs []persistence.Event) error {
+		if err := a.journal.Commit(evs); err != nil {
+			return err
 		}
-		lvl.Str("lease", e.Lease).Str("domain", e.Domain).Str("event", e.Type).Str("detail", e.Detail).Msg("custom domain gate")
-	}
-	for _, eff := range d.Effects {
-		a.run(eff)
-	}
+		for _, e := range d.Events {
+			lvl := a.Log.Info()
+			if e.Type == EvMissed { // every backoff: the console shows the last verdict
+				lvl = a.Log.Debug()
+			}
+			lvl.Str("lease", e.Lease).Str("domain", e.Domain).Str("event", e.Type).Str("detail", e.Detail).Msg("custom domain gate")
+		}
+		return nil
+	}, a.run)
 }
 
 func (a *Actor) run(eff any) {

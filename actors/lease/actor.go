@@ -285,17 +285,18 @@ func (a *Actor) step(in Input) Decision {
 		}
 	}()
 	d := Decide(a.st, in, env)
-	if len(d.Events) > 0 {
+	err = supervisors.Execute(supervisors.Decided[Effect]{Events: d.Events, Effects: d.Effects}, func([]persistence.Event) error {
 		if err := a.commit(d); err != nil {
-			// The store latched; the daemon is draining, so the lease does nothing more.
-			return Decision{Reply: messages.Refuse(messages.ErrUnavailable, "state store unavailable")}
+			return err
 		}
 		if r, ok := in.(Replaced); ok && maintenance != "" && a.st.Maintenance == nil {
 			a.deps.Metrics.maintenanceSettled(maintenance, string(r.Result.Kind))
 		}
-	}
-	for _, e := range d.Effects {
-		a.run(e)
+		return nil
+	}, a.run)
+	if err != nil {
+		// The store latched; the daemon is draining, so the lease does nothing more.
+		return Decision{Reply: messages.Refuse(messages.ErrUnavailable, "state store unavailable")}
 	}
 	return d
 }

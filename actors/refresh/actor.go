@@ -141,17 +141,18 @@ func (a *Actor) decide(in any) error {
 	if d.Reply != nil {
 		return d.Reply
 	}
-	if len(d.Events) > 0 {
-		if err := a.journal.Commit(d.Events); err != nil {
-			a.Log.Error().Err(err).Msg("runtime refresh: journal commit failed")
-			return messages.Refuse(messages.ErrUnavailable, "state store unavailable")
+	err := supervisors.Execute(supervisors.Decided[Ask]{Events: d.Events, Effects: d.Asks}, func(evs []persistence.Event) error {
+		if err := a.journal.Commit(evs); err != nil {
+			return err
 		}
-	}
-	for _, ev := range d.Events {
-		a.count(ev)
-	}
-	for _, ask := range d.Asks {
-		a.ask(ask)
+		for _, ev := range evs {
+			a.count(ev)
+		}
+		return nil
+	}, a.ask)
+	if err != nil {
+		a.Log.Error().Err(err).Msg("runtime refresh: journal commit failed")
+		return messages.Refuse(messages.ErrUnavailable, "state store unavailable")
 	}
 	if d.Pass {
 		a.loop.Now()

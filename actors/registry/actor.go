@@ -247,14 +247,7 @@ func (a *Actor) step(in any) bool { return a.execute(Decide(a.dir, in, a.env()))
 // execute journals a decision's events (applied by the journal), then runs its
 // effects — or, when the commit failed, its Failed ones. It reports the commit.
 func (a *Actor) execute(d Decision) bool {
-	fx, ok := d.Effects, a.journal.Commit(d.Events) == nil
-	if !ok {
-		fx = d.Failed
-	}
-	for _, e := range fx {
-		a.run(e)
-	}
-	return ok
+	return supervisors.Execute(d, func(evs []persistence.Event) error { return a.journal.Commit(evs) }, a.run) == nil
 }
 
 // run carries out one effect.

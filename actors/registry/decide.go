@@ -23,6 +23,7 @@ import (
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 // Env is what Decide may know beyond the directory.
@@ -59,12 +60,8 @@ func (d *Directory) fenced(id string, env Env) error {
 var errClosedUUID = messages.Refuse(messages.ErrAlreadyProvisioned, "lease already provisioned and closed; a lease UUID is never provisioned again")
 
 // Decision is what one input does: Events journaled in one commit, then Effects
-// run in order; Failed run instead when the commit fails.
-type Decision struct {
-	Events  []persistence.Event
-	Effects []Effect
-	Failed  []Effect
-}
+// run in order; Failed run instead when the commit fails (the kit runs it).
+type Decision = supervisors.Decided[Effect]
 
 // Effect is one thing the actor does for a decision, in order: a lease actor
 // spawned (Admitted here: its first report is its admission in the ring), sent
