@@ -102,7 +102,7 @@ func doctorJSON(t *testing.T, cfg string) doctorReport {
 }
 
 // checkNames is the fixed order of the report.
-var checkNames = []string{"config", "data_dir", "store", "identity", "lock", "docker", "address_pools", "isolation_guard", "clock", "installations", "volumes", "health"}
+var checkNames = []string{"config", "data_dir", "store", "identity", "lock", "docker", "address_pools", "isolation_guard", "clock", "installations", "fred_v013", "volumes", "health"}
 
 // verdicts is the golden projection of a report: "name verdict" per check. The
 // installations check is left out: its verdict depends on what other
@@ -170,7 +170,7 @@ func TestDoctor_DockerSocketPointingNowhere_FailsWithTheFix(t *testing.T) {
 	if d.Verdict != verdictFail || !strings.Contains(d.Finding, "unix:///nonexistent.sock") || !strings.Contains(d.Fix, "start dockerd") {
 		t.Fatalf("docker check: %+v", d)
 	}
-	for _, dependent := range []string{"address_pools", "clock", "installations"} {
+	for _, dependent := range []string{"address_pools", "clock", "installations", "fred_v013"} {
 		if c := checkOf(t, rep, dependent); c.Verdict != verdictWarn || !strings.Contains(c.Finding, "see docker") {
 			t.Errorf("%s without Docker: %+v", dependent, c)
 		}
@@ -382,7 +382,7 @@ func TestDoctor_HealthySetupBesideARunningBerthd(t *testing.T) {
 	for round := 0; round < 3; round++ { // again and again: doctor must leave the daemon alone
 		rep := doctorJSON(t, cfg)
 		want := strings.Join([]string{"config ok", "data_dir ok", "store ok", "identity ok", "lock ok", "docker ok",
-			"address_pools ok", "clock ok", "volumes " + wantVolumes, "health ok"}, "\n")
+			"address_pools ok", "clock ok", "fred_v013 ok", "volumes " + wantVolumes, "health ok"}, "\n")
 		if got := verdicts(rep); got != want {
 			t.Fatalf("round %d verdicts:\n%s\nwant:\n%s\nreport: %+v\nlog:\n%s", round, got, want, rep, log.String())
 		}

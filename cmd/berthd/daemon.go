@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,6 +261,7 @@ func (d *daemon) connectDocker(cfg *config.Config, installationID string, reg pr
 func (d *daemon) checkDocker(cfg *config.Config) error {
 	var group errgroup.Group
 	group.Go(func() error { return d.checkSeccomp(cfg) })
+	group.Go(func() error { return d.checkFredV013(cfg) })
 	group.Go(func() error { d.inspectBridge(cfg); return nil })
 	if d.docker != nil {
 		group.Go(func() error { warnNetworkCapacity(d.docker, cfg, d.log); return nil })
@@ -286,6 +288,57 @@ func (d *daemon) checkSeccomp(cfg *config.Config) error {
 			"and a tenant can escape its btrfs volume quota (production_mode refuses this)")
 	}
 	return nil
+}
+
+// checkFredV013 refuses production on a Docker engine that holds what fred
+// v0.13's docker backend made under berthd's backend name (dockerio.MadeByFredV013):
+// berthd knows none of those leases, so it would tell providerd they do not
+// exist and fail every re-provision providerd sends, while fred's containers
+// run on unseen — after three failures providerd closes a lease on-chain. It
+// names the objects. Outside production it is an error line, not a refusal. A
+// daemon that cannot be asked is only warned about (berthd waits for Docker).
+func (d *daemon) checkFredV013(cfg *config.Config) error {
+	ctx, cancel := stopCtx(10 * time.Second)
+	defer cancel()
+	objs, err := d.engine.FredV013Objects(ctx)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("could not ask Docker for fred v0.13's objects")
+		return nil
+	}
+	if len(objs) == 0 {
+		return nil
+	}
+	what := fredV013Summary(objs, cfg.Name)
+	if cfg.ProductionMode {
+		return errors.New("refusing to start: " + what + "; berthd cannot take over a live fred v0.13 host yet " +
+			"(its preflight and adoption are not built): keep fred's docker backend running, or close its leases first " +
+			"(production_mode refuses this; berthctl doctor lists the objects)")
+	}
+	d.log.Error().Int("objects", len(objs)).Msg(what + "; berthd does not know these leases: providerd will be told they do not exist " +
+		"(production_mode refuses to start here)")
+	return nil
+}
+
+// fredV013Summary names fred's objects: how many, and the first few.
+func fredV013Summary(objs []dockerio.FredObject, backend string) string {
+	containers, leases := 0, map[string]bool{}
+	var names []string
+	for _, o := range objs {
+		if o.Kind == "container" {
+			containers++
+			leases[o.Lease] = true
+		}
+		if len(names) < 5 {
+			names = append(names, o.Kind+" "+o.Name)
+		}
+	}
+	more := ""
+	if len(objs) > len(names) {
+		more = fmt.Sprintf(", and %d more", len(objs)-len(names))
+	}
+	return fmt.Sprintf("Docker holds %d containers of %d leases and %d networks of backend %q that fred v0.13's docker backend made "+
+		"(fred.managed=true, no fred.installation_id): %s%s", containers, len(leases), len(objs)-containers, backend,
+		strings.Join(names, ", "), more)
 }
 
 // guardIsolation puts the host firewall's isolation guard in place

@@ -27,6 +27,7 @@ type docker interface {
 	refresh.Lister
 	DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error)
 	SeccompEnabled(ctx context.Context) (bool, error)
+	FredV013Objects(ctx context.Context) ([]dockerio.FredObject, error)
 }
 
 var _ docker = (*engine.Engine)(nil)

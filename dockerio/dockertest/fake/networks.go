@@ -208,3 +208,25 @@ func (e *Engine) verifyBridgeLocked(plan *dockerio.Plan) ([]string, error) {
 	}
 	return order, nil
 }
+
+// FredV013Objects lists the containers and networks of the backend name that
+// fred v0.13 made (dockerio.MadeByFredV013): the fake holds one only when a
+// test made it so.
+func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	backend := e.opts.BackendName
+	var out []dockerio.FredObject
+	for _, fc := range e.containers {
+		if dockerio.MadeByFredV013(fc.c.Labels, backend) {
+			out = append(out, dockerio.FredObject{Kind: "container", ID: fc.c.ID, Name: fc.c.Name, Lease: fc.c.Labels[dockerio.LabelLease]})
+		}
+	}
+	for _, n := range e.networks {
+		if dockerio.MadeByFredV013(n.labels, backend) {
+			out = append(out, dockerio.FredObject{Kind: "network", ID: n.id, Name: n.name})
+		}
+	}
+	dockerio.SortFredObjects(out)
+	return out, nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// checkFredV013: Docker holds nothing of berthd's backend name that fred
+// v0.13's docker backend made (dockerio.MadeByFredV013) — the objects
+// berthd's start guard refuses in production.
+func checkFredV013(ctx context.Context, env *doctorEnv) checkResult {
+	const name = "fred_v013"
+	if env.docker == nil || env.info == nil {
+		return notChecked(name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, dockerTimeout)
+	defer cancel()
+	objs, err := fredV013Objects(ctx, env.docker, env.cfg.Name)
+	if err != nil {
+		return warn(name, "not checked: "+err.Error(), "")
+	}
+	if len(objs) == 0 {
+		return ok(name, fmt.Sprintf("Docker holds nothing fred v0.13 made under backend %q", env.cfg.Name))
+	}
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.Kind+" "+o.Name)
+	}
+	return fail(name, fmt.Sprintf("Docker holds %d objects of backend %q that fred v0.13's docker backend made (fred.managed=true, no fred.installation_id): %s",
+		len(objs), env.cfg.Name, strings.Join(names, ", ")),
+		"this host runs fred's leases: berthd cannot take them over yet (production_mode refuses to start); keep fred's docker backend running, or close its leases first")
+}
+
+// fredV013Objects lists fred v0.13's containers and networks of backend.
+func fredV013Objects(ctx context.Context, d *dockerAPI, backend string) ([]dockerio.FredObject, error) {
+	f, _ := json.Marshal(map[string][]string{"label": {dockerio.LabelManaged + "=true", dockerio.LabelBackend + "=" + backend}})
+	var cs []struct {
+		ID     string            `json:"Id"`
+		Names  []string          `json:"Names"`
+		Labels map[string]string `json:"Labels"`
+	}
+	if err := d.get(ctx, "/containers/json?all=1&filters="+url.QueryEscape(string(f)), &cs); err != nil {
+		return nil, err
+	}
+	var ns []struct {
+		ID     string            `json:"Id"`
+		Name   string            `json:"Name"`
+		Labels map[string]string `json:"Labels"`
+	}
+	if err := d.get(ctx, "/networks?filters="+url.QueryEscape(string(f)), &ns); err != nil {
+		return nil, err
+	}
+	var out []dockerio.FredObject
+	for _, c := range cs {
+		if dockerio.MadeByFredV013(c.Labels, backend) {
+			name := c.ID
+			if len(c.Names) > 0 {
+				name = strings.TrimPrefix(c.Names[0], "/")
+			}
+			out = append(out, dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease]})
+		}
+	}
+	for _, n := range ns {
+		if dockerio.MadeByFredV013(n.Labels, backend) {
+			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name})
+		}
+	}
+	dockerio.SortFredObjects(out)
+	return out, nil
+}

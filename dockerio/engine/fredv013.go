@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"context"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/berth-dev/berth/dockerio"
+)
+
+// FredV013Objects lists the containers (running or not) and networks of this
+// backend name that fred v0.13's docker backend made (dockerio.MadeByFredV013).
+// It changes nothing.
+func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, error) {
+	f := filters.NewArgs(filters.Arg("label", dockerio.LabelManaged+"=true"), filters.Arg("label", dockerio.LabelBackend+"="+e.opts.BackendName))
+	cs, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, dockerErr("list fred v0.13 containers", err)
+	}
+	ns, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, dockerErr("list fred v0.13 networks", err)
+	}
+	var out []dockerio.FredObject
+	for _, c := range cs {
+		if dockerio.MadeByFredV013(c.Labels, e.opts.BackendName) {
+			name := c.ID[:12]
+			if len(c.Names) > 0 {
+				name = strings.TrimPrefix(c.Names[0], "/")
+			}
+			out = append(out, dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease]})
+		}
+	}
+	for _, n := range ns {
+		if dockerio.MadeByFredV013(n.Labels, e.opts.BackendName) {
+			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name})
+		}
+	}
+	dockerio.SortFredObjects(out)
+	return out, nil
+}
