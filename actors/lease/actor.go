@@ -452,10 +452,13 @@ func (a *Actor) commit(d Decision) error {
 		return err
 	}
 	a.st.ShareAdmission(a.spec.Load())
+	// The registry hears first: its mailbox holds the report before the outbox
+	// can deliver the callback, so whatever the callback's receiver asks next
+	// (GET /provisions/{id}) reads the state the callback announced.
+	a.report()
 	if len(rows) > 0 {
 		a.tell(a.set.OutboxPath, &messages.OutboxWake{Lease: a.id})
 	}
-	a.report()
 	return nil
 }
 
