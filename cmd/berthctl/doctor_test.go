@@ -180,7 +180,7 @@ func TestDoctor_DockerSocketPointingNowhere_FailsWithTheFix(t *testing.T) {
 	}
 	// The store, the identity and the data dir are fine: only Docker and the
 	// (absent) daemon are the problem.
-	want := "config ok\ndata_dir ok\nstore ok\nidentity ok\nlock warn\ndocker fail\naddress_pools warn\nclock warn\nvolumes warn\nhealth fail"
+	want := "config ok\ndata_dir ok\nstore ok\nidentity ok\nlock warn\ndocker fail\naddress_pools warn\nclock warn\nfred_v013 warn\nvolumes warn\nhealth fail"
 	if got := verdicts(rep); got != want {
 		t.Fatalf("verdicts:\n%s\nwant:\n%s", got, want)
 	}
