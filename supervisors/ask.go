@@ -31,29 +31,8 @@ func askable(t *Tree, path messages.Address, checkBacklog bool) (*Node, error) {
 }
 
 func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout time.Duration, checkBacklog bool, build func(reply chan<- R) any) (R, error) {
-	var zero R
-	node, err := askable(t, path, checkBacklog)
-	if err != nil {
-		return zero, err
-	}
-	reply := make(chan R, 1)
-	msg := build(reply)
-	if checkBacklog { // Describe asks are the tree's own walk, bounded at 200 ms
-		defer t.Awaits.Begin("ask", node.Kind)()
-	}
-	t.Send(path, msg)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case r := <-reply:
-		return r, nil
-	case <-ctx.Done():
-		return zero, fmt.Errorf("ask %s: %w", path, ctx.Err())
-	case <-timer.C:
-		t.log.Warn().Str("actor", string(path)).Str("asked", t.Metrics.typeName(msg)).Dur("waited", timeout).
-			Msg("no answer in time: the actor is restarting, stuck or its backlog too long")
-		return zero, messages.Refuse(messages.ErrBusy, "%s did not answer in time, retry later", node.Kind)
-	}
+	return send(ctx, t, request{path: path, timeout: timeout, checkBacklog: checkBacklog},
+		func(reply chan<- R, _ *messages.Ticket) any { return build(reply) })
 }
 
 // AskTicketed is Ask for a request that changes state: the message carries a
@@ -65,39 +44,63 @@ func ask[R any](ctx context.Context, t *Tree, path messages.Address, timeout tim
 // take effect), never refused as if it had not happened.
 func AskTicketed[R any](ctx context.Context, t *Tree, path messages.Address, timeout, settle time.Duration,
 	build func(reply chan<- R, ticket *messages.Ticket) any) (R, error) {
+	return send(ctx, t, request{path: path, timeout: timeout, checkBacklog: true,
+		ticket: messages.NewTicket(time.Now().Add(timeout)), settle: settle}, build)
+}
+
+// request is one ask: to whom, for how long, and for a request that changes
+// state its ticket and how long a taken one is still awaited.
+type request struct {
+	path         messages.Address
+	timeout      time.Duration
+	checkBacklog bool             // false: the tree's own Describe walk (bounded at 200 ms, not an open wait)
+	ticket       *messages.Ticket // nil: a read, or a write without one
+	settle       time.Duration
+}
+
+// send sends the message build makes around a fresh, buffered reply channel and
+// waits for the reply, ctx or the timeout — then, for a ticket its actor took,
+// up to settle longer.
+func send[R any](ctx context.Context, t *Tree, q request, build func(reply chan<- R, ticket *messages.Ticket) any) (R, error) {
 	var zero R
-	node, err := askable(t, path, true)
+	node, err := askable(t, q.path, q.checkBacklog)
 	if err != nil {
 		return zero, err
 	}
-	ticket := messages.NewTicket(time.Now().Add(timeout))
 	reply := make(chan R, 1)
-	msg := build(reply, ticket)
-	defer t.Awaits.Begin("ask", node.Kind)()
-	t.Send(path, msg)
-	timer := time.NewTimer(timeout)
+	msg := build(reply, q.ticket)
+	if q.checkBacklog {
+		defer t.Awaits.Begin("ask", node.Kind)()
+	}
+	t.Send(q.path, msg)
+	timer := time.NewTimer(q.timeout)
 	defer timer.Stop()
 	select {
 	case r := <-reply:
 		return r, nil
 	case <-ctx.Done():
-		if ticket.Drop() {
-			return zero, fmt.Errorf("ask %s: %w", path, ctx.Err())
+		if q.ticket == nil || q.ticket.Drop() {
+			return zero, fmt.Errorf("ask %s: %w", q.path, ctx.Err())
 		}
 	case <-timer.C:
-		if ticket.Drop() {
-			t.log.Warn().Str("actor", string(path)).Str("asked", t.Metrics.typeName(msg)).Dur("waited", timeout).
+		if q.ticket == nil {
+			t.log.Warn().Str("actor", string(q.path)).Str("asked", t.Metrics.typeName(msg)).Dur("waited", q.timeout).
+				Msg("no answer in time: the actor is restarting, stuck or its backlog too long")
+			return zero, messages.Refuse(messages.ErrBusy, "%s did not answer in time, retry later", node.Kind)
+		}
+		if q.ticket.Drop() {
+			t.log.Warn().Str("actor", string(q.path)).Str("asked", t.Metrics.typeName(msg)).Dur("waited", q.timeout).
 				Msg("no answer in time: the request is refused and will not take effect")
 			return zero, messages.Refuse(messages.ErrBusy, "%s did not answer in time; nothing was changed, retry later", node.Kind)
 		}
 	}
 	// Taken: the actor carries it out and answers.
-	timer.Reset(settle)
+	timer.Reset(q.settle)
 	select {
 	case r := <-reply:
 		return r, nil
 	case <-ctx.Done():
-		return zero, fmt.Errorf("ask %s: %w", path, ctx.Err())
+		return zero, fmt.Errorf("ask %s: %w", q.path, ctx.Err())
 	case <-timer.C:
 		return zero, messages.Refuse(messages.ErrLifecyclePending, "the request was taken and is still being carried out, retry later")
 	}
