@@ -79,7 +79,7 @@ type LeasesReply struct {
 }
 
 // RecoverNow asks the reconciler for a pass (the registry sends it whenever it
-// starts, and again every second until a pass answers it; the watcher after
+// starts, and again — 1 s, 2 s … 15 s apart — until a pass answers it; the watcher after
 // every reconnect). For names the registry incarnation that waits for it (0:
 // none does).
 type RecoverNow struct{ For uint64 }

@@ -115,6 +115,7 @@ type Actor struct {
 	// wait for its recovery pass (recovery.go).
 	incarnation uint64
 	recovery    func()
+	reminders   int // RecoverNow asks so far
 }
 
 // New returns the producer of the registry actor.

@@ -7,7 +7,9 @@ package registry
 // ready. protoactor drops what is sent to an actor between two incarnations and
 // the message an actor was handling when it failed, and the reconciler may be
 // restarting, mid-pass or failing the pass itself; so the registry asks again
-// every second until it is answered, and a wait longer than a few seconds is
+// until it is answered — after 1 s, backing off to 15 s (a pass that keeps
+// failing, Docker down at start, is not rerun every second) — and a wait longer
+// than a few seconds is
 // logged by name and shown on berth_actor_awaiting_seconds{kind="registry",
 // awaits="recovery pass"}. A chaos drill once left a restarted registry unready
 // for 71 s, until the next crash happened to restart it.
@@ -17,13 +19,16 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/supervisors"
 )
 
 const (
-	recoveryAskEvery = time.Second     // how often an unanswered RecoverNow is asked again
 	recoveryPatience = 5 * time.Second // after this the wait is logged
 	awaitsRecovery   = "recovery pass"
 )
+
+// recoveryAgain is when an unanswered RecoverNow is asked again: 1 s, 2 s, … 15 s.
+var recoveryAgain = supervisors.Retry{Base: time.Second, Cap: 15 * time.Second}
 
 // askRecovery is the registry's own reminder to ask again while not ready.
 type askRecovery struct{}
@@ -37,8 +42,8 @@ func nextIncarnation() uint64 { return incarnations.Add(1) }
 // awaitRecovery opens the wait for this incarnation's recovery pass and
 // schedules the first reminder (the Decide of started asked once already).
 func (a *Actor) awaitRecovery() {
-	a.recovery = a.deps.Tree.Awaits.Begin("registry", awaitsRecovery)
-	a.tasks.After("recovery-ask", recoveryAskEvery, askRecovery{})
+	a.recovery, a.reminders = a.deps.Tree.Awaits.Begin("registry", awaitsRecovery), 1
+	a.tasks.After("recovery-ask", recoveryAgain.Jittered(1), askRecovery{})
 }
 
 // recovered settles the wait when the pass answers this incarnation: the
@@ -68,5 +73,6 @@ func (a *Actor) remind() {
 			Msg("not ready: still waiting for the recovery pass; asking again")
 	}
 	a.deps.Tree.Send(a.set.ReconcilerPath, messages.RecoverNow{For: a.incarnation})
-	a.tasks.After("recovery-ask", recoveryAskEvery, askRecovery{})
+	a.reminders++
+	a.tasks.After("recovery-ask", recoveryAgain.Jittered(a.reminders), askRecovery{})
 }
