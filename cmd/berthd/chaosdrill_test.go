@@ -223,7 +223,9 @@ func (w *drill) wave(provisions, closes, maintenances int) {
 			}
 		})
 	}
-	for i, l := range closable[min(closes, len(closable)):] {
+	// Up to maintenances leases are kept from the closes for a restart or update.
+	closes = min(closes, max(len(closable)-maintenances, 0))
+	for i, l := range closable[closes:] {
 		if i >= maintenances {
 			break
 		}
@@ -244,7 +246,7 @@ func (w *drill) wave(provisions, closes, maintenances int) {
 			}
 		})
 	}
-	for _, l := range closable[:min(closes, len(closable))] {
+	for _, l := range closable[:closes] {
 		w.mu.Lock()
 		w.closing[l] = true
 		w.mu.Unlock()
