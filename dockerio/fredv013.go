@@ -1,6 +1,10 @@
 package dockerio
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // fred v0.13's docker backend — the daemon berthd replaces — labels what it
 // makes as berth does (fred.managed, fred.backend_name, fred.lease_uuid) but
@@ -34,4 +38,28 @@ func SortFredObjects(objs []FredObject) {
 		}
 		return objs[i].Name < objs[j].Name
 	})
+}
+
+// DescribeFredObjects names fred's objects for an operator — how many of each,
+// of how many leases, and the first few — as berthd's start guard and berthctl
+// doctor both say it.
+func DescribeFredObjects(objs []FredObject, backend string) string {
+	containers, leases := 0, map[string]bool{}
+	var names []string
+	for _, o := range objs {
+		if o.Kind == "container" {
+			containers++
+			leases[o.Lease] = true
+		}
+		if len(names) < 5 {
+			names = append(names, o.Kind+" "+o.Name)
+		}
+	}
+	more := ""
+	if len(objs) > len(names) {
+		more = fmt.Sprintf(", and %d more", len(objs)-len(names))
+	}
+	return fmt.Sprintf("Docker holds %d containers of %d leases and %d networks of backend %q that fred v0.13's docker backend made "+
+		"(fred.managed=true, no fred.installation_id): %s%s", containers, len(leases), len(objs)-containers, backend,
+		strings.Join(names, ", "), more)
 }

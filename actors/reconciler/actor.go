@@ -44,8 +44,8 @@ func New(deps *Deps) actor.Producer {
 // time restarts a running pass: that pass began before it asked, listed its
 // predecessor's leases and handed their actors — stopped with it — inventories
 // nobody acts on; it would make the new incarnation wait for its ack timeout
-// and then vouch for accounting it never did. The registry asks again every
-// second until answered: a pass already serving it is left to finish.
+// and then vouch for accounting it never did. The registry asks again until
+// answered: a pass already serving it is left to finish.
 func (a *Actor) on(loop *supervisors.Periodic, msg any) {
 	m, ok := msg.(messages.RecoverNow)
 	switch {

@@ -140,8 +140,9 @@ func (a *Actor) Receive(c actor.Context) {
 		a.started(c)
 	case *actor.Restarting, *actor.Stopping:
 		a.stopping = true
-		if a.recovery != nil {
+		if a.recovery != nil { // the wait ends with this instance
 			a.recovery()
+			a.recovery = nil
 		}
 	case messages.Recovered:
 		a.recovered(m)

@@ -59,6 +59,7 @@ func (a *Actor) recovered(m messages.Recovered) {
 	a.dir.Ready = true
 	if a.recovery != nil {
 		a.recovery()
+		a.recovery = nil
 	}
 }
 

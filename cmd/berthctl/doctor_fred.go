@@ -27,12 +27,7 @@ func checkFredV013(ctx context.Context, env *doctorEnv) checkResult {
 	if len(objs) == 0 {
 		return ok(name, fmt.Sprintf("Docker holds nothing fred v0.13 made under backend %q", env.cfg.Name))
 	}
-	var names []string
-	for _, o := range objs {
-		names = append(names, o.Kind+" "+o.Name)
-	}
-	return fail(name, fmt.Sprintf("Docker holds %d objects of backend %q that fred v0.13's docker backend made (fred.managed=true, no fred.installation_id): %s",
-		len(objs), env.cfg.Name, strings.Join(names, ", ")),
+	return fail(name, dockerio.DescribeFredObjects(objs, env.cfg.Name),
 		"this host runs fred's leases: berthd cannot take them over yet (production_mode refuses to start); keep fred's docker backend running, or close its leases first")
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -308,7 +307,7 @@ func (d *daemon) checkFredV013(cfg *config.Config) error {
 	if len(objs) == 0 {
 		return nil
 	}
-	what := fredV013Summary(objs, cfg.Name)
+	what := dockerio.DescribeFredObjects(objs, cfg.Name)
 	if cfg.ProductionMode {
 		return errors.New("refusing to start: " + what + "; berthd cannot take over a live fred v0.13 host yet " +
 			"(its preflight and adoption are not built): keep fred's docker backend running, or close its leases first " +
@@ -317,28 +316,6 @@ func (d *daemon) checkFredV013(cfg *config.Config) error {
 	d.log.Error().Int("objects", len(objs)).Msg(what + "; berthd does not know these leases: providerd will be told they do not exist " +
 		"(production_mode refuses to start here)")
 	return nil
-}
-
-// fredV013Summary names fred's objects: how many, and the first few.
-func fredV013Summary(objs []dockerio.FredObject, backend string) string {
-	containers, leases := 0, map[string]bool{}
-	var names []string
-	for _, o := range objs {
-		if o.Kind == "container" {
-			containers++
-			leases[o.Lease] = true
-		}
-		if len(names) < 5 {
-			names = append(names, o.Kind+" "+o.Name)
-		}
-	}
-	more := ""
-	if len(objs) > len(names) {
-		more = fmt.Sprintf(", and %d more", len(objs)-len(names))
-	}
-	return fmt.Sprintf("Docker holds %d containers of %d leases and %d networks of backend %q that fred v0.13's docker backend made "+
-		"(fred.managed=true, no fred.installation_id): %s%s", containers, len(leases), len(objs)-containers, backend,
-		strings.Join(names, ", "), more)
 }
 
 // guardIsolation puts the host firewall's isolation guard in place
