@@ -8,13 +8,14 @@ package dockerio
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/containerd/errdefs"
 
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
@@ -56,28 +57,33 @@ const ContractSeccomp = 2
 // ContractOf is the contract plan's containers are created under.
 func ContractOf(plan Plan) int { return cmp.Or(plan.Contract, RuntimeContract) }
 
-// Errors the adapter returns; callers classify with errors.Is.
+// Errors the adapter returns. Each carries its containerd errdefs class, so a
+// caller tests the class (errdefs.IsNotFound, IsResourceExhausted, IsConflict)
+// unless it needs berth's narrower meaning below; an object Docker does not
+// have is errdefs.ErrNotFound itself (or Docker's own NotFound answer).
 var (
-	ErrNotFound             = errors.New("docker object not found")
-	ErrImagePull            = errors.New("image pull refused") // registry refused or unreachable, or image missing
-	ErrAddressPoolExhausted = errors.New("docker address pools exhausted")
-	ErrUnavailable          = errors.New("docker engine unavailable")
+	// ErrImagePull: the registry refused or could not be reached, or the image is missing.
+	ErrImagePull            = errdefs.ErrUnavailable.WithMessage("image pull refused")
+	ErrAddressPoolExhausted = errdefs.ErrResourceExhausted.WithMessage("docker address pools exhausted")
+	// ErrUnavailable: the engine did not answer (narrower than its class: a 503
+	// is an answer).
+	ErrUnavailable = errdefs.ErrUnavailable.WithMessage("docker engine unavailable")
 	// ErrForeignObject: a container, network or volume the lease's launch needs by
 	// name belongs to another installation (or to nobody berth knows). It is never
 	// adopted, recreated or removed; the launch fails naming it.
-	ErrForeignObject = errors.New("docker object belongs to another installation")
+	ErrForeignObject = errdefs.ErrPermissionDenied.WithMessage("docker object belongs to another installation")
 	// ErrForeignNetwork is the ErrForeignObject of a lease network: errors.Is
 	// matches both.
 	ErrForeignNetwork = fmt.Errorf("network name taken by a foreign network: %w", ErrForeignObject)
 	// ErrPoolNetworkGone: the warm-pool network a launch was to attach to is
-	// gone; nothing of the launch is left. It matches ErrNotFound.
-	ErrPoolNetworkGone = fmt.Errorf("pool network gone: %w", ErrNotFound)
+	// gone; nothing of the launch is left. It is errdefs.IsNotFound.
+	ErrPoolNetworkGone = fmt.Errorf("pool network gone: %w", errdefs.ErrNotFound)
 	// ErrBridgeNotIsolated: a single-container lease was to launch on Docker's
 	// default bridge, but the daemon no longer isolates its containers there
 	// (inter-container communication is on): a tenant is never started on a
 	// network it shares with other tenants. Definite until the operator sets
 	// "icc": false again.
-	ErrBridgeNotIsolated = errors.New(`docker's default bridge no longer isolates containers (set "icc": false in daemon.json)`)
+	ErrBridgeNotIsolated = errdefs.ErrFailedPrecondition.WithMessage(`docker's default bridge no longer isolates containers (set "icc": false in daemon.json)`)
 	// ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
 	// targets, label count or size, a reserved label, the lease mount budget); it
 	// can never be launched here. The tenant rules' own (messages/policy).
@@ -315,8 +321,9 @@ type DownOptions struct {
 
 // ErrVolumeBusy: a managed volume cannot be destroyed right now (a process holds a
 // file or the subvolume open, a mount is still attached); retry later — a held
-// deletion, never a forgotten one.
-var ErrVolumeBusy = errors.New("managed volume busy")
+// deletion, never a forgotten one. It is errdefs.IsConflict, as Docker's own
+// "volume in use" is.
+var ErrVolumeBusy = errdefs.ErrConflict.WithMessage("managed volume busy")
 
 // VolumeSubdir is the subdirectory of an instance volume that image VOLUME target
 // is bind-mounted from ("/data" → "data"; escaping keeps distinct targets distinct).

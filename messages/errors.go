@@ -5,27 +5,31 @@ package messages
 import (
 	"errors"
 	"fmt"
+
+	"github.com/containerd/errdefs"
 )
 
 // Sentinel errors. Every refusal that reaches the wire wraps exactly one of these;
-// http/api maps them to CONTRACT.md's statuses and codes in one table.
+// http/api maps them to CONTRACT.md's statuses and codes in one table. Each is a
+// containerd errdefs class with its wire text (errdefs.IsNotFound(ErrNotFound)),
+// the classes dockerio's errors carry too.
 var (
 	// ErrBadRequest: malformed JSON, missing fields, non-canonical UUIDs, bad query values.
-	ErrBadRequest            = errors.New("bad request")
-	ErrInvalidManifest       = errors.New("invalid manifest")       // the tenant manifest breaks a rule
-	ErrUnknownSKU            = errors.New("unknown sku")            // an item's SKU resolves to no profile
-	ErrImageNotAllowed       = errors.New("image not allowed")      // an image's registry is outside allowed_registries
-	ErrAlreadyProvisioned    = errors.New("already provisioned")    // the lease exists and is not failed
-	ErrInvalidState          = errors.New("invalid state")          // the command does not apply to the lease's status
-	ErrNotFound              = errors.New("not found")              // no such lease, or it does not expose the resource
-	ErrInsufficientResources = errors.New("insufficient resources") // the pool or a tenant quota cannot hold the lease
-	ErrLifecyclePending      = errors.New("lifecycle pending")      // a close cannot finish yet; retry later
-	ErrBusy                  = errors.New("busy")                   // an actor is over its backlog or did not answer in time
-	ErrUnavailable           = errors.New("unavailable")            // a dependency (store, Docker) is unhealthy
-	ErrNotRetained           = errors.New("nothing retained")       // a restore names no retained data this tenant may claim
-	ErrDisabled              = errors.New("disabled")               // the configuration turned the endpoint off
+	ErrBadRequest            = errdefs.ErrInvalidArgument.WithMessage("bad request")
+	ErrInvalidManifest       = errdefs.ErrInvalidArgument.WithMessage("invalid manifest")         // the tenant manifest breaks a rule
+	ErrUnknownSKU            = errdefs.ErrInvalidArgument.WithMessage("unknown sku")              // an item's SKU resolves to no profile
+	ErrImageNotAllowed       = errdefs.ErrPermissionDenied.WithMessage("image not allowed")       // an image's registry is outside allowed_registries
+	ErrAlreadyProvisioned    = errdefs.ErrAlreadyExists.WithMessage("already provisioned")        // the lease exists and is not failed
+	ErrInvalidState          = errdefs.ErrFailedPrecondition.WithMessage("invalid state")         // the command does not apply to the lease's status
+	ErrNotFound              = errdefs.ErrNotFound.WithMessage("not found")                       // no such lease, or it does not expose the resource
+	ErrInsufficientResources = errdefs.ErrResourceExhausted.WithMessage("insufficient resources") // the pool or a tenant quota cannot hold the lease
+	ErrLifecyclePending      = errdefs.ErrUnavailable.WithMessage("lifecycle pending")            // a close cannot finish yet; retry later
+	ErrBusy                  = errdefs.ErrUnavailable.WithMessage("busy")                         // an actor is over its backlog or did not answer in time
+	ErrUnavailable           = errdefs.ErrUnavailable.WithMessage("unavailable")                  // a dependency (store, Docker) is unhealthy
+	ErrNotRetained           = errdefs.ErrNotFound.WithMessage("nothing retained")                // a restore names no retained data this tenant may claim
+	ErrDisabled              = errdefs.ErrPermissionDenied.WithMessage("disabled")                // the configuration turned the endpoint off
 	// ErrDemoteExceedsTier: the retained data does not fit the requested smaller disk tier.
-	ErrDemoteExceedsTier = errors.New("retained data exceeds the requested tier")
+	ErrDemoteExceedsTier = errdefs.ErrOutOfRange.WithMessage("retained data exceeds the requested tier")
 )
 
 // Refusal is a wire-visible error: a sentinel Kind plus a tenant-safe message that

@@ -6,9 +6,10 @@ package lease
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/containerd/errdefs"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -112,7 +113,7 @@ func LatestCapture(j interface {
 // the container only when Docker confirms it is no longer running.
 func (j *job) confirmExited(ctx context.Context, id string) *messages.Container {
 	c, err := j.eng.Inspect(ctx, id)
-	if errors.Is(err, dockerio.ErrNotFound) {
+	if errdefs.IsNotFound(err) {
 		return &messages.Container{ID: id, State: "removed", ExitCode: -1}
 	}
 	if err != nil || c.State == "running" || c.State == "restarting" {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
@@ -142,12 +144,12 @@ func (j *job) networkOutcome(ctx context.Context, err error) (Outcome, bool) {
 		return Outcome{}, true
 	case ctx.Err() != nil:
 		return canceled, false
-	case errors.Is(err, dockerio.ErrAddressPoolExhausted):
+	case errdefs.IsResourceExhausted(err):
 		j.log.Error().Err(err).Msg("no network address space left")
 		return fail(messages.ReasonInternal, "insufficient resources: no network address space"), false
 	}
 	j.log.Error().Err(err).Msg("lease network")
-	if errors.Is(err, dockerio.ErrForeignObject) || errors.Is(err, dockerio.ErrForeignNetwork) {
+	if errors.Is(err, dockerio.ErrForeignObject) { // ErrForeignNetwork too
 		return fail(messages.ReasonInternal, "the lease network name is taken by another installation"), false
 	}
 	return fail(messages.ReasonInternal, "provisioning failed: lease network"), false

@@ -2,9 +2,10 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/containerd/errdefs"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -102,7 +103,7 @@ func (j *job) closeVolumes(ctx context.Context) TornDown {
 func (j *job) retain(ctx context.Context, v messages.RetainedVolume) (messages.RetainedVolume, bool, error) {
 	retained := messages.RetainedVolumeName(j.lease, v.Service, v.Index)
 	err := j.vols.Rename(ctx, v.Name, retained)
-	if errors.Is(err, dockerio.ErrNotFound) {
+	if errdefs.IsNotFound(err) {
 		ok, xerr := j.vols.Exists(ctx, retained)
 		if xerr != nil || !ok {
 			return v, false, xerr
@@ -124,7 +125,7 @@ func (j *job) retain(ctx context.Context, v messages.RetainedVolume) (messages.R
 // actor and listed in out.Held (the close waits for it).
 func (j *job) destroyOrHold(ctx context.Context, name string, out *TornDown) error {
 	err := j.vols.Destroy(ctx, name)
-	if errors.Is(err, dockerio.ErrVolumeBusy) {
+	if errdefs.IsConflict(err) {
 		j.log.Warn().Str("volume", name).Msg("volume busy: its deletion is held and retried")
 		if j.hold != nil {
 			j.hold(name)

@@ -2,9 +2,10 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"time"
+
+	"github.com/containerd/errdefs"
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
@@ -136,7 +137,7 @@ func (j *job) inspectAll(ctx context.Context, cohort []messages.Container, deadl
 			if ctx.Err() != nil {
 				return nil, canceled, false
 			}
-			if errors.Is(err, dockerio.ErrNotFound) {
+			if errdefs.IsNotFound(err) {
 				c.State = "dead" // removed under us: it did not keep running
 				out = append(out, c)
 				break

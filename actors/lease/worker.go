@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -281,7 +282,7 @@ func (j *job) adoptRetained(ctx context.Context) Outcome {
 		if ctx.Err() != nil {
 			return canceled
 		}
-		if errors.Is(err, dockerio.ErrNotFound) {
+		if errdefs.IsNotFound(err) {
 			if ok, xerr := j.vols.Exists(ctx, name); xerr == nil && ok {
 				continue // adopted by an earlier attempt
 			}
@@ -304,7 +305,7 @@ func (j *job) requarantine(ctx context.Context) error {
 		name := messages.VolumeName(j.lease, v.Service, v.Index)
 		err := j.vols.Rename(ctx, name, v.Retained)
 		switch {
-		case err == nil, errors.Is(err, dockerio.ErrNotFound):
+		case err == nil, errdefs.IsNotFound(err):
 		default:
 			errs = append(errs, fmt.Errorf("hand back %s: %w", name, err))
 			continue

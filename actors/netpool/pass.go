@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -126,7 +127,7 @@ func (a *Actor) run(ctx context.Context, in passIn) findings {
 			break // the pool is stopping: it makes nothing more
 		}
 		n, err := eng.CreatePoolNetwork(ctx)
-		if errors.Is(err, dockerio.ErrAddressPoolExhausted) {
+		if errdefs.IsResourceExhausted(err) {
 			out.exhausted = true
 			break
 		}
@@ -162,7 +163,7 @@ func (a *Actor) settle(ctx context.Context, gone []binding, out *findings) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, dockerio.ErrNotFound):
+			case errdefs.IsNotFound(err):
 				out.vanished = append(out.vanished, b)
 			case err != nil:
 				out.err = errors.Join(out.err, err)
@@ -217,7 +218,7 @@ func (a *Actor) reusable(ctx context.Context, b binding) (bool, error) {
 			return false, err
 		}
 		if !labels.OwnedPoolNetwork(n.Name, n.Labels, a.Settings.BackendName, a.Settings.InstallationID) {
-			return false, fmt.Errorf("pool network %s is no longer ours: %w", b.network, dockerio.ErrNotFound)
+			return false, fmt.Errorf("pool network %s is no longer ours: %w", b.network, errdefs.ErrNotFound)
 		}
 		if n.Containers > 0 {
 			return false, nil

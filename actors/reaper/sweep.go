@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio"
+	"github.com/containerd/errdefs"
+
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -66,7 +67,7 @@ func (a *Actor) reap(ctx context.Context, reaping []messages.RetentionRecord, re
 			err := a.Volumes.Destroy(ctx, v.Name)
 			switch {
 			case err == nil:
-			case errors.Is(err, dockerio.ErrVolumeBusy):
+			case errdefs.IsConflict(err):
 				gone = false
 				res.Held++
 				a.Tree.Send(a.Settings.VolumeHoldPath, &messages.HoldVolume{Name: v.Name, Owner: "retention:" + rec.Lease})

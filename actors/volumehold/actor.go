@@ -11,15 +11,14 @@ package volumehold
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/containerd/errdefs"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -126,7 +125,7 @@ func (a *Actor) retry(name string) {
 			if err == nil {
 				return gone{name: name}
 			}
-			if !errors.Is(err, dockerio.ErrVolumeBusy) && ctx.Err() == nil {
+			if !errdefs.IsConflict(err) && ctx.Err() == nil {
 				log.Warn().Err(err).Str("volume", name).Msg("held volume deletion failed; retried")
 			}
 		}

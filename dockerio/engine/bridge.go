@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -101,5 +102,5 @@ func (e *Engine) defaultBridge(ctx context.Context) (network.Inspect, error) {
 			return n, nil
 		}
 	}
-	return network.Inspect{}, fmt.Errorf("docker lists no network %q: %w", dockerio.DefaultBridgeName, dockerio.ErrNotFound)
+	return network.Inspect{}, fmt.Errorf("docker lists no network %q: %w", dockerio.DefaultBridgeName, cerrdefs.ErrNotFound)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/actors/lease"
@@ -89,11 +90,14 @@ func conformanceScenario(t *testing.T, e conformer, info dockerio.ImageInfo, ins
 	var out []string
 	note := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	kind := func(err error) string {
-		for _, s := range []error{dockerio.ErrNotFound, dockerio.ErrImagePull, dockerio.ErrForeignNetwork, dockerio.ErrForeignObject,
+		for _, s := range []error{dockerio.ErrImagePull, dockerio.ErrForeignNetwork, dockerio.ErrForeignObject,
 			dockerio.ErrImageNotAdmissible, dockerio.ErrUnavailable, dockerio.ErrAddressPoolExhausted} {
 			if errors.Is(err, s) {
 				return s.Error()
 			}
+		}
+		if cerrdefs.IsNotFound(err) {
+			return cerrdefs.ErrNotFound.Error()
 		}
 		if err != nil {
 			return "other error"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/compose/v2/pkg/api"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -33,7 +34,7 @@ func (e *Engine) Cohort(ctx context.Context, lease string) ([]messages.Container
 	out := make([]messages.Container, 0, len(list))
 	for _, s := range list {
 		c, err := e.Inspect(ctx, s.ID)
-		if errors.Is(err, dockerio.ErrNotFound) {
+		if cerrdefs.IsNotFound(err) {
 			continue // removed since the list
 		}
 		if err != nil {
@@ -119,7 +120,7 @@ func (e *Engine) attributed(lease string, list []container.Summary) []container.
 	return out
 }
 
-// Inspect reports one container's live state; dockerio.ErrNotFound when absent.
+// Inspect reports one container's live state; cerrdefs.ErrNotFound when absent.
 func (e *Engine) Inspect(ctx context.Context, id string) (messages.Container, error) {
 	resp, err := e.docker.ContainerInspect(ctx, id)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/google/uuid"
@@ -163,7 +164,7 @@ func TestDown_AfterLeaseNetworkRemoved_StillRemovesEverything(t *testing.T) {
 	if err := e.RemoveNetwork(ctx, l.NetworkID); err != nil {
 		t.Fatalf("RemoveNetwork with only stopped containers: %v", err)
 	}
-	if _, err := e.InspectNetwork(ctx, l.NetworkID); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := e.InspectNetwork(ctx, l.NetworkID); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("network still there: %v", err)
 	}
 	if err := e.Down(ctx, l.Lease, dockerio.DownOptions{StopTimeout: time.Second, RemoveVolumes: true}); err != nil {
@@ -183,7 +184,7 @@ func TestRemoveContainers_ByID_NotFoundIsSuccess(t *testing.T) {
 	if err := e.RemoveContainers(ctx, []string{id, "0123456789ab" + "0123456789ab" + "0123456789ab" + "0123456789ab" + "01234567890a"}); err != nil {
 		t.Fatalf("RemoveContainers: %v", err)
 	}
-	if _, err := e.Inspect(ctx, id); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := e.Inspect(ctx, id); !cerrdefs.IsNotFound(err) {
 		t.Errorf("Inspect after remove = %v, want ErrNotFound", err)
 	}
 	if err := e.RemoveContainers(ctx, []string{id}); err != nil {
@@ -200,7 +201,7 @@ func TestUp_LeaseNetworkVanishedOrForeign_FailsLaunchWithoutContainers(t *testin
 	if err := e.RemoveNetwork(ctx, gone.NetworkID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Up(ctx, gone.plan(workloadService("app", 1, info))); !errors.Is(err, dockerio.ErrNotFound) {
+	if err := e.Up(ctx, gone.plan(workloadService("app", 1, info))); !cerrdefs.IsNotFound(err) {
 		t.Errorf("Up on a removed network = %v, want ErrNotFound", err)
 	}
 	if n := len(leaseContainers(t, gone.Lease)); n != 0 {

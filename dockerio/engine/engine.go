@@ -201,16 +201,15 @@ func (e *Engine) Ping(ctx context.Context) error {
 	return nil
 }
 
-// dockerErr wraps err with op and the dockerio sentinel it means, so callers can
-// classify with errors.Is while the cause stays visible in logs.
+// dockerErr wraps err with op, and an engine that did not answer with
+// dockerio.ErrUnavailable; Docker's answers carry their errdefs class already
+// (cerrdefs.IsNotFound…), and the cause stays visible in logs.
 func dockerErr(op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case client.IsErrConnectionFailed(err):
 		return fmt.Errorf("%s: %w: %w", op, dockerio.ErrUnavailable, err)
-	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%s: %w: %w", op, dockerio.ErrNotFound, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

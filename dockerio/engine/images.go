@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
@@ -143,7 +144,7 @@ func (e *Engine) imageByID(ctx context.Context, id string) (image.InspectRespons
 		return image.InspectResponse{}, dockerErr("inspect image "+trimID(id), err)
 	}
 	if resp.ID != id {
-		return image.InspectResponse{}, fmt.Errorf("image %s: %w: no image has exactly this ID", trimID(id), dockerio.ErrNotFound)
+		return image.InspectResponse{}, fmt.Errorf("image %s: %w: no image has exactly this ID", trimID(id), cerrdefs.ErrNotFound)
 	}
 	e.images.put(resp)
 	return resp, nil

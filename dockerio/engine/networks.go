@@ -5,12 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
@@ -80,7 +80,7 @@ func (e *Engine) EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (
 		}
 		// Released between the create and the look-up: create again.
 		if attempt == 3 {
-			return "", fmt.Errorf("ensure network %s: %w: the name is refused at create yet nothing holds it", name, dockerio.ErrNotFound)
+			return "", fmt.Errorf("ensure network %s: %w: the name is refused at create yet nothing holds it", name, cerrdefs.ErrNotFound)
 		}
 	}
 }
@@ -97,7 +97,7 @@ func (e *Engine) settleLeaseNetwork(ctx context.Context, name string, spec docke
 			return "", err
 		}
 		if id == "" {
-			return "", fmt.Errorf("ensure network %s: %w: vanished right after create", name, dockerio.ErrNotFound)
+			return "", fmt.Errorf("ensure network %s: %w: vanished right after create", name, cerrdefs.ErrNotFound)
 		}
 		if id == prev || attempt == networkSettleChecks {
 			return id, nil
@@ -126,7 +126,7 @@ func (e *Engine) findLeaseNetwork(ctx context.Context, name string, spec dockeri
 		id, err := e.findLeaseNetworkOnce(ctx, name, spec)
 		// The chosen network vanished between list and verify: a concurrent
 		// creator removed it as its surplus. Look again.
-		if errors.Is(err, dockerio.ErrNotFound) && attempt < 3 && ctx.Err() == nil {
+		if cerrdefs.IsNotFound(err) && attempt < 3 && ctx.Err() == nil {
 			continue
 		}
 		return id, err
@@ -197,14 +197,14 @@ func (e *Engine) verifyNetwork(ctx context.Context, id, name string, spec docker
 }
 
 // InspectNetwork reports the network whose full ID is id; a name or an ID prefix
-// that happens to resolve is dockerio.ErrNotFound.
+// that happens to resolve is cerrdefs.ErrNotFound.
 func (e *Engine) InspectNetwork(ctx context.Context, id string) (dockerio.Network, error) {
 	n, err := e.docker.NetworkInspect(ctx, id, network.InspectOptions{})
 	if err != nil {
 		return dockerio.Network{}, dockerErr("inspect network "+trimID(id), err)
 	}
 	if n.ID != id {
-		return dockerio.Network{}, fmt.Errorf("inspect network %s: %w: no network has exactly this ID", trimID(id), dockerio.ErrNotFound)
+		return dockerio.Network{}, fmt.Errorf("inspect network %s: %w: no network has exactly this ID", trimID(id), cerrdefs.ErrNotFound)
 	}
 	return toNetwork(n), nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/google/uuid"
@@ -89,7 +90,7 @@ func TestEnsureNetwork_CreatesVerifiedLabelledBridge_IdempotentListedAndRemovabl
 	if err != nil || got.ID != id || got.Name != name || got.Containers != 0 {
 		t.Errorf("InspectNetwork = %+v, %v", got, err)
 	}
-	if _, err := e.InspectNetwork(ctx, name); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := e.InspectNetwork(ctx, name); !cerrdefs.IsNotFound(err) {
 		t.Errorf("InspectNetwork(by name) = %v, want ErrNotFound (IDs only)", err)
 	}
 	listed, err := e.LeaseNetworks(ctx)
@@ -115,7 +116,7 @@ func TestEnsureNetwork_CreatesVerifiedLabelledBridge_IdempotentListedAndRemovabl
 	if err := e.RemoveNetwork(ctx, id); err != nil {
 		t.Fatalf("RemoveNetwork: %v", err)
 	}
-	if _, err := e.InspectNetwork(ctx, id); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := e.InspectNetwork(ctx, id); !cerrdefs.IsNotFound(err) {
 		t.Errorf("InspectNetwork after remove = %v, want ErrNotFound", err)
 	}
 	if err := e.RemoveNetwork(ctx, id); err != nil {
@@ -218,7 +219,7 @@ func TestEnsureNetwork_ConcurrentCallsFromTwoEngines_OneNetworkRemains(t *testin
 					continue
 				}
 				lost++
-				if _, err := a.InspectNetwork(ctx, ids[i]); !errors.Is(err, dockerio.ErrNotFound) {
+				if _, err := a.InspectNetwork(ctx, ids[i]); !cerrdefs.IsNotFound(err) {
 					t.Errorf("round %d call %d returned %s, neither the survivor nor gone (%v)", round, i, ids[i][:12], err)
 				}
 			}

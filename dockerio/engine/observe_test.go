@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -69,7 +70,7 @@ func TestLogs_TailLinesAndByteCap_KeepTheEnd(t *testing.T) {
 		t.Errorf("capped logs must start on a line boundary and keep the end: %.20q … %.20q", text, text[max(0, len(text)-20):])
 	}
 
-	if _, _, err := e.Logs(ctx, "no-such-container-"+uuid.NewString(), 10, 100); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, _, err := e.Logs(ctx, "no-such-container-"+uuid.NewString(), 10, 100); !cerrdefs.IsNotFound(err) {
 		t.Errorf("Logs(unknown) = %v, want ErrNotFound", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/compose/v2/pkg/api"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -201,7 +202,7 @@ func (e *Engine) verifyLaunchNetwork(ctx context.Context, plan dockerio.Plan) (n
 		return network.Inspect{}, dockerErr("verify lease network "+trimID(plan.NetworkID), err)
 	}
 	if n.ID != plan.NetworkID {
-		return network.Inspect{}, fmt.Errorf("verify lease network %s: %w: no network has exactly this ID", trimID(plan.NetworkID), dockerio.ErrNotFound)
+		return network.Inspect{}, fmt.Errorf("verify lease network %s: %w: no network has exactly this ID", trimID(plan.NetworkID), cerrdefs.ErrNotFound)
 	}
 	if !ownedLeaseNetwork(n, labels.NetworkOwnership(dockerio.NetworkSpec{
 		Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID,

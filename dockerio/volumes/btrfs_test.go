@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -183,7 +184,7 @@ func TestBtrfs_Ensure_SubvolumeQuotaSubdirs_ReuseUpdatesQuotaAndOwner_NonRecursi
 	if r, _ := qgroupOf(t, d, id); r.MaxRfer != 8<<20 {
 		t.Errorf("quota after SetQuota = %d, want 8 MiB", r.MaxRfer)
 	}
-	if err := d.SetQuota(ctx, volName("db", 1), 8); !errors.Is(err, dockerio.ErrNotFound) {
+	if err := d.SetQuota(ctx, volName("db", 1), 8); !errdefs.IsNotFound(err) {
 		t.Errorf("SetQuota of a missing volume = %v, want ErrNotFound", err)
 	}
 	if _, err := d.Ensure(ctx, name, 0, nil, 0, 0); err == nil {
@@ -230,7 +231,7 @@ func TestBtrfs_Usage_CurrentRightAfterWriting(t *testing.T) {
 	if after, err := d.Usage(ctx, name); err != nil || after > base+64<<10 {
 		t.Errorf("Usage after removing the file = %d, %v, want back near %d", after, err, base)
 	}
-	if _, err := d.Usage(ctx, volName("app", 1)); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := d.Usage(ctx, volName("app", 1)); !errdefs.IsNotFound(err) {
 		t.Errorf("Usage of a missing volume = %v, want ErrNotFound", err)
 	}
 }
@@ -258,7 +259,7 @@ func TestBtrfs_Rename_QgroupLimitFollows_MissingIsNotFound_TargetTaken(t *testin
 	if !errors.Is(err, syscall.EDQUOT) {
 		t.Errorf("writing 12 MiB into the renamed 8 MiB volume = %v, want EDQUOT", err)
 	}
-	if err := d.Rename(ctx, name, retained); !errors.Is(err, dockerio.ErrNotFound) {
+	if err := d.Rename(ctx, name, retained); !errdefs.IsNotFound(err) {
 		t.Errorf("Rename of a missing volume = %v, want ErrNotFound", err)
 	}
 	other := volName("db", 1)

@@ -1,14 +1,13 @@
 package volumes
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/berth-dev/berth/dockerio"
+	"github.com/containerd/errdefs"
 )
 
 func TestDir_EnsureUsageRenameDestroy_NoEnforcement(t *testing.T) {
@@ -49,7 +48,7 @@ func TestDir_EnsureUsageRenameDestroy_NoEnforcement(t *testing.T) {
 	if err := v.Rename(ctx, name, other); err != nil {
 		t.Fatalf("Rename: %v", err)
 	}
-	if err := v.Rename(ctx, name, other); !errors.Is(err, dockerio.ErrNotFound) {
+	if err := v.Rename(ctx, name, other); !errdefs.IsNotFound(err) {
 		t.Errorf("Rename of missing = %v", err)
 	}
 	if names, _ := v.List(ctx); !slices.Equal(names, []string{other}) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -338,14 +339,14 @@ func listManaged(root string) ([]string, error) {
 }
 
 // renameNoReplace renames from to to, failing when to exists (atomically: no
-// check-then-rename window); a missing from is dockerio.ErrNotFound.
+// check-then-rename window); a missing from is errdefs.ErrNotFound.
 func renameNoReplace(from, to string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.ENOENT):
-		return fmt.Errorf("volumes: rename %s: %w", filepath.Base(from), dockerio.ErrNotFound)
+		return fmt.Errorf("volumes: rename %s: %w", filepath.Base(from), errdefs.ErrNotFound)
 	case errors.Is(err, unix.EEXIST):
 		return fmt.Errorf("volumes: rename %s to %s: the target already exists", filepath.Base(from), filepath.Base(to))
 	}
@@ -423,7 +424,7 @@ func (v volumeRoot) entry(p string) (ok bool, err error) {
 }
 
 // existing is the path of the volume name, which must be a managed name and
-// exist: absent is dockerio.ErrNotFound, said as "<doing> <name>".
+// exist: absent is errdefs.ErrNotFound, said as "<doing> <name>".
 func (v volumeRoot) existing(name, doing string) (string, error) {
 	if err := checkName(name); err != nil {
 		return "", err
@@ -434,7 +435,7 @@ func (v volumeRoot) existing(name, doing string) (string, error) {
 		return "", err
 	}
 	if !ok {
-		return "", fmt.Errorf("volumes: %s %s: %w", doing, name, dockerio.ErrNotFound)
+		return "", fmt.Errorf("volumes: %s %s: %w", doing, name, errdefs.ErrNotFound)
 	}
 	return p, nil
 }

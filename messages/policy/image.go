@@ -6,13 +6,14 @@ package policy
 // call it, so they refuse exactly the same images.
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/containerd/errdefs"
 )
 
 // Limits on image metadata (seed: "at most 16 VOLUME targets (4,096 bytes per
@@ -47,8 +48,9 @@ type Image struct {
 
 // ErrImageNotAdmissible: the image's metadata breaks an admission limit (VOLUME
 // targets, label count or size, a reserved label, the lease mount budget); it
-// can never be launched here. dockerio.ErrImageNotAdmissible is this error.
-var ErrImageNotAdmissible = errors.New("image metadata not admissible")
+// can never be launched here: an invalid argument. dockerio.ErrImageNotAdmissible
+// is this error.
+var ErrImageNotAdmissible = errdefs.ErrInvalidArgument.WithMessage("image metadata not admissible")
 
 // Admit checks an image's declared VOLUME targets and labels. A violation wraps
 // ErrImageNotAdmissible and says which rule it broke.

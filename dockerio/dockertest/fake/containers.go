@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/dockerio/ingress"
@@ -138,7 +140,7 @@ func (e *Engine) verifyNetworkLocked(plan *dockerio.Plan) ([]string, error) {
 		return nil, fmt.Errorf("verify pool network: %w", dockerio.ErrPoolNetworkGone)
 	}
 	if !ok {
-		return nil, fmt.Errorf("verify lease network: %w", dockerio.ErrNotFound)
+		return nil, fmt.Errorf("verify lease network: %w", errdefs.ErrNotFound)
 	}
 	owner := labels.NetworkOwnership(dockerio.NetworkSpec{Lease: plan.Lease, BackendName: plan.BackendName, InstallationID: plan.InstallationID})
 	if !plan.NetworkPooled && !labels.HasAll(n.labels, owner) {
@@ -444,7 +446,7 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]messages.Contain
 	return cohort, err
 }
 
-// Inspect reports one container; dockerio.ErrNotFound when absent.
+// Inspect reports one container; errdefs.ErrNotFound when absent.
 func (e *Engine) Inspect(ctx context.Context, id string) (messages.Container, error) {
 	return inspect(ctx, e, OpInspect, "container", id, e.containers, (*fakeContainer).snapshot)
 }
@@ -610,7 +612,7 @@ func (e *Engine) Logs(ctx context.Context, id string, tail int, maxBytes int) (s
 	}
 	e.mu.Unlock()
 	if !ok {
-		return "", false, fmt.Errorf("logs of %s: %w", id, dockerio.ErrNotFound)
+		return "", false, fmt.Errorf("logs of %s: %w", id, errdefs.ErrNotFound)
 	}
 	if foreign {
 		return "", false, fmt.Errorf("logs of %s: %w", id, dockerio.ErrForeignObject)

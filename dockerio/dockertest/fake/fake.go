@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/policy"
@@ -290,7 +292,7 @@ func (e *Engine) Calls(op Op) int {
 
 // inspect is an inspect call of op: the object of kind whose ID is id in
 // objects (a map New made, never replaced), as view shows it under the lock;
-// dockerio.ErrNotFound when absent.
+// errdefs.ErrNotFound when absent.
 func inspect[T, V any](ctx context.Context, e *Engine, op Op, kind, id string, objects map[string]T, view func(T) V) (V, error) {
 	var zero V
 	if err := e.enter(ctx, op); err != nil {
@@ -300,7 +302,7 @@ func inspect[T, V any](ctx context.Context, e *Engine, op Op, kind, id string, o
 	defer e.mu.Unlock()
 	o, ok := objects[id]
 	if !ok {
-		return zero, fmt.Errorf("inspect %s %s: %w", kind, id, dockerio.ErrNotFound)
+		return zero, fmt.Errorf("inspect %s %s: %w", kind, id, errdefs.ErrNotFound)
 	}
 	return view(o), nil
 }
@@ -465,7 +467,7 @@ func admitted(img *fakeImage, pinned string) (dockerio.ImageInfo, error) {
 
 // InspectImage is a test control, not an Engine method: it reports the image a
 // tag, digest or ID names in the fake registry or locally, unadmitted;
-// dockerio.ErrNotFound otherwise.
+// errdefs.ErrNotFound otherwise.
 func (e *Engine) InspectImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
 	if err := e.enter(ctx, OpInspectImage); err != nil {
 		return dockerio.ImageInfo{}, err
@@ -487,7 +489,7 @@ func (e *Engine) InspectImage(ctx context.Context, ref string) (dockerio.ImageIn
 			return img.snapshot(), nil
 		}
 	}
-	return dockerio.ImageInfo{}, fmt.Errorf("inspect image %s: %w", ref, dockerio.ErrNotFound)
+	return dockerio.ImageInfo{}, fmt.Errorf("inspect image %s: %w", ref, errdefs.ErrNotFound)
 }
 
 // installation is the installation a plan or spec acts for: the fake's own (an
@@ -520,7 +522,7 @@ func (e *Engine) ImageUser(ctx context.Context, imageID, user string) (int, int,
 	defer e.mu.Unlock()
 	img, ok := e.local[imageID]
 	if !ok {
-		return 0, 0, fmt.Errorf("image user: image %s: %w", imageID, dockerio.ErrNotFound)
+		return 0, 0, fmt.Errorf("image user: image %s: %w", imageID, errdefs.ErrNotFound)
 	}
 	return imageUser(img, user)
 }

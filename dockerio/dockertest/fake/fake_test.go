@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/messages"
@@ -55,7 +57,7 @@ func TestImages_ResolvePinnedAdmission_MirrorTheRealEngine(t *testing.T) {
 	if _, err := e.ResolveImage(ctx, image); !errors.Is(err, dockerio.ErrImagePull) {
 		t.Errorf("ResolveImage(missing) = %v", err)
 	}
-	if _, err := e.InspectImage(ctx, image); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := e.InspectImage(ctx, image); !errdefs.IsNotFound(err) {
 		t.Errorf("InspectImage(missing) = %v", err)
 	}
 	added := e.AddImage(image, dockerio.ImageInfo{Volumes: []string{"/b", "/a"}, User: "app"})
@@ -169,7 +171,7 @@ func TestEnsureNetwork_IdempotentOwnedAndForeignRefused(t *testing.T) {
 	if err := e.RemoveNetwork(ctx, a); err != nil {
 		t.Errorf("RemoveNetwork again = %v", err)
 	}
-	if _, err := e.InspectNetwork(ctx, a); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := e.InspectNetwork(ctx, a); !errdefs.IsNotFound(err) {
 		t.Errorf("InspectNetwork(removed) = %v", err)
 	}
 }
@@ -273,7 +275,7 @@ func TestUp_FailNextUpOnce_UnhealthyDependencyFails_VanishedNetworkFails(t *test
 	if err := e.RemoveNetwork(ctx, plan.NetworkID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Up(ctx, plan); !errors.Is(err, dockerio.ErrNotFound) {
+	if err := e.Up(ctx, plan); !errdefs.IsNotFound(err) {
 		t.Errorf("Up on a removed network = %v", err)
 	}
 }
@@ -403,7 +405,7 @@ func TestLogs_TailAndByteCap(t *testing.T) {
 	if !truncated || text != "line 099\nline 100\n" {
 		t.Errorf("Logs(cap 20) = %q, %v", text, truncated)
 	}
-	if _, _, err := e.Logs(ctx, "nope", 1, 1); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, _, err := e.Logs(ctx, "nope", 1, 1); !errdefs.IsNotFound(err) {
 		t.Errorf("Logs(unknown) = %v", err)
 	}
 }
@@ -549,7 +551,7 @@ func TestStopRemove_GracefulExitZeroDieEvent_AbsentIsSuccess(t *testing.T) {
 	if kill, die := <-events, <-events; kill.Action != "kill" || die.Action != "die" || die.ExitCode != 0 || die.ContainerID != cs[0].ID {
 		t.Errorf("StopRemove events = %+v, %+v; want kill, die exit 0", kill, die)
 	}
-	if _, err := e.Inspect(ctx, cs[0].ID); !errors.Is(err, dockerio.ErrNotFound) {
+	if _, err := e.Inspect(ctx, cs[0].ID); !errdefs.IsNotFound(err) {
 		t.Errorf("after StopRemove: %v", err)
 	}
 	if err := e.StopRemove(ctx, cs[0].ID, time.Second); err != nil || e.Calls(OpStopRemove) != 2 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/berth-dev/berth/dockerio"
 )
 
@@ -45,7 +47,7 @@ func (v *Volumes) enter(op string, ctx context.Context) error {
 }
 
 // volume counts a call of op and finds name (v.mu held); absent is
-// dockerio.ErrNotFound, said as "<doing> <name>".
+// errdefs.ErrNotFound, said as "<doing> <name>".
 func (v *Volumes) volume(ctx context.Context, op, doing, name string) (*fakeVolume, error) {
 	if err := v.enter(op, ctx); err != nil {
 		return nil, err
@@ -53,7 +55,7 @@ func (v *Volumes) volume(ctx context.Context, op, doing, name string) (*fakeVolu
 	if fv := v.vols[name]; fv != nil {
 		return fv, nil
 	}
-	return nil, fmt.Errorf("%s %s: %w", doing, name, dockerio.ErrNotFound)
+	return nil, fmt.Errorf("%s %s: %w", doing, name, errdefs.ErrNotFound)
 }
 
 // Kind is "fake".

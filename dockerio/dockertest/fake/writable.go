@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages/policy"
 )
@@ -51,7 +53,7 @@ func (e *Engine) DetectWritablePaths(ctx context.Context, q dockerio.WritableQue
 	defer e.mu.Unlock()
 	img, ok := e.local[q.ImageID]
 	if !ok {
-		return dockerio.Writable{}, fmt.Errorf("detect writable paths: image %s: %w", q.ImageID, dockerio.ErrNotFound)
+		return dockerio.Writable{}, fmt.Errorf("detect writable paths: image %s: %w", q.ImageID, errdefs.ErrNotFound)
 	}
 	ans := e.writable[q.ImageID]
 	if ans.detectErr != nil {
@@ -88,7 +90,7 @@ func (e *Engine) SeedWritablePaths(ctx context.Context, req dockerio.SeedRequest
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.local[req.ImageID]; !ok {
-		return fmt.Errorf("seed writable paths: image %s: %w", req.ImageID, dockerio.ErrNotFound)
+		return fmt.Errorf("seed writable paths: image %s: %w", req.ImageID, errdefs.ErrNotFound)
 	}
 	if err := e.writable[req.ImageID].seedErr; err != nil {
 		return fmt.Errorf("seed writable paths: %w", err)
