@@ -370,4 +370,4 @@ type Volumes interface {
 // adopted, recreated, stopped or removed. Every call honours ctx's deadline.
 // There is no Engine interface: each actor declares the few calls it makes
 // (reclaimer.Docker, watcher.Docker, reconciler.Docker, netpool.Docker, the
-// lease's Images, OwnNetworks and Containers, refresh.Lister).
+// lease steps' ImagesAPI, NetworksAPI and ContainersAPI, refresh.Lister).

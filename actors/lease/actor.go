@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
@@ -29,7 +30,7 @@ import (
 type Deps struct {
 	Store    Store
 	Diag     Diagnostics
-	Engine   Docker // the Engine API, as the lease's ports (docker.go)
+	Engine   steps.Docker // the Engine API, as the lease's ports (steps/docker.go)
 	Settings *Settings
 	Log      zerolog.Logger
 	Now      func() time.Time
@@ -40,7 +41,7 @@ type Deps struct {
 	// Preloaded are states startup already replayed (nil: every start loads).
 	Preloaded *Preloaded
 	// Networks is the warm network pool (nil: every lease creates fred-<lease>).
-	Networks NetworkPool
+	Networks steps.NetworkPool
 	// Quiet holds a provision's first Engine API request until a burst of
 	// admissions has been answered (nil: never held).
 	Quiet *supervisors.Quiet
@@ -87,23 +88,6 @@ type Settings struct {
 type Store interface {
 	supervisors.JournalStore
 	OutboxPending(lease, kind string) (int, error)
-}
-
-// NetworkPool hands a lease a pre-created network (actors/netpool).
-type NetworkPool interface {
-	// Claim returns the pool network bound to lease (its ID, and its name
-	// when the pool knows it), or the default bridge (Bridged) when the lease
-	// is bound to it; with bind, a free one is bound when it holds none — the
-	// bridge when single (the release runs one container) and the pool offers
-	// it. ID "" when there is none to give.
-	Claim(ctx context.Context, lease string, bind, single bool) (dockerio.Network, error)
-	// Bind binds a pool network the lease's first attempt created because
-	// none was free; it answers the network the lease holds (ID "" when the
-	// pool would not bind it: the lease uses its own network).
-	Bind(ctx context.Context, lease string, made dockerio.Network) (dockerio.Network, error)
-	// Drop forgets a bound network the lease found gone or no longer ours
-	// ("": whatever a first attempt's unanswered claim bound, unused).
-	Drop(lease, id string)
 }
 
 // Actor is one lease.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/containerd/errdefs"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -158,7 +157,7 @@ func (j *job) cleanFailed(ctx context.Context) (kept bool) {
 			return true // the evidence stays; retried
 		}
 	}
-	if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
+	if err := j.compose().Down(ctx); err != nil {
 		j.log.Warn().Err(err).Msg("cleanup of the failed attempt: remove its containers")
 		return true
 	}

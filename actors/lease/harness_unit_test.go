@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
@@ -128,7 +129,7 @@ func newHarness(t *testing.T, tune func(*lease.Settings)) *harness {
 	}
 	log := zerolog.New(h.logs).With().Timestamp().Logger()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
-	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: lease.Docker{Images: h.eng, OwnNetworks: h.eng, Containers: h.eng}, Volumes: h.vols, Settings: h.set, Log: log, Now: time.Now}
+	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: steps.Docker{ImagesAPI: h.eng, NetworksAPI: h.eng, ContainersAPI: h.eng}, Volumes: h.vols, Settings: h.set, Log: log, Now: time.Now}
 
 	// Cleanups run last-registered first: stop the tree, then close the files.
 	t.Cleanup(func() {

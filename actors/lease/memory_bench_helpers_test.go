@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
@@ -26,9 +27,9 @@ var errNoDocker = errors.New("memory benchmark: no Docker")
 type memRefusingEngine struct{ calls atomic.Int64 }
 
 var _ interface {
-	lease.Images
-	lease.OwnNetworks
-	lease.Containers
+	steps.ImagesAPI
+	steps.NetworksAPI
+	steps.ContainersAPI
 } = (*memRefusingEngine)(nil)
 
 func (e *memRefusingEngine) refuse() error { e.calls.Add(1); return errNoDocker }

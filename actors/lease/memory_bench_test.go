@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -123,7 +124,7 @@ func newIdleFixture(tb testing.TB, n int) *idleFixture {
 
 	// The daemon's logger and lease settings (cmd/berthd), writing nowhere.
 	log := zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-	f.deps = &lease.Deps{Store: store, Engine: lease.Docker{Images: f.engine, OwnNetworks: f.engine, Containers: f.engine}, Log: log, Now: time.Now, Settings: &lease.Settings{
+	f.deps = &lease.Deps{Store: store, Engine: steps.Docker{ImagesAPI: f.engine, NetworksAPI: f.engine, ContainersAPI: f.engine}, Log: log, Now: time.Now, Settings: &lease.Settings{
 		BackendName:      "berth-bench",
 		HostAddress:      "203.0.113.10",
 		HostBindIP:       "0.0.0.0",

@@ -5,7 +5,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -67,9 +67,7 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 
 	done = phase("launch")
 	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
-	_, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
-		return plan(j.spec, &j.rel, l, j.set, in, net)
-	})
+	_, upErr := j.up(ctx, &j.rel, l, &in)
 	done()
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}
@@ -85,10 +83,10 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	if upErr != nil {
 		j.log.Warn().Err(upErr).Msg("maintenance: compose up of the target failed")
 		if len(target) == 0 && j.sourceIntact(after) {
-			reason := classifyRejectedLaunch(upErr, after).Reason
+			reason := failure(steps.Rejected(upErr, after)).Reason
 			return ReplaceResult{Kind: ReplaceIntact, Reason: reason, Message: "the target could not be launched; the lease is unchanged"}
 		}
-		out := classifyRejectedLaunch(upErr, target)
+		out := failure(steps.Rejected(upErr, target))
 		if out.Kind == OutcomePending {
 			return ReplaceResult{Kind: ReplacePending} // no definite finding: the resume classifies the target
 		}
@@ -195,7 +193,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		j.capture(ctx, Capture{Kind: CaptureMaintenance, Stamp: Stamp{Generation: m.Generation}, Cause: Cause{cause.Reason, cause.Message},
 			Release: j.rel.Version, MaintenanceID: m.ID}, target)
 	}
-	if err := j.removeExact(ctx, cohort); err != nil {
+	if err := j.compose().RemoveExact(ctx, cohort); err != nil {
 		if parent.Err() != nil {
 			return ReplaceResult{Kind: ReplaceCanceled}
 		}
@@ -226,9 +224,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		return failed(m.Generation, msg+"; the previous deployment could not be restored")
 	}
 	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
-	_, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
-		return plan(j.spec, j.source, l, j.set, in, net)
-	})
+	_, upErr := j.up(ctx, j.source, l, &in)
 	recreated, err := j.eng.Cohort(ctx, j.lease)
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}
@@ -248,7 +244,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 	cctx, ccancel := context.WithTimeout(context.Background(), j.set.StopTimeout+time.Minute)
 	defer ccancel()
 	left, _ := j.eng.Cohort(cctx, j.lease)
-	_ = j.removeExact(cctx, left)
+	_ = j.compose().RemoveExact(cctx, left)
 	return failed(m.CompensateGen, msg+"; the previous deployment could not be restored")
 }
 

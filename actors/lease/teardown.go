@@ -7,7 +7,6 @@ import (
 
 	"github.com/containerd/errdefs"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -19,25 +18,11 @@ import (
 func (j *job) teardown(ctx context.Context) TornDown {
 	ctx, cancel := context.WithTimeout(ctx, j.set.StopTimeout+2*time.Minute)
 	defer cancel()
-	if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
+	if err := j.compose().Down(ctx); err != nil {
 		return TornDown{Err: fmt.Errorf("compose down: %w", err)}
 	}
-	for clean := 0; clean < 2; {
-		left, err := j.leftovers(ctx)
-		if err != nil {
-			return TornDown{Err: err}
-		}
-		if len(left) == 0 {
-			clean++
-		} else {
-			clean = 0
-			if err := j.eng.RemoveContainers(ctx, left); err != nil {
-				return TornDown{Err: fmt.Errorf("remove stragglers: %w", err)}
-			}
-		}
-		if err := sleep(ctx, 500*time.Millisecond); err != nil {
-			return TornDown{Err: err}
-		}
+	if err := j.compose().Sweep(ctx); err != nil {
+		return TornDown{Err: err}
 	}
 	return j.closeVolumes(ctx)
 }
@@ -137,18 +122,4 @@ func (j *job) destroyOrHold(ctx context.Context, name string, out *TornDown) err
 		return fmt.Errorf("destroy %s: %w", name, err)
 	}
 	return nil
-}
-
-func (j *job) leftovers(ctx context.Context) ([]string, error) {
-	all, err := j.eng.ListManaged(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
-	}
-	var ids []string
-	for _, c := range all {
-		if c.Lease == j.lease {
-			ids = append(ids, c.ID)
-		}
-	}
-	return ids, nil
 }

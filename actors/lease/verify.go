@@ -7,6 +7,7 @@ import (
 
 	"github.com/containerd/errdefs"
 
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
@@ -27,7 +28,7 @@ func (j *job) verify(ctx context.Context, cohort []messages.Container, r *Releas
 	}
 	deadline := healthDeadline(j.now(), provisionDeadline)
 	if !r.hasHealthCheck() {
-		if err := sleep(ctx, j.set.VerifyDuration); err != nil {
+		if err := steps.Sleep(ctx, j.set.VerifyDuration); err != nil {
 			return canceled
 		}
 		pass, out, ok := j.inspectAll(ctx, cohort, deadline)
@@ -98,7 +99,7 @@ func (j *job) verifyHealth(ctx context.Context, cohort []messages.Container, r *
 			j.log.Warn().Msg("verification: containers not running at the verification deadline; left to the resume")
 			return pending
 		}
-		if err := sleep(ctx, min(j.set.HealthPoll, time.Until(deadline)+time.Millisecond)); err != nil {
+		if err := steps.Sleep(ctx, min(j.set.HealthPoll, time.Until(deadline)+time.Millisecond)); err != nil {
 			return canceled
 		}
 	}
@@ -147,26 +148,12 @@ func (j *job) inspectAll(ctx context.Context, cohort []messages.Container, deadl
 				return nil, pending, false
 			}
 			j.log.Debug().Err(err).Int("attempt", attempt).Msg("verification inspect failed; retrying")
-			if err := sleep(ctx, j.set.HealthPoll); err != nil {
+			if err := steps.Sleep(ctx, j.set.HealthPoll); err != nil {
 				return nil, canceled, false
 			}
 		}
 	}
 	return out, Outcome{}, true
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // complete reports whether cohort is exactly r's instances, each once.

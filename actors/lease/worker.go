@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/rs/zerolog"
 
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
@@ -19,7 +20,7 @@ import (
 // job is the Docker work of one lease, run on a worker goroutine. It holds copies
 // of what it needs, never the actor's state.
 type job struct {
-	eng      Docker
+	eng      steps.Docker
 	diag     Diagnostics
 	set      *Settings
 	spec     *Spec // identity, callback URLs
@@ -30,7 +31,7 @@ type job struct {
 	report   func(msg any)      // sends an intermediate input (Pinned) to the actor
 	hold     func(name string)  // hands a busy volume to the volumehold actor
 	vols     dockerio.Volumes   // nil: no volume root configured
-	pool     NetworkPool        // nil: every lease creates fred-<lease>
+	pool     steps.NetworkPool  // nil: every lease creates fred-<lease>
 	quiet    *supervisors.Quiet // a provision waits out an admission burst (nil: never)
 	close    *CloseRequested    // the close in progress (teardown)
 	rel      Release            // the release this work deploys or runs
@@ -74,6 +75,21 @@ func (a *Actor) job() *job {
 		}
 	}
 	return j
+}
+
+// The steps of the job's Docker work (steps/), over its ports.
+func (j *job) images() steps.Images {
+	return steps.Images{API: j.eng, PullTimeout: j.set.PullTimeout, Log: &j.log}
+}
+
+func (j *job) network() steps.Network {
+	return steps.Network{API: j.eng, Pool: j.pool, NoWarmPool: j.set.NoWarmPool, Log: &j.log,
+		Own: dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant, BackendName: j.set.BackendName,
+			InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1}}
+}
+
+func (j *job) compose() steps.Compose {
+	return steps.Compose{API: j.eng, Network: j.network(), StopTimeout: j.set.StopTimeout, Log: &j.log}
 }
 
 // work is the worker function of kind (nil: none to run).
@@ -158,7 +174,7 @@ func (j *job) attempt(ctx context.Context) Outcome {
 	// A re-provision or retry starts from nothing: old containers go, volumes stay.
 	// The first attempt of a lease has nothing to remove.
 	if j.launch.Generation > 1 {
-		if err := j.eng.Down(ctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
+		if err := j.compose().Down(ctx); err != nil {
 			return j.uncertain(ctx, "remove previous containers", err)
 		}
 	}
@@ -174,9 +190,7 @@ func (j *job) attempt(ctx context.Context) Outcome {
 		return j.cleanUp(out)
 	}
 	done := j.provisionPhase("compose_up")
-	cohort, upErr := j.up(ctx, &in.network, func(net leaseNetwork) dockerio.Plan {
-		return plan(j.spec, &j.rel, j.launch, j.set, in, net)
-	})
+	cohort, upErr := j.up(ctx, &j.rel, j.launch, &in)
 	done()
 	if ctx.Err() != nil {
 		return canceled
@@ -189,7 +203,7 @@ func (j *job) attempt(ctx context.Context) Outcome {
 		if cohort, err = j.eng.Cohort(ctx, j.lease); err != nil {
 			return j.uncertain(ctx, "list containers", err)
 		}
-		if out = classifyRejectedLaunch(upErr, cohort); out.Kind == OutcomeFailed {
+		if out = failure(steps.Rejected(upErr, cohort)); out.Kind == OutcomeFailed {
 			return j.failAndClean(out, cohort)
 		}
 		return out
@@ -252,7 +266,7 @@ func (j *job) failAndClean(out Outcome, cohort []messages.Container) Outcome {
 		out.Kept = true
 		return out
 	}
-	if err := j.eng.Down(cctx, j.lease, dockerio.DownOptions{StopTimeout: j.set.StopTimeout}); err != nil {
+	if err := j.compose().Down(cctx); err != nil {
 		j.log.Warn().Err(err).Msg("remove failed attempt's containers; retried")
 		out.Kept = j.spec.Restore == nil
 	}
@@ -344,23 +358,12 @@ func (j *job) resume(ctx context.Context) Outcome {
 		defer cancel()
 		return j.cleanUp(j.timedOut(ctx, j.verify(dctx, current, &j.rel, j.deadline)))
 	}
-	if err := j.removeExact(ctx, cohort); err != nil {
+	if err := j.compose().RemoveExact(ctx, cohort); err != nil {
 		return j.uncertain(ctx, "resume: remove the interrupted launch", err)
 	}
 	j.log.Info().Int("containers", len(cohort)).Uint64("generation", j.launch.Generation).
 		Msg("interrupted provision: incomplete cohort removed; starting again")
 	return Outcome{Kind: OutcomeRetry}
-}
-
-// removeExact stops and removes exactly these containers, gently.
-func (j *job) removeExact(ctx context.Context, cs []messages.Container) error {
-	var errs []error
-	for _, c := range cs {
-		if err := j.eng.StopRemove(ctx, c.ID, j.set.StopTimeout); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func ofGeneration(cs []messages.Container, gen uint64) []messages.Container {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
@@ -41,9 +42,6 @@ type detection struct {
 	done   chan struct{}
 	found  map[string]detected
 }
-
-// maxDegradedReason bounds one reason (or refusal) kept in the journal and diagnostics.
-const maxDegradedReason = 256
 
 // detectWritable starts the detection of every service's writable paths (none
 // when the rootfs is writable: nothing needs them).
@@ -164,26 +162,7 @@ func (j *job) seedDirs(ctx context.Context, svc ServiceSpec, d detected, volumeD
 // degrade records a step of the launch's preparation the platform skipped.
 func (j *job) degrade(reason string, err error) {
 	j.log.Warn().Err(err).Msg("launch degraded: " + reason)
-	j.degraded = strings.TrimPrefix(j.degraded+"; "+bounded(reason+": "+err.Error()), "; ")
-}
-
-// bounded cuts a reason kept in the journal and diagnostics to maxDegradedReason bytes.
-func bounded(reason string) string {
-	if len(reason) > maxDegradedReason {
-		return strings.ToValidUTF8(reason[:maxDegradedReason], "") + "…"
-	}
-	return reason
-}
-
-// notAdmissibleMessage is the failure message of an image refused at
-// admission: the rule it broke (17 VOLUMEs, a reserved label…), so the tenant
-// knows what to change.
-func notAdmissibleMessage(err error) string {
-	msg := "image metadata is not admissible"
-	if _, why, ok := strings.Cut(err.Error(), dockerio.ErrImageNotAdmissible.Error()+": "); ok {
-		msg += ": " + why
-	}
-	return bounded(msg)
+	j.degraded = strings.TrimPrefix(j.degraded+"; "+steps.Bounded(reason+": "+err.Error()), "; ")
 }
 
 // markDegraded stamps a ready cohort of a degraded launch: Decide never

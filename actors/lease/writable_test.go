@@ -59,7 +59,7 @@ func recordPlans(t *testing.T, h *harness, paths []string, detectErr, seedErr er
 	}
 	h.eng.SetWritablePaths(info.ID, paths, detectErr, seedErr)
 	rec := &planRecorder{gatedEngine: h.eng}
-	h.deps.Engine.Containers = rec
+	h.deps.Engine.ContainersAPI = rec
 	return rec
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/berth-dev/berth/supervisors"
 )
 
-// Client is how a lease worker reaches the pool (lease.NetworkPool).
+// Client is how a lease worker reaches the pool (steps.NetworkPool).
 type Client struct {
 	Tree    *supervisors.Tree
 	Path    messages.Address

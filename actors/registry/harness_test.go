@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
@@ -149,7 +150,7 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 	h.eng.AddImage(testImage, dockerio.ImageInfo{})
 	id := store.Identity()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
-	leaseDeps := &lease.Deps{Store: store, Diag: diag, Engine: lease.Docker{Images: h.eng, OwnNetworks: h.eng, Containers: h.eng}, Volumes: h.vols, Log: zerolog.Nop(), Now: time.Now,
+	leaseDeps := &lease.Deps{Store: store, Diag: diag, Engine: steps.Docker{ImagesAPI: h.eng, NetworksAPI: h.eng, ContainersAPI: h.eng}, Volumes: h.vols, Log: zerolog.Nop(), Now: time.Now,
 		Settings: &lease.Settings{
 			BackendName:      "berth-test",
 			HostAddress:      "127.0.0.1",

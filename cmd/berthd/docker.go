@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/actors/netpool"
 	"github.com/berth-dev/berth/actors/reclaimer"
 	"github.com/berth-dev/berth/actors/reconciler"
@@ -17,9 +17,9 @@ import (
 // the actors declare (each depends on its own few calls), and what start asks
 // of Docker itself. dockerio/engine is it; a benchmark's in-memory engine too.
 type docker interface {
-	lease.Images
-	lease.OwnNetworks
-	lease.Containers
+	steps.ImagesAPI
+	steps.NetworksAPI
+	steps.ContainersAPI
 	reclaimer.Docker
 	netpool.Docker
 	watcher.Docker
@@ -33,6 +33,6 @@ type docker interface {
 var _ docker = (*engine.Engine)(nil)
 
 // leaseDocker is eng as the lease's three ports.
-func leaseDocker(eng docker) lease.Docker {
-	return lease.Docker{Images: eng, OwnNetworks: eng, Containers: eng}
+func leaseDocker(eng docker) steps.Docker {
+	return steps.Docker{ImagesAPI: eng, NetworksAPI: eng, ContainersAPI: eng}
 }

@@ -12,7 +12,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/uuid"
 
-	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
@@ -71,9 +71,9 @@ type foreigner struct {
 
 // conformer is what the scenario asks of both engines.
 type conformer interface {
-	lease.Images
-	lease.OwnNetworks
-	lease.Containers
+	steps.ImagesAPI
+	steps.NetworksAPI
+	steps.ContainersAPI
 	Up(ctx context.Context, plan dockerio.Plan) error
 	Launched(ctx context.Context, lease string) ([]messages.Container, error)
 	Events(ctx context.Context) (<-chan dockerio.Event, <-chan error)

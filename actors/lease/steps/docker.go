@@ -1,8 +1,14 @@
-package lease
+// Package steps is a lease's Docker work as named steps, each where it meets
+// Docker: images, network and compose (Up, and Down where the step made
+// something of the lease's own). A lease's worker orders them into its provision,
+// resume, replace, teardown and failed-cleanup (actors/lease/worker.go), as
+// Nomad's allocrunner orders its hooks. A step says what failed once: a definite
+// failure is a *Failed carrying the lease's failure reason and the tenant-safe
+// message; any other error left nothing definite to say.
+package steps
 
-// The lease's Docker ports: each the few Engine API calls one part of a
-// lease's Docker work makes (dockerio/engine implements them all, and so does
-// the in-memory fake). Docker holds the three; a job calls them by name.
+// The ports: each the few Engine API calls a step makes (dockerio/engine
+// implements them all, and so does the in-memory fake). Docker holds the three.
 
 import (
 	"context"
@@ -12,8 +18,8 @@ import (
 	"github.com/berth-dev/berth/messages"
 )
 
-// Images resolves a release's images and what its launch needs of them.
-type Images interface {
+// ImagesAPI resolves a release's images and what its launch needs of them.
+type ImagesAPI interface {
 	// ResolveImage resolves ref through its registry to a digest, fetches that
 	// exact content when it is not present, inspects and admits it. When the
 	// registry cannot confirm the tag, it fails with ErrImagePull: a locally
@@ -38,17 +44,17 @@ type Images interface {
 	SeedWritablePaths(ctx context.Context, req dockerio.SeedRequest) error
 }
 
-// OwnNetworks makes the network a lease's first attempt launches on when the
+// NetworksAPI makes the network a lease's first attempt launches on when the
 // pool had none for it: its own, or a pool network it then binds.
-type OwnNetworks interface {
+type NetworksAPI interface {
 	EnsureNetwork(ctx context.Context, spec dockerio.NetworkSpec) (string, error)
 	// CreatePoolNetwork creates one warm-pool network, berth-pool-<random>,
 	// labelled ours with fred.network_scope=pool and no lease.
 	CreatePoolNetwork(ctx context.Context) (dockerio.Network, error)
 }
 
-// Containers launches, observes and removes a lease's containers.
-type Containers interface {
+// ContainersAPI launches, observes and removes a lease's containers.
+type ContainersAPI interface {
 	// Launch runs the plan as the lease's Compose project, then reports the
 	// cohort it launched from the listing the launch made anyway. A pooled plan
 	// whose network is gone fails with ErrPoolNetworkGone, nothing created; a
@@ -70,9 +76,26 @@ type Containers interface {
 }
 
 // Docker is the lease's three ports (one engine implements all three:
-// Docker{Images: e, OwnNetworks: e, Containers: e}).
+// Docker{ImagesAPI: e, NetworksAPI: e, ContainersAPI: e}).
 type Docker struct {
-	Images
-	OwnNetworks
-	Containers
+	ImagesAPI
+	NetworksAPI
+	ContainersAPI
+}
+
+// NetworkPool hands a lease a pre-created network (actors/netpool).
+type NetworkPool interface {
+	// Claim returns the pool network bound to lease (its ID, and its name
+	// when the pool knows it), or the default bridge (Bridged) when the lease
+	// is bound to it; with bind, a free one is bound when it holds none — the
+	// bridge when single (the release runs one container) and the pool offers
+	// it. ID "" when there is none to give.
+	Claim(ctx context.Context, lease string, bind, single bool) (dockerio.Network, error)
+	// Bind binds a pool network the lease's first attempt created because
+	// none was free; it answers the network the lease holds (ID "" when the
+	// pool would not bind it: the lease uses its own network).
+	Bind(ctx context.Context, lease string, made dockerio.Network) (dockerio.Network, error)
+	// Drop forgets a bound network the lease found gone or no longer ours
+	// ("": whatever a first attempt's unanswered claim bound, unused).
+	Drop(lease, id string)
 }
