@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // Stock images on a read-only rootfs, against the real engine: writable-path
@@ -194,8 +195,8 @@ func TestLaunch_StockNginxAsWwwDataOnAReadOnlyRootfs(t *testing.T) {
 	ref, info := stockImage(t, e, "BERTH_TEST_NGINX_IMAGE")
 	w, _ := detect(t, e, dockerio.WritableQuery{ImageID: info.ID, User: "www-data"})
 	v := dirVolumes(t)
-	web := dockerio.ServicePlan{Name: "web", SKU: "small", Quantity: 1, CPUCores: 0.5, MemoryMB: 64, Image: ref, ImageID: info.ID,
-		ImageVolumes: info.Volumes, User: "www-data", Ports: []dockerio.PortSpec{{Port: 80, Protocol: "tcp"}}}
+	web := dockerio.ServicePlan{Service: manifest.Service{Image: ref, User: "www-data", Ports: map[string]manifest.Port{"80/tcp": {}}},
+		Name: "web", SKU: "small", Quantity: 1, CPUCores: 0.5, MemoryMB: 64, ImageID: info.ID, ImageVolumes: info.Volumes}
 	serves := func(t *testing.T, c messages.Container) {
 		t.Helper()
 		body, err := httpGet("http://127.0.0.1:" + c.Ports["80/tcp"].HostPort + "/")
@@ -404,7 +405,7 @@ func TestTenantSeccomp_BtrfsSubvolumeIoctlsRefusedOrdinaryIoctlsWork(t *testing.
 	t.Cleanup(func() { removeImage(t, info.ID) })
 	l := newTestLease(t, e)
 	svc := stateful(t, v, l.Lease, dockerio.ServicePlan{Name: "db", SKU: "s", Quantity: 1, CPUCores: 0.5, MemoryMB: 64,
-		Image: ref, ImageID: info.ID, ImageVolumes: info.Volumes, Args: []string{"ioctl", "/data"}}, 8, 0, 0)
+		Service: manifest.Service{Image: ref, Args: []string{"ioctl", "/data"}}, ImageID: info.ID, ImageVolumes: info.Volumes}, 8, 0, 0)
 	c, _ := launchAndWait(t, e, l, svc)
 	logs, _, err := e.Logs(ctx, c.ID, 20, 4096)
 	if err != nil || c.State != "exited" || c.ExitCode != 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 const (
@@ -36,15 +37,15 @@ func stack(t *testing.T, e *Engine) dockerio.Plan {
 		t.Fatal(err)
 	}
 	svc := func(name string, q int) dockerio.ServicePlan {
-		return dockerio.ServicePlan{Name: name, SKU: "s", Quantity: q, CPUCores: 1, MemoryMB: 64, Image: image, ImageID: info.ID,
-			ImageVolumes: info.Volumes, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}
+		return dockerio.ServicePlan{Service: manifest.Service{Image: image, Ports: map[string]manifest.Port{"8080/tcp": {}}},
+			Name: name, SKU: "s", Quantity: q, CPUCores: 1, MemoryMB: 64, ImageID: info.ID, ImageVolumes: info.Volumes}
 	}
 	db := svc("db", 1)
 	db.DiskMB = 10
 	db.VolumeDirs = []string{"/var/lib/berth/volumes/" + messages.VolumeName(lease, "db", 0)}
-	db.HealthCheck = &dockerio.HealthCheck{Test: []string{"CMD", "probe"}}
+	db.HealthCheck = &manifest.HealthCheck{Test: []string{"CMD", "probe"}}
 	web := svc("web", 2)
-	web.DependsOn = map[string]string{"db": "service_healthy"}
+	web.DependsOn = map[string]manifest.Dependency{"db": {Condition: manifest.ConditionHealthy}}
 	return dockerio.Plan{Lease: lease, Tenant: "t", BackendName: "docker", InstallationID: installation, OperationID: "op1",
 		Generation: 1, NetworkID: id, HostBindIP: "127.0.0.1", ReadonlyRootfs: true, Services: []dockerio.ServicePlan{db, web}}
 }
