@@ -124,7 +124,7 @@ func conformanceScenario(t *testing.T, e conformer, info dockerio.ImageInfo, ins
 	note("pinned absent without digest: %s", kind(err))
 	_, err = e.ResolveImage(ctx, info.ID)
 	note("resolve an image ID: %s", kind(err))
-	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: info.ID, User: "1000:1000"})
+	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{Service: manifest.Service{User: "1000:1000"}, ImageID: info.ID})
 	note("detect writable paths: %s paths=%v uid=%d gid=%d", kind(err), w.Paths, w.UID, w.GID)
 	_, err = e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: "sha256:" + strings.Repeat("0", 64)})
 	note("detect writable paths of an absent image: %s", kind(err))

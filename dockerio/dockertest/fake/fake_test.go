@@ -627,7 +627,7 @@ func TestWritablePaths_ConfiguredDetectionSeedingAndSeccomp(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetWritablePaths(info.ID, []string{"/var/lib/nginx", "/data/x", "/var/log/nginx", "/a", "/b", "/c", "/cache"}, nil, nil)
-	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: info.ID, Tmpfs: []string{"/cache"}})
+	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{Service: manifest.Service{Tmpfs: []string{"/cache"}}, ImageID: info.ID})
 	if err != nil || !slices.Equal(w.Paths, []string{"/var/lib/nginx", "/var/log/nginx", "/a", "/b"}) || !slices.Equal(w.Dropped, []string{"/c"}) ||
 		len(w.Refused) != 2 || w.UID != 33 || w.GID != 33 {
 		t.Errorf("DetectWritablePaths = %+v, %v", w, err)
