@@ -115,7 +115,9 @@ func (s *Spec) ServiceImages() map[string]string { return serviceImages(s.Servic
 
 // release is the admission's release, before the journal numbers it. With the
 // custom-domain DNS gate disabled (ungated) it routes every item's custom
-// domain at once; else none, until each domain's gate opens.
+// domain at once; else none, until each domain's gate opens. It carries its own
+// copy of the admission: a re-provision replaces the registry's spec before the
+// lease journals anything, and from then on only the release records what it ran.
 func (s *Spec) release(now time.Time, ungated bool) Release {
 	r := Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
 		Manifest: s.Manifest, Items: s.Items, Services: s.Services, Images: s.Images}
