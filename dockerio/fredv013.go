@@ -15,12 +15,26 @@ import (
 // providerd then sends, while their containers run on unseen. The start guard
 // and berthctl doctor look for them (seed: "in-place adoption of a v0.13 host").
 
-// FredObject is one Docker object fred v0.13 made.
+// FredObject is one Docker object fred v0.13 made, as the start guard names it
+// and the takeover's preflight classifies it.
 type FredObject struct {
-	Kind  string // "container" or "network"
-	ID    string
-	Name  string
-	Lease string // its fred.lease_uuid ("" on fred's per-tenant networks)
+	Kind   string // "container" or "network"
+	ID     string
+	Name   string
+	Lease  string // its fred.lease_uuid ("" on fred's per-tenant networks)
+	Labels map[string]string
+	// Containers only.
+	State    string            // Docker's: running, exited, created, restarting, paused, dead, removing
+	ImageID  string            // the image it runs (fred runs the manifest's tag: this is what the tag meant then)
+	Networks map[string]string // attached networks, name → ID
+	Mounts   []FredMount
+}
+
+// FredMount is one mount of a fred container.
+type FredMount struct {
+	Type        string // bind, tmpfs, volume
+	Source      string
+	Destination string
 }
 
 // MadeByFredV013 reports whether an object's labels are fred v0.13's for

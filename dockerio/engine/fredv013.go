@@ -31,12 +31,22 @@ func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, er
 			if len(c.Names) > 0 {
 				name = strings.TrimPrefix(c.Names[0], "/")
 			}
-			out = append(out, dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease]})
+			o := dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease],
+				Labels: c.Labels, State: c.State, ImageID: c.ImageID, Networks: map[string]string{}}
+			if c.NetworkSettings != nil {
+				for n, es := range c.NetworkSettings.Networks {
+					o.Networks[n] = es.NetworkID
+				}
+			}
+			for _, m := range c.Mounts {
+				o.Mounts = append(o.Mounts, dockerio.FredMount{Type: string(m.Type), Source: m.Source, Destination: m.Destination})
+			}
+			out = append(out, o)
 		}
 	}
 	for _, n := range ns {
 		if dockerio.MadeByFredV013(n.Labels, e.opts.BackendName) {
-			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name})
+			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels})
 		}
 	}
 	dockerio.SortFredObjects(out)
