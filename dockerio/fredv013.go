@@ -25,9 +25,18 @@ type FredObject struct {
 	Labels map[string]string
 	// Containers only.
 	State    string            // Docker's: running, exited, created, restarting, paused, dead, removing
-	ImageID  string            // the image it runs (fred runs the manifest's tag: this is what the tag meant then)
+	ImageID  string            // the image it runs (fred runs the manifest's tag: this is what the tag meant then); "" when it is gone
+	Image    FredImage         // what that image declares
 	Networks map[string]string // attached networks, name → ID
 	Mounts   []FredMount
+}
+
+// FredImage is what a fred container's image declares: what berthd's image
+// admission judges at a relaunch, and the digests that pin it.
+type FredImage struct {
+	Volumes     []string
+	Labels      map[string]string
+	RepoDigests []string
 }
 
 // FredMount is one mount of a fred container.

@@ -53,6 +53,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 	preflight := fs.Bool("preflight-storage-identity-adoption", false,
 		"judge the fred v0.13 host this config would take over (read-only), print what would be adopted, and exit 0 only when nothing is refused")
 	fredDir := fs.String("v013-dir", "", "with -preflight-storage-identity-adoption: the directory holding fred v0.13's callbacks.db, diagnostics.db, releases.db and retention.db")
+	output := fs.String("o", "text", "with -preflight-storage-identity-adoption: text, or json (the report as one JSON object; ready_for_v0_13_storage_identity_adoption still ends it when nothing is refused)")
 	requireDrained := fs.Bool("require-drained", false, "with -preflight-storage-identity-adoption: refuse while fred holds any undelivered callback (the seed's rule)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -69,6 +70,10 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		fmt.Fprintf(stderr, "berthd: -preflight-storage-identity-adoption needs -v013-dir (where fred v0.13 keeps its four .db files)\n")
 		return exitUsage
 	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "berthd: -o takes text or json, not %q\n", *output)
+		return exitUsage
+	}
 	cfg, err := config.Load(*configPath, environ)
 	if err != nil {
 		var p *config.Problems
@@ -83,7 +88,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		return exitUsage
 	}
 	if *preflight {
-		return runPreflight(cfg, *fredDir, *requireDrained, stdout)
+		return runPreflight(cfg, *fredDir, *requireDrained, *output == "json", stdout)
 	}
 	log := newLogger(cfg.LogLevel, stdout)
 	for _, w := range cfg.Warnings {

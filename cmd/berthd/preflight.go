@@ -20,7 +20,7 @@ const preflightTimeout = 10 * time.Minute
 // it judges the fred v0.13 host berthd would take over and prints the report,
 // ending with takeover.ReadyLine exactly when nothing is refused (exit 0; else 1).
 // It writes nothing: not the data dir, not fred's files, not Docker.
-func runPreflight(cfg *config.Config, fredDir string, requireDrained bool, stdout io.Writer) int {
+func runPreflight(cfg *config.Config, fredDir string, requireDrained, asJSON bool, stdout io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), preflightTimeout)
 	defer cancel()
 	// An engine only lists here; it needs an installation ID to exist, and
@@ -46,7 +46,11 @@ func runPreflight(cfg *config.Config, fredDir string, requireDrained bool, stdou
 				return err
 			}},
 	})
-	r.Print(stdout)
+	if asJSON {
+		r.PrintJSON(stdout)
+	} else {
+		r.Print(stdout)
+	}
 	if !r.Ready() {
 		return exitRuntime
 	}

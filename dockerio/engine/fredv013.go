@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
@@ -38,6 +39,11 @@ func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, er
 					o.Networks[n] = es.NetworkID
 				}
 			}
+			if o.Image, err = e.fredImage(ctx, c.ImageID); errors.Is(err, dockerio.ErrNotFound) {
+				o.ImageID = ""
+			} else if err != nil {
+				return nil, err
+			}
 			for _, m := range c.Mounts {
 				o.Mounts = append(o.Mounts, dockerio.FredMount{Type: string(m.Type), Source: m.Source, Destination: m.Destination})
 			}
@@ -51,4 +57,17 @@ func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, er
 	}
 	dockerio.SortFredObjects(out)
 	return out, nil
+}
+
+// fredImage is what the image a fred container runs declares.
+func (e *Engine) fredImage(ctx context.Context, id string) (dockerio.FredImage, error) {
+	resp, err := e.imageByID(ctx, id)
+	if err != nil {
+		return dockerio.FredImage{}, err
+	}
+	img := dockerio.FredImage{Volumes: imageVolumes(resp), RepoDigests: resp.RepoDigests}
+	if resp.Config != nil {
+		img.Labels = resp.Config.Labels
+	}
+	return img, nil
 }

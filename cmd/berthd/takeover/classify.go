@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
+	"github.com/berth-dev/berth/messages/policy"
 	"github.com/berth-dev/berth/persistence/fredv013"
 )
 
@@ -74,17 +75,18 @@ const (
 	UnresolvedClose    = "unresolved_close"
 	CallbacksPending   = "callbacks_pending"
 
-	StaleHistory      = "stale_history"       // an active release with nothing left: fred lists it nowhere
-	CallbackImported  = "callback_pending"    // delivered once by berthd after adoption
-	CallbackExpired   = "callback_expired"    // older than callback_max_age: fred would drop it
-	UnexplainedVolume = "unexplained_volume"  // claimed by nothing: kept, never touched
-	IdleTenantNetwork = "idle_tenant_network" // removed once no adopted lease uses it
-	ImageMissing      = "image_missing"       // the relaunch will need the image again
-	ReapingRetention  = "reaping_retention"
-	FailedColdStart   = "failed"
-	ReadyCohort       = "ready"
-	RetainedLease     = "retained"
-	DiagnosticsOnly   = "failed_diagnostics_only"
+	StaleHistory          = "stale_history"           // an active release with nothing left: fred lists it nowhere
+	CallbackImported      = "callback_pending"        // delivered once by berthd after adoption
+	CallbackExpired       = "callback_expired"        // older than callback_max_age: fred would drop it
+	UnexplainedVolume     = "unexplained_volume"      // claimed by nothing: kept, never touched
+	IdleTenantNetwork     = "idle_tenant_network"     // removed once no adopted lease uses it
+	ImageMissing          = "image_missing"           // the relaunch will need the image again
+	RelaunchNotAdmissible = "relaunch_not_admissible" // berthd's image rules refuse it: adopted, its first relaunch fails
+	ReapingRetention      = "reaping_retention"
+	FailedColdStart       = "failed"
+	ReadyCohort           = "ready"
+	RetainedLease         = "retained"
+	DiagnosticsOnly       = "failed_diagnostics_only"
 )
 
 // Finding is one reason, with what it is about.
@@ -247,7 +249,9 @@ func judgeCohort(lease string, cs []dockerio.FredObject, ev Evidence, rules Rule
 		judgeState(c, &co, refuse)
 		judgeAttachments(c, lease, svc, idx, ev.Root.Path, refuse)
 		if c.ImageID == "" {
-			l.Warnings = append(l.Warnings, Finding{ImageMissing, c.Name})
+			l.Warnings = append(l.Warnings, Finding{ImageMissing, c.Name + ": its image is gone; a relaunch pulls the tag again"})
+		} else if _, err := policy.Admit(c.Image.Volumes, c.Image.Labels); err != nil {
+			l.Warnings = append(l.Warnings, Finding{RelaunchNotAdmissible, c.Name + ": " + err.Error() + " (it runs on; a relaunch will fail)"})
 		}
 	}
 	if len(l.Refusals) > 0 {

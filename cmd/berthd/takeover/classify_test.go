@@ -2,6 +2,7 @@ package takeover
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +206,51 @@ func lease(t *testing.T, r *Report, id string) Lease {
 	}
 	t.Fatalf("no lease %s in %+v", id, r.Leases)
 	return Lease{}
+}
+
+func TestReport_JSONSaysWhatTheTextSays(t *testing.T) {
+	ev := host()
+	ev.Objects[0].State = "paused"
+	r := Classify(ev, rules())
+	var out bytes.Buffer
+	r.PrintJSON(&out)
+	var got struct {
+		Ready  bool    `json:"ready"`
+		Leases []Lease `json:"leases"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Ready || strings.Contains(out.String(), ReadyLine) {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, l := range got.Leases {
+		if l.Lease == flat && (len(l.Refusals) != 1 || l.Refusals[0].Code != InFlight) {
+			t.Fatalf("lease %+v", l)
+		}
+	}
+	r = Classify(host(), rules())
+	out.Reset()
+	r.PrintJSON(&out)
+	if !strings.HasSuffix(out.String(), "}\n"+ReadyLine+"\n") {
+		t.Fatalf("ready host:\n%s", out.String())
+	}
+}
+
+func TestClassify_AnImageBerthdWouldNotRelaunchIsAdoptedWithAWarning(t *testing.T) {
+	ev := host()
+	ev.Objects[0].Image.Labels = map[string]string{"fred.lease_uuid": "forged"} // a reserved label
+	ev.Objects[1].ImageID = ""
+	r := Classify(ev, rules())
+	if !r.Ready() {
+		t.Fatalf("refused: %+v", r.Leases)
+	}
+	if w := lease(t, r, flat).Warnings; len(w) != 1 || w[0].Code != RelaunchNotAdmissible {
+		t.Fatalf("flat: %+v", w)
+	}
+	if w := lease(t, r, stack).Warnings; len(w) != 1 || w[0].Code != ImageMissing {
+		t.Fatalf("stack: %+v", w)
+	}
+	var out bytes.Buffer
+	r.Print(&out)
+	if !strings.Contains(out.String(), "lease "+flat+"  adopt-with-warning") {
+		t.Fatalf("%s", out.String())
+	}
 }

@@ -1,6 +1,7 @@
 package takeover
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -47,6 +48,19 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "note  %s: %s\n", f.Code, f.Detail)
 	}
 	fmt.Fprintf(w, "fred v0.13 backend %q: %d leases, %d refused, %d host refusals\n", r.Backend, len(r.Leases), refused, len(r.Host))
+	if r.Ready() {
+		fmt.Fprintln(w, ReadyLine)
+	}
+}
+
+// PrintJSON writes the report as one indented JSON object, then ReadyLine
+// when nothing is refused.
+func (r *Report) PrintJSON(w io.Writer) {
+	out, _ := json.MarshalIndent(struct {
+		*Report
+		Ready bool `json:"ready"`
+	}{r, r.Ready()}, "", "  ")
+	fmt.Fprintln(w, string(out))
 	if r.Ready() {
 		fmt.Fprintln(w, ReadyLine)
 	}
