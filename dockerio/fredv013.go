@@ -86,3 +86,43 @@ func DescribeFredObjects(objs []FredObject, backend string) string {
 		"(fred.managed=true, no fred.installation_id): %s%s", containers, len(leases), len(objs)-containers, backend,
 		strings.Join(names, ", "), more)
 }
+
+// Adopted is the closed allow-list a takeover's adoption recorded: exactly these
+// fred v0.13 objects are this installation's, each only while its labels still
+// say what they said when it was adopted (fred's, of this backend, of no berth
+// installation, of the recorded lease or tenant). Nothing else with fred's labels
+// is ever listed, attributed, changed or removed.
+type Adopted struct {
+	Containers map[string]AdoptedContainer `json:"containers"` // container ID →
+	Networks   map[string]AdoptedNetwork   `json:"networks"`   // network ID → fred's per-tenant network
+}
+
+// AdoptedContainer is one adopted container's place in its lease.
+type AdoptedContainer struct {
+	Lease   string `json:"lease_uuid"`
+	Service string `json:"service"`
+	Index   int    `json:"index"`
+}
+
+// AdoptedNetwork is one of fred's per-tenant networks.
+type AdoptedNetwork struct {
+	Tenant string `json:"tenant"`
+}
+
+// OwnsContainer reports whether the container id with these labels is adopted.
+func (a *Adopted) OwnsContainer(id string, labels map[string]string, backend string) bool {
+	if a == nil {
+		return false
+	}
+	c, ok := a.Containers[id]
+	return ok && MadeByFredV013(labels, backend) && labels[LabelLease] == c.Lease && labels[LabelService] == c.Service
+}
+
+// OwnsNetwork reports whether the network id with these labels is adopted.
+func (a *Adopted) OwnsNetwork(id string, labels map[string]string, backend string) bool {
+	if a == nil {
+		return false
+	}
+	n, ok := a.Networks[id]
+	return ok && MadeByFredV013(labels, backend) && labels[LabelTenant] == n.Tenant
+}
