@@ -4,10 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 func TestWritablePaths_CanonicalDisjointAtMostFourOneDirPerInstance(t *testing.T) {
-	base := ServicePlan{Quantity: 2, ImageVolumes: []string{"/data"}, Tmpfs: []string{"/cache"}}
+	base := ServicePlan{Service: manifest.Service{Tmpfs: []string{"/cache"}}, Quantity: 2, ImageVolumes: []string{"/data"}}
 	for _, c := range []struct {
 		paths, dirs []string
 		refused     string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/messages/policy"
 )
 
@@ -128,36 +129,27 @@ type Plan struct {
 	Services []ServicePlan // sorted by Name
 }
 
-// ServicePlan is one tenant service, fanned out to Quantity instances.
+// ServicePlan is one tenant service, fanned out to Quantity instances: the
+// service as admitted, and what the host decided for it.
 type ServicePlan struct {
+	// Service is the tenant's service as admitted (image reference, env,
+	// command, ports, health check, …): the Compose rendering reads the
+	// tenant's knobs from it, so a new knob is not copied through here.
+	manifest.Service
 	Name         string
 	SKU          string
 	Quantity     int
 	CPUCores     float64
 	MemoryMB     int64
 	DiskMB       int64  // 0 = diskless: image VOLUMEs become tmpfs
-	Image        string // manifest reference
 	ImageID      string // resolved sha256 ID after pull/inspect
 	ImageVolumes []string
 	MaskLabels   []string // the Compose build stamps the image carries: their values are discarded
 	// VolumeDirs are, for a stateful service (DiskMB > 0), the host directory of each
 	// instance's managed volume (index i → VolumeDirs[i]); each image VOLUME target
 	// is bind-mounted from its subdirectory VolumeSubdir(target).
-	VolumeDirs      []string
-	Env             map[string]string
-	Command         []string // replaces the image ENTRYPOINT when set
-	Args            []string // replaces the image CMD when set
-	User            string
-	Init            *bool
-	StopGracePeriod time.Duration // 0 = Docker default
-	Ports           []PortSpec
-	IngressPort     int    // the manifest's ingress port (Traefik routes to it first), 0 when none is marked
-	CustomDomain    string // the custom domain whose DNS gate opened: its router is added; "" none
-	Expose          []string
-	Tmpfs           []string // tenant tmpfs targets
-	Labels          map[string]string
-	HealthCheck     *HealthCheck      // nil = no manifest health check
-	DependsOn       map[string]string // service → "service_started" | "service_healthy"
+	VolumeDirs   []string
+	CustomDomain string // the custom domain whose DNS gate opened: its router is added; "" none
 	// UID and GID are the numeric user the container runs as (User, else the
 	// image's USER): every tmpfs mount point belongs to it. Up resolves them
 	// through the image when both are 0.
@@ -175,24 +167,35 @@ type ServicePlan struct {
 	WritableDirs []string
 }
 
-// PortSpec is a container port published on HostBindIP with an ephemeral host port.
-type PortSpec struct {
-	Port     int
-	Protocol string // "tcp" | "udp"
+// ServicePorts are a manifest service's ports in order, each published on
+// HostBindIP with an ephemeral host port, and its ingress port (0: none marked).
+func ServicePorts(m *manifest.Service) (ports []ingress.Port, ingressPort int) {
+	for key := range m.Ports {
+		if p, ok := parsePort(key); ok {
+			ports = append(ports, p)
+		}
+	}
+	slices.SortFunc(ports, func(a, b ingress.Port) int {
+		return cmp.Or(cmp.Compare(a.Number, b.Number), strings.Compare(a.Protocol, b.Protocol))
+	})
+	if key, ok := m.IngressPort(); ok {
+		p, _ := parsePort(key)
+		ingressPort = p.Number
+	}
+	return ports, ingressPort
 }
 
-// HealthCheck mirrors the manifest health check. Test[0] is CMD, CMD-SHELL or NONE.
-type HealthCheck struct {
-	Test        []string
-	Interval    time.Duration
-	Timeout     time.Duration
-	StartPeriod time.Duration
-	Retries     int
-}
-
-// Active reports whether the check runs (Test[0] is CMD or CMD-SHELL).
-func (h *HealthCheck) Active() bool {
-	return h != nil && len(h.Test) > 0 && (h.Test[0] == "CMD" || h.Test[0] == "CMD-SHELL")
+// parsePort splits a canonical "8080/tcp" key.
+func parsePort(key string) (ingress.Port, bool) {
+	num, proto, ok := strings.Cut(key, "/")
+	if !ok {
+		proto = "tcp"
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || n > 65535 {
+		return ingress.Port{}, false
+	}
+	return ingress.Port{Number: n, Protocol: proto}, true
 }
 
 // InstanceKey names one container of a lease.

@@ -15,12 +15,35 @@ import (
 // providerd then sends, while their containers run on unseen. The start guard
 // and berthctl doctor look for them (seed: "in-place adoption of a v0.13 host").
 
-// FredObject is one Docker object fred v0.13 made.
+// FredObject is one Docker object fred v0.13 made, as the start guard names it
+// and the takeover's preflight classifies it.
 type FredObject struct {
-	Kind  string // "container" or "network"
-	ID    string
-	Name  string
-	Lease string // its fred.lease_uuid ("" on fred's per-tenant networks)
+	Kind   string // "container" or "network"
+	ID     string
+	Name   string
+	Lease  string // its fred.lease_uuid ("" on fred's per-tenant networks)
+	Labels map[string]string
+	// Containers only.
+	State    string            // Docker's: running, exited, created, restarting, paused, dead, removing
+	ImageID  string            // the image it runs (fred runs the manifest's tag: this is what the tag meant then); "" when it is gone
+	Image    FredImage         // what that image declares
+	Networks map[string]string // attached networks, name → ID
+	Mounts   []FredMount
+}
+
+// FredImage is what a fred container's image declares: what berthd's image
+// admission judges at a relaunch, and the digests that pin it.
+type FredImage struct {
+	Volumes     []string
+	Labels      map[string]string
+	RepoDigests []string
+}
+
+// FredMount is one mount of a fred container.
+type FredMount struct {
+	Type        string // bind, tmpfs, volume
+	Source      string
+	Destination string
 }
 
 // MadeByFredV013 reports whether an object's labels are fred v0.13's for
@@ -62,4 +85,44 @@ func DescribeFredObjects(objs []FredObject, backend string) string {
 	return fmt.Sprintf("Docker holds %d containers of %d leases and %d networks of backend %q that fred v0.13's docker backend made "+
 		"(fred.managed=true, no fred.installation_id): %s%s", containers, len(leases), len(objs)-containers, backend,
 		strings.Join(names, ", "), more)
+}
+
+// Adopted is the closed allow-list a takeover's adoption recorded: exactly these
+// fred v0.13 objects are this installation's, each only while its labels still
+// say what they said when it was adopted (fred's, of this backend, of no berth
+// installation, of the recorded lease or tenant). Nothing else with fred's labels
+// is ever listed, attributed, changed or removed.
+type Adopted struct {
+	Containers map[string]AdoptedContainer `json:"containers"` // container ID →
+	Networks   map[string]AdoptedNetwork   `json:"networks"`   // network ID → fred's per-tenant network
+}
+
+// AdoptedContainer is one adopted container's place in its lease.
+type AdoptedContainer struct {
+	Lease   string `json:"lease_uuid"`
+	Service string `json:"service"`
+	Index   int    `json:"index"`
+}
+
+// AdoptedNetwork is one of fred's per-tenant networks.
+type AdoptedNetwork struct {
+	Tenant string `json:"tenant"`
+}
+
+// OwnsContainer reports whether the container id with these labels is adopted.
+func (a *Adopted) OwnsContainer(id string, labels map[string]string, backend string) bool {
+	if a == nil {
+		return false
+	}
+	c, ok := a.Containers[id]
+	return ok && MadeByFredV013(labels, backend) && labels[LabelLease] == c.Lease && labels[LabelService] == c.Service
+}
+
+// OwnsNetwork reports whether the network id with these labels is adopted.
+func (a *Adopted) OwnsNetwork(id string, labels map[string]string, backend string) bool {
+	if a == nil {
+		return false
+	}
+	n, ok := a.Networks[id]
+	return ok && MadeByFredV013(labels, backend) && labels[LabelTenant] == n.Tenant
 }

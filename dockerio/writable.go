@@ -1,6 +1,9 @@
 package dockerio
 
-import "github.com/berth-dev/berth/messages/policy"
+import (
+	"github.com/berth-dev/berth/messages/manifest"
+	"github.com/berth-dev/berth/messages/policy"
+)
 
 // Writable paths (seed: Image admission, SKU storage table). Stock images write
 // at start outside their declared VOLUMEs (nginx: /var/lib/nginx); under a
@@ -20,14 +23,11 @@ const WritableRoot = "_wp"
 
 // WritableQuery asks which directories of an image a container writes at
 // start: the effective user (the manifest's, else the image's USER) and
-// program (effective entrypoint, else command) come from the image and these
-// manifest overrides.
+// program (effective entrypoint, else command) come from the image and the
+// manifest's overrides; the tenant's tmpfs targets are never writable paths.
 type WritableQuery struct {
-	ImageID string
-	User    string   // manifest user override; "" = the image's USER
-	Command []string // manifest entrypoint override; nil = the image's
-	Args    []string // manifest command override; nil = the image's
-	Tmpfs   []string // the tenant's tmpfs targets: never a writable path
+	manifest.Service // the tenant's service as admitted
+	ImageID          string
 }
 
 // Writable is what detection found for one query.

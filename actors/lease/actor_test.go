@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
 )
 
@@ -621,7 +622,7 @@ func launchInFake(t *testing.T, h *harness, spec *lease.Spec, quantity int) {
 		BackendName: h.set.BackendName, InstallationID: h.set.InstallationID, OperationID: spec.OperationID,
 		Generation: 1, CallbackURL: spec.CallbackURL, LifecycleURL: spec.LifecycleURL, NetworkID: netID,
 		HostBindIP: h.set.HostBindIP, Services: []dockerio.ServicePlan{{Name: "app", SKU: "docker-small",
-			Quantity: quantity, Image: unitImage, ImageID: img.ID, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}}}
+			Quantity: quantity, Service: manifest.Service{Image: unitImage, Ports: map[string]manifest.Port{"8080/tcp": {}}}, ImageID: img.ID}}}
 	if err := h.eng.Engine.Up(ctx, plan); err != nil {
 		t.Fatalf("launch in fake: %v", err)
 	}

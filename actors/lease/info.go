@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 )
@@ -66,12 +67,7 @@ func fqdns(cfg *ingress.Config, lease string, services []ServiceSpec) map[string
 	}
 	quantities := map[string]int{}
 	for _, svc := range services {
-		var ports []ingress.Port
-		for key := range svc.Manifest.Ports {
-			if p, ok := parsePort(key); ok {
-				ports = append(ports, ingress.Port{Number: p.Port, Protocol: p.Protocol})
-			}
-		}
+		ports, _ := dockerio.ServicePorts(svc.Manifest)
 		if _, ok := ingress.SelectPort(ports, 0); ok {
 			quantities[svc.Name] = svc.Quantity
 		}

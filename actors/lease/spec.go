@@ -3,9 +3,6 @@ package lease
 import (
 	"encoding/base64"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -118,7 +115,9 @@ func (s *Spec) ServiceImages() map[string]string { return serviceImages(s.Servic
 
 // release is the admission's release, before the journal numbers it. With the
 // custom-domain DNS gate disabled (ungated) it routes every item's custom
-// domain at once; else none, until each domain's gate opens.
+// domain at once; else none, until each domain's gate opens. It carries its own
+// copy of the admission: a re-provision replaces the registry's spec before the
+// lease journals anything, and from then on only the release records what it ran.
 func (s *Spec) release(now time.Time, ungated bool) Release {
 	r := Release{Kind: KindProvision, OperationID: s.OperationID, CreatedAt: now,
 		Manifest: s.Manifest, Items: s.Items, Services: s.Services, Images: s.Images}
@@ -187,86 +186,30 @@ func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net 
 		TmpfsSizeMB:    set.TmpfsSizeMB,
 	}
 	for _, svc := range r.Services {
-		m := svc.Manifest
 		img, wp := in.images[svc.Name], in.writable[svc.Name]
 		sp := dockerio.ServicePlan{
-			Name:            svc.Name,
-			SKU:             svc.SKU,
-			Quantity:        svc.Quantity,
-			CPUCores:        svc.Profile.CPUCores,
-			MemoryMB:        svc.Profile.MemoryMB,
-			DiskMB:          svc.Profile.DiskMB,
-			Image:           m.Image,
-			ImageID:         img.ID,
-			ImageVolumes:    img.Volumes,
-			MaskLabels:      img.MaskLabels,
-			VolumeDirs:      in.dirs[svc.Name],
-			Env:             m.Env,
-			Command:         m.Command,
-			Args:            m.Args,
-			User:            m.User,
-			Init:            m.Init,
-			StopGracePeriod: m.StopGracePeriod.D(),
-			Expose:          m.Expose,
-			Tmpfs:           m.Tmpfs,
-			Labels:          m.Labels,
-			UID:             wp.uid,
-			GID:             wp.gid,
-			WritablePaths:   wp.paths,
-			WritableDirs:    wp.dirs,
+			Service:       *svc.Manifest,
+			Name:          svc.Name,
+			SKU:           svc.SKU,
+			Quantity:      svc.Quantity,
+			CPUCores:      svc.Profile.CPUCores,
+			MemoryMB:      svc.Profile.MemoryMB,
+			DiskMB:        svc.Profile.DiskMB,
+			ImageID:       img.ID,
+			ImageVolumes:  img.Volumes,
+			MaskLabels:    img.MaskLabels,
+			VolumeDirs:    in.dirs[svc.Name],
+			UID:           wp.uid,
+			GID:           wp.gid,
+			WritablePaths: wp.paths,
+			WritableDirs:  wp.dirs,
 		}
-		sp.Ports, sp.IngressPort = servicePorts(m)
 		if set.Ingress != nil {
 			sp.CustomDomain = r.Domains[svc.Name]
-		}
-		if hc := m.HealthCheck; hc != nil {
-			sp.HealthCheck = &dockerio.HealthCheck{Test: hc.Test, Interval: hc.Interval.D(), Timeout: hc.Timeout.D(),
-				StartPeriod: hc.StartPeriod.D(), Retries: hc.Retries}
-		}
-		if len(m.DependsOn) > 0 {
-			sp.DependsOn = make(map[string]string, len(m.DependsOn))
-			for target, d := range m.DependsOn {
-				sp.DependsOn[target] = d.Condition
-			}
 		}
 		p.Services = append(p.Services, sp)
 	}
 	return p
 }
 
-// servicePorts are a service's ports in order, and its ingress port (0: none marked).
-func servicePorts(m *manifest.Service) ([]dockerio.PortSpec, int) {
-	var ports []dockerio.PortSpec
-	for key := range m.Ports {
-		if ps, ok := parsePort(key); ok {
-			ports = append(ports, ps)
-		}
-	}
-	sort.Slice(ports, func(i, j int) bool {
-		if ports[i].Port != ports[j].Port {
-			return ports[i].Port < ports[j].Port
-		}
-		return ports[i].Protocol < ports[j].Protocol
-	})
-	hint := 0
-	if key, ok := m.IngressPort(); ok {
-		p, _ := parsePort(key)
-		hint = p.Port
-	}
-	return ports, hint
-}
-
 func encodeManifest(raw []byte) string { return base64.StdEncoding.EncodeToString(raw) }
-
-// parsePort splits a canonical "8080/tcp" key.
-func parsePort(key string) (dockerio.PortSpec, bool) {
-	num, proto, ok := strings.Cut(key, "/")
-	if !ok {
-		proto = "tcp"
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 1 || n > 65535 {
-		return dockerio.PortSpec{}, false
-	}
-	return dockerio.PortSpec{Port: n, Protocol: proto}, true
-}

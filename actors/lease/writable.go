@@ -56,8 +56,7 @@ func (j *job) detectWritable(ctx context.Context, r Release, images map[string]d
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, svc := range r.Services {
-		m := svc.Manifest
-		q := dockerio.WritableQuery{ImageID: images[svc.Name].ID, User: m.User, Command: m.Command, Args: m.Args, Tmpfs: m.Tmpfs}
+		q := dockerio.WritableQuery{Service: *svc.Manifest, ImageID: images[svc.Name].ID}
 		wg.Go(func() {
 			w, err := j.eng.DetectWritablePaths(ctx, q)
 			mu.Lock()

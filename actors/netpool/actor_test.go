@@ -27,6 +27,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -303,7 +304,7 @@ func (h *harness) up(lease, id string) {
 	plan := dockerio.Plan{Lease: lease, Tenant: "t", BackendName: backend, InstallationID: installation, OperationID: "op1",
 		Generation: 1, NetworkID: id, NetworkPooled: true, HostBindIP: "127.0.0.1",
 		Services: []dockerio.ServicePlan{{Name: "web", SKU: "s", Quantity: 1, CPUCores: 1, MemoryMB: 64,
-			Image: "registry.example/app:1", ImageID: img.ID}}}
+			Service: manifest.Service{Image: "registry.example/app:1"}, ImageID: img.ID}}}
 	if err := h.eng.Up(context.Background(), plan); err != nil {
 		h.t.Fatal(err)
 	}

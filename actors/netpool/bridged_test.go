@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -65,7 +66,7 @@ func (h *harness) upBridged(lease string) {
 	plan := dockerio.Plan{Lease: lease, Tenant: "t", BackendName: backend, InstallationID: installation, OperationID: "op1",
 		Generation: 1, NetworkID: bridgeID, NetworkName: dockerio.DefaultBridgeName, NetworkBridged: true, HostBindIP: "127.0.0.1",
 		Services: []dockerio.ServicePlan{{Name: "web", SKU: "s", Quantity: 1, CPUCores: 1, MemoryMB: 64,
-			Image: "registry.example/app:1", ImageID: img.ID}}}
+			Service: manifest.Service{Image: "registry.example/app:1"}, ImageID: img.ID}}}
 	if err := h.eng.Up(context.Background(), plan); err != nil {
 		h.t.Fatal(err)
 	}

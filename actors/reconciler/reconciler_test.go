@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
+	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -36,7 +37,7 @@ func launch(t *testing.T, e *fake.Engine, n int) []string {
 		}
 		plan := dockerio.Plan{Lease: l, Tenant: "t", BackendName: "docker", InstallationID: installation, OperationID: "op",
 			Generation: 1, NetworkID: net, HostBindIP: "127.0.0.1", Services: []dockerio.ServicePlan{{Name: "app", SKU: "s",
-				Quantity: 1, CPUCores: 0.1, MemoryMB: 16, Image: "127.0.0.1:5000/app:1", ImageID: img.ID}}}
+				Quantity: 1, CPUCores: 0.1, MemoryMB: 16, Service: manifest.Service{Image: "127.0.0.1:5000/app:1"}, ImageID: img.ID}}}
 		if err := e.Up(ctx, plan); err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/supervisors"
 )
 
@@ -304,7 +305,7 @@ func (h *watcherHarness) startContainers(leaseID string, generation uint64, quan
 func (h *watcherHarness) plan(leaseID string, generation uint64, quantity int, netID string) dockerio.Plan {
 	return dockerio.Plan{Lease: leaseID, Tenant: "t", BackendName: "berth-test", InstallationID: installation,
 		OperationID: "op-" + leaseID, Generation: generation, NetworkID: netID, HostBindIP: "127.0.0.1",
-		Services: []dockerio.ServicePlan{{Name: "app", SKU: "docker-small", Quantity: quantity, Image: testImage, ImageID: "sha256:" + uuid.NewString()}}}
+		Services: []dockerio.ServicePlan{{Name: "app", SKU: "docker-small", Quantity: quantity, Service: manifest.Service{Image: testImage}, ImageID: "sha256:" + uuid.NewString()}}}
 }
 
 // nextDeath waits for the next Deliver and checks it carries a ContainerDied.

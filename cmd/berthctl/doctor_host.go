@@ -183,10 +183,10 @@ func checkVolumes(ctx context.Context, env *doctorEnv) checkResult {
 		}
 		point = mnt
 	}
-	if marker, err := os.ReadFile(filepath.Join(data, ".berth-installation")); err == nil && env.store != nil {
+	if marker, err := os.ReadFile(filepath.Join(data, volumes.InstallationMarker)); err == nil && env.store != nil {
 		if owner := strings.TrimSpace(string(marker)); owner != env.store.Identity().InstallationID {
 			return fail(name, fmt.Sprintf("%s belongs to installation %s, not to this data dir's %s: berthd refuses it", data, owner, env.store.Identity().InstallationID),
-				"give this installation its own volume_data_path (or, if installation "+owner+" is gone for good, remove "+filepath.Join(data, ".berth-installation")+")")
+				"give this installation its own volume_data_path (or, if installation "+owner+" is gone for good, remove "+filepath.Join(data, volumes.InstallationMarker)+")")
 		}
 	}
 	where := data

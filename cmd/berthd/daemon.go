@@ -309,9 +309,9 @@ func (d *daemon) checkFredV013(cfg *config.Config) error {
 	}
 	what := dockerio.DescribeFredObjects(objs, cfg.Name)
 	if cfg.ProductionMode {
-		return errors.New("refusing to start: " + what + "; berthd cannot take over a live fred v0.13 host yet " +
-			"(its preflight and adoption are not built): keep fred's docker backend running, or close its leases first " +
-			"(production_mode refuses this; berthctl doctor lists the objects)")
+		return errors.New("refusing to start: " + what + "; berthd cannot adopt a live fred v0.13 host yet: keep fred's docker backend " +
+			"running, or close its leases first; `berthd -config C -preflight-storage-identity-adoption -v013-dir <fred's .db dir>` " +
+			"judges what could be adopted (production_mode refuses this; berthctl doctor lists the objects)")
 	}
 	d.log.Error().Int("objects", len(objs)).Msg(what + "; berthd does not know these leases: providerd will be told they do not exist " +
 		"(production_mode refuses to start here)")

@@ -68,6 +68,8 @@ type fredHost struct {
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	volumes string
+	dir     string // its config and its four .db files
+	cfgPath string
 }
 
 // startFred runs fred v0.13 on its own backend name with its volumes on the
@@ -75,27 +77,32 @@ type fredHost struct {
 // it left when the test ends.
 func startFred(t *testing.T) *fredHost {
 	t.Helper()
+	return startFredWith(t, "sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}")
+}
+
+// startFredWith is startFred with more config lines.
+func startFredWith(t *testing.T, extra ...string) *fredHost {
+	t.Helper()
 	bin := fredBinary(t)
 	_, root := btrfsRoot(t)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	f := &fredHost{t: t, name: "fredv013-" + uuid.NewString()[:8], api: freePort(t), log: &syncBuffer{}, volumes: root}
+	f := &fredHost{t: t, name: "fredv013-" + uuid.NewString()[:8], api: freePort(t), log: &syncBuffer{}, volumes: root, dir: dir}
 	cfg := strings.Join([]string{
 		"name: " + f.name, "listen_addr: " + f.api, "host_address: 127.0.0.1", "host_bind_ip: 127.0.0.1",
 		"callback_secret: " + testSecret, `allowed_registries: ["127.0.0.1:5000"]`,
 		"total_cpu_cores: 4", "total_memory_mb: 8192", "total_disk_mb: 2000",
-		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}",
 		"volume_data_path: " + root, "startup_verify_duration: 1s",
 		"callback_db_path: " + filepath.Join(dir, "callbacks.db"), "diagnostics_db_path: " + filepath.Join(dir, "diagnostics.db"),
 		"releases_db_path: " + filepath.Join(dir, "releases.db"), "retention_db_path: " + filepath.Join(dir, "retention.db"),
-	}, "\n") + "\n"
-	cfgPath := filepath.Join(dir, "docker-backend.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	}, "\n") + "\n" + strings.Join(extra, "\n") + "\n"
+	f.cfgPath = filepath.Join(dir, "docker-backend.yaml")
+	if err := os.WriteFile(f.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.cmd = exec.Command(bin, "-config", cfgPath)
+	f.cmd = exec.Command(bin, "-config", f.cfgPath)
 	f.cmd.Stdout, f.cmd.Stderr = f.log, f.log
 	if err := f.cmd.Start(); err != nil {
 		t.Fatal(err)

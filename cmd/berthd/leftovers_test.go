@@ -24,6 +24,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/volumes"
 )
 
 // checkLeftovers fails the test for whatever the daemon's installations left
@@ -104,7 +105,7 @@ func leftovers(installation, volumeRoot string) []string {
 // volumeDirs names the managed volume dirs (fred-…) of a volume root whose
 // marker names the installation (retained data is not a leak).
 func volumeDirs(installation, root string) []string {
-	marker, err := os.ReadFile(filepath.Join(root, volumeRootMarker))
+	marker, err := os.ReadFile(filepath.Join(root, volumes.InstallationMarker))
 	if root == "" || err != nil || strings.TrimSpace(string(marker)) != installation {
 		return nil
 	}

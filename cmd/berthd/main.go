@@ -3,6 +3,8 @@
 //	berthd [-config FILE]                       run (embedded defaults without -config)
 //	berthd -version                             print the version
 //	berthd -initialize-storage-identity new     bind a new, empty data dir to a fresh identity
+//	berthd -preflight-storage-identity-adoption -v013-dir DIR
+//	                                            judge a fred v0.13 host for takeover (read-only)
 //
 // Exit codes: 0 clean stop, 1 runtime or storage failure, 2 usage or config error.
 package main
@@ -48,6 +50,11 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 	configPath := fs.String("config", "", "YAML config file (default: the embedded development config)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	initIdentity := fs.String("initialize-storage-identity", "", "with \"new\": bind an empty data dir to a fresh storage identity and exit")
+	preflight := fs.Bool("preflight-storage-identity-adoption", false,
+		"judge the fred v0.13 host this config would take over (read-only), print what would be adopted, and exit 0 only when nothing is refused")
+	fredDir := fs.String("v013-dir", "", "with -preflight-storage-identity-adoption: the directory holding fred v0.13's callbacks.db, diagnostics.db, releases.db and retention.db")
+	output := fs.String("o", "text", "with -preflight-storage-identity-adoption: text, or json (the report as one JSON object; ready_for_v0_13_storage_identity_adoption still ends it when nothing is refused)")
+	requireDrained := fs.Bool("require-drained", false, "with -preflight-storage-identity-adoption: refuse while fred holds any undelivered callback (the seed's rule)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -58,6 +65,14 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 	if *showVersion {
 		fmt.Fprintf(stdout, "berthd %s\n", version)
 		return exitOK
+	}
+	if *preflight && *fredDir == "" {
+		fmt.Fprintf(stderr, "berthd: -preflight-storage-identity-adoption needs -v013-dir (where fred v0.13 keeps its four .db files)\n")
+		return exitUsage
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "berthd: -o takes text or json, not %q\n", *output)
+		return exitUsage
 	}
 	cfg, err := config.Load(*configPath, environ)
 	if err != nil {
@@ -71,6 +86,9 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 			fmt.Fprintf(stderr, "berthd: %v\n", err)
 		}
 		return exitUsage
+	}
+	if *preflight {
+		return runPreflight(cfg, *fredDir, *requireDrained, *output == "json", stdout)
 	}
 	log := newLogger(cfg.LogLevel, stdout)
 	for _, w := range cfg.Warnings {

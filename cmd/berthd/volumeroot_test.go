@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-dev/berth/dockerio/volumes"
 )
 
 // setConfigLine replaces the config file's top-level line for key with line, or
@@ -36,7 +38,7 @@ func TestVolumeRoot_FollowsDataDir_AResetDataDirStarts(t *testing.T) {
 	t.Parallel()
 	dockerClient(t)
 	owner := func(d *daemonProc) string {
-		raw, err := os.ReadFile(filepath.Join(d.dir, "data", "volumes", volumeRootMarker))
+		raw, err := os.ReadFile(filepath.Join(d.dir, "data", "volumes", volumes.InstallationMarker))
 		if err != nil {
 			t.Fatalf("no volume root in the data dir: %v", err)
 		}

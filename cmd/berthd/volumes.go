@@ -66,15 +66,10 @@ func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) 
 	return v, nil
 }
 
-// volumeRootMarker names the installation that owns a volume root. Volume names
-// carry the lease, not the installation, so two installations sharing a root
-// could adopt, retain or destroy each other's data: the second is refused.
-const volumeRootMarker = ".berth-installation"
-
 // claimVolumeRoot writes the marker into a root that has none and refuses a
 // root another installation claimed.
 func claimVolumeRoot(root, installationID string) error {
-	p := filepath.Join(root, volumeRootMarker)
+	p := filepath.Join(root, volumes.InstallationMarker)
 	raw, err := os.ReadFile(p)
 	switch {
 	case err == nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/dockertest/fake"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // TestConformance_FakeBehavesLikeTheRealEngine drives the same scenario through
@@ -127,7 +128,7 @@ func conformanceScenario(t *testing.T, e conformer, info dockerio.ImageInfo, ins
 	note("pinned absent without digest: %s", kind(err))
 	_, err = e.ResolveImage(ctx, info.ID)
 	note("resolve an image ID: %s", kind(err))
-	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: info.ID, User: "1000:1000"})
+	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{Service: manifest.Service{User: "1000:1000"}, ImageID: info.ID})
 	note("detect writable paths: %s paths=%v uid=%d gid=%d", kind(err), w.Paths, w.UID, w.GID)
 	_, err = e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: "sha256:" + strings.Repeat("0", 64)})
 	note("detect writable paths of an absent image: %s", kind(err))
@@ -147,12 +148,12 @@ func conformanceScenario(t *testing.T, e conformer, info dockerio.ImageInfo, ins
 	note("inspect unknown network: %s", kind(err))
 
 	svc := func(name string, q int) dockerio.ServicePlan {
-		return dockerio.ServicePlan{Name: name, SKU: "s", Quantity: q, CPUCores: 0.5, MemoryMB: 64, Image: fx.image,
-			ImageID: info.ID, ImageVolumes: info.Volumes, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}
+		return dockerio.ServicePlan{Service: manifest.Service{Image: fx.image, Ports: map[string]manifest.Port{"8080/tcp": {}}},
+			Name: name, SKU: "s", Quantity: q, CPUCores: 0.5, MemoryMB: 64, ImageID: info.ID, ImageVolumes: info.Volumes}
 	}
 	db := stateful(t, vols, lease, svc("db", 1), 10, info.UID, info.GID)
 	web := svc("web", 2)
-	web.DependsOn = map[string]string{"db": "service_started"}
+	web.DependsOn = map[string]manifest.Dependency{"db": {Condition: "service_started"}}
 	plan := dockerio.Plan{Lease: lease, Tenant: "t", ProviderUUID: "p", BackendName: "docker", InstallationID: installation,
 		OperationID: "op-1", Generation: 1, NetworkID: netID, HostBindIP: "127.0.0.1", ReadonlyRootfs: true,
 		PidsLimit: 64, TmpfsSizeMB: 8, Services: []dockerio.ServicePlan{db, web}}

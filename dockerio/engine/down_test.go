@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // leaseContainers lists every container (any state) labelled with the lease.
@@ -224,12 +225,12 @@ func TestUp_DependencyNeverHealthy_FailsLaunch(t *testing.T) {
 	info := ensurePulled(t, e)
 	l := newTestLease(t, e)
 	db := workloadService("db", 1, info)
-	db.HealthCheck = &dockerio.HealthCheck{
+	db.HealthCheck = &manifest.HealthCheck{
 		Test:     []string{"CMD", "/workload", "get", "http://127.0.0.1:9/"}, // nothing listens
-		Interval: 500 * time.Millisecond, Timeout: time.Second, Retries: 1,
+		Interval: manifest.Duration(500 * time.Millisecond), Timeout: manifest.Duration(time.Second), Retries: 1,
 	}
 	web := workloadService("web", 1, info)
-	web.DependsOn = map[string]string{"db": "service_healthy"}
+	web.DependsOn = map[string]manifest.Dependency{"db": {Condition: "service_healthy"}}
 	ctx := testCtx(t, 2*time.Minute)
 	err := e.Up(ctx, l.plan(db, web))
 	if err == nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
@@ -31,14 +32,42 @@ func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, er
 			if len(c.Names) > 0 {
 				name = strings.TrimPrefix(c.Names[0], "/")
 			}
-			out = append(out, dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease]})
+			o := dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease],
+				Labels: c.Labels, State: c.State, ImageID: c.ImageID, Networks: map[string]string{}}
+			if c.NetworkSettings != nil {
+				for n, es := range c.NetworkSettings.Networks {
+					o.Networks[n] = es.NetworkID
+				}
+			}
+			if o.Image, err = e.fredImage(ctx, c.ImageID); errors.Is(err, dockerio.ErrNotFound) {
+				o.ImageID = ""
+			} else if err != nil {
+				return nil, err
+			}
+			for _, m := range c.Mounts {
+				o.Mounts = append(o.Mounts, dockerio.FredMount{Type: string(m.Type), Source: m.Source, Destination: m.Destination})
+			}
+			out = append(out, o)
 		}
 	}
 	for _, n := range ns {
 		if dockerio.MadeByFredV013(n.Labels, e.opts.BackendName) {
-			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name})
+			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels})
 		}
 	}
 	dockerio.SortFredObjects(out)
 	return out, nil
+}
+
+// fredImage is what the image a fred container runs declares.
+func (e *Engine) fredImage(ctx context.Context, id string) (dockerio.FredImage, error) {
+	resp, err := e.imageByID(ctx, id)
+	if err != nil {
+		return dockerio.FredImage{}, err
+	}
+	img := dockerio.FredImage{Volumes: imageVolumes(resp), RepoDigests: resp.RepoDigests}
+	if resp.Config != nil {
+		img.Labels = resp.Config.Labels
+	}
+	return img, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 func TestLogs_TailLinesAndByteCap_KeepTheEnd(t *testing.T) {
@@ -157,8 +158,8 @@ func TestListManaged_OnlyThisInstallation_HealthFromStatus(t *testing.T) {
 	ctx := testCtx(t, 3*time.Minute)
 
 	web := workloadService("web", 2, info)
-	web.HealthCheck = &dockerio.HealthCheck{
-		Test: []string{"CMD", "/workload", "get", "http://127.0.0.1:8080/"}, Interval: 500 * time.Millisecond, Retries: 3,
+	web.HealthCheck = &manifest.HealthCheck{
+		Test: []string{"CMD", "/workload", "get", "http://127.0.0.1:8080/"}, Interval: manifest.Duration(500 * time.Millisecond), Retries: 3,
 	}
 	if err := ea.Up(ctx, a.plan(web)); err != nil {
 		t.Fatalf("Up a: %v", err)

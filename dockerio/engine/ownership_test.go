@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // createForeignContainer makes, by hand, a running container labelled exactly as
@@ -26,7 +27,7 @@ func createForeignContainer(t *testing.T, lease, service string, index int, inst
 	ctx := testCtx(t, time.Minute)
 	plan := dockerio.Plan{Lease: lease, Tenant: "foreign-tenant", BackendName: "docker", InstallationID: installation,
 		OperationID: "foreign-op", Generation: 1}
-	l := labels.Container(plan, dockerio.ServicePlan{Name: service, Image: fx.image, ImageID: fx.imageID}, index, time.Now())
+	l := labels.Container(plan, dockerio.ServicePlan{Service: manifest.Service{Image: fx.image}, Name: service, ImageID: fx.imageID}, index, time.Now())
 	key := service
 	if index > 0 {
 		key = fmt.Sprintf("%s-%d", service, index)
@@ -118,7 +119,7 @@ func TestTwoInstallations_SameLease_NeitherTouchesTheOthersObjects(t *testing.T)
 	la := newTestLeaseAs(t, a, lease)
 	db := stateful(t, dirVolumes(t), lease, workloadService("db", 1, info), 64, 0, 0)
 	web := workloadService("web", 1, info)
-	web.DependsOn = map[string]string{"db": "service_started"}
+	web.DependsOn = map[string]manifest.Dependency{"db": {Condition: "service_started"}}
 	planA := la.plan(db, web)
 	if err := a.Up(ctx, planA); err != nil {
 		t.Fatalf("A Up: %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // leaseNetworkKey is the Compose key of the one network every container joins.
@@ -73,13 +74,13 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 			return nil, err
 		}
 		sc := buildService(plan, svc, key, inst.Index, createdAt)
-		for target, condition := range svc.DependsOn {
+		for target, dep := range svc.DependsOn {
 			targetKeys, ok := keysOf[target]
 			if _, known := byName[target]; !known {
 				return nil, fmt.Errorf("plan: service %q depends on unknown service %q", svc.Name, target)
 			}
-			if condition != types.ServiceConditionStarted && condition != types.ServiceConditionHealthy {
-				return nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", svc.Name, condition)
+			if dep.Condition != types.ServiceConditionStarted && dep.Condition != types.ServiceConditionHealthy {
+				return nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", svc.Name, dep.Condition)
 			}
 			if !ok {
 				continue // a quantity-0 target has no instances to wait for
@@ -88,7 +89,7 @@ func buildProject(plan dockerio.Plan, createdAt time.Time) (*types.Project, erro
 				sc.DependsOn = types.DependsOnConfig{}
 			}
 			for _, tk := range targetKeys {
-				sc.DependsOn[tk] = types.ServiceDependency{Condition: condition, Required: true}
+				sc.DependsOn[tk] = types.ServiceDependency{Condition: dep.Condition, Required: true}
 			}
 		}
 		project.Services[key] = sc
@@ -133,7 +134,7 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 	}
 	sc.Volumes, sc.Tmpfs = buildMounts(plan, svc, index)
 	if svc.StopGracePeriod > 0 {
-		d := types.Duration(svc.StopGracePeriod)
+		d := types.Duration(svc.StopGracePeriod.D())
 		sc.StopGracePeriod = &d
 	}
 	if len(svc.Env) > 0 {
@@ -148,16 +149,13 @@ func buildService(plan dockerio.Plan, svc dockerio.ServicePlan, key string, inde
 	if len(svc.Args) > 0 {
 		sc.Command = types.ShellCommand(slices.Clone(svc.Args))
 	}
-	for _, p := range svc.Ports {
-		proto := p.Protocol
-		if proto == "" {
-			proto = "tcp"
-		}
+	ports, _ := dockerio.ServicePorts(&svc.Service)
+	for _, p := range ports {
 		sc.Ports = append(sc.Ports, types.ServicePortConfig{
 			Mode:     "ingress",
 			HostIP:   plan.HostBindIP,
-			Target:   uint32(p.Port),
-			Protocol: proto,
+			Target:   uint32(p.Number),
+			Protocol: p.Protocol,
 			// Published empty: Docker picks an ephemeral host port.
 		})
 	}
@@ -301,7 +299,7 @@ func bindSources(plan dockerio.Plan) []string {
 
 // healthCheck maps the manifest check; nil keeps the image's own HEALTHCHECK,
 // NONE disables it.
-func healthCheck(h *dockerio.HealthCheck) *types.HealthCheckConfig {
+func healthCheck(h *manifest.HealthCheck) *types.HealthCheckConfig {
 	if h == nil || len(h.Test) == 0 {
 		return nil
 	}
@@ -309,11 +307,11 @@ func healthCheck(h *dockerio.HealthCheck) *types.HealthCheckConfig {
 		return &types.HealthCheckConfig{Test: types.HealthCheckTest{"NONE"}, Disable: true}
 	}
 	hc := &types.HealthCheckConfig{Test: types.HealthCheckTest(slices.Clone(h.Test))}
-	dur := func(d time.Duration) *types.Duration {
+	dur := func(d manifest.Duration) *types.Duration {
 		if d <= 0 {
 			return nil
 		}
-		v := types.Duration(d)
+		v := types.Duration(d.D())
 		return &v
 	}
 	hc.Interval = dur(h.Interval)

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // These tests need no Docker: buildProject is a pure function.
@@ -33,8 +34,8 @@ func unitPlan(services ...dockerio.ServicePlan) dockerio.Plan {
 func unitService(name string, quantity int) dockerio.ServicePlan {
 	return dockerio.ServicePlan{
 		Name: name, SKU: "s", Quantity: quantity, CPUCores: 1.5, MemoryMB: 256,
-		Image: "registry.example/app:1", ImageID: "sha256:" + strings.Repeat("c", 64),
-		Ports: []dockerio.PortSpec{{Port: 80, Protocol: "tcp"}, {Port: 53, Protocol: "udp"}},
+		Service: manifest.Service{Image: "registry.example/app:1", Ports: map[string]manifest.Port{"80/tcp": {}, "5353/udp": {}}},
+		ImageID: "sha256:" + strings.Repeat("c", 64),
 	}
 }
 
@@ -77,7 +78,7 @@ func TestBuildProject_Hardening_OnEveryService(t *testing.T) {
 	svc := unitService("app", 1)
 	svc.Init = &init
 	svc.User = "1000:1000"
-	svc.StopGracePeriod = 15 * time.Second
+	svc.StopGracePeriod = manifest.Duration(15 * time.Second)
 	svc.Env = map[string]string{"A": "1"}
 	svc.Command = []string{"/bin/app"}
 	svc.Args = []string{"--flag"}
@@ -204,7 +205,7 @@ func describeMounts(s types.ServiceConfig) []string {
 
 func TestBuildProject_DependsOn_EveryInstanceOnEveryTargetInstance(t *testing.T) {
 	web := unitService("web", 2)
-	web.DependsOn = map[string]string{"db": "service_healthy", "cache": "service_started"}
+	web.DependsOn = map[string]manifest.Dependency{"db": {Condition: "service_healthy"}, "cache": {Condition: "service_started"}}
 	p, err := buildProject(unitPlan(unitService("cache", 1), unitService("db", 3), web), time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -228,9 +229,9 @@ func TestBuildProject_DependsOn_EveryInstanceOnEveryTargetInstance(t *testing.T)
 
 func TestBuildProject_HealthCheck_MappedAndNoneDisables(t *testing.T) {
 	active := unitService("a", 1)
-	active.HealthCheck = &dockerio.HealthCheck{Test: []string{"CMD", "probe"}, Interval: 2 * time.Second, Timeout: time.Second, StartPeriod: 5 * time.Second, Retries: 4}
+	active.HealthCheck = &manifest.HealthCheck{Test: []string{"CMD", "probe"}, Interval: manifest.Duration(2 * time.Second), Timeout: manifest.Duration(time.Second), StartPeriod: manifest.Duration(5 * time.Second), Retries: 4}
 	none := unitService("n", 1)
-	none.HealthCheck = &dockerio.HealthCheck{Test: []string{"NONE"}}
+	none.HealthCheck = &manifest.HealthCheck{Test: []string{"NONE"}}
 	p, err := buildProject(unitPlan(active, none, unitService("z", 1)), time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -286,9 +287,9 @@ func TestBuildProject_InvalidPlans_Refused(t *testing.T) {
 		tooMany.ImageVolumes = append(tooMany.ImageVolumes, "/v"+itoa(i%10)+itoa(i/10))
 	}
 	unknownDep := unitService("web", 1)
-	unknownDep.DependsOn = map[string]string{"db": "service_started"}
+	unknownDep.DependsOn = map[string]manifest.Dependency{"db": {Condition: "service_started"}}
 	badCond := unitService("web", 1)
-	badCond.DependsOn = map[string]string{"web2": "service_completed_successfully"}
+	badCond.DependsOn = map[string]manifest.Dependency{"web2": {Condition: "service_completed_successfully"}}
 	noNetwork := unitPlan(unitService("app", 1))
 	noNetwork.NetworkID = ""
 	withVolumes := func(vols ...string) dockerio.Plan {

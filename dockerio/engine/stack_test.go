@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated launches
@@ -28,20 +29,20 @@ func TestUp_StackWithFanOutAndHealthyDependency_HardenedAttributedAndIsolated(t 
 	l := newTestLease(t, e)
 
 	web := workloadService("web", 2, info)
-	web.DependsOn = map[string]string{"db": "service_healthy"}
+	web.DependsOn = map[string]manifest.Dependency{"db": {Condition: "service_healthy"}}
 	web.Env = map[string]string{"GREETING": "hello"}
 	web.Labels = map[string]string{"tenant.example/tier": "front"}
 	withInit := true
 	web.Init = &withInit
-	web.StopGracePeriod = 3 * time.Second
+	web.StopGracePeriod = manifest.Duration(3 * time.Second)
 	db := workloadService("db", 1, info)
 	db.User = "1000:1000"
 	// Stateful: the image VOLUME is a bind mount of the instance's host volume,
 	// whose mount point belongs to the user the service runs as.
 	db = stateful(t, dirVolumes(t), l.Lease, db, 128, 1000, 1000)
-	db.HealthCheck = &dockerio.HealthCheck{
+	db.HealthCheck = &manifest.HealthCheck{
 		Test:     []string{"CMD", "/workload", "get", "http://127.0.0.1:8080/"},
-		Interval: time.Second, Timeout: 2 * time.Second, Retries: 5,
+		Interval: manifest.Duration(time.Second), Timeout: manifest.Duration(2 * time.Second), Retries: 5,
 	}
 	plan := l.plan(db, web)
 	ctx := testCtx(t, 3*time.Minute)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // Stock images on a read-only rootfs, against the real engine: writable-path
@@ -68,8 +69,8 @@ func TestDetectWritablePaths_StockImagesAndTheTestWorkload(t *testing.T) {
 		{"redis as root", redis.ID, "", []string{"/var/lib/redis", "/var/log/redis"}, 0, 0},
 		{"the test workload", ensurePulled(t, e).ID, "", nil, 0, 0},
 	} {
-		first, took := detect(t, e, dockerio.WritableQuery{ImageID: c.imageID, User: c.user})
-		again, cached := detect(t, e, dockerio.WritableQuery{ImageID: c.imageID, User: c.user})
+		first, took := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: c.user}, ImageID: c.imageID})
+		again, cached := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: c.user}, ImageID: c.imageID})
 		t.Logf("%s: %v (program %q, refused %q, cut %v); detection %v, then %v cached", c.name, first.Paths, first.Program, first.Refused, first.Cut, took, cached)
 		if !slices.Equal(first.Paths, c.want) || first.UID != c.uid || first.GID != c.gid || len(first.Cut) != 0 {
 			t.Errorf("%s: %+v, want paths %v as %d:%d", c.name, first, c.want, c.uid, c.gid)
@@ -80,11 +81,11 @@ func TestDetectWritablePaths_StockImagesAndTheTestWorkload(t *testing.T) {
 	}
 	// A tenant tmpfs over a detected path takes it out; so does an entrypoint
 	// override naming another program.
-	w, _ := detect(t, e, dockerio.WritableQuery{ImageID: nginx.ID, User: "www-data", Tmpfs: []string{"/var/log/nginx"}})
+	w, _ := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: "www-data", Tmpfs: []string{"/var/log/nginx"}}, ImageID: nginx.ID})
 	if !slices.Equal(w.Paths, []string{"/var/lib/nginx"}) || len(w.Refused) != 1 {
 		t.Errorf("with a tmpfs over /var/log/nginx: %+v", w)
 	}
-	if w, _ := detect(t, e, dockerio.WritableQuery{ImageID: nginx.ID, User: "www-data", Command: []string{"/bin/true"}}); len(w.Paths) != 0 {
+	if w, _ := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: "www-data", Command: []string{"/bin/true"}}, ImageID: nginx.ID}); len(w.Paths) != 0 {
 		t.Errorf("running /bin/true as www-data: %v", w.Paths)
 	}
 }
@@ -126,7 +127,7 @@ func TestSeedWritablePaths_ImageContentAndOwnersReseedKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wr, _ := detect(t, e, dockerio.WritableQuery{ImageID: redis.ID, User: "redis"})
+	wr, _ := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: "redis"}, ImageID: redis.ID})
 	took := seedInto(t, e, redis.ID, wr, dir)
 	if mode, uid, gid := statOf(t, filepath.Join(dir, "_wp", "var%2Flog%2Fredis")); mode != fs.ModeDir|fs.ModeSetgid|0o750 || uid != 100 || gid != 101 {
 		t.Errorf("/var/log/redis seeded %v %d:%d, want the image's setgid 0750, given to 100:101", mode, uid, gid)
@@ -150,7 +151,7 @@ func TestSeedWritablePaths_ImageContentAndOwnersReseedKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wn, _ := detect(t, e, dockerio.WritableQuery{ImageID: nginx.ID, User: "www-data"})
+	wn, _ := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: "www-data"}, ImageID: nginx.ID})
 	took = seedInto(t, e, nginx.ID, wn, scratch)
 	t.Logf("nginx %v seeded in %v, reseeded in %v", wn.Paths, took, seedInto(t, e, nginx.ID, wn, scratch))
 	if l, err := os.Readlink(filepath.Join(scratch, "_wp", "var%2Flog%2Fnginx", "access.log")); err != nil || l != "/dev/stdout" {
@@ -192,10 +193,10 @@ func launchAndWait(t *testing.T, e *Engine, l testLease, svc dockerio.ServicePla
 func TestLaunch_StockNginxAsWwwDataOnAReadOnlyRootfs(t *testing.T) {
 	e := newTestEngine(t)
 	ref, info := stockImage(t, e, "BERTH_TEST_NGINX_IMAGE")
-	w, _ := detect(t, e, dockerio.WritableQuery{ImageID: info.ID, User: "www-data"})
+	w, _ := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: "www-data"}, ImageID: info.ID})
 	v := dirVolumes(t)
-	web := dockerio.ServicePlan{Name: "web", SKU: "small", Quantity: 1, CPUCores: 0.5, MemoryMB: 64, Image: ref, ImageID: info.ID,
-		ImageVolumes: info.Volumes, User: "www-data", Ports: []dockerio.PortSpec{{Port: 80, Protocol: "tcp"}}}
+	web := dockerio.ServicePlan{Service: manifest.Service{Image: ref, User: "www-data", Ports: map[string]manifest.Port{"80/tcp": {}}},
+		Name: "web", SKU: "small", Quantity: 1, CPUCores: 0.5, MemoryMB: 64, ImageID: info.ID, ImageVolumes: info.Volumes}
 	serves := func(t *testing.T, c messages.Container) {
 		t.Helper()
 		body, err := httpGet("http://127.0.0.1:" + c.Ports["80/tcp"].HostPort + "/")
@@ -324,7 +325,7 @@ func TestHostileImage_RefusedOrConfined(t *testing.T) {
 	}
 
 	id := importHostile(t, "VOLUME /var/lib/vol")
-	w, _ := detect(t, e, dockerio.WritableQuery{ImageID: id, User: "app"})
+	w, _ := detect(t, e, dockerio.WritableQuery{Service: manifest.Service{User: "app"}, ImageID: id})
 	t.Logf("detected %v, refused %q", w.Paths, w.Refused)
 	if !slices.Equal(w.Paths, []string{"/var/lib/app", "/var/log/app"}) || w.UID != 1000 ||
 		!slices.ContainsFunc(w.Refused, func(r string) bool { return strings.HasPrefix(r, `/var/lib/evil: a symlink to "/etc"`) }) ||
@@ -404,7 +405,7 @@ func TestTenantSeccomp_BtrfsSubvolumeIoctlsRefusedOrdinaryIoctlsWork(t *testing.
 	t.Cleanup(func() { removeImage(t, info.ID) })
 	l := newTestLease(t, e)
 	svc := stateful(t, v, l.Lease, dockerio.ServicePlan{Name: "db", SKU: "s", Quantity: 1, CPUCores: 0.5, MemoryMB: 64,
-		Image: ref, ImageID: info.ID, ImageVolumes: info.Volumes, Args: []string{"ioctl", "/data"}}, 8, 0, 0)
+		Service: manifest.Service{Image: ref, Args: []string{"ioctl", "/data"}}, ImageID: info.ID, ImageVolumes: info.Volumes}, 8, 0, 0)
 	c, _ := launchAndWait(t, e, l, svc)
 	logs, _, err := e.Logs(ctx, c.ID, 20, 4096)
 	if err != nil || c.State != "exited" || c.ExitCode != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/volumes"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // mustRun: under make test (BERTH_REQUIRE_DOCKER=1) and in CI a missing
@@ -133,9 +134,9 @@ func fillVolume(t *testing.T, port string, max int) ([][]byte, string) {
 // managed volume of quotaMB in v at /data.
 func statefulTestWorkload(t *testing.T, v dockerio.Volumes, l testLease, ref string, info dockerio.ImageInfo, quotaMB int64) dockerio.ServicePlan {
 	t.Helper()
-	svc := dockerio.ServicePlan{Name: "db", SKU: "stateful", Quantity: 1, CPUCores: 0.5, MemoryMB: 64, Image: ref,
-		ImageID: info.ID, ImageVolumes: info.Volumes, MaskLabels: info.MaskLabels,
-		Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}
+	svc := dockerio.ServicePlan{Name: "db", SKU: "stateful", Quantity: 1, CPUCores: 0.5, MemoryMB: 64,
+		Service: manifest.Service{Image: ref, Ports: map[string]manifest.Port{"8080/tcp": {}}},
+		ImageID: info.ID, ImageVolumes: info.Volumes, MaskLabels: info.MaskLabels}
 	return stateful(t, v, l.Lease, svc, quotaMB, info.UID, info.GID)
 }
 
@@ -245,8 +246,8 @@ func TestUp_NamedImageUser_OwnsItsVolumeMountPoints(t *testing.T) {
 		t.Fatalf("USER app resolved to %d:%d, want 1000:1000", info.UID, info.GID)
 	}
 	l := newTestLease(t, e)
-	svc := dockerio.ServicePlan{Name: "app", SKU: "stateful", Quantity: 1, CPUCores: 0.5, MemoryMB: 64, Image: ref,
-		ImageID: info.ID, ImageVolumes: info.Volumes, MaskLabels: info.MaskLabels}
+	svc := dockerio.ServicePlan{Name: "app", SKU: "stateful", Quantity: 1, CPUCores: 0.5, MemoryMB: 64,
+		Service: manifest.Service{Image: ref}, ImageID: info.ID, ImageVolumes: info.Volumes, MaskLabels: info.MaskLabels}
 	svc = stateful(t, v, l.Lease, svc, 16, info.UID, info.GID)
 	ctx := testCtx(t, 2*time.Minute)
 	if err := e.Up(ctx, l.plan(svc)); err != nil {

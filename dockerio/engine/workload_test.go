@@ -33,6 +33,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/volumes"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // The engine's tests run against the real Docker engine and the local registry.
@@ -472,17 +473,15 @@ func (l testLease) plan(services ...dockerio.ServicePlan) dockerio.Plan {
 // workloadService is a service running the workload image.
 func workloadService(name string, quantity int, info dockerio.ImageInfo, args ...string) dockerio.ServicePlan {
 	return dockerio.ServicePlan{
+		Service:      manifest.Service{Image: fx.image, Args: args, Ports: map[string]manifest.Port{"8080/tcp": {}}},
 		Name:         name,
 		SKU:          "small",
 		Quantity:     quantity,
 		CPUCores:     0.5,
 		MemoryMB:     64,
-		Image:        fx.image,
 		ImageID:      info.ID,
 		ImageVolumes: info.Volumes,
 		MaskLabels:   info.MaskLabels,
-		Args:         args,
-		Ports:        []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}},
 	}
 }
 

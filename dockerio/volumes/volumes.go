@@ -27,6 +27,12 @@ const (
 	FSTmpfs = "tmpfs"
 )
 
+// InstallationMarker names the berth installation that owns a volume root.
+// Volume names carry the lease, not the installation, so two installations
+// sharing a root could adopt, retain or destroy each other's data: berthd
+// refuses the second, and the takeover preflight a root berth already claims.
+const InstallationMarker = ".berth-installation"
+
 // zfsSuperMagic is ZFS's statfs f_type (not in x/sys/unix: ZFS is out of tree).
 const zfsSuperMagic = 0x2fc12fc1
 

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 // Compose labels the real engine's containers carry; the fake sets the same.
@@ -174,12 +175,12 @@ func validatePlan(plan dockerio.Plan) ([]string, error) {
 		}
 	}
 	for _, s := range plan.Services {
-		for target, cond := range s.DependsOn {
+		for target, dep := range s.DependsOn {
 			if !known[target] {
 				return nil, fmt.Errorf("plan: service %q depends on unknown service %q", s.Name, target)
 			}
-			if cond != "service_started" && cond != "service_healthy" {
-				return nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", s.Name, cond)
+			if dep.Condition != manifest.ConditionStarted && dep.Condition != manifest.ConditionHealthy {
+				return nil, fmt.Errorf("plan: service %q: unsupported depends_on condition %q", s.Name, dep.Condition)
 			}
 		}
 	}
@@ -284,12 +285,9 @@ func (e *Engine) createLocked(plan dockerio.Plan, svc dockerio.ServicePlan, key 
 	if plan.NetworkID != "" && !plan.NetworkBridged { // the isolated bridge shares nothing (as the engine lists it)
 		c.c.Networks = []string{plan.NetworkID}
 	}
-	for _, p := range svc.Ports {
-		proto := p.Protocol
-		if proto == "" {
-			proto = "tcp"
-		}
-		c.c.Ports[strconv.Itoa(p.Port)+"/"+proto] = messages.PortBinding{HostIP: plan.HostBindIP, HostPort: strconv.Itoa(e.nextPort)}
+	ports, _ := dockerio.ServicePorts(&svc.Service)
+	for _, p := range ports {
+		c.c.Ports[strconv.Itoa(p.Number)+"/"+p.Protocol] = messages.PortBinding{HostIP: plan.HostBindIP, HostPort: strconv.Itoa(e.nextPort)}
 		e.nextPort++
 	}
 	if h, ok := e.pinned[plan.Lease+"/"+svc.Name]; ok {
@@ -337,14 +335,14 @@ func unindex[T any](idx map[string]map[string]T, key, id string) {
 // dependenciesMetLocked is Compose's wait for depends_on, decided at once: a
 // started dependency must be up; a healthy one must not be pinned unhealthy.
 func (e *Engine) dependenciesMetLocked(plan dockerio.Plan, svc dockerio.ServicePlan, byKey map[string]*fakeContainer) error {
-	for target, cond := range svc.DependsOn {
+	for target, d := range svc.DependsOn {
 		t := serviceNamed(plan, target)
 		for i := 0; i < t.Quantity; i++ {
 			dep := byKey[composeKeyOf(t, i)]
 			if !isUp(dep.c.State) {
 				return fmt.Errorf("dependency failed to start: container %s exited (%d)", dep.c.Name, dep.c.ExitCode)
 			}
-			if cond != "service_healthy" {
+			if d.Condition != manifest.ConditionHealthy {
 				continue
 			}
 			if !dep.healthCheck {

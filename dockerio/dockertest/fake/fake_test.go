@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine/labels"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 const (
@@ -38,15 +39,15 @@ func stack(t *testing.T, e *Engine) dockerio.Plan {
 		t.Fatal(err)
 	}
 	svc := func(name string, q int) dockerio.ServicePlan {
-		return dockerio.ServicePlan{Name: name, SKU: "s", Quantity: q, CPUCores: 1, MemoryMB: 64, Image: image, ImageID: info.ID,
-			ImageVolumes: info.Volumes, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}
+		return dockerio.ServicePlan{Service: manifest.Service{Image: image, Ports: map[string]manifest.Port{"8080/tcp": {}}},
+			Name: name, SKU: "s", Quantity: q, CPUCores: 1, MemoryMB: 64, ImageID: info.ID, ImageVolumes: info.Volumes}
 	}
 	db := svc("db", 1)
 	db.DiskMB = 10
 	db.VolumeDirs = []string{"/var/lib/berth/volumes/" + messages.VolumeName(lease, "db", 0)}
-	db.HealthCheck = &dockerio.HealthCheck{Test: []string{"CMD", "probe"}}
+	db.HealthCheck = &manifest.HealthCheck{Test: []string{"CMD", "probe"}}
 	web := svc("web", 2)
-	web.DependsOn = map[string]string{"db": "service_healthy"}
+	web.DependsOn = map[string]manifest.Dependency{"db": {Condition: manifest.ConditionHealthy}}
 	return dockerio.Plan{Lease: lease, Tenant: "t", BackendName: "docker", InstallationID: installation, OperationID: "op1",
 		Generation: 1, NetworkID: id, HostBindIP: "127.0.0.1", ReadonlyRootfs: true, Services: []dockerio.ServicePlan{db, web}}
 }
@@ -628,7 +629,7 @@ func TestWritablePaths_ConfiguredDetectionSeedingAndSeccomp(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetWritablePaths(info.ID, []string{"/var/lib/nginx", "/data/x", "/var/log/nginx", "/a", "/b", "/c", "/cache"}, nil, nil)
-	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{ImageID: info.ID, Tmpfs: []string{"/cache"}})
+	w, err := e.DetectWritablePaths(ctx, dockerio.WritableQuery{Service: manifest.Service{Tmpfs: []string{"/cache"}}, ImageID: info.ID})
 	if err != nil || !slices.Equal(w.Paths, []string{"/var/lib/nginx", "/var/log/nginx", "/a", "/b"}) || !slices.Equal(w.Dropped, []string{"/c"}) ||
 		len(w.Refused) != 2 || w.UID != 33 || w.GID != 33 {
 		t.Errorf("DetectWritablePaths = %+v, %v", w, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/ingress"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 const ingressLease = "0f8fad5b-d9cb-469f-a165-70867728950e"
@@ -14,7 +15,7 @@ const ingressLease = "0f8fad5b-d9cb-469f-a165-70867728950e"
 func ingressPlan() dockerio.Plan {
 	return dockerio.Plan{Lease: ingressLease, NetworkID: "n1", NetworkName: "berth-pool-abc",
 		Ingress:  &ingress.Config{WildcardDomain: "apps.example.com", Entrypoint: "websecure", CertResolver: "http01"},
-		Services: []dockerio.ServicePlan{{Name: "web", Quantity: 2, Ports: []dockerio.PortSpec{{Port: 8080, Protocol: "tcp"}}}}}
+		Services: []dockerio.ServicePlan{{Service: manifest.Service{Ports: map[string]manifest.Port{"8080/tcp": {}}}, Name: "web", Quantity: 2}}}
 }
 
 func TestContainer_IngressOn_TraefikLabelsOnTheRealNetwork_OffNone(t *testing.T) {
@@ -52,7 +53,7 @@ func TestCheckIngress_RefusesAPlanWhoseLabelsCannotBeMade(t *testing.T) {
 		}
 	}
 	p := ingressPlan()
-	p.Services[0].Ports = []dockerio.PortSpec{{Port: 53, Protocol: "udp"}}
+	p.Services[0].Ports = map[string]manifest.Port{"53/udp": {}}
 	p.NetworkName = ""
 	if err := CheckIngress(p); err != nil {
 		t.Fatalf("a service with no routable port needs no labels, yet: %v", err)

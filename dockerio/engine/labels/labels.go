@@ -83,12 +83,9 @@ func Ingress(plan dockerio.Plan, svc dockerio.ServicePlan, index int) (map[strin
 	if plan.Ingress == nil {
 		return nil, nil
 	}
-	ports := make([]ingress.Port, len(svc.Ports))
-	for i, p := range svc.Ports {
-		ports[i] = ingress.Port{Number: p.Port, Protocol: p.Protocol}
-	}
+	ports, hint := dockerio.ServicePorts(&svc.Service)
 	return ingress.Labels(*plan.Ingress, ingress.Container{Lease: plan.Lease, Service: svc.Name, Index: index,
-		Ports: ports, Hint: svc.IngressPort, Network: plan.NetworkName, CustomDomain: svc.CustomDomain})
+		Ports: ports, Hint: hint, Network: plan.NetworkName, CustomDomain: svc.CustomDomain})
 }
 
 // CheckIngress refuses a plan with an instance whose ingress labels cannot be

@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages/manifest"
 )
 
 func TestContainer_FredLabelsWinOverTenantLabels(t *testing.T) {
 	plan := dockerio.Plan{Lease: "L", Tenant: "T", InstallationID: "I", Generation: 3, BackendName: "docker"}
-	svc := dockerio.ServicePlan{Name: "web", Labels: map[string]string{dockerio.LabelLease: "forged", "app": "x"}}
+	svc := dockerio.ServicePlan{Service: manifest.Service{Labels: map[string]string{dockerio.LabelLease: "forged", "app": "x"}}, Name: "web"}
 	l := Container(plan, svc, 2, time.Date(2025, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)))
 	want := map[string]string{
 		dockerio.LabelLease: "L", dockerio.LabelService: "web", dockerio.LabelInstance: "2", dockerio.LabelGeneration: "3",

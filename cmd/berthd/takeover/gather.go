@@ -1,0 +1,94 @@
+package takeover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/volumes"
+	"github.com/berth-dev/berth/persistence/fredv013"
+)
+
+// DockerUnavailable: Docker could not be asked for fred's objects.
+const DockerUnavailable = "docker_unavailable"
+
+// lockWait is how long fred's files may refuse the shared lock: fred holds an
+// exclusive one for as long as it runs.
+const lockWait = time.Second
+
+// Inputs are where the preflight looks.
+type Inputs struct {
+	FredDir    string // fred's four bbolt files, by fred's default names
+	DataDir    string // berthd's data dir: adoption makes it, so it must hold nothing yet
+	ListenAddr string // fred's (and berthd's) listen_addr: nothing may listen there
+	VolumeRoot string // volume_data_path ("" none)
+	Objects    func(ctx context.Context) ([]dockerio.FredObject, error)
+	Rules      Rules
+	Now        time.Time
+}
+
+// Preflight reads fred's host and judges it. It writes nothing anywhere: fred's
+// files are opened read-only, Docker is only listed, the volume root only read.
+func Preflight(ctx context.Context, in Inputs) *Report {
+	r := &Report{Backend: in.Rules.Backend}
+	if conn, err := net.DialTimeout("tcp", in.ListenAddr, lockWait); err == nil {
+		_ = conn.Close()
+		r.Host = append(r.Host, Finding{FredRunning, "something listens on listen_addr " + in.ListenAddr})
+	}
+	if entries, err := os.ReadDir(in.DataDir); err == nil && len(entries) > 0 {
+		r.Host = append(r.Host, Finding{DataDirNotEmpty, fmt.Sprintf("data_dir %s holds %d entries: adoption writes a new one", in.DataDir, len(entries))})
+	}
+	stores, err := fredv013.Read(in.FredDir, lockWait)
+	switch {
+	case errors.Is(err, fredv013.ErrLocked):
+		r.Host = append(r.Host, Finding{FredRunning, err.Error()})
+	case err != nil:
+		r.Host = append(r.Host, Finding{StoreMalformed, err.Error()})
+	}
+	objs, derr := in.Objects(ctx)
+	if derr != nil {
+		r.Host = append(r.Host, Finding{DockerUnavailable, derr.Error()})
+	}
+	root, rerr := readRoot(in.VolumeRoot)
+	if rerr != nil {
+		r.Host = append(r.Host, Finding{NoVolumeRoot, rerr.Error()})
+	}
+	if err != nil || derr != nil || rerr != nil {
+		return r
+	}
+	judged := Classify(Evidence{Stores: stores, Objects: objs, Root: root, Now: in.Now}, in.Rules)
+	judged.Host = append(r.Host, judged.Host...)
+	return judged
+}
+
+// readRoot lists fred's volume directories and berth's installation marker.
+func readRoot(path string) (VolumeRoot, error) {
+	root := VolumeRoot{Path: path, Entries: map[string]bool{}}
+	if path == "" {
+		return root, nil
+	}
+	fs, err := volumes.Detect(path)
+	if err != nil {
+		return root, fmt.Errorf("volume_data_path %s: %w", path, err)
+	}
+	root.Filesystem = fs
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return root, fmt.Errorf("volume_data_path %s: %w", path, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "fred-") {
+			root.Entries[e.Name()] = true
+		}
+	}
+	if raw, err := os.ReadFile(filepath.Join(path, volumes.InstallationMarker)); err == nil {
+		root.Installation = strings.TrimSpace(string(raw))
+	}
+	return root, nil
+}
