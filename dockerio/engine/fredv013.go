@@ -2,9 +2,9 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -39,7 +39,7 @@ func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, er
 					o.Networks[n] = es.NetworkID
 				}
 			}
-			if o.Image, err = e.fredImage(ctx, c.ImageID); errors.Is(err, dockerio.ErrNotFound) {
+			if o.Image, err = e.fredImage(ctx, c.ImageID); cerrdefs.IsNotFound(err) {
 				o.ImageID = ""
 			} else if err != nil {
 				return nil, err
