@@ -352,9 +352,78 @@ func TestAdopted_LaunchNotForeign_DownRemovesThem(t *testing.T) {
 	}
 }
 
+// An adopted per-tenant network is listed with every container Docker lists on
+// it, a stopped one included (an inspect of the network counts none), and is
+// removed by its exact ID only once nothing is attached; fred's networks that are
+// not adopted, whose labels no longer say what the record says, or not named as
+// fred names its tenant's network, are neither listed nor removable.
+func TestAdopted_TenantNetworkRemovedOnlyOnceNothingIsAttached(t *testing.T) {
+	h := newFredHost(t)
+	newTenant := func() string { return "tenant-" + uuid.NewString()[:8] }
+	tenant, strayTenant, movedTenant, misnamedTenant := newTenant(), newTenant(), newTenant(), newTenant()
+	net, strayNet, movedNet := h.tenantNetwork(tenant), h.tenantNetwork(strayTenant), h.tenantNetwork(movedTenant)
+	misnamedNet := h.network(dockerio.FredTenantNetwork(newTenant()), misnamedTenant)
+	lease := uuid.NewString()
+	job := h.container(fredContainer{lease: lease, tenant: tenant, service: "job", quantity: 1, network: net,
+		args: []string{"exit", "-code", "0", "-after", "0s"}, start: true})
+	e := newTestEngineFor(t, newInstallation(), h.adopting(&dockerio.Adopted{
+		Containers: map[string]dockerio.AdoptedContainer{job: {Lease: lease, Service: "job"}},
+		Networks: map[string]dockerio.AdoptedNetwork{
+			net:         {Tenant: tenant},
+			movedNet:    {Tenant: "another-tenant"}, // recorded as another tenant's than its labels say
+			misnamedNet: {Tenant: misnamedTenant},
+		},
+	}))
+	ctx := testCtx(t, 2*time.Minute)
+	eventually(t, 30*time.Second, "the adopted job exited", func() bool {
+		c, err := e.Inspect(ctx, job)
+		return err == nil && c.State == "exited"
+	})
+
+	nets, err := e.AdoptedNetworks(ctx)
+	if err != nil {
+		t.Fatalf("AdoptedNetworks: %v", err)
+	}
+	if len(nets) != 1 || nets[0].ID != net || nets[0].Containers != 1 || nets[0].Labels[dockerio.LabelTenant] != tenant {
+		t.Fatalf("AdoptedNetworks = %+v, want only %s with its stopped container", nets, trimID(net))
+	}
+	if n, err := e.InspectNetwork(ctx, net); err != nil || n.Containers != 0 {
+		t.Errorf("InspectNetwork = %+v, %v; want no endpoint (the container is stopped)", n, err)
+	}
+	if err := e.RemoveNetwork(ctx, net); err == nil {
+		t.Fatal("RemoveNetwork removed an adopted network a stopped container is on")
+	}
+	for name, id := range map[string]string{"not allow-listed": strayNet, "labels changed": movedNet, "misnamed": misnamedNet} {
+		if err := e.RemoveNetwork(ctx, id); !errors.Is(err, dockerio.ErrForeignObject) {
+			t.Errorf("RemoveNetwork(%s) = %v, want ErrForeignObject", name, err)
+		}
+	}
+
+	if err := e.RemoveContainers(ctx, []string{job}); err != nil {
+		t.Fatalf("RemoveContainers(adopted job): %v", err)
+	}
+	if nets, err := e.AdoptedNetworks(ctx); err != nil || len(nets) != 1 || nets[0].Containers != 0 {
+		t.Fatalf("AdoptedNetworks = %+v, %v; want it with nothing attached", nets, err)
+	}
+	if err := e.RemoveNetwork(ctx, net); err != nil {
+		t.Fatalf("RemoveNetwork(adopted, nothing attached): %v", err)
+	}
+	if nets, err := e.AdoptedNetworks(ctx); err != nil || len(nets) != 0 {
+		t.Errorf("AdoptedNetworks after its removal = %+v, %v", nets, err)
+	}
+	if err := e.RemoveNetwork(ctx, net); err != nil {
+		t.Errorf("RemoveNetwork again = %v, want nil (gone)", err)
+	}
+	for _, id := range []string{strayNet, movedNet, misnamedNet} {
+		if _, err := fx.docker.NetworkInspect(ctx, id, network.InspectOptions{}); err != nil {
+			t.Errorf("fred network %s that is not adopted: %v", trimID(id), err)
+		}
+	}
+}
+
 // Without an adoption (no allow-list, or an empty one) the engine asks Docker
 // nothing more than before: one container list per listing, one event
-// subscription. An allow-list naming a container
+// subscription, nothing for adopted networks. An allow-list naming a container
 // adds the second list.
 func TestAdopted_NoAllowList_NoExtraDockerRequest(t *testing.T) {
 	for name, adopted := range map[string]*dockerio.Adopted{"nil": nil, "empty": {}} {
@@ -371,6 +440,7 @@ func TestAdopted_NoAllowList_NoExtraDockerRequest(t *testing.T) {
 				{"Cohort", func() error { _, err := e.Cohort(ctx, lease); return err }, opContainerList},
 				{"Launched", func() error { _, err := e.Launched(ctx, lease); return err }, opContainerList},
 				{"Down", func() error { return e.Down(ctx, lease, dockerio.DownOptions{}) }, opContainerList},
+				{"AdoptedNetworks", func() error { _, err := e.AdoptedNetworks(ctx); return err }, ""},
 				{"Events", func() error {
 					sctx, stop := context.WithCancel(ctx)
 					_, errc := e.Events(sctx)

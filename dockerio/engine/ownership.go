@@ -6,6 +6,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
 )
@@ -24,10 +25,22 @@ func (e *Engine) ownsContainer(id string, l map[string]string) bool {
 	return e.ours(l) || e.opts.Adopted.OwnsContainer(id, l, e.opts.BackendName)
 }
 
+// adoptedNetwork reports whether n is an adopted fred v0.13 per-tenant network:
+// allow-listed by its ID, its labels as recorded, fred's name for its tenant.
+func (e *Engine) adoptedNetwork(n network.Inspect) bool {
+	return e.opts.Adopted.OwnsNetwork(n.ID, n.Labels, e.opts.BackendName) &&
+		n.Name == dockerio.FredTenantNetwork(n.Labels[dockerio.LabelTenant])
+}
+
 // adoptsContainers reports whether the allow-list names any container: only
 // then is anything asked of Docker beyond our own labels' listing.
 func (e *Engine) adoptsContainers() bool {
 	return e.opts.Adopted != nil && len(e.opts.Adopted.Containers) > 0
+}
+
+// adoptsNetworks reports whether the allow-list names any network.
+func (e *Engine) adoptsNetworks() bool {
+	return e.opts.Adopted != nil && len(e.opts.Adopted.Networks) > 0
 }
 
 // ownFilters is a Docker list filter for this installation's managed objects,
