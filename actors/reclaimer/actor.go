@@ -1,11 +1,12 @@
 // Package reclaimer removes lease networks once no live lease owns them and Docker
 // reports no attached container, and adopted fred v0.13 per-tenant networks once
 // Docker lists no container on them in any state. Each candidate is re-inspected
-// by its exact ID and its ownership labels re-verified right before removal. One pass runs every
-// reconcile_interval and shortly after a close; each pass is bounded to 30 s and
-// removes a few candidates at a time (dockerd takes ~0.3 s per removal under load);
-// a pass that runs out of budget with candidates left starts the next at once, so a
-// mass close is cleaned up in one go rather than one budget per interval.
+// by its exact ID and its ownership labels re-verified right before removal. One
+// pass runs every reconcile_interval and shortly after a close; each pass is
+// bounded to 30 s and removes a few candidates at a time (dockerd takes ~0.3 s per
+// removal under load); a pass that runs out of budget with candidates left starts
+// the next at once, so a mass close is cleaned up in one go rather than one budget
+// per interval.
 package reclaimer
 
 import (
