@@ -1,6 +1,8 @@
 package dockerio
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -51,6 +53,13 @@ type FredMount struct {
 func MadeByFredV013(labels map[string]string, backend string) bool {
 	_, berth := labels[LabelInstallation]
 	return labels[LabelManaged] == "true" && labels[LabelBackend] == backend && !berth
+}
+
+// FredTenantNetwork is the name of fred's one network per tenant:
+// fred-tenant-<16 hex digits of sha256(tenant)>.
+func FredTenantNetwork(tenant string) string {
+	sum := sha256.Sum256([]byte(tenant))
+	return "fred-tenant-" + hex.EncodeToString(sum[:8])
 }
 
 // SortFredObjects orders objects containers first, then by name.

@@ -1,10 +1,12 @@
 // Package reclaimer removes lease networks once no live lease owns them and Docker
-// reports no attached container. Each candidate is re-inspected by its exact ID and
-// its ownership labels re-verified right before removal. One pass runs every
-// reconcile_interval and shortly after a close; each pass is bounded to 30 s and
-// removes a few candidates at a time (dockerd takes ~0.3 s per removal under load);
-// a pass that runs out of budget with candidates left starts the next at once, so a
-// mass close is cleaned up in one go rather than one budget per interval.
+// reports no attached container, and adopted fred v0.13 per-tenant networks once
+// Docker lists no container on them in any state. Each candidate is re-inspected
+// by its exact ID and its ownership labels re-verified right before removal. One
+// pass runs every reconcile_interval and shortly after a close; each pass is
+// bounded to 30 s and removes a few candidates at a time (dockerd takes ~0.3 s per
+// removal under load); a pass that runs out of budget with candidates left starts
+// the next at once, so a mass close is cleaned up in one go rather than one budget
+// per interval.
 package reclaimer
 
 import (
@@ -44,7 +46,11 @@ func DefaultSettings() Settings {
 type Docker interface {
 	LeaseNetworks(ctx context.Context) ([]dockerio.Network, error)
 	InspectNetwork(ctx context.Context, id string) (dockerio.Network, error)
-	// RemoveNetwork removes this installation's lease or pool network by exact ID.
+	// AdoptedNetworks lists the adopted fred v0.13 per-tenant networks, each with
+	// the containers Docker lists on it in any state (none without an adoption).
+	AdoptedNetworks(ctx context.Context) ([]dockerio.Network, error)
+	// RemoveNetwork removes this installation's lease or pool network, or an
+	// adopted one, by exact ID; an adopted one only while nothing is attached.
 	RemoveNetwork(ctx context.Context, id string) error
 }
 
@@ -104,8 +110,20 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 		a.Metrics.outcome("list_error")
 		return 0, fmt.Errorf("list networks: %w", err)
 	}
+	adopted, err := a.Engine.AdoptedNetworks(ctx)
+	if err != nil {
+		a.Metrics.outcome("list_error")
+		return 0, fmt.Errorf("list adopted networks: %w", err)
+	}
+	candidates := make([]candidate, 0, len(nets)+len(adopted))
+	for _, n := range nets {
+		candidates = append(candidates, candidate{net: n})
+	}
+	for _, n := range adopted {
+		candidates = append(candidates, candidate{net: n, adopted: true})
+	}
 	var removed atomic.Int64
-	work := make(chan dockerio.Network)
+	work := make(chan candidate)
 	var wg sync.WaitGroup
 	parallel := a.Settings.Parallel
 	if parallel <= 0 {
@@ -115,21 +133,21 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := range work {
-				if a.reclaim(ctx, n) {
+			for c := range work {
+				if a.reclaim(ctx, c) {
 					removed.Add(1)
 				}
 			}
 		}()
 	}
 	left := false
-	for _, n := range nets {
-		if isLive[n.Labels[dockerio.LabelLease]] {
+	for _, c := range candidates {
+		if !c.adopted && isLive[c.net.Labels[dockerio.LabelLease]] {
 			a.Metrics.outcome("lease_active")
 			continue
 		}
 		select {
-		case work <- n:
+		case work <- c:
 			continue
 		case <-ctx.Done():
 		}
@@ -145,9 +163,19 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 	return int(removed.Load()), nil
 }
 
+// candidate is a network a pass may remove.
+type candidate struct {
+	net     dockerio.Network
+	adopted bool // an adopted fred v0.13 per-tenant network, not a lease network
+}
+
 // reclaim re-verifies one candidate by its exact ID and labels right before
 // removing it; it reports whether the network was removed.
-func (a *Actor) reclaim(ctx context.Context, n dockerio.Network) bool {
+func (a *Actor) reclaim(ctx context.Context, c candidate) bool {
+	if c.adopted {
+		return a.reclaimAdopted(ctx, c.net)
+	}
+	n := c.net
 	leaseID := n.Labels[dockerio.LabelLease]
 	cur, err := a.Engine.InspectNetwork(ctx, n.ID)
 	switch {
@@ -162,9 +190,27 @@ func (a *Actor) reclaim(ctx context.Context, n dockerio.Network) bool {
 		a.Metrics.outcome("in_use")
 		return false
 	}
-	if err := a.Engine.RemoveNetwork(ctx, cur.ID); err != nil {
+	return a.remove(ctx, cur.ID)
+}
+
+// reclaimAdopted removes an adopted fred v0.13 per-tenant network once Docker
+// lists no container on it, running or not: an adopted lease's containers stay
+// on it until a relaunch moves the lease onto a network of its own, and nothing
+// is ever put on it again. The engine knows the allow-list: it re-verifies the
+// exact ID, the labels and that nothing is attached right before the removal.
+func (a *Actor) reclaimAdopted(ctx context.Context, n dockerio.Network) bool {
+	if n.Containers > 0 {
+		a.Metrics.outcome("in_use")
+		return false
+	}
+	return a.remove(ctx, n.ID)
+}
+
+// remove removes the verified network id; it reports whether it was removed.
+func (a *Actor) remove(ctx context.Context, id string) bool {
+	if err := a.Engine.RemoveNetwork(ctx, id); err != nil {
 		a.Metrics.outcome("error")
-		a.Log.Warn().Err(err).Str("network", cur.ID).Msg("remove network")
+		a.Log.Warn().Err(err).Str("network", id).Msg("remove network")
 		return false
 	}
 	a.Metrics.outcome("removed")

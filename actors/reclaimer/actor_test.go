@@ -3,11 +3,14 @@ package reclaimer
 // The reclaimer in a real supervision tree against the fake engine and a stub
 // registry: a mass close whose removals do not fit in one pass's budget is still
 // cleaned up at once — a pass that runs out of budget starts the next — and the
-// networks of live leases are never touched.
+// networks of live leases are never touched; an adopted fred v0.13 per-tenant
+// network goes once Docker lists nothing on it.
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +41,37 @@ func (s *stubRegistry) Receive(c actor.Context) {
 	}
 }
 
+// startReclaimer runs the reclaimer on eng in a tree whose registry knows the
+// live leases; its first pass starts at once, the next only when one runs out of
+// budget.
+func startReclaimer(t *testing.T, eng Docker, live []string, budget time.Duration) *Metrics {
+	t.Helper()
+	m := NewMetrics(prometheus.NewRegistry())
+	reg := &stubRegistry{live: live}
+	tree, err := supervisors.Start(supervisors.Options{
+		Logger:     zerolog.Nop(),
+		Registerer: prometheus.NewRegistry(),
+		Children: func(tree *supervisors.Tree) []supervisors.Spec {
+			deps := &Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop()}, Engine: eng, Metrics: m, Settings: &Settings{
+				Interval: time.Hour, AfterClose: time.Hour, Budget: budget,
+				InstallationID: installation, BackendName: backend, RegistryPath: regPath}}
+			return []supervisors.Spec{
+				{Name: "registry", Kind: "stub", Producer: func() actor.Actor { return reg }},
+				{Name: "reclaimer", Kind: "reclaimer", Producer: New(deps)},
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tree.Stop(ctx)
+	})
+	return m
+}
+
 func TestReclaimer_MassCloseBeyondOnePassBudget_AllRemovedWithoutWaitingAnInterval(t *testing.T) {
 	eng := fake.New(fake.Options{InstallationID: installation})
 	ctx := context.Background()
@@ -56,29 +90,7 @@ func TestReclaimer_MassCloseBeyondOnePassBudget_AllRemovedWithoutWaitingAnInterv
 	// 54 removals at 40 ms each: about 2.2 s serially, 0.55 s four at a time — far
 	// more than one 150 ms pass can do.
 	eng.Delay(fake.OpRemoveNetwork, 40*time.Millisecond)
-	m := NewMetrics(prometheus.NewRegistry())
-	reg := &stubRegistry{live: live}
-	tree, err := supervisors.Start(supervisors.Options{
-		Logger:     zerolog.Nop(),
-		Registerer: prometheus.NewRegistry(),
-		Children: func(tree *supervisors.Tree) []supervisors.Spec {
-			deps := &Deps{Env: supervisors.Env{Tree: tree, Log: zerolog.Nop()}, Engine: eng, Metrics: m, Settings: &Settings{
-				Interval: time.Hour, AfterClose: time.Hour, Budget: 150 * time.Millisecond,
-				InstallationID: installation, BackendName: backend, RegistryPath: regPath}}
-			return []supervisors.Spec{
-				{Name: "registry", Kind: "stub", Producer: func() actor.Actor { return reg }},
-				{Name: "reclaimer", Kind: "reclaimer", Producer: New(deps)},
-			}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = tree.Stop(ctx)
-	})
+	m := startReclaimer(t, eng, live, 150*time.Millisecond)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		nets, err := eng.LeaseNetworks(ctx)
@@ -104,5 +116,78 @@ func TestReclaimer_MassCloseBeyondOnePassBudget_AllRemovedWithoutWaitingAnInterv
 	}
 	if testutil.ToFloat64(m.outcomes.WithLabelValues("budget_exhausted")) == 0 {
 		t.Fatal("every pass finished within its budget: the test did not exercise the reschedule")
+	}
+}
+
+// adoptingEngine is the fake with adopted fred v0.13 per-tenant networks, which
+// the fake itself never holds, each with the containers Docker lists on it; the
+// real engine's side (exact ID, labels, attachment re-verified) is proven in
+// dockerio/engine.
+type adoptingEngine struct {
+	*fake.Engine
+	mu      sync.Mutex
+	adopted map[string]dockerio.Network
+}
+
+func (e *adoptingEngine) AdoptedNetworks(context.Context) ([]dockerio.Network, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []dockerio.Network
+	for _, n := range e.adopted {
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (e *adoptingEngine) RemoveNetwork(ctx context.Context, id string) error {
+	e.mu.Lock()
+	n, ok := e.adopted[id]
+	if ok && n.Containers == 0 {
+		delete(e.adopted, id)
+	}
+	e.mu.Unlock()
+	switch {
+	case !ok:
+		return e.Engine.RemoveNetwork(ctx, id)
+	case n.Containers > 0:
+		return fmt.Errorf("remove adopted network %s: %d containers attached", n.Name, n.Containers)
+	}
+	return nil
+}
+
+func (e *adoptingEngine) holds(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.adopted[id]
+	return ok
+}
+
+func TestReclaimer_AdoptedTenantNetwork_RemovedOnlyWithNothingAttached(t *testing.T) {
+	eng := &adoptingEngine{Engine: fake.New(fake.Options{InstallationID: installation}), adopted: map[string]dockerio.Network{
+		"free":  {ID: "free", Name: "fred-tenant-0000000000000001"},
+		"inuse": {ID: "inuse", Name: "fred-tenant-0000000000000002", Containers: 1},
+	}}
+	ctx := context.Background()
+	closed, live := uuid.NewString(), uuid.NewString()
+	for _, lease := range []string{closed, live} {
+		if _, err := eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: lease, Tenant: "t", BackendName: backend, InstallationID: installation}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startReclaimer(t, eng, []string{live}, 5*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	outcome := func(o string) float64 { return testutil.ToFloat64(m.outcomes.WithLabelValues(o)) }
+	for outcome("removed") < 2 || outcome("in_use") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: removed %v, in_use %v; want 2 and 1", outcome("removed"), outcome("in_use"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if eng.holds("free") || !eng.holds("inuse") {
+		t.Errorf("adopted networks held: free %v, inuse %v; want only the one with a container on it", eng.holds("free"), eng.holds("inuse"))
+	}
+	nets, err := eng.LeaseNetworks(ctx)
+	if err != nil || len(nets) != 1 || nets[0].Labels[dockerio.LabelLease] != live {
+		t.Errorf("lease networks left = %+v, %v; want the live lease's only", nets, err)
 	}
 }

@@ -243,13 +243,20 @@ func (d *daemon) connectDocker(cfg *config.Config, installationID string, reg pr
 		return nil
 	}
 	d.docker, err = engine.New(engine.Options{Host: cfg.DockerHost, BackendName: cfg.Name, InstallationID: installationID,
-		PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout, StartTimeout: cfg.ContainerStartTimeout,
-		MaxInFlight: cfg.DockerMaxInFlight, MaxStartsInFlight: cfg.DockerMaxStartsInFlight, Contract: testHooks.contract,
-		Registerer: reg, Logger: d.log.With().Str("component", "docker").Logger()})
+		Adopted: d.adopted(), PullTimeout: cfg.ImagePullTimeout, CreateTimeout: cfg.ContainerCreateTimeout,
+		StartTimeout: cfg.ContainerStartTimeout, MaxInFlight: cfg.DockerMaxInFlight, MaxStartsInFlight: cfg.DockerMaxStartsInFlight,
+		Contract: testHooks.contract, Registerer: reg, Logger: d.log.With().Str("component", "docker").Logger()})
 	if err != nil {
 		return fmt.Errorf("docker client: %w", err)
 	}
 	d.engine = d.docker
+	return nil
+}
+
+// adopted is the allow-list of fred v0.13's containers and networks this
+// installation adopted, which the engine owns as its own. The takeover's
+// adoption record provides it; until that is written there is none (nil).
+func (d *daemon) adopted() *dockerio.Adopted {
 	return nil
 }
 

@@ -51,7 +51,7 @@ func (e *Engine) DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error
 	// the pool counts from its journal: only others' take room from it.
 	others := 0
 	for _, c := range on {
-		if !e.ours(c.Labels) {
+		if !e.ownsContainer(c.ID, c.Labels) {
 			others++
 		}
 	}

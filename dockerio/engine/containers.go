@@ -22,10 +22,12 @@ import (
 
 // Cohort reports this installation's containers (any state) of the lease's
 // project, attributed through their Compose service key: a container is included
-// only when it carries our fred.installation_id, its fred.* labels name this lease
-// and a (service, index) that maps to exactly that key. Another installation's
-// container of the same project (same lease UUID) is never part of it. Each is
-// inspected for its live state. Sorted by (Service, Index, ID).
+// only when it carries our fred.installation_id (or is adopted: Options.Adopted),
+// its fred.* labels name this lease and a (service, index) that maps to exactly
+// that key. Another installation's container of the same project (same lease
+// UUID), or fred v0.13's that is not adopted, is never part of it. Each is
+// inspected for its live state; an adopted one has generation 0 and no operation
+// ID (fred labelled neither). Sorted by (Service, Index, ID).
 func (e *Engine) Cohort(ctx context.Context, lease string) ([]messages.Container, error) {
 	list, err := e.cohortList(ctx, lease)
 	if err != nil {
@@ -89,11 +91,9 @@ func fromSummary(s container.Summary) messages.Container {
 // cohortList lists the lease project's containers that are attributed to it.
 func (e *Engine) cohortList(ctx context.Context, lease string) ([]container.Summary, error) {
 	name := dockerio.ProjectName(lease)
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters(
-		filters.Arg("label", api.ProjectLabel+"="+name),
-	)})
+	list, err := e.ownContainers(ctx, "containers of project "+name, filters.Arg("label", api.ProjectLabel+"="+name))
 	if err != nil {
-		return nil, dockerErr("list containers of project "+name, err)
+		return nil, err
 	}
 	return e.attributed(lease, list), nil
 }
@@ -221,10 +221,10 @@ func (e *Engine) RemoveContainers(ctx context.Context, ids []string) error {
 }
 
 // StopRemove is automatic cleanup's gentle removal: it re-inspects the exact ID,
-// requires this installation's label, stops the container within stopTimeout
-// (≤ 0: the container's own stop timeout), then removes it with Force=false and
-// RemoveVolumes=false, so its volumes stay and a container started again in the
-// meantime is refused by Docker rather than killed. Absent, or a removal already
+// requires this installation's label (or an adopted container's labels), stops
+// the container within stopTimeout (≤ 0: the container's own stop timeout), then
+// removes it with Force=false and RemoveVolumes=false, so its volumes stay and a
+// container started again in the meantime is refused by Docker rather than killed. Absent, or a removal already
 // in progress, is success.
 func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Duration) error {
 	ok, err := e.ownContainer(ctx, "stop", id)
@@ -245,7 +245,7 @@ func (e *Engine) StopRemove(ctx context.Context, id string, stopTimeout time.Dur
 }
 
 // ownContainer re-inspects id before a change: ok when it is exactly that
-// container and ours. Absent is (false, nil); anything else that is not ok says why.
+// container and ours or adopted (its labels re-verified). Absent is (false, nil); anything else that is not ok says why.
 func (e *Engine) ownContainer(ctx context.Context, op, id string) (bool, error) {
 	resp, err := e.docker.ContainerInspect(ctx, id)
 	if isNotFound(err) {
@@ -261,7 +261,7 @@ func (e *Engine) ownContainer(ctx context.Context, op, id string) (bool, error) 
 	if resp.Config != nil {
 		l = resp.Config.Labels
 	}
-	if !e.ours(l) {
+	if !e.ownsContainer(resp.ID, l) {
 		return false, fmt.Errorf("%s container %s (%s, installation %q): %w", op, trimID(id),
 			strings.TrimPrefix(resp.Name, "/"), l[dockerio.LabelInstallation], dockerio.ErrForeignObject)
 	}
@@ -285,13 +285,13 @@ func stopOptions(d time.Duration) container.StopOptions {
 }
 
 // ListManaged lists every managed container of this installation, any state, from
-// one list call (no per-container inspect: it must stay cheap for hundreds of
-// containers). Health comes from the list's Status text; ExitCode from its
+// one list call, two with an adoption (no per-container inspect: it must stay
+// cheap for hundreds of containers). Health comes from the list's Status text; ExitCode from its
 // "Exited (N)" text; start/finish times are not in a list and stay zero.
 func (e *Engine) ListManaged(ctx context.Context) ([]messages.Container, error) {
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters()})
+	list, err := e.ownContainers(ctx, "managed containers")
 	if err != nil {
-		return nil, dockerErr("list managed containers", err)
+		return nil, err
 	}
 	out := make([]messages.Container, 0, len(list))
 	for _, s := range list {

@@ -31,9 +31,15 @@ type Options struct {
 	Host        string // docker_host, e.g. "unix:///var/run/docker.sock"; "" = client.FromEnv
 	BackendName string // "docker": fred.backend_name on everything we create
 	// InstallationID scopes every call: only objects labelled
-	// fred.installation_id=<InstallationID> are listed, attributed, changed or removed.
+	// fred.installation_id=<InstallationID>, and the Adopted ones, are listed,
+	// attributed, changed or removed.
 	InstallationID string
-	PullTimeout    time.Duration // image_pull_timeout: bounds ResolveImage and PinnedImage on top of ctx (default 5m)
+	// Adopted is the closed allow-list of fred v0.13's containers and networks
+	// (exact IDs) a takeover's adoption recorded: each is owned as this
+	// installation's while its labels still say what they said when adopted
+	// (dockerio.Adopted). nil: none, and nothing is asked of Docker for them.
+	Adopted     *dockerio.Adopted
+	PullTimeout time.Duration // image_pull_timeout: bounds ResolveImage and PinnedImage on top of ctx (default 5m)
 	// CreateTimeout and StartTimeout bound each POST /containers/create and
 	// /containers/{id}/start (compose's included) unless the caller's context
 	// ends earlier: container_create_timeout, container_start_timeout (default 30s).

@@ -15,42 +15,67 @@ import (
 // eventBuffer decouples Docker's stream from a briefly busy consumer.
 const eventBuffer = 256
 
+// watchedEvents narrows an event subscription to the container events a lease
+// acts on.
+var watchedEvents = []filters.KeyValuePair{
+	filters.Arg("type", string(events.ContainerEventType)),
+	filters.Arg("event", string(events.ActionStart)),
+	filters.Arg("event", string(events.ActionDie)),
+	filters.Arg("event", string(events.ActionKill)),
+	filters.Arg("event", string(events.ActionOOM)),
+}
+
 // Events streams start/die/kill/oom events of installationID's managed
-// containers. Exactly one error is delivered on the error channel when the stream
-// ends (Docker closed it, the engine went away, or ctx ended: then ctx.Err()),
-// and the event channel is closed at the same time; the caller reconnects with
-// backoff. Events Docker sent before the end are delivered first.
+// containers, adopted ones included. Exactly one error is delivered on the error
+// channel when the stream ends (Docker closed it, the engine went away, or ctx
+// ended: then ctx.Err()), and the event channel is closed at the same time; the
+// caller reconnects with backoff. Events Docker sent before the end are
+// delivered first.
+//
+// Docker's label filters cannot say "our installation label or an allow-listed
+// ID": when the allow-list names containers, a second subscription by backend
+// name brings the adopted ones' (an adopted container's death is then seen at
+// once, not at the next reconcile pass), and the two end together.
 func (e *Engine) Events(ctx context.Context) (<-chan dockerio.Event, <-chan error) {
 	out := make(chan dockerio.Event, eventBuffer)
 	errc := make(chan error, 1)
-	msgs, derrs := e.docker.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("type", string(events.ContainerEventType)),
-		filters.Arg("label", dockerio.LabelManaged+"=true"),
-		filters.Arg("label", dockerio.LabelInstallation+"="+e.opts.InstallationID),
-		filters.Arg("event", string(events.ActionStart)),
-		filters.Arg("event", string(events.ActionDie)),
-		filters.Arg("event", string(events.ActionKill)),
-		filters.Arg("event", string(events.ActionOOM)),
-	)})
+	streams, endStreams := context.WithCancel(ctx)
+	own, ownErrs := e.docker.Events(streams, events.ListOptions{Filters: e.ownFilters(watchedEvents...)})
+	var fred <-chan events.Message // nil without an adoption: never ready
+	var fredErrs <-chan error
+	if e.adoptsContainers() {
+		fred, fredErrs = e.docker.Events(streams, events.ListOptions{Filters: e.fredFilters(watchedEvents...)})
+	}
+	ended := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return dockerErr("docker event stream", fmt.Errorf("ended: %w", err))
+	}
 	go func() {
 		defer close(errc)
 		defer close(out)
+		defer endStreams()
 		for {
+			var m events.Message
 			select {
-			case m := <-msgs:
-				select {
-				case out <- toEvent(m):
-				case <-ctx.Done():
-					errc <- ctx.Err()
-					return
+			case m = <-own:
+			case m = <-fred:
+				if !e.opts.Adopted.OwnsContainer(m.Actor.ID, m.Actor.Attributes, e.opts.BackendName) {
+					continue // berthd's own (the other stream has it) or not adopted
 				}
-			case err := <-derrs:
-				if ctx.Err() != nil {
-					errc <- ctx.Err()
-				} else {
-					errc <- dockerErr("docker event stream", fmt.Errorf("ended: %w", err))
-				}
+			case err := <-ownErrs:
+				errc <- ended(err)
 				return
+			case err := <-fredErrs:
+				errc <- ended(err)
+				return
+			case <-ctx.Done():
+				errc <- ctx.Err()
+				return
+			}
+			select {
+			case out <- toEvent(m):
 			case <-ctx.Done():
 				errc <- ctx.Err()
 				return

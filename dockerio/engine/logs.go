@@ -22,8 +22,8 @@ const MaxLogBytes = 16 << 20
 const defaultLogTail = 100
 
 // Logs returns the last tail lines of one of this installation's containers'
-// stdout and stderr, interleaved as Docker recorded them, keeping at most maxBytes (capped at
-// MaxLogBytes) of the tail end. truncated reports that older output was cut; a
+// (adopted ones included) stdout and stderr, interleaved as Docker recorded them,
+// keeping at most maxBytes (capped at MaxLogBytes) of the tail end. truncated reports that older output was cut; a
 // cut lands on a line boundary when there is one, else on a rune boundary.
 // Memory stays bounded by about twice maxBytes however long the lines are.
 func (e *Engine) Logs(ctx context.Context, id string, tail int, maxBytes int) (string, bool, error) {
@@ -38,7 +38,7 @@ func (e *Engine) Logs(ctx context.Context, id string, tail int, maxBytes int) (s
 		return "", false, dockerErr("logs of "+trimID(id), err)
 	}
 	// Another installation's tenant output is not ours to read.
-	if info.Config == nil || !e.ours(info.Config.Labels) {
+	if info.Config == nil || !e.ownsContainer(info.ID, info.Config.Labels) {
 		return "", false, fmt.Errorf("logs of %s: %w", trimID(id), dockerio.ErrForeignObject)
 	}
 	rc, err := e.docker.ContainerLogs(ctx, info.ID, container.LogsOptions{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
@@ -229,10 +230,13 @@ func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) 
 	})
 }
 
-// RemoveNetwork removes this installation's lease or pool network whose full ID is id.
-// Idempotent: when no network has exactly this ID there is nothing to remove. A
-// network that is not ours is refused with dockerio.ErrForeignObject and left
-// alone. A network with containers attached is refused by Docker and reported.
+// RemoveNetwork removes this installation's lease or pool network, or an adopted
+// fred v0.13 per-tenant network, whose full ID is id. Idempotent: when no network
+// has exactly this ID there is nothing to remove. A network that is not ours is
+// refused with dockerio.ErrForeignObject and left alone. A network with containers
+// attached is refused by Docker and reported; an adopted one is refused here
+// while Docker lists any container on it, running or not (Docker would let a
+// stopped one be stranded).
 func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	n, err := e.docker.NetworkInspect(ctx, id, network.InspectOptions{})
 	if isNotFound(err) {
@@ -245,7 +249,16 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 		return nil
 	}
 	scope := n.Labels[dockerio.LabelNetworkScope]
-	if !e.ours(n.Labels) || (scope != labels.NetworkScopeLease && scope != labels.NetworkScopePool) {
+	switch {
+	case e.adoptedNetwork(n):
+		attached, err := e.attachedContainers(ctx, n.ID)
+		if err != nil {
+			return fmt.Errorf("remove adopted network %s: %w", n.Name, err)
+		}
+		if attached > 0 {
+			return fmt.Errorf("remove adopted network %s (%s): %d containers attached", n.Name, trimID(id), attached)
+		}
+	case !e.ours(n.Labels) || (scope != labels.NetworkScopeLease && scope != labels.NetworkScopePool):
 		return fmt.Errorf("remove network %s (%s, installation %q): %w", n.Name, trimID(id),
 			n.Labels[dockerio.LabelInstallation], dockerio.ErrForeignObject)
 	}
@@ -253,6 +266,44 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 		return dockerErr("remove network "+n.Name, err)
 	}
 	return nil
+}
+
+// AdoptedNetworks lists the adopted fred v0.13 per-tenant networks that still
+// exist (Options.Adopted), each with the containers Docker lists attached to it
+// in any state. Nothing is asked of Docker when the allow-list names no network.
+// Sorted by name.
+func (e *Engine) AdoptedNetworks(ctx context.Context) ([]dockerio.Network, error) {
+	if !e.adoptsNetworks() {
+		return nil, nil
+	}
+	list, err := e.docker.NetworkList(ctx, network.ListOptions{Filters: e.fredFilters()})
+	if err != nil {
+		return nil, dockerErr("list adopted networks", err)
+	}
+	var out []dockerio.Network
+	for _, s := range list {
+		if !e.adoptedNetwork(s) {
+			continue
+		}
+		attached, err := e.attachedContainers(ctx, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dockerio.Network{ID: s.ID, Name: s.Name, Labels: s.Labels, Containers: attached})
+	}
+	sortNetworks(out)
+	return out, nil
+}
+
+// attachedContainers counts the containers Docker lists on the network id, in
+// any state: a stopped container keeps its place on its networks, unlike the
+// endpoints an inspect of the network counts.
+func (e *Engine) attachedContainers(ctx context.Context, id string) (int, error) {
+	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("network", id))})
+	if err != nil {
+		return 0, dockerErr("list containers on network "+trimID(id), err)
+	}
+	return len(list), nil
 }
 
 // CreatePoolNetwork creates one warm-pool network under a fresh random name. A
@@ -308,8 +359,13 @@ func (e *Engine) scopeNetworks(ctx context.Context, scope string, view func(netw
 			out = append(out, n)
 		}
 	}
-	slices.SortFunc(out, func(a, b dockerio.Network) int {
+	sortNetworks(out)
+	return out, nil
+}
+
+// sortNetworks orders networks by name, then ID.
+func sortNetworks(ns []dockerio.Network) {
+	slices.SortFunc(ns, func(a, b dockerio.Network) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
 	})
-	return out, nil
 }

@@ -52,7 +52,7 @@ func (e *Engine) Launch(ctx context.Context, plan dockerio.Plan) ([]messages.Con
 	}
 	own := list[:0]
 	for _, s := range list {
-		if e.ours(s.Labels) {
+		if e.ownsContainer(s.ID, s.Labels) {
 			own = append(own, s)
 		}
 	}
@@ -229,7 +229,8 @@ func (e *Engine) verifyBridge(ctx context.Context) (network.Inspect, error) {
 
 // refuseForeignProjectContainers lists every container of the Compose project,
 // any state, and fails with dockerio.ErrForeignObject naming the first one that
-// is not this installation's (it is left alone). Returns the listing.
+// is not this installation's (it is left alone; an adopted one is this
+// installation's, and fred v0.13 used the same project name). Returns the listing.
 func (e *Engine) refuseForeignProjectContainers(ctx context.Context, project string) ([]container.Summary, error) {
 	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", api.ProjectLabel+"="+project),
@@ -238,7 +239,7 @@ func (e *Engine) refuseForeignProjectContainers(ctx context.Context, project str
 		return nil, dockerErr("list containers of project "+project, err)
 	}
 	for _, c := range list {
-		if e.ours(c.Labels) {
+		if e.ownsContainer(c.ID, c.Labels) {
 			continue
 		}
 		name := ""
@@ -271,23 +272,22 @@ func checkBindSources(sources []string) error {
 	return nil
 }
 
-// Down tears down this installation's containers of the lease, by exact ID: each
-// is stopped within opts.StopTimeout and removed (forced: a close must not leave a
-// container behind), dependents before their dependencies. Tenant data is never
-// touched: it lives in host volumes (dockerio.Volumes), so opts.RemoveVolumes is
-// a no-op. Compose is not used: its down works on the project name, which
-// another installation's containers of the same lease UUID share. The lease
-// network is never removed. Idempotent; works after the network is gone.
+// Down tears down this installation's containers of the lease, adopted ones
+// included, by exact ID: each is stopped within opts.StopTimeout and removed
+// (forced: a close must not leave a container behind), dependents before their
+// dependencies. Tenant data is never touched: it lives in host volumes
+// (dockerio.Volumes), so opts.RemoveVolumes is a no-op. Compose is not used: its
+// down works on the project name, which another installation's containers of the
+// same lease UUID share (and fred v0.13's, adopted or not). The lease network is
+// never removed. Idempotent; works after the network is gone.
 func (e *Engine) Down(ctx context.Context, lease string, opts dockerio.DownOptions) error {
 	if lease == "" {
 		return fmt.Errorf("down: empty lease")
 	}
 	name := dockerio.ProjectName(lease)
-	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: e.ownFilters(
-		filters.Arg("label", dockerio.LabelLease+"="+lease),
-	)})
+	list, err := e.ownContainers(ctx, "containers", filters.Arg("label", dockerio.LabelLease+"="+lease))
 	if err != nil {
-		return fmt.Errorf("down %s: %w", name, dockerErr("list containers", err))
+		return fmt.Errorf("down %s: %w", name, err)
 	}
 	var errs []error
 	for _, wave := range teardownWaves(list) {

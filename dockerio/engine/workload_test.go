@@ -166,13 +166,14 @@ func TestMain(m *testing.M) {
 var testInstallations sync.Map
 
 // leftoverObjects finds, and removes, the containers, networks and volumes of this
-// run's installations that a test's cleanup did not.
+// run's installations, and the managed ones its tests made by hand (fred v0.13's
+// carry no installation), that a test's cleanup did not.
 func leftoverObjects() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ours := func(l map[string]string) bool {
 		_, ok := testInstallations.Load(l[dockerio.LabelInstallation])
-		return ok
+		return ok || l[testMarker] == fx.tag
 	}
 	var out []string
 	managed := filters.NewArgs(filters.Arg("label", dockerio.LabelManaged+"=true"))

@@ -6,8 +6,6 @@
 package takeover
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -185,15 +183,9 @@ func byLease(objs []dockerio.FredObject) (map[string][]dockerio.FredObject, []do
 	return cohorts, networks
 }
 
-// TenantNetwork is fred's one network per tenant.
-func TenantNetwork(tenant string) string {
-	sum := sha256.Sum256([]byte(tenant))
-	return "fred-tenant-" + hex.EncodeToString(sum[:8])
-}
-
 func (r *Report) judgeNetwork(n dockerio.FredObject, used bool) {
 	tenant, ok := n.Labels[dockerio.LabelTenant]
-	if !ok || n.Name != TenantNetwork(tenant) {
+	if !ok || n.Name != dockerio.FredTenantNetwork(tenant) {
 		r.Host = append(r.Host, Finding{NetworkShape, fmt.Sprintf("network %s is not fred's tenant network of tenant %q", n.Name, tenant)})
 		return
 	}
@@ -306,7 +298,7 @@ func judgeState(c dockerio.FredObject, co *cohort, refuse func(string, string, .
 // judgeAttachments: one network, the tenant's; binds only into the instance's
 // own volume; no Docker volume.
 func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root string, refuse func(string, string, ...any)) {
-	tenantNet := TenantNetwork(c.Labels[dockerio.LabelTenant])
+	tenantNet := dockerio.FredTenantNetwork(c.Labels[dockerio.LabelTenant])
 	if len(c.Networks) != 1 || c.Networks[tenantNet] == "" {
 		refuse(NetworkShape, "container %s is attached to %v, not to its tenant network %s only", c.Name, slices.Sorted(maps.Keys(c.Networks)), tenantNet)
 	}

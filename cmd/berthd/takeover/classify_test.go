@@ -29,7 +29,7 @@ var now = time.Date(2026, 12, 7, 16, 0, 0, 0, time.UTC)
 func fredContainer(lease, svc string, idx, n int) dockerio.FredObject {
 	name := "fred-" + lease + "-" + svc + "-" + itoa(idx)
 	return dockerio.FredObject{Kind: "container", ID: name + "-id", Name: name, Lease: lease, State: "running", ImageID: "sha256:31d4",
-		Networks: map[string]string{TenantNetwork(tenant): "net-id"},
+		Networks: map[string]string{dockerio.FredTenantNetwork(tenant): "net-id"},
 		Mounts:   []dockerio.FredMount{{Type: "tmpfs", Destination: "/tmp"}, {Type: "tmpfs", Destination: "/run"}},
 		Labels: map[string]string{"fred.managed": "true", "fred.backend_name": "docker", "fred.lease_uuid": lease, "fred.tenant": tenant,
 			"fred.provider_uuid": "p", "fred.sku": "docker-micro", "fred.instance_index": itoa(idx), "fred.fail_count": "0",
@@ -48,7 +48,7 @@ func host() Evidence {
 		Objects: []dockerio.FredObject{
 			fredContainer(flat, "app", 0, 1),
 			fredContainer(stack, "web", 0, 2), fredContainer(stack, "web", 1, 2), fredContainer(stack, "cache", 0, 1),
-			{Kind: "network", ID: "net-id", Name: TenantNetwork(tenant), Labels: map[string]string{"fred.tenant": tenant}},
+			{Kind: "network", ID: "net-id", Name: dockerio.FredTenantNetwork(tenant), Labels: map[string]string{"fred.tenant": tenant}},
 		},
 		Root: VolumeRoot{Path: root, Filesystem: "btrfs", Entries: map[string]bool{"fred-retained-" + retained + "-app-0": true}},
 		Stores: &fredv013.Stores{
@@ -180,7 +180,7 @@ func TestClassify_NotesWhatIsNeitherAdoptedNorRefused(t *testing.T) {
 	ev.Stores.Releases[stale] = ev.Stores.Releases[flat]                      // fred's ENG-410: nothing left of it
 	ev.Root.Entries["fred-d4d4d4d4-0000-4000-8000-000000000000-app-0"] = true // claimed by nothing
 	ev.Stores.Callbacks[stack] = fredv013.Callback{LeaseUUID: stack, Status: "success", CreatedAt: now.Add(-48 * time.Hour)}
-	ev.Objects = append(ev.Objects, dockerio.FredObject{Kind: "network", ID: "n2", Name: TenantNetwork("gone"), Labels: map[string]string{"fred.tenant": "gone"}})
+	ev.Objects = append(ev.Objects, dockerio.FredObject{Kind: "network", ID: "n2", Name: dockerio.FredTenantNetwork("gone"), Labels: map[string]string{"fred.tenant": "gone"}})
 	r := Classify(ev, rules())
 	if !r.Ready() {
 		t.Fatalf("refused: %+v %+v", r.Host, r.Leases)
@@ -190,7 +190,7 @@ func TestClassify_NotesWhatIsNeitherAdoptedNorRefused(t *testing.T) {
 		got[n.Code+" "+strings.Fields(n.Detail)[0]] = true
 	}
 	for _, want := range []string{StaleHistory + " " + stale, UnexplainedVolume + " fred-d4d4d4d4-0000-4000-8000-000000000000-app-0",
-		CallbackExpired + " " + stack + ":", CallbackImported + " " + flat + ":", IdleTenantNetwork + " " + TenantNetwork("gone")} {
+		CallbackExpired + " " + stack + ":", CallbackImported + " " + flat + ":", IdleTenantNetwork + " " + dockerio.FredTenantNetwork("gone")} {
 		if !got[want] {
 			t.Fatalf("no note %q in %+v", want, r.Notes)
 		}

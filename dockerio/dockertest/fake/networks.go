@@ -109,6 +109,13 @@ func (e *Engine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) 
 	return out, nil
 }
 
+// AdoptedNetworks lists the adopted fred v0.13 per-tenant networks: none, and
+// like the real engine without an adoption it asks nothing of Docker. The fake
+// adopts nothing; the real engine's adoption is proven in dockerio/engine.
+func (e *Engine) AdoptedNetworks(context.Context) ([]dockerio.Network, error) {
+	return nil, nil
+}
+
 // RemoveNetwork removes this installation's lease or pool network with exactly this ID;
 // absent is success, another's is refused (dockerio.ErrForeignObject), one with
 // running containers attached is refused (as Docker does).
