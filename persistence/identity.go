@@ -83,8 +83,17 @@ func publishMarker(path string, id Identity, rename func(tmp, final string) erro
 // InitializeIdentity implements `berthd -initialize-storage-identity new`: it mints a
 // storage identity and creates state.db (meta filled) and then the marker. It refuses
 // with ErrIdentityExists when either already exists. The caller holds the daemon lock.
-func InitializeIdentity(opts Options) (Identity, error) {
+func InitializeIdentity(opts Options) (Identity, error) { return InitializeIdentityWith(opts, Write{}) }
+
+// InitializeIdentityWith is InitializeIdentity with a first write — a takeover's
+// adoption — committed in the very transaction that creates state.db: the
+// store appears whole, before its marker, or not at all.
+func InitializeIdentityWith(opts Options, first Write) (Identity, error) {
 	opts = opts.withDefaults()
+	plan, err := encodeWrite(first, opts.Now())
+	if err != nil {
+		return Identity{}, err
+	}
 	if err := ensureDir(opts.Dir); err != nil {
 		return Identity{}, err
 	}
@@ -102,15 +111,20 @@ func InitializeIdentity(opts Options) (Identity, error) {
 			return Identity{}, refuse(ErrIdentityExists, "%s already exists; refusing to initialise a new storage identity over an existing store (nothing changed)", p)
 		}
 	}
-	return createStore(opts, files, location)
+	return createStore(opts, files, location, plan)
 }
 
 // createStore creates state.db (staged under a temp name, then renamed into place),
 // its installation id claimed by location, and then the marker. The marker is published last: it is what says "this store is
 // initialised". If publishing it fails, the fresh, empty state.db is removed again.
-func createStore(opts Options, files storeFiles, location string) (Identity, error) {
+func createStore(opts Options, files storeFiles, location string, first writePlan) (Identity, error) {
 	id := newIdentity(opts.Now())
-	if err := createBoltFile(files.state, func(tx *bolt.Tx) error { return initStateTx(tx, id, location) }); err != nil {
+	if err := createBoltFile(files.state, func(tx *bolt.Tx) error {
+		if err := initStateTx(tx, id, location); err != nil {
+			return err
+		}
+		return first.apply(tx, &Committed{LastSeq: map[string]uint64{}})
+	}); err != nil {
 		return Identity{}, err
 	}
 	if err := publishMarker(files.marker, id, renameNoReplace); err != nil {

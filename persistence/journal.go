@@ -85,8 +85,7 @@ type writePlan struct {
 
 // encodeWrite validates w and marshals every value; any problem is an input error
 // and nothing is written.
-func (s *Store) encodeWrite(w Write) (writePlan, error) {
-	now := s.opts.Now()
+func encodeWrite(w Write, now time.Time) (writePlan, error) {
 	plan := writePlan{deletes: w.DeleteOutbox}
 	for _, a := range w.Appends {
 		if err := validName("stream", a.Stream); err != nil {
@@ -201,7 +200,7 @@ func (s *Store) Commit(w Write) (Committed, error) {
 	if err := s.writable(); err != nil {
 		return Committed{}, err
 	}
-	plan, err := s.encodeWrite(w)
+	plan, err := encodeWrite(w, s.opts.Now())
 	if err != nil {
 		return Committed{}, err
 	}

@@ -367,3 +367,32 @@ func TestOpen_StateDBLockedByForeignProcess_ErrLocked(t *testing.T) {
 		t.Fatalf("Open = %v", err)
 	}
 }
+
+func TestInitializeIdentityWith_TheFirstWriteIsInTheStoreBeforeItsMarker(t *testing.T) {
+	dir := t.TempDir()
+	first := Write{Appends: []Append{{Stream: "adoption", Events: []Event{{Type: "adoption.recorded", V: 1, Data: json.RawMessage(`{"n":1}`)}}}},
+		Outbox: []OutboxRow{{Lease: "l1", DeliveryID: "d1", URL: "http://cb", Body: json.RawMessage(`{}`), Kind: KindLifecycle}}}
+	if _, err := InitializeIdentityWith(Options{Dir: dir}, first); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Load("adoption")
+	if err != nil || len(got.Events) != 1 || got.Events[0].Type != "adoption.recorded" {
+		t.Fatalf("adoption stream: %+v %v", got, err)
+	}
+	if rows, err := s.OutboxOf("l1"); err != nil || len(rows) != 1 || rows[0].Row.DeliveryID != "d1" {
+		t.Fatalf("outbox: %+v %v", rows, err)
+	}
+	// A bad first write changes nothing: no state.db, no marker.
+	bad := t.TempDir()
+	if _, err := InitializeIdentityWith(Options{Dir: bad}, Write{Appends: []Append{{Stream: "adoption"}}}); err == nil {
+		t.Fatal("an append without events was taken")
+	}
+	if entries, _ := os.ReadDir(bad); len(entries) > 0 {
+		t.Fatalf("a refused initialisation left %v", entries)
+	}
+}

@@ -142,7 +142,7 @@ func openOnce(opts Options, location string, info *OpenInfo) (*Store, error) {
 		if opts.ProductionMode {
 			return nil, refuse(ErrNoIdentity, "%s has no storage identity (%s) and production mode never creates one implicitly; run berthd -initialize-storage-identity new", opts.Dir, markerFileName)
 		}
-		if _, err := createStore(opts, files, location); err != nil {
+		if _, err := createStore(opts, files, location, writePlan{}); err != nil {
 			return nil, err
 		}
 		info.Initialized = true
