@@ -31,6 +31,15 @@ type FredObject struct {
 	Image    FredImage         // what that image declares
 	Networks map[string]string // attached networks, name → ID
 	Mounts   []FredMount
+	Ports    []FredPort // published ports
+}
+
+// FredPort is one published port of a fred container.
+type FredPort struct {
+	Port     int
+	Protocol string // tcp | udp
+	HostIP   string
+	HostPort int
 }
 
 // FredImage is what a fred container's image declares: what berthd's image

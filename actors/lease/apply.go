@@ -40,6 +40,7 @@ var appliers = map[string]func(*State, persistence.Event) error{
 	EvReleasesPruned:      applier(nil, (*State).onReleasesPruned),
 	EvCloseRequested:      applier(nil, (*State).onCloseRequested),
 	EvClosed:              applier(from(Deprovisioning), (*State).onClosed),
+	EvAdopted:             applier(from(Reserved), (*State).onAdopted),
 	EvDomainsDesired:      applier(from(Ready), (*State).onDomainsDesired),
 }
 
@@ -269,6 +270,25 @@ func (s *State) onClosed(e *ClosedEv) bool {
 		s.Closed = e
 	}
 	return true
+}
+
+// onAdopted starts a lease where fred v0.13 left it: one active release, the
+// newest, and a cohort.
+func (s *State) onAdopted(e *Adopted) bool {
+	if len(e.Releases) == 0 || len(e.Containers) == 0 {
+		return false
+	}
+	for i, r := range e.Releases {
+		if i > 0 && r.Version <= e.Releases[i-1].Version || r.Status == messages.ReleaseDeploying {
+			return false
+		}
+	}
+	s.Admission, s.OperationID, s.Releases, s.Containers = e.Admission, e.OperationID, e.Releases, e.Containers
+	s.Status, s.ReadyAt, s.FailCount = Ready, e.At, e.FailCount
+	if e.Failed != nil {
+		s.Status, s.Reason, s.Message = Failed, e.Failed.Reason, e.Failed.Message
+	}
+	return s.Active() != nil
 }
 
 // fail moves the lease to failed with its cause; its cohort is gone.

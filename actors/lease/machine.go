@@ -100,6 +100,7 @@ const (
 	EvReleasesPruned      = "releases.pruned"
 	EvCloseRequested      = "close.requested"
 	EvClosed              = "closed"
+	EvAdopted             = "lease.adopted" // a fred v0.13 lease taken over as it ran (cmd/berthd/takeover)
 )
 
 const eventVersion = 1
@@ -198,6 +199,20 @@ type (
 		// Requarantine: the close pre-empted a restore that never committed; the
 		// adopted volumes go back to the retention record they came from.
 		Requarantine bool `json:"requarantine,omitempty"`
+	}
+	// Adopted: a fred v0.13 lease taken over as it ran: its release history as
+	// fred kept it, its cohort by exact container ID — running (ready) or exited
+	// (failed, fail_count as fred's own cold start counts it). Fred's containers
+	// carry no generation: the cohort is generation 0 and the first relaunch
+	// starts generation 1.
+	Adopted struct {
+		Admission   uint64     `json:"admission"`
+		OperationID string     `json:"operation_id"`
+		At          time.Time  `json:"at"`
+		Releases    []Release  `json:"releases"`
+		Containers  []Instance `json:"containers"`
+		FailCount   int        `json:"fail_count,omitempty"`
+		Failed      *Cause     `json:"failed,omitempty"`
 	}
 	ClosedEv struct {
 		Admission uint64    `json:"admission"`
@@ -435,3 +450,7 @@ func intern(s string) string {
 	}
 	return unique.Make(s).Value()
 }
+
+// AdoptedEvent is the first event of an adopted fred v0.13 lease's stream
+// (written by the takeover's adoption, never by the actor).
+func AdoptedEvent(e Adopted) persistence.Event { return event(EvAdopted, e.At, e) }

@@ -19,6 +19,7 @@ const (
 	KindProvision = "provision"
 	KindRestart   = messages.MaintenanceRestart
 	KindUpdate    = messages.MaintenanceUpdate
+	KindAdopted   = "adopted" // a release fred v0.13 made, taken over with its lease
 	// KindRuntimeRefresh is a restart the runtime refresh asks for: restart-shaped,
 	// without any failure-budget effect.
 	KindRuntimeRefresh = messages.MaintenanceRuntimeRefresh

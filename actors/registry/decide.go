@@ -231,7 +231,7 @@ func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 		return answer(m.Reply, err)
 	}
 	spec.Admission = d.St.Admissions + 1 + uint64(len(env.Queued))
-	ad := admission{spec: spec, event: admittedEvent(spec, env.Now), reply: m.Reply, ticket: m.Ticket, replacing: replacing}
+	ad := admission{spec: spec, event: AdmittedEvent(spec, env.Now), reply: m.Reply, ticket: m.Ticket, replacing: replacing}
 	if u, ok := d.Pool.byLease[spec.Lease]; ok {
 		ad.before = &u
 	}

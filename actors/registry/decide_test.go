@@ -79,7 +79,7 @@ func putRequest(d *Directory, req messages.ProvisionRequest, status Status, repo
 		panic(err)
 	}
 	spec.Admission = d.St.Admissions + 1
-	mustFold(d, admittedEvent(spec, t0))
+	mustFold(d, AdmittedEvent(spec, t0))
 	e := &entry{status: status, pid: pidOf(id), shown: untold}
 	if report != "" {
 		e.report = messages.LeaseReport{Lease: id, Admission: spec.Admission, Status: string(report),
@@ -647,7 +647,7 @@ func TestDecide_LeaseReport(t *testing.T) {
 			put(d, lA, "docker-small", 1, Reported, lease.Failed)
 			spec, _ := d.set.prepare(leaseRequest(lA, "docker-small", 1), now)
 			spec.Admission = 2
-			mustFold(d, admittedEvent(spec, now))
+			mustFold(d, AdmittedEvent(spec, now))
 			d.entries[lA].status = Admitted
 			return reportOf(lA, 1, lease.Failed)
 		}, lease: lA, then: Admitted, want: []string{"report A#1 failed", "send A reprovision #2"}},
@@ -741,7 +741,7 @@ func TestDecide_SpawnFailed(t *testing.T) {
 		{name: "respawning behind a predecessor that still stops: waits for its Terminated", lease: lA, then: Respawning,
 			setup: func(d *Directory) any {
 				put(d, lA, "docker-small", 1, Closed, lease.Closed)
-				mustFold(d, admittedEvent(func() *lease.Spec {
+				mustFold(d, AdmittedEvent(func() *lease.Spec {
 					spec, _ := d.set.prepare(leaseRequest(lA, "docker-small", 1), t0)
 					spec.Admission = d.St.Admissions + 1
 					return spec

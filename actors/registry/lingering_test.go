@@ -19,7 +19,7 @@ import (
 func TestStateApply_ClosedUseRemembered_SettledForgets_SurvivesASnapshot(t *testing.T) {
 	a, b := uuid.NewString(), uuid.NewString()
 	s := newState()
-	evs := []persistence.Event{admittedEvent(stateSpec(a, 1), t0), admittedEvent(stateSpec(b, 2), t0),
+	evs := []persistence.Event{AdmittedEvent(stateSpec(a, 1), t0), AdmittedEvent(stateSpec(b, 2), t0),
 		closedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0.Add(time.Minute)),
 		closedEvent(messages.LeaseClosed{Lease: b, Admission: 1}, t0)} // an older admission of b: nothing closed
 	mustApply(t, s, evs...)

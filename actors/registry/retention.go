@@ -140,7 +140,7 @@ func (d *Directory) restore(m *messages.Restore, env Env) Decision {
 		return answer(m.Reply, err)
 	}
 	spec.Admission = d.St.Admissions + 1 + uint64(len(env.Queued))
-	return Decision{Events: []persistence.Event{admittedEvent(spec, env.Now)},
+	return Decision{Events: []persistence.Event{AdmittedEvent(spec, env.Now)},
 		Effects: []Effect{Spawn{Spec: spec}, Log{spec.Lease, zerolog.InfoLevel, fmt.Sprintf("restore admitted from %s (admission %d)",
 			spec.Restore.From, spec.Admission)}, Answer{m.Reply, nil}},
 		Failed: []Effect{Answer{m.Reply, errStoreUnavailable}}}

@@ -339,7 +339,9 @@ func replayLeases(store *persistence.Store, ids []string) ([]*lease.State, []uin
 	return states, seqs, errs
 }
 
-func admittedEvent(spec *lease.Spec, at time.Time) persistence.Event {
+// AdmittedEvent is the journal event of an admission (also written by a
+// takeover's adoption, which admits fred v0.13's leases as they ran).
+func AdmittedEvent(spec *lease.Spec, at time.Time) persistence.Event {
 	return supervisors.NewEvent(EvLeaseAdmitted, eventVersion, at, leaseAdmitted{Spec: spec})
 }
 

@@ -54,7 +54,7 @@ func commitTo(t *testing.T, store *persistence.Store, stream string, evs ...pers
 func TestStateApply_AdmittedThenClosed(t *testing.T) {
 	a, b := uuid.NewString(), uuid.NewString()
 	s := newState()
-	mustApply(t, s, admittedEvent(stateSpec(a, 1), t0), admittedEvent(stateSpec(b, 2), t0))
+	mustApply(t, s, AdmittedEvent(stateSpec(a, 1), t0), AdmittedEvent(stateSpec(b, 2), t0))
 	if len(s.Leases) != 2 || s.Admissions != 2 || s.Leases[a].Admission != 1 {
 		t.Fatalf("state after two admissions: %+v", s)
 	}
@@ -76,7 +76,7 @@ func TestStateApply_ClosedOfOlderAdmissionKeepsNewer(t *testing.T) {
 	id := uuid.NewString()
 	s := newState()
 	// Admission 1 failed and was replaced by admission 2; the close of 1 arrives late.
-	mustApply(t, s, admittedEvent(stateSpec(id, 1), t0), admittedEvent(stateSpec(id, 2), t0), closedEvent(messages.LeaseClosed{Lease: id, Admission: 1}, t0))
+	mustApply(t, s, AdmittedEvent(stateSpec(id, 1), t0), AdmittedEvent(stateSpec(id, 2), t0), closedEvent(messages.LeaseClosed{Lease: id, Admission: 1}, t0))
 	if got := s.Leases[id]; got == nil || got.Admission != 2 {
 		t.Fatalf("closed of admission 1 removed admission 2: %+v", s.Leases)
 	}
@@ -85,7 +85,7 @@ func TestStateApply_ClosedOfOlderAdmissionKeepsNewer(t *testing.T) {
 		t.Fatalf("closed of the current admission kept the lease")
 	}
 	// The lease UUID may be admitted again later, with a new number.
-	mustApply(t, s, admittedEvent(stateSpec(id, 3), t0))
+	mustApply(t, s, AdmittedEvent(stateSpec(id, 3), t0))
 	if s.Leases[id].Admission != 3 {
 		t.Fatalf("re-admission after close: %+v", s.Leases[id])
 	}
@@ -93,10 +93,10 @@ func TestStateApply_ClosedOfOlderAdmissionKeepsNewer(t *testing.T) {
 
 func TestStateApply_AdmissionNumbersMustIncrease(t *testing.T) {
 	s := newState()
-	mustApply(t, s, admittedEvent(stateSpec(uuid.NewString(), 5), t0))
+	mustApply(t, s, AdmittedEvent(stateSpec(uuid.NewString(), 5), t0))
 	before, _ := json.Marshal(s)
 	for _, n := range []uint64{5, 4, 0} {
-		err := s.Apply(admittedEvent(stateSpec(uuid.NewString(), n), t0))
+		err := s.Apply(AdmittedEvent(stateSpec(uuid.NewString(), n), t0))
 		if err == nil || !strings.Contains(err.Error(), "not after") {
 			t.Errorf("admission %d after 5: err = %v, want refused", n, err)
 		}
@@ -105,14 +105,14 @@ func TestStateApply_AdmissionNumbersMustIncrease(t *testing.T) {
 	if string(before) != string(after) {
 		t.Fatalf("a refused event changed the state:\n%s\n%s", before, after)
 	}
-	mustApply(t, s, admittedEvent(stateSpec(uuid.NewString(), 9), t0)) // gaps are fine
+	mustApply(t, s, AdmittedEvent(stateSpec(uuid.NewString(), 9), t0)) // gaps are fine
 	if s.Admissions != 9 {
 		t.Fatalf("admissions = %d", s.Admissions)
 	}
 }
 
 func TestStateApply_UnknownTypeNewerVersionOrMalformed_Refused(t *testing.T) {
-	good := admittedEvent(stateSpec(uuid.NewString(), 1), t0)
+	good := AdmittedEvent(stateSpec(uuid.NewString(), 1), t0)
 	newer := good
 	newer.V = eventVersion + 1
 	older := good
@@ -155,11 +155,11 @@ func TestLoadState_IsSnapshotPlusLaterEvents(t *testing.T) {
 
 	a, b, c := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	events := []persistence.Event{
-		admittedEvent(stateSpec(a, 1), t0),
-		admittedEvent(stateSpec(b, 2), t0),
+		AdmittedEvent(stateSpec(a, 1), t0),
+		AdmittedEvent(stateSpec(b, 2), t0),
 		closedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0),
-		admittedEvent(stateSpec(c, 3), t0),
-		admittedEvent(stateSpec(b, 4), t0),                            // b replaced
+		AdmittedEvent(stateSpec(c, 3), t0),
+		AdmittedEvent(stateSpec(b, 4), t0),                            // b replaced
 		closedEvent(messages.LeaseClosed{Lease: b, Admission: 2}, t0), // late close of b's old admission: no effect
 	}
 	want := newState()
@@ -199,7 +199,7 @@ func TestLoadState_IsSnapshotPlusLaterEvents(t *testing.T) {
 		t.Fatalf("snapshot-only load: %s, %d, %v", stateJSON(t, got), seq, err)
 	}
 	// Admission numbers keep increasing across the snapshot.
-	commitTo(t, store, Stream, admittedEvent(stateSpec(a, 4), t0))
+	commitTo(t, store, Stream, AdmittedEvent(stateSpec(a, 4), t0))
 	if _, _, err := LoadState(store); err == nil || !strings.Contains(err.Error(), "not after") {
 		t.Fatalf("an admission number reused after a snapshot loaded: %v", err)
 	}
@@ -216,7 +216,7 @@ func stateJSON(t *testing.T, s *State) string {
 
 func TestLoadState_UnknownEventRefused(t *testing.T) {
 	store := openStore(t)
-	commitTo(t, store, Stream, admittedEvent(stateSpec(uuid.NewString(), 1), t0),
+	commitTo(t, store, Stream, AdmittedEvent(stateSpec(uuid.NewString(), 1), t0),
 		persistence.Event{Type: "lease.resized", V: 1, At: t0, Data: json.RawMessage(`{}`)})
 	if _, _, err := LoadState(store); err == nil || !strings.Contains(err.Error(), "seq 2") || !strings.Contains(err.Error(), "lease.resized") {
 		t.Fatalf("LoadState = %v, want a refusal naming seq 2 and the type", err)
@@ -231,7 +231,7 @@ func TestLoadState_UnknownEventRefused(t *testing.T) {
 func TestLoadState_SnapshotOfNewerVersion_Refused(t *testing.T) {
 	store := openStore(t)
 	st := newState()
-	ev := admittedEvent(stateSpec(uuid.NewString(), 1), t0)
+	ev := AdmittedEvent(stateSpec(uuid.NewString(), 1), t0)
 	mustApply(t, st, ev)
 	commitTo(t, store, Stream, ev)
 	data, _ := json.Marshal(st)
@@ -256,7 +256,7 @@ func leaseEvent(t *testing.T, typ string, payload any) persistence.Event {
 func TestVerify_RefusesLeaseStreamWithUnknownEvent(t *testing.T) {
 	store := openStore(t)
 	live, orphan := uuid.NewString(), uuid.NewString()
-	commitTo(t, store, Stream, admittedEvent(stateSpec(live, 1), t0))
+	commitTo(t, store, Stream, AdmittedEvent(stateSpec(live, 1), t0))
 	started := leaseEvent(t, lease.EvProvisionStarted, lease.ProvisionStarted{Admission: 1, Generation: 1,
 		OperationID: "op", At: t0, Deadline: t0.Add(time.Minute)})
 	commitTo(t, store, lease.Stream(live), started)
@@ -280,7 +280,7 @@ func TestVerify_RefusesLeaseStreamWithUnknownEvent(t *testing.T) {
 
 	// An event the lease machine does not permit from its status is refused as well.
 	store3 := openStore(t)
-	commitTo(t, store3, Stream, admittedEvent(stateSpec(live, 1), t0))
+	commitTo(t, store3, Stream, AdmittedEvent(stateSpec(live, 1), t0))
 	commitTo(t, store3, lease.Stream(live), leaseEvent(t, lease.EvProvisionSucceeded, lease.ProvisionSucceeded{Stamp: lease.Stamp{Generation: 1, At: t0}}))
 	if err := Verify(store3); err == nil || !strings.Contains(err.Error(), "not permitted") {
 		t.Fatalf("Verify of provision.succeeded before provision.started = %v, want refused", err)
@@ -290,7 +290,7 @@ func TestVerify_RefusesLeaseStreamWithUnknownEvent(t *testing.T) {
 func TestVerifyInto_KeepsOnlyLiveLeasesStates(t *testing.T) {
 	store := openStore(t)
 	live, bare, orphan := uuid.NewString(), uuid.NewString(), uuid.NewString()
-	commitTo(t, store, Stream, admittedEvent(stateSpec(live, 1), t0), admittedEvent(stateSpec(bare, 2), t0))
+	commitTo(t, store, Stream, AdmittedEvent(stateSpec(live, 1), t0), AdmittedEvent(stateSpec(bare, 2), t0))
 	started := leaseEvent(t, lease.EvProvisionStarted, lease.ProvisionStarted{Admission: 1, Generation: 1,
 		OperationID: "op", At: t0, Deadline: t0.Add(time.Minute)})
 	commitTo(t, store, lease.Stream(live), started)

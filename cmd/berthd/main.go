@@ -5,6 +5,8 @@
 //	berthd -initialize-storage-identity new     bind a new, empty data dir to a fresh identity
 //	berthd -preflight-storage-identity-adoption -v013-dir DIR
 //	                                            judge a fred v0.13 host for takeover (read-only)
+//	berthd -initialize-storage-identity adopt -v013-dir DIR
+//	                                            adopt it into a new data dir
 //
 // Exit codes: 0 clean stop, 1 runtime or storage failure, 2 usage or config error.
 package main
@@ -49,7 +51,8 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML config file (default: the embedded development config)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	initIdentity := fs.String("initialize-storage-identity", "", "with \"new\": bind an empty data dir to a fresh storage identity and exit")
+	initIdentity := fs.String("initialize-storage-identity", "", "with \"new\": bind an empty data dir to a fresh storage identity and exit; "+
+		"with \"adopt\" (and -v013-dir): make it hold the fred v0.13 host the preflight judged ready, and exit")
 	preflight := fs.Bool("preflight-storage-identity-adoption", false,
 		"judge the fred v0.13 host this config would take over (read-only), print what would be adopted, and exit 0 only when nothing is refused")
 	fredDir := fs.String("v013-dir", "", "with -preflight-storage-identity-adoption: the directory holding fred v0.13's callbacks.db, diagnostics.db, releases.db and retention.db")
@@ -66,8 +69,8 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		fmt.Fprintf(stdout, "berthd %s\n", version)
 		return exitOK
 	}
-	if *preflight && *fredDir == "" {
-		fmt.Fprintf(stderr, "berthd: -preflight-storage-identity-adoption needs -v013-dir (where fred v0.13 keeps its four .db files)\n")
+	if (*preflight || *initIdentity == "adopt") && *fredDir == "" {
+		fmt.Fprintf(stderr, "berthd: -preflight-storage-identity-adoption and -initialize-storage-identity adopt need -v013-dir (where fred v0.13 keeps its four .db files)\n")
 		return exitUsage
 	}
 	if *output != "text" && *output != "json" {
@@ -112,8 +115,10 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		}
 		log.Info().Str("data_dir", cfg.DataDir).Str("storage_id", id.StorageID).Msg("storage identity initialised")
 		return exitOK
+	case "adopt":
+		return runAdopt(cfg, *fredDir, *requireDrained, opts, stdout, log)
 	default:
-		fmt.Fprintf(stderr, "berthd: -initialize-storage-identity takes only \"new\"\n")
+		fmt.Fprintf(stderr, "berthd: -initialize-storage-identity takes \"new\" or \"adopt\"\n")
 		return exitUsage
 	}
 

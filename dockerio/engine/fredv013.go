@@ -44,6 +44,11 @@ func (e *Engine) FredV013Objects(ctx context.Context) ([]dockerio.FredObject, er
 			} else if err != nil {
 				return nil, err
 			}
+			for _, p := range c.Ports {
+				if p.PublicPort != 0 {
+					o.Ports = append(o.Ports, dockerio.FredPort{Port: int(p.PrivatePort), Protocol: p.Type, HostIP: p.IP, HostPort: int(p.PublicPort)})
+				}
+			}
 			for _, m := range c.Mounts {
 				o.Mounts = append(o.Mounts, dockerio.FredMount{Type: string(m.Type), Source: m.Source, Destination: m.Destination})
 			}

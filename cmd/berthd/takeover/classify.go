@@ -41,8 +41,8 @@ type VolumeRoot struct {
 // Rules are what berthd admits.
 type Rules struct {
 	Backend        string
-	ResolveSKU     func(sku string) bool                                   // sku_mapping → sku_profiles
-	Admit          func(manifest []byte, items []messages.LeaseItem) error // berthd's manifest rules
+	ResolveSKU     func(sku string) bool                                                      // sku_mapping → sku_profiles
+	Build          func(manifest []byte, items []messages.LeaseItem) (*manifest.Lease, error) // berthd's manifest rules
 	CallbackMaxAge time.Duration
 	RequireDrained bool // the seed's rule: no pending fred callback at all
 }
@@ -72,6 +72,10 @@ const (
 	RestoreInFlight    = "restore_in_flight"
 	UnresolvedClose    = "unresolved_close"
 	CallbacksPending   = "callbacks_pending"
+	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (retained
+	// data, a stateful lease's volumes, a failed lease fred knows only by its
+	// diagnostics): refused rather than left behind unseen.
+	NotAdoptableYet = "not_adoptable_yet"
 
 	StaleHistory          = "stale_history"           // an active release with nothing left: fred lists it nowhere
 	CallbackImported      = "callback_pending"        // delivered once by berthd after adoption
@@ -307,6 +311,7 @@ func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root st
 		switch {
 		case m.Type == "tmpfs":
 		case m.Type == "bind" && root != "" && (m.Source == own || strings.HasPrefix(m.Source, own+"/")):
+			refuse(NotAdoptableYet, "container %s keeps data in %s: adopting a stateful lease's volumes is not built yet", c.Name, own)
 		default:
 			refuse(MountShape, "container %s mounts %s %s at %s", c.Name, m.Type, m.Source, m.Destination)
 		}
@@ -333,7 +338,7 @@ func judgeReleases(rs []fredv013.Release, items []messages.LeaseItem, rules Rule
 		refuse(ReleaseMismatch, "the active release (v%d) has services %v, the containers %v", active.Version, got, want)
 		return
 	}
-	if err := rules.Admit(active.Manifest, items); err != nil {
+	if _, err := rules.Build(active.Manifest, items); err != nil {
 		refuse(NotAdmissible, "the active release (v%d): %s", active.Version, messages.SafeMessage(err))
 	}
 }
@@ -394,9 +399,10 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 			refuse(UnknownSKU, "retained item %s runs SKU %q, which sku_mapping/sku_profiles do not resolve", it.ServiceName, it.SKU)
 		}
 	}
-	if err := rules.Admit(rec.StackManifest, rec.Items); err != nil {
+	if _, err := rules.Build(rec.StackManifest, rec.Items); err != nil {
 		refuse(NotAdmissible, "the retained manifest: %s (a restore would be refused)", messages.SafeMessage(err))
 	}
+	refuse(NotAdoptableYet, "importing retained data is not built yet")
 	return l
 }
 
@@ -434,7 +440,8 @@ func (r *Report) judgeLeftovers(ev Evidence, cohorts map[string][]dockerio.FredO
 	for _, lease := range slices.Sorted(maps.Keys(st.Diagnostics)) {
 		if cohorts[lease] == nil {
 			d := st.Diagnostics[lease]
-			r.Leases = append(r.Leases, Lease{Lease: lease, Status: DiagnosticsOnly, FailCount: d.FailCount})
+			r.Leases = append(r.Leases, Lease{Lease: lease, Status: DiagnosticsOnly, FailCount: d.FailCount, Refusals: []Finding{{NotAdoptableYet,
+				"a failed lease fred knows only by its diagnostics (no containers, no items): adopting it is not built yet"}}})
 		}
 	}
 	claimed := map[string]bool{}

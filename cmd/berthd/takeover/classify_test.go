@@ -39,8 +39,8 @@ func fredContainer(lease, svc string, idx, n int) dockerio.FredObject {
 
 func itoa(i int) string { return string(rune('0' + i)) }
 
-// host is a fred host every rule admits: a flat lease, a stack (web ×2, cache),
-// a retained lease, a failed one known only by its diagnostics, one pending callback.
+// host is a fred host every rule admits: a flat lease (two releases), a stack
+// (web ×2, cache), one pending callback.
 func host() Evidence {
 	flatManifest := `{"image":"` + image + `","ports":{"8080/tcp":{}}}`
 	stackManifest := `{"services":{"web":` + flatManifest + `,"cache":` + flatManifest + `}}`
@@ -50,26 +50,31 @@ func host() Evidence {
 			fredContainer(stack, "web", 0, 2), fredContainer(stack, "web", 1, 2), fredContainer(stack, "cache", 0, 1),
 			{Kind: "network", ID: "net-id", Name: dockerio.FredTenantNetwork(tenant), Labels: map[string]string{"fred.tenant": tenant}},
 		},
-		Root: VolumeRoot{Path: root, Filesystem: "btrfs", Entries: map[string]bool{"fred-retained-" + retained + "-app-0": true}},
+		Root: VolumeRoot{Path: root, Filesystem: "btrfs", Entries: map[string]bool{}},
 		Stores: &fredv013.Stores{
 			Releases: map[string][]fredv013.Release{
 				flat:  {{Version: 1, Status: "superseded", Manifest: []byte(flatManifest)}, {Version: 2, Status: "active", Manifest: []byte(flatManifest)}},
 				stack: {{Version: 1, Status: "active", Manifest: []byte(stackManifest)}},
 			},
-			Retentions: map[string]fredv013.Retention{retained: {OriginalLeaseUUID: retained, Status: "active",
-				Items: []messages.LeaseItem{{SKU: "docker-small", Quantity: 1, ServiceName: "app"}}, StackManifest: []byte(`{"services":{"app":` + flatManifest + `}}`),
-				RetainedVolumeNames: []string{"fred-retained-" + retained + "-app-0"}}},
-			Diagnostics: map[string]fredv013.Diagnostic{failed: {LeaseUUID: failed, FailCount: 1}},
+			Retentions:  map[string]fredv013.Retention{},
+			Diagnostics: map[string]fredv013.Diagnostic{},
 			Callbacks:   map[string]fredv013.Callback{flat: {LeaseUUID: flat, Status: "success", CreatedAt: now.Add(-time.Hour)}},
 		}}
+}
+
+// withRetention adds a retained lease, as fred's close with retain_on_close leaves it.
+func withRetention(ev *Evidence) {
+	ev.Root.Entries["fred-retained-"+retained+"-app-0"] = true
+	ev.Stores.Retentions[retained] = fredv013.Retention{OriginalLeaseUUID: retained, Status: "active",
+		Items:         []messages.LeaseItem{{SKU: "docker-small", Quantity: 1, ServiceName: "app"}},
+		StackManifest: []byte(`{"services":{"app":{"image":"` + image + `"}}}`), RetainedVolumeNames: []string{"fred-retained-" + retained + "-app-0"}}
 }
 
 func rules() Rules {
 	return Rules{Backend: "docker", CallbackMaxAge: 24 * time.Hour,
 		ResolveSKU: func(sku string) bool { return sku == "docker-micro" || sku == "docker-small" },
-		Admit: func(raw []byte, items []messages.LeaseItem) error {
-			_, err := manifest.Build(raw, items, manifest.Options{AllowedRegistries: []string{"127.0.0.1:5000"}})
-			return err
+		Build: func(raw []byte, items []messages.LeaseItem) (*manifest.Lease, error) {
+			return manifest.Build(raw, items, manifest.Options{AllowedRegistries: []string{"127.0.0.1:5000"}})
 		}}
 }
 
@@ -80,7 +85,7 @@ func TestClassify_AnAdmissibleHostIsReady_EveryLeaseWithItsStatusAndItems(t *tes
 	if !r.Ready() || !strings.HasSuffix(out.String(), "\n"+ReadyLine+"\n") {
 		t.Fatalf("not ready:\n%s", out.String())
 	}
-	want := map[string]string{flat: ReadyCohort, stack: ReadyCohort, retained: RetainedLease, failed: DiagnosticsOnly}
+	want := map[string]string{flat: ReadyCohort, stack: ReadyCohort}
 	if len(r.Leases) != len(want) {
 		t.Fatalf("leases %+v", r.Leases)
 	}
@@ -100,7 +105,7 @@ func TestClassify_AnExitedCohortIsFailedAsFredsColdStartCountsIt(t *testing.T) {
 	ev.Objects[0].State = "exited"
 	ev.Objects[0].Labels["fred.fail_count"] = "1"
 	r := Classify(ev, rules())
-	if l := lease(t, r, flat); !r.Ready() || l.Status != FailedColdStart || l.FailCount != 2 {
+	if l := leaseOf(t, r, flat); !r.Ready() || l.Status != FailedColdStart || l.FailCount != 2 {
 		t.Fatalf("%+v", l)
 	}
 }
@@ -136,8 +141,9 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 		MountShape: {flat, func(ev *Evidence, _ *Rules) {
 			ev.Objects[0].Mounts = append(ev.Objects[0].Mounts, dockerio.FredMount{Type: "bind", Source: "/etc", Destination: "/x"})
 		}},
-		InterruptedClose: {retained, func(ev *Evidence, _ *Rules) { ev.Root.Entries = map[string]bool{} }},
+		InterruptedClose: {retained, func(ev *Evidence, _ *Rules) { withRetention(ev); ev.Root.Entries = map[string]bool{} }},
 		RestoreInFlight: {retained, func(ev *Evidence, _ *Rules) {
+			withRetention(ev)
 			rec := ev.Stores.Retentions[retained]
 			rec.Status = "restoring"
 			ev.Stores.Retentions[retained] = rec
@@ -147,7 +153,10 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 			ev.Stores.Releases[l] = ev.Stores.Releases[flat]
 			ev.Root.Entries["fred-"+l+"-app-0"] = true
 		}},
-		FilesystemUnsup:  {"", func(ev *Evidence, _ *Rules) { ev.Root.Filesystem = "xfs" }},
+		FilesystemUnsup: {"", func(ev *Evidence, _ *Rules) { ev.Root.Filesystem = "xfs" }},
+		NotAdoptableYet: {flat, func(ev *Evidence, _ *Rules) {
+			ev.Objects[0].Mounts = append(ev.Objects[0].Mounts, dockerio.FredMount{Type: "bind", Source: root + "/fred-" + flat + "-app-0/data", Destination: "/data"})
+		}},
 		ForeignInstall:   {"", func(ev *Evidence, _ *Rules) { ev.Root.Installation = "inst-1" }},
 		CallbacksPending: {"", func(_ *Evidence, r *Rules) { r.RequireDrained = true }},
 	} {
@@ -162,7 +171,7 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 			if tc.lease == "" {
 				found = r.Host
 			} else {
-				found = lease(t, r, tc.lease).Refusals
+				found = leaseOf(t, r, tc.lease).Refusals
 			}
 			for _, f := range found {
 				if f.Code == code {
@@ -171,6 +180,23 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 			}
 			t.Fatalf("refusals %+v (host %+v), want %s", found, r.Host, code)
 		})
+	}
+}
+
+// Judged, named, and refused until adopting them is built: retained data, a
+// failed lease known only by its diagnostics (and a stateful cohort, above).
+func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
+	ev := host()
+	withRetention(&ev)
+	ev.Stores.Diagnostics[failed] = fredv013.Diagnostic{LeaseUUID: failed, FailCount: 1}
+	r := Classify(ev, rules())
+	if r.Ready() {
+		t.Fatal("ready")
+	}
+	for id, status := range map[string]string{retained: RetainedLease, failed: DiagnosticsOnly} {
+		if l := leaseOf(t, r, id); l.Status != status || len(l.Refusals) != 1 || l.Refusals[0].Code != NotAdoptableYet {
+			t.Fatalf("%+v", l)
+		}
 	}
 }
 
@@ -197,7 +223,7 @@ func TestClassify_NotesWhatIsNeitherAdoptedNorRefused(t *testing.T) {
 	}
 }
 
-func lease(t *testing.T, r *Report, id string) Lease {
+func leaseOf(t *testing.T, r *Report, id string) Lease {
 	t.Helper()
 	for _, l := range r.Leases {
 		if l.Lease == id {
@@ -242,10 +268,10 @@ func TestClassify_AnImageBerthdWouldNotRelaunchIsAdoptedWithAWarning(t *testing.
 	if !r.Ready() {
 		t.Fatalf("refused: %+v", r.Leases)
 	}
-	if w := lease(t, r, flat).Warnings; len(w) != 1 || w[0].Code != RelaunchNotAdmissible {
+	if w := leaseOf(t, r, flat).Warnings; len(w) != 1 || w[0].Code != RelaunchNotAdmissible {
 		t.Fatalf("flat: %+v", w)
 	}
-	if w := lease(t, r, stack).Warnings; len(w) != 1 || w[0].Code != ImageMissing {
+	if w := leaseOf(t, r, stack).Warnings; len(w) != 1 || w[0].Code != ImageMissing {
 		t.Fatalf("stack: %+v", w)
 	}
 	var out bytes.Buffer

@@ -2,6 +2,7 @@ package takeover
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -33,9 +34,10 @@ type Inputs struct {
 	Now        time.Time
 }
 
-// Preflight reads fred's host and judges it. It writes nothing anywhere: fred's
-// files are opened read-only, Docker is only listed, the volume root only read.
-func Preflight(ctx context.Context, in Inputs) *Report {
+// Preflight reads fred's host and judges it, returning what it read (nil when
+// it could not read it all). It writes nothing anywhere: fred's files are
+// opened read-only, Docker is only listed, the volume root only read.
+func Preflight(ctx context.Context, in Inputs) (*Report, *Evidence) {
 	r := &Report{Backend: in.Rules.Backend}
 	if conn, err := net.DialTimeout("tcp", in.ListenAddr, lockWait); err == nil {
 		_ = conn.Close()
@@ -60,11 +62,26 @@ func Preflight(ctx context.Context, in Inputs) *Report {
 		r.Host = append(r.Host, Finding{NoVolumeRoot, rerr.Error()})
 	}
 	if err != nil || derr != nil || rerr != nil {
-		return r
+		return r, nil
 	}
-	judged := Classify(Evidence{Stores: stores, Objects: objs, Root: root, Now: in.Now}, in.Rules)
+	ev := &Evidence{Stores: stores, Objects: objs, Root: root, Now: in.Now}
+	judged := Classify(*ev, in.Rules)
 	judged.Host = append(r.Host, judged.Host...)
-	return judged
+	return judged, ev
+}
+
+// FileHashes are the sha256 of fred's four files: recorded by the adoption, and
+// what proves fred's files were never written.
+func FileHashes(dir string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range []string{fredv013.CallbacksFile, fredv013.DiagnosticsFile, fredv013.ReleasesFile, fredv013.RetentionFile} {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = fmt.Sprintf("%x", sha256.Sum256(raw))
+	}
+	return out, nil
 }
 
 // readRoot lists fred's volume directories and berth's installation marker.

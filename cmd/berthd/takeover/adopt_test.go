@@ -1,0 +1,88 @@
+package takeover
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/actors/registry"
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
+)
+
+func profiles(sku string) (lease.Profile, bool) {
+	return lease.Profile{CPUCores: 0.25, MemoryMB: 256}, sku == "docker-micro"
+}
+
+// The adoption's write replays into the very states berthd would have had: the
+// registry admits each lease once, in order; each lease starts ready (or failed)
+// on fred's cohort, with fred's history; the allow-list names exactly fred's
+// objects; the undelivered callback becomes one outbox row for fred's URL.
+func TestAdopt_TheWriteReplaysIntoReadyLeasesOnFredsCohorts(t *testing.T) {
+	ev := host()
+	ev.Objects[0].Ports = []dockerio.FredPort{{Port: 8080, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: 32769}}
+	ev.Objects[3].State = "exited" // the stack's cache died while fred was stopped
+	rl := rules()
+	report := Classify(ev, rl)
+	w, rec, err := Adopt(ev, report, rl, profiles, "/var/lib/fred", map[string]string{"releases.db": "ab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := map[string][]string{}
+	reg := &registry.State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*registry.Retention{}, Closed: map[string]*registry.ClosedUse{}}
+	leases := map[string]*lease.State{}
+	for _, a := range w.Appends {
+		for _, e := range a.Events {
+			streams[a.Stream] = append(streams[a.Stream], e.Type)
+			switch a.Stream {
+			case registry.Stream:
+				if err := reg.Apply(e); err != nil {
+					t.Fatalf("registry replay: %v", err)
+				}
+			case RecordStream:
+			default:
+				st := lease.NewState()
+				if err := st.Apply(e); err != nil {
+					t.Fatalf("%s replay: %v", a.Stream, err)
+				}
+				leases[a.Stream] = st
+			}
+		}
+	}
+	if len(streams[registry.Stream]) != 2 || reg.Admissions != 2 || reg.Leases[flat] == nil || reg.Leases[stack] == nil {
+		t.Fatalf("registry: %v %+v", streams, reg)
+	}
+	if spec := reg.Leases[stack]; len(spec.Services) != 2 || spec.Services[1].Name != "web" || spec.Services[1].Quantity != 2 ||
+		spec.Tenant != tenant || spec.LifecycleURL == "" {
+		t.Fatalf("stack spec %+v", spec)
+	}
+	single := leases[lease.Stream(flat)]
+	if single.Status != lease.Ready || len(single.Containers) != 1 || single.Containers[0].ContainerID != ev.Objects[0].ID ||
+		len(single.Releases) != 2 || single.Active().Version != 2 || single.Active().Services == nil {
+		t.Fatalf("flat lease %+v", single)
+	}
+	if p, ok := single.Containers[0].Ports.Get("8080/tcp"); !ok || p.HostPort != "32769" {
+		t.Fatalf("ports %+v", single.Containers[0].Ports)
+	}
+	if st := leases[lease.Stream(stack)]; st.Status != lease.Failed || st.FailCount != 1 || len(st.Containers) != 3 {
+		t.Fatalf("stack lease %+v", st)
+	}
+	if len(rec.Allowed.Containers) != 4 || len(rec.Allowed.Networks) != 1 || rec.Allowed.Containers[ev.Objects[2].ID].Index != 1 {
+		t.Fatalf("allow-list %+v", rec.Allowed)
+	}
+	if len(w.Outbox) != 1 || w.Outbox[0].Lease != flat || w.Outbox[0].Kind != "lifecycle" {
+		t.Fatalf("outbox %+v", w.Outbox)
+	}
+	var body messages.Callback
+	if err := json.Unmarshal(w.Outbox[0].Body, &body); err != nil || body.Status != "success" || body.LeaseUUID != flat {
+		t.Fatalf("callback body %s", w.Outbox[0].Body)
+	}
+}
+
+func TestAdopt_RefusesAHostThePreflightRefuses(t *testing.T) {
+	ev := host()
+	ev.Objects[0].State = "restarting"
+	if _, _, err := Adopt(ev, Classify(ev, rules()), rules(), profiles, "/f", nil); err == nil {
+		t.Fatal("adopted a host with a lease in flight")
+	}
+}
