@@ -4,8 +4,9 @@ package main
 // 29, item 2) judges a mixed fred host — a single-container lease, a stack, a
 // restarted lease (two releases), a stateful lease with data, a retained
 // lease, a failed lease fred knows only by its diagnostics, an undelivered
-// callback — and changes nothing: not fred's files, not a container, not the
-// volume root, not berthd's data dir.
+// callback — naming what it cannot adopt yet (the stateful, the retained and
+// the diagnostics-only lease), and changes nothing: not fred's files, not a
+// container, not the volume root, not berthd's data dir.
 
 import (
 	"bytes"
@@ -97,7 +98,7 @@ func fredState(t *testing.T, fred *fredHost) string {
 	return strings.Join(lines, "\n")
 }
 
-func TestFredV013Host_PreflightJudgesAMixedHostAndChangesNothing(t *testing.T) {
+func TestFredV013Host_PreflightJudgesAMixedHostNamesWhatItCannotAdoptAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	cb := newCallbackReceiver(t)
 	fred := startFredWith(t, "retain_on_close: true",
@@ -147,15 +148,17 @@ func TestFredV013Host_PreflightJudgesAMixedHostAndChangesNothing(t *testing.T) {
 	before := fredState(t, fred)
 	code, out := preflight()
 	t.Logf("the preflight's report:\n%s", out)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || lines[len(lines)-1] != takeover.ReadyLine {
-		t.Fatalf("preflight of a stopped fred: exit %d, want 0 ending in %s\n%s\nfred:\n%s", code, takeover.ReadyLine, out, fred.log.String())
+	if code != 1 || strings.Contains(out, takeover.ReadyLine) {
+		t.Fatalf("preflight of a host with what cannot be adopted yet: exit %d, want 1 without %s\n%s\nfred:\n%s", code, takeover.ReadyLine, out, fred.log.String())
 	}
-	for lease, status := range map[string]string{single: takeover.ReadyCohort, stack: takeover.ReadyCohort, stateful: takeover.ReadyCohort,
-		undelivered: takeover.ReadyCohort, closed: takeover.RetainedLease, failed: takeover.DiagnosticsOnly} {
-		if !strings.Contains(out, "lease "+lease+"  adopt") || !strings.Contains(out, lease) || !regexpLine(out, lease, status) {
-			t.Fatalf("lease %s not adopted as %s:\n%s", lease, status, out)
+	for lease, verdict := range map[string]string{single: "adopt", stack: "adopt", undelivered: "adopt",
+		stateful: "refuse", closed: "refuse", failed: "refuse"} {
+		if !leaseLine(out, lease, verdict) {
+			t.Fatalf("lease %s: want %s\n%s", lease, verdict, out)
 		}
+	}
+	if strings.Count(out, "refused  "+takeover.NotAdoptableYet) != 3 {
+		t.Fatalf("want the stateful, the retained and the diagnostics-only lease refused as %s:\n%s", takeover.NotAdoptableYet, out)
 	}
 	if !strings.Contains(out, "web: 2× docker-micro") || !strings.Contains(out, takeover.CallbackImported+": "+undelivered) {
 		t.Fatalf("report misses the stack's items or the undelivered callback:\n%s", out)
@@ -171,11 +174,11 @@ func TestFredV013Host_PreflightJudgesAMixedHostAndChangesNothing(t *testing.T) {
 	}
 }
 
-// regexpLine: out has a line about lease ending its verdict with status.
-func regexpLine(out, lease, status string) bool {
+// leaseLine: the report's line about lease gives the verdict.
+func leaseLine(out, lease, verdict string) bool {
 	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "lease "+lease) && strings.Contains(l, " "+status) {
-			return true
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "lease" && f[1] == lease {
+			return f[2] == verdict
 		}
 	}
 	return false
