@@ -1,0 +1,190 @@
+package main
+
+// Against fred v0.13's real docker backend: berthd takes over a live fred host
+// (issue 29) — fred provisions, restarts, is left with an undelivered callback,
+// and stops; the preflight says ready; the adoption writes berthd's data dir
+// and nothing else; berthd starts on fred's port and serves fred's leases as
+// fred did, without restarting a tenant; an adopted container's death fails
+// its lease; closing the leases leaves nothing of fred's behind.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/berth-dev/berth/cmd/berthd/takeover"
+	"github.com/berth-dev/berth/messages"
+)
+
+// containerLives are the IDs, PIDs and start times of a backend's containers.
+func containerLives(t *testing.T, backend string) string {
+	t.Helper()
+	dc := dockerClient(t)
+	cs, err := dc.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", "fred.backend_name="+backend), filters.Arg("label", "fred.managed=true"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, c := range cs {
+		if _, berth := c.Labels["fred.installation_id"]; berth {
+			continue
+		}
+		in, err := dc.ContainerInspect(context.Background(), c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf("%s %s started %s pid %d restarts %d", in.ID, in.State.Status, in.State.StartedAt, in.State.Pid, in.RestartCount))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// sameAnswer compares fred's and berthd's answers to one GET, as JSON.
+func sameAnswer(t *testing.T, what string, fred, berth []byte, norm func(map[string]any)) {
+	t.Helper()
+	var f, b map[string]any
+	if err := json.Unmarshal(fred, &f); err != nil {
+		t.Fatalf("%s: fred's answer %s: %v", what, fred, err)
+	}
+	if err := json.Unmarshal(berth, &b); err != nil {
+		t.Fatalf("%s: berthd's answer %s: %v", what, berth, err)
+	}
+	if norm != nil {
+		norm(f)
+		norm(b)
+	}
+	fj, _ := json.Marshal(f)
+	bj, _ := json.Marshal(b)
+	if string(fj) != string(bj) {
+		t.Fatalf("%s differs:\nfred:   %s\nberthd: %s", what, fj, bj)
+	}
+}
+
+func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndCloseCleanly(t *testing.T) {
+	t.Parallel()
+	cb := newCallbackReceiver(t)
+	fred := startFred(t)
+	micro := func(svc string, n int) messages.LeaseItem {
+		return messages.LeaseItem{SKU: "docker-micro", Quantity: n, ServiceName: svc}
+	}
+	single := fred.provisionAs([]messages.LeaseItem{micro("", 1)}, flatManifest(nil), cb.callbackURL())
+	stack := fred.provisionAs([]messages.LeaseItem{micro("web", 2), micro("cache", 1)},
+		map[string]any{"services": map[string]any{"web": flatManifest(nil), "cache": flatManifest(nil)}}, cb.callbackURL())
+	fred.waitFor(single, "/provisions/", `"status":"ready"`)
+	owed := fred.provisionAs([]messages.LeaseItem{micro("", 1)}, flatManifest(nil), cb.callbackURL())
+	cb.failNext(owed, 1_000_000) // fred's delivery fails: the callback stays owed
+	fred.waitFor(stack, "/provisions/", `"status":"ready"`)
+	fred.waitFor(owed, "/provisions/", `"status":"ready"`)
+	if code, answer := fred.signed(http.MethodPost, "/restart", map[string]string{"lease_uuid": single, "callback_url": cb.callbackURL()}); code != http.StatusAccepted {
+		t.Fatalf("fred's POST /restart: %d %s", code, answer)
+	}
+	fred.waitFor(single, "/releases/", `"version":2,"image":"stack","status":"active"`)
+	leases := []string{single, stack, owed}
+	fredSaid := map[string][]byte{}
+	for _, l := range leases {
+		for _, path := range []string{"/provisions/", "/info/", "/releases/"} {
+			_, answer := fred.signed(http.MethodGet, path+l, nil)
+			fredSaid[path+l] = []byte(answer)
+		}
+	}
+	fred.stop()
+	lives := containerLives(t, fred.name)
+	files, err := takeover.FileHashes(fred.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api,
+		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}")
+	berth.api = fred.api
+	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 ||
+		!strings.Contains(out, "adopted 3 leases") || !strings.Contains(out, "1 undelivered callbacks") {
+		t.Fatalf("adopt: exit %d\n%s", code, out)
+	}
+	berth.startInProcess()
+
+	// Served as fred served them: the same answers (the clock-free fields).
+	for _, l := range leases {
+		berth.waitStatus(l, messages.StatusReady, 30*time.Second)
+		for _, path := range []string{"/provisions/", "/info/"} {
+			r := berth.get(path + l)
+			sameAnswer(t, path+l, fredSaid[path+l], r.Body, func(m map[string]any) { delete(m, "created_at") })
+		}
+		var fredReleases, berthReleases []messages.Release
+		_ = json.Unmarshal(fredSaid["/releases/"+l], &fredReleases)
+		berth.get("/releases/"+l).json(t, &berthReleases)
+		if len(fredReleases) == 0 || len(berthReleases) != len(fredReleases) {
+			t.Fatalf("/releases/%s: fred %+v, berthd %+v", l, fredReleases, berthReleases)
+		}
+		for i := range fredReleases {
+			f, b := fredReleases[i], berthReleases[i]
+			if f.Version != b.Version || f.Status != b.Status || f.Manifest != b.Manifest || !f.CreatedAt.Equal(b.CreatedAt) {
+				t.Fatalf("/releases/%s v%d: fred %+v, berthd %+v", l, f.Version, f, b)
+			}
+		}
+	}
+	// The callback fred owed arrives once, signed.
+	cb.failNext(owed, 0)
+	if got := cb.waitFor(owed, 1, time.Minute); got[0].Body.Status != messages.CallbackSuccess || cb.badSignatures() != 0 {
+		t.Fatalf("the owed callback: %+v (bad signatures %d)", got, cb.badSignatures())
+	}
+	// No tenant restarted.
+	if now := containerLives(t, fred.name); now != lives {
+		t.Fatalf("fred's containers changed:\nbefore:\n%s\nafter:\n%s", lives, now)
+	}
+	if now, _ := takeover.FileHashes(fred.dir); !equalMaps(now, files) {
+		t.Fatalf("fred's files changed: %v → %v", files, now)
+	}
+
+	// An adopted container's death fails its lease, with a lifecycle callback.
+	dc := dockerClient(t)
+	cs := leaseContainers(t, dc, single)
+	before := len(cb.forLease(single))
+	if err := dc.ContainerKill(context.Background(), cs[0].ID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	berth.waitStatus(single, messages.StatusFailed, 30*time.Second)
+	if got := cb.waitFor(single, before+1, 30*time.Second); got[len(got)-1].Body.Status != messages.CallbackFailed {
+		t.Fatalf("death callback: %+v", got)
+	}
+
+	// Closed, nothing of fred's is left: containers, and the tenant network.
+	for _, l := range leases {
+		berth.deprovisionUntilGone(l)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		mine := filters.NewArgs(filters.Arg("label", "fred.backend_name="+fred.name))
+		cs, _ := dc.ContainerList(context.Background(), container.ListOptions{All: true, Filters: mine})
+		ns, _ := dc.NetworkList(context.Background(), network.ListOptions{Filters: mine})
+		if len(cs)+len(ns) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left after every adopted lease closed: %d containers, %d networks", len(cs), len(ns))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
