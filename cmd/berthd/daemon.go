@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/actors/volumehold"
 	"github.com/berth-dev/berth/cmd/berthd/config"
+	"github.com/berth-dev/berth/cmd/berthd/takeover"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/addresspool"
 	"github.com/berth-dev/berth/dockerio/engine"
@@ -36,6 +37,10 @@ type daemon struct {
 	engine docker
 	docker *engine.Engine   // the real engine behind engine; nil when testHooks.engine supplied it
 	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
+	// adoption is the takeover of a fred v0.13 host this data dir was made by
+	// (nil: none); releaseFred gives back the lock that keeps fred from starting.
+	adoption    *takeover.Record
+	releaseFred func()
 	// bridge is Docker's default bridge as found at start; bridged: new
 	// single-container leases go on it (single_container_network and the
 	// daemon isolating it).
@@ -97,6 +102,14 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	}
 	w.id = d.store.Identity()
 	var err error
+	if d.adoption, err = loadAdoption(d.store); err != nil {
+		return nil, err
+	}
+	if d.adoption != nil {
+		if d.releaseFred, err = lockOutFred(d.adoption); err != nil {
+			return nil, err
+		}
+	}
 	if w.secret, err = loadSecret(cfg, log); err != nil {
 		return nil, err
 	}
@@ -254,10 +267,12 @@ func (d *daemon) connectDocker(cfg *config.Config, installationID string, reg pr
 }
 
 // adopted is the allow-list of fred v0.13's containers and networks this
-// installation adopted, which the engine owns as its own. The takeover's
-// adoption record provides it; until that is written there is none (nil).
+// installation adopted (its adoption record's), which the engine owns as its own.
 func (d *daemon) adopted() *dockerio.Adopted {
-	return nil
+	if d.adoption == nil {
+		return nil
+	}
+	return &d.adoption.Allowed
 }
 
 // checkDocker asks Docker what start checks, all at once — seccomp, the
@@ -306,10 +321,16 @@ func (d *daemon) checkSeccomp(cfg *config.Config) error {
 func (d *daemon) checkFredV013(cfg *config.Config) error {
 	ctx, cancel := stopCtx(10 * time.Second)
 	defer cancel()
-	objs, err := d.engine.FredV013Objects(ctx)
+	all, err := d.engine.FredV013Objects(ctx)
 	if err != nil {
 		d.log.Warn().Err(err).Msg("could not ask Docker for fred v0.13's objects")
 		return nil
+	}
+	var objs []dockerio.FredObject // what no adoption made this installation's
+	for _, o := range all {
+		if !d.adopted().OwnsContainer(o.ID, o.Labels, cfg.Name) && !d.adopted().OwnsNetwork(o.ID, o.Labels, cfg.Name) {
+			objs = append(objs, o)
+		}
 	}
 	if len(objs) == 0 {
 		return nil
@@ -404,6 +425,10 @@ func (d *daemon) closeStorage() {
 	if d.lock != nil {
 		_ = d.lock.Release()
 		d.lock = nil
+	}
+	if d.releaseFred != nil {
+		d.releaseFred()
+		d.releaseFred = nil
 	}
 }
 

@@ -69,6 +69,7 @@ type fredHost struct {
 	log     *syncBuffer
 	volumes string
 	dir     string // its config and its four .db files
+	bin     string
 	cfgPath string
 }
 
@@ -102,21 +103,29 @@ func startFredWith(t *testing.T, extra ...string) *fredHost {
 	if err := os.WriteFile(f.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.cmd = exec.Command(bin, "-config", f.cfgPath)
+	f.bin = bin
+	t.Cleanup(f.removeAll)
+	f.start()
+	return f
+}
+
+// start runs the fred daemon on its config and waits until it is healthy.
+func (f *fredHost) start() {
+	f.t.Helper()
+	f.cmd = exec.Command(f.bin, "-config", f.cfgPath)
 	f.cmd.Stdout, f.cmd.Stderr = f.log, f.log
 	if err := f.cmd.Start(); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	t.Cleanup(f.removeAll)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get("http://" + f.api + "/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return f
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("fred v0.13 not healthy within 30 s:\n%s", f.log.String())
+			f.t.Fatalf("fred v0.13 not healthy within 30 s:\n%s", f.log.String())
 		}
 	}
 }

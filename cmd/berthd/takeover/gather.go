@@ -90,6 +90,9 @@ func readRoot(path string) (VolumeRoot, error) {
 	if path == "" {
 		return root, nil
 	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return root, nil // fred kept no volume there
+	}
 	fs, err := volumes.Detect(path)
 	if err != nil {
 		return root, fmt.Errorf("volume_data_path %s: %w", path, err)
