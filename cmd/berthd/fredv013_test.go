@@ -136,7 +136,7 @@ func (f *fredHost) provision(cb *callbackReceiver) (lease string, ctr container.
 	f.t.Helper()
 	lease = uuid.NewString()
 	raw, _ := json.Marshal(flatManifest(nil))
-	body, _ := json.Marshal(messages.ProvisionRequest{LeaseUUID: lease, Tenant: "fred-tenant", ProviderUUID: "p",
+	body, _ := json.Marshal(messages.ProvisionRequest{LeaseUUID: lease, Tenant: f.tenant(), ProviderUUID: "p",
 		Items: []messages.LeaseItem{{SKU: "docker-micro", Quantity: 1}}, CallbackURL: cb.callbackURL(), Payload: encodeB64(raw)})
 	req, _ := http.NewRequest(http.MethodPost, "http://"+f.api+"/provision", strings.NewReader(string(body)))
 	if err := signRequest(req, body); err != nil {
@@ -261,3 +261,7 @@ func TestFredV013Host_ProductionRefusesToStart_DevelopmentWarns_DoctorNamesIt(t 
 		t.Fatalf("fred's container was touched: before %+v after %+v (%v)", before.State, after.State, err)
 	}
 }
+
+// tenant is this fred's one tenant: fred names its per-tenant network after
+// the tenant alone, so two fred hosts on one engine must not share one.
+func (f *fredHost) tenant() string { return "tenant-" + f.name }

@@ -56,7 +56,7 @@ func (f *fredHost) provisionAs(items []messages.LeaseItem, m any, callbackURL st
 	f.t.Helper()
 	lease := uuid.NewString()
 	raw, _ := json.Marshal(m)
-	code, answer := f.signed(http.MethodPost, "/provision", messages.ProvisionRequest{LeaseUUID: lease, Tenant: "fred-tenant",
+	code, answer := f.signed(http.MethodPost, "/provision", messages.ProvisionRequest{LeaseUUID: lease, Tenant: f.tenant(),
 		ProviderUUID: "p", Items: items, CallbackURL: callbackURL, Payload: encodeB64(raw)})
 	if code != http.StatusAccepted {
 		f.t.Fatalf("fred's POST /provision: %d %s\n%s", code, answer, f.log.String())
