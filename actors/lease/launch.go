@@ -1,7 +1,8 @@
 package lease
 
-// A launch's inputs: the release's images admitted and the lease network found
-// or made (steps/), the stateful instances' volumes, then Compose's launch itself.
+// A launch's plan: the release's services as admitted, completed by the steps
+// (steps/) — images admitted and the lease network found or made, the stateful
+// instances' volumes, the writable paths — then launched by Compose.Up.
 
 import (
 	"context"
@@ -14,27 +15,6 @@ import (
 	"github.com/berth-dev/berth/messages"
 )
 
-// launchInputs is what a launch needs beside the release: the admitted images, the
-// verified lease network, the stateful instances' volume directories and each
-// service's writable paths.
-type launchInputs struct {
-	images   map[string]dockerio.ImageInfo
-	network  leaseNetwork
-	dirs     map[string][]string
-	writable map[string]writableService
-}
-
-// leaseNetwork is the network a launch attaches to (steps.Net, as plan reads it).
-type leaseNetwork struct {
-	id, name string
-	pooled   bool
-	bridged  bool
-}
-
-func netOf(n steps.Net) leaseNetwork {
-	return leaseNetwork{id: n.ID, name: n.Name, pooled: n.Pooled, bridged: n.Bridged}
-}
-
 // singleContainer reports whether r runs exactly one container (one service of
 // quantity 1): only such a release may run on the default bridge, which has no
 // DNS for a second container to find the first by.
@@ -42,37 +22,80 @@ func singleContainer(r Release) bool {
 	return len(r.Services) == 1 && r.Services[0].Quantity == 1
 }
 
-// prepare admits the release's images and ensures the lease network, at once (they
-// are independent), detecting the images' writable paths as soon as they are
-// admitted; then the stateful instances' volumes (their mount points owned by the
-// container's user) and the writable paths' seeds. A failure is returned as an
-// Outcome with ok false: Failed for a definite one (not yet cleaned up), Canceled
-// when ctx ended. A skipped step degrades the launch (j.degraded) instead.
-func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bool) {
+// prepare plans the launch of r stamped l: the release's images admitted and
+// the lease network found or made, at once (they are independent), the images'
+// writable paths detected as soon as they are admitted; then the stateful
+// instances' volumes (their mount points owned by the container's user) and the
+// writable paths' seeds. A failure is returned as an Outcome with ok false:
+// Failed for a definite one (not yet cleaned up), Canceled when ctx ended. A
+// skipped step degrades the launch (j.degraded) instead.
+func (j *job) prepare(ctx context.Context, r Release, l launch) (dockerio.Plan, Outcome, bool) {
 	j.degraded = ""
-	images, network, det, out, ok := j.prepareImagesAndNetwork(ctx, r)
+	p := j.plan(&r, l)
+	images, det, out, ok := j.prepareImagesAndNetwork(ctx, r, &p)
 	if !ok {
-		return launchInputs{}, out, false
+		return p, out, false
 	}
 	found := det.wait()
 	if err := notAdmissible(found); err != nil {
 		j.log.Warn().Err(err).Msg("writable-path detection")
-		return launchInputs{}, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
+		return p, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
 	}
 	done := j.provisionPhase("volumes")
 	dirs, err := j.ensureVolumes(ctx, r, images, found)
 	done()
 	if err != nil {
 		if ctx.Err() != nil {
-			return launchInputs{}, canceled, false
+			return p, canceled, false
 		}
 		j.log.Error().Err(err).Msg("managed volumes")
 		if errors.Is(err, dockerio.ErrImageNotAdmissible) {
-			return launchInputs{}, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
+			return p, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
 		}
-		return launchInputs{}, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
+		return p, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
 	}
-	return launchInputs{images: images, network: network, dirs: dirs, writable: j.seedWritable(ctx, r, found, dirs)}, Outcome{}, true
+	writable := j.seedWritable(ctx, r, found, dirs)
+	for i := range p.Services {
+		sp := &p.Services[i]
+		img, wp := images[sp.Name], writable[sp.Name]
+		sp.ImageID, sp.ImageVolumes, sp.MaskLabels = img.ID, img.Volumes, img.MaskLabels
+		sp.VolumeDirs = dirs[sp.Name]
+		sp.UID, sp.GID, sp.WritablePaths, sp.WritableDirs = wp.uid, wp.gid, wp.paths, wp.dirs
+	}
+	return p, Outcome{}, true
+}
+
+// plan is the Compose launch of r stamped l as admitted; prepare adds what the
+// host decided (images, network, volumes, writable paths).
+func (j *job) plan(r *Release, l launch) dockerio.Plan {
+	spec, set := j.spec, j.set
+	p := dockerio.Plan{
+		Lease:          spec.Lease,
+		Tenant:         spec.Tenant,
+		ProviderUUID:   spec.ProviderUUID,
+		BackendName:    set.BackendName,
+		InstallationID: set.InstallationID,
+		OperationID:    l.OperationID,
+		MaintenanceID:  l.MaintenanceID,
+		Generation:     l.Generation,
+		FailCount:      l.FailCount,
+		CallbackURL:    spec.CallbackURL,
+		LifecycleURL:   spec.LifecycleURL,
+		Ingress:        set.Ingress,
+		HostBindIP:     set.HostBindIP,
+		ReadonlyRootfs: set.ReadonlyRootfs,
+		PidsLimit:      set.PidsLimit,
+		TmpfsSizeMB:    set.TmpfsSizeMB,
+	}
+	for _, svc := range r.Services {
+		sp := dockerio.ServicePlan{Service: *svc.Manifest, Name: svc.Name, SKU: svc.SKU, Quantity: svc.Quantity,
+			CPUCores: svc.Profile.CPUCores, MemoryMB: svc.Profile.MemoryMB, DiskMB: svc.Profile.DiskMB}
+		if set.Ingress != nil {
+			sp.CustomDomain = r.Domains[svc.Name]
+		}
+		p.Services = append(p.Services, sp)
+	}
+	return p
 }
 
 // ensureVolumes creates (or reuses, its quota updated) every stateful instance's
@@ -108,8 +131,9 @@ func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]do
 }
 
 // prepareImagesAndNetwork admits the images while the network is found or
-// made, and starts the writable-path detection as soon as the images are in.
-func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, leaseNetwork, *detection, Outcome, bool) {
+// made (attached to p), and starts the writable-path detection as soon as the
+// images are in.
+func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release, p *dockerio.Plan) (map[string]dockerio.ImageInfo, *detection, Outcome, bool) {
 	type netResult struct {
 		net steps.Net
 		err error
@@ -126,26 +150,16 @@ func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[strin
 	done()
 	if err != nil {
 		<-netDone
-		return nil, leaseNetwork{}, nil, stepOutcome(ctx, err), false
+		return nil, nil, stepOutcome(ctx, err), false
 	}
 	det := j.detectWritable(ctx, r, images)
 	net := <-netDone
 	if net.err != nil {
 		det.abandon()
-		return nil, leaseNetwork{}, nil, stepOutcome(ctx, net.err), false
+		return nil, nil, stepOutcome(ctx, net.err), false
 	}
-	return images, netOf(net.net), det, Outcome{}, true
-}
-
-// up launches release r under l with in, on in.network, which it updates to
-// the network the launch ran on.
-func (j *job) up(ctx context.Context, r *Release, l launch, in *launchInputs) ([]messages.Container, error) {
-	n := in.network
-	net := steps.Net{ID: n.id, Name: n.name, Pooled: n.pooled, Bridged: n.bridged}
-	return j.compose().Up(ctx, &net, func(net steps.Net) dockerio.Plan {
-		in.network = netOf(net)
-		return plan(j.spec, r, l, j.set, *in, in.network)
-	})
+	net.net.Attach(p)
+	return images, det, Outcome{}, true
 }
 
 // admitImages admits every service image of r: the recorded content when the

@@ -55,7 +55,8 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	}
 
 	done = phase("images")
-	in, out, ok := j.prepare(ctx, j.rel)
+	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
+	p, out, ok := j.prepare(ctx, j.rel, l)
 	done()
 	if !ok {
 		if parent.Err() != nil {
@@ -66,8 +67,7 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	}
 
 	done = phase("launch")
-	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
-	_, upErr := j.up(ctx, &j.rel, l, &in)
+	_, upErr := j.compose().Up(ctx, p)
 	done()
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}
@@ -215,7 +215,8 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		j.log.Error().Int("release", j.source.Version).Msg("maintenance: the source release has no recorded images; not recreating it from a tag")
 		return failed(m.Generation, msg+"; the previous deployment could not be restored")
 	}
-	in, out, ok := j.prepare(ctx, *j.source)
+	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
+	p, out, ok := j.prepare(ctx, *j.source, l)
 	if !ok {
 		if parent.Err() != nil {
 			return ReplaceResult{Kind: ReplaceCanceled}
@@ -223,8 +224,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		j.log.Error().Str("reason", out.Reason).Str("message", out.Message).Msg("maintenance: the source cannot be recreated")
 		return failed(m.Generation, msg+"; the previous deployment could not be restored")
 	}
-	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
-	_, upErr := j.up(ctx, j.source, l, &in)
+	_, upErr := j.compose().Up(ctx, p)
 	recreated, err := j.eng.Cohort(ctx, j.lease)
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 )
@@ -157,59 +156,6 @@ type launch struct {
 	OperationID   string
 	MaintenanceID string
 	FailCount     int
-}
-
-// plan builds the Compose launch of release r under l on net, with what prepare
-// made for it: the admitted images, (stateful services) the host directories of
-// its instances' volumes, and the writable paths.
-func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net leaseNetwork) dockerio.Plan {
-	p := dockerio.Plan{
-		Lease:          spec.Lease,
-		Tenant:         spec.Tenant,
-		ProviderUUID:   spec.ProviderUUID,
-		BackendName:    set.BackendName,
-		InstallationID: set.InstallationID,
-		OperationID:    l.OperationID,
-		MaintenanceID:  l.MaintenanceID,
-		Generation:     l.Generation,
-		FailCount:      l.FailCount,
-		CallbackURL:    spec.CallbackURL,
-		LifecycleURL:   spec.LifecycleURL,
-		NetworkID:      net.id,
-		NetworkPooled:  net.pooled,
-		NetworkBridged: net.bridged,
-		NetworkName:    net.name,
-		Ingress:        set.Ingress,
-		HostBindIP:     set.HostBindIP,
-		ReadonlyRootfs: set.ReadonlyRootfs,
-		PidsLimit:      set.PidsLimit,
-		TmpfsSizeMB:    set.TmpfsSizeMB,
-	}
-	for _, svc := range r.Services {
-		img, wp := in.images[svc.Name], in.writable[svc.Name]
-		sp := dockerio.ServicePlan{
-			Service:       *svc.Manifest,
-			Name:          svc.Name,
-			SKU:           svc.SKU,
-			Quantity:      svc.Quantity,
-			CPUCores:      svc.Profile.CPUCores,
-			MemoryMB:      svc.Profile.MemoryMB,
-			DiskMB:        svc.Profile.DiskMB,
-			ImageID:       img.ID,
-			ImageVolumes:  img.Volumes,
-			MaskLabels:    img.MaskLabels,
-			VolumeDirs:    in.dirs[svc.Name],
-			UID:           wp.uid,
-			GID:           wp.gid,
-			WritablePaths: wp.paths,
-			WritableDirs:  wp.dirs,
-		}
-		if set.Ingress != nil {
-			sp.CustomDomain = r.Domains[svc.Name]
-		}
-		p.Services = append(p.Services, sp)
-	}
-	return p
 }
 
 func encodeManifest(raw []byte) string { return base64.StdEncoding.EncodeToString(raw) }

@@ -185,12 +185,12 @@ func (j *job) attempt(ctx context.Context) Outcome {
 			return j.cleanUp(out)
 		}
 	}
-	in, out, ok := j.prepare(ctx, j.rel)
+	p, out, ok := j.prepare(ctx, j.rel, j.launch)
 	if !ok {
 		return j.cleanUp(out)
 	}
 	done := j.provisionPhase("compose_up")
-	cohort, upErr := j.up(ctx, &j.rel, j.launch, &in)
+	cohort, upErr := j.compose().Up(ctx, p)
 	done()
 	if ctx.Err() != nil {
 		return canceled
