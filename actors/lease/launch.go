@@ -7,12 +7,10 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/messages"
 )
 
 // singleContainer reports whether r runs exactly one container (one service of
@@ -32,36 +30,30 @@ func singleContainer(r Release) bool {
 func (j *job) prepare(ctx context.Context, r Release, l launch) (dockerio.Plan, Outcome, bool) {
 	j.degraded = ""
 	p := j.plan(&r, l)
-	images, det, out, ok := j.prepareImagesAndNetwork(ctx, r, &p)
-	if !ok {
-		return p, out, false
+	images, det, err := j.imagesAndNetwork(ctx, r, &p)
+	if err != nil {
+		return p, stepOutcome(ctx, err), false
 	}
-	found := det.wait()
-	if err := notAdmissible(found); err != nil {
-		j.log.Warn().Err(err).Msg("writable-path detection")
-		return p, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
+	found, err := det.Wait()
+	if err != nil {
+		return p, stepOutcome(ctx, err), false
 	}
 	done := j.provisionPhase("volumes")
-	dirs, err := j.ensureVolumes(ctx, r, images, found)
-	done()
-	if err != nil {
-		if ctx.Err() != nil {
-			return p, canceled, false
-		}
-		j.log.Error().Err(err).Msg("managed volumes")
-		if errors.Is(err, dockerio.ErrImageNotAdmissible) {
-			return p, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
-		}
-		return p, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
-	}
-	writable := j.seedWritable(ctx, r, found, dirs)
 	for i := range p.Services {
 		sp := &p.Services[i]
-		img, wp := images[sp.Name], writable[sp.Name]
-		sp.ImageID, sp.ImageVolumes, sp.MaskLabels = img.ID, img.Volumes, img.MaskLabels
-		sp.VolumeDirs = dirs[sp.Name]
-		sp.UID, sp.GID, sp.WritablePaths, sp.WritableDirs = wp.uid, wp.gid, wp.paths, wp.dirs
+		if err = j.volumes().Up(ctx, sp, images[sp.Name], found[sp.Name]); err != nil {
+			break
+		}
 	}
+	done()
+	if err != nil {
+		return p, stepOutcome(ctx, err), false
+	}
+	done = j.provisionPhase("seed")
+	for i, svc := range r.Services {
+		j.writable().Up(ctx, &p.Services[i], found[svc.Name], svc.Profile.ScratchMB)
+	}
+	done()
 	return p, Outcome{}, true
 }
 
@@ -98,42 +90,10 @@ func (j *job) plan(r *Release, l launch) dockerio.Plan {
 	return p
 }
 
-// ensureVolumes creates (or reuses, its quota updated) every stateful instance's
-// volume, with a subdirectory per image VOLUME target.
-func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]dockerio.ImageInfo, found map[string]detected) (map[string][]string, error) {
-	dirs := map[string][]string{}
-	for _, svc := range r.Services {
-		if svc.Profile.DiskMB <= 0 {
-			continue
-		}
-		if j.vols == nil {
-			return nil, fmt.Errorf("service %s is stateful but no volume root (volume_data_path) is configured", svc.Name)
-		}
-		img := images[svc.Name]
-		subdirs := make([]string, 0, len(img.Volumes))
-		for _, target := range img.Volumes {
-			subdirs = append(subdirs, dockerio.VolumeSubdir(target))
-		}
-		d, detectedOK := found[svc.Name]
-		uid, gid, err := j.owner(ctx, svc, img, d, detectedOK)
-		if err != nil {
-			return nil, fmt.Errorf("user %q of %s: %w", svc.Manifest.User, svc.Name, err)
-		}
-		for i := 0; i < svc.Quantity; i++ {
-			path, err := j.vols.Ensure(ctx, messages.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, uid, gid)
-			if err != nil {
-				return nil, fmt.Errorf("volume of %s/%d: %w", svc.Name, i, err)
-			}
-			dirs[svc.Name] = append(dirs[svc.Name], path)
-		}
-	}
-	return dirs, nil
-}
-
-// prepareImagesAndNetwork admits the images while the network is found or
+// imagesAndNetwork admits the images (into p) while the network is found or
 // made (attached to p), and starts the writable-path detection as soon as the
 // images are in.
-func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release, p *dockerio.Plan) (map[string]dockerio.ImageInfo, *detection, Outcome, bool) {
+func (j *job) imagesAndNetwork(ctx context.Context, r Release, p *dockerio.Plan) (map[string]dockerio.ImageInfo, *steps.Detection, error) {
 	type netResult struct {
 		net steps.Net
 		err error
@@ -150,16 +110,21 @@ func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release, p *dockeri
 	done()
 	if err != nil {
 		<-netDone
-		return nil, nil, stepOutcome(ctx, err), false
+		return nil, nil, err
 	}
-	det := j.detectWritable(ctx, r, images)
+	for i := range p.Services {
+		sp := &p.Services[i]
+		img := images[sp.Name]
+		sp.ImageID, sp.ImageVolumes, sp.MaskLabels = img.ID, img.Volumes, img.MaskLabels
+	}
+	det := j.writable().Detect(ctx, p, j.provisionPhase("detect"))
 	net := <-netDone
 	if net.err != nil {
-		det.abandon()
-		return nil, nil, stepOutcome(ctx, net.err), false
+		det.Abandon()
+		return nil, nil, net.err
 	}
 	net.net.Attach(p)
-	return images, det, Outcome{}, true
+	return images, det, nil
 }
 
 // admitImages admits every service image of r: the recorded content when the

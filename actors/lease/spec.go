@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 )
@@ -76,12 +77,7 @@ type RestoreFrom struct {
 }
 
 // RestoreVolume is one adopted volume.
-type RestoreVolume struct {
-	Service       string `json:"service"`
-	Index         int    `json:"index"`
-	Retained      string `json:"retained"`        // its name in the retention namespace
-	SourceQuotaMB int64  `json:"source_quota_mb"` // restored on a hand-back
-}
+type RestoreVolume = steps.RestoreVolume
 
 // Allocation is one instance's reservation in the resource pool.
 type Allocation struct {
