@@ -135,17 +135,6 @@ func serviceImages(services []ServiceSpec) map[string]string {
 	return out
 }
 
-// hasHealthCheck reports whether any service of r declares an active health check
-// (the health-aware verification path).
-func (r *Release) hasHealthCheck() bool {
-	for _, svc := range r.Services {
-		if svc.Manifest.HealthCheck.Active() {
-			return true
-		}
-	}
-	return false
-}
-
 // launch is what one Compose launch of a lease stamps on its containers.
 type launch struct {
 	Generation    uint64
