@@ -44,11 +44,7 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	done()
 	if err != nil {
-		if parent.Err() != nil {
-			return ReplaceResult{Kind: ReplaceCanceled}
-		}
-		j.log.Warn().Err(err).Msg("maintenance: list the source cohort")
-		return ReplaceResult{Kind: ReplacePending} // the resume classifies from Docker
+		return j.unsettled(parent, err, "maintenance: list the source cohort")
 	}
 	if !j.sourceIntact(cohort) && m.SourceStatus == Ready {
 		j.log.Warn().Msg("maintenance: the source cohort is not the one journaled; replacing it anyway")
@@ -124,11 +120,7 @@ func (j *job) replaceResume(ctx context.Context) ReplaceResult {
 	m := j.maint
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ReplaceResult{Kind: ReplaceCanceled}
-		}
-		j.log.Warn().Err(err).Msg("maintenance resume: list containers")
-		return ReplaceResult{Kind: ReplacePending}
+		return j.unsettled(ctx, err, "maintenance resume: list containers")
 	}
 	target := ofGeneration(cohort, m.Generation)
 	compensating := ofGeneration(cohort, m.CompensateGen)
@@ -183,10 +175,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 	if cohort == nil {
 		var err error
 		if cohort, err = j.eng.Cohort(ctx, j.lease); err != nil {
-			if parent.Err() != nil {
-				return ReplaceResult{Kind: ReplaceCanceled}
-			}
-			return ReplaceResult{Kind: ReplacePending}
+			return j.unsettled(parent, err, "maintenance: list the cohort to compensate")
 		}
 	}
 	if target := ofGeneration(cohort, m.Generation); len(target) > 0 {
@@ -194,11 +183,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 			Release: j.rel.Version, MaintenanceID: m.ID}, target)
 	}
 	if err := j.compose().RemoveExact(ctx, cohort); err != nil {
-		if parent.Err() != nil {
-			return ReplaceResult{Kind: ReplaceCanceled}
-		}
-		j.log.Warn().Err(err).Msg("maintenance: remove the failed target")
-		return ReplaceResult{Kind: ReplacePending}
+		return j.unsettled(parent, err, "maintenance: remove the failed target")
 	}
 	msg := "the " + m.Kind + " failed: " + cmp.Or(cause.Message, "the target did not become ready")
 	if j.source == nil || m.SourceStatus != Ready {
@@ -246,6 +231,16 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 	left, _ := j.eng.Cohort(cctx, j.lease)
 	_ = j.compose().RemoveExact(cctx, left)
 	return failed(m.CompensateGen, msg+"; the previous deployment could not be restored")
+}
+
+// unsettled is a maintenance whose Docker step failed without a finding:
+// canceled with parent, else pending (the resume classifies from Docker).
+func (j *job) unsettled(parent context.Context, err error, step string) ReplaceResult {
+	if parent.Err() != nil {
+		return ReplaceResult{Kind: ReplaceCanceled}
+	}
+	j.log.Warn().Err(err).Msg(step)
+	return ReplaceResult{Kind: ReplacePending}
 }
 
 // phases returns a timer factory for berth_replace_phase_duration_seconds.
