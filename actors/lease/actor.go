@@ -323,7 +323,7 @@ func (a *Actor) run(e Effect) {
 	case Confirm:
 		j, gen, death := a.job(), a.st.Generation, e.Death
 		a.check("confirm-death", func(ctx context.Context) any {
-			return Confirmed{Generation: gen, Death: death, Exited: j.confirmExited(ctx, death.ContainerID)}
+			return Confirmed{Generation: gen, Death: death, Exited: steps.Capture{API: j.eng}.Exited(ctx, death.ContainerID)}
 		})
 	case Sweep:
 		// Handed back in the Inventory's answer (see inventory).

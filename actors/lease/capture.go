@@ -9,8 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/containerd/errdefs"
-
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -30,26 +29,7 @@ type Capture struct {
 }
 
 // ContainerCapture is one container of a failed attempt.
-type ContainerCapture struct {
-	Service     string `json:"service"`
-	Index       int    `json:"index"`
-	ContainerID string `json:"container_id"`
-	State       string `json:"state"`
-	Health      string `json:"health,omitempty"`
-	ExitCode    int    `json:"exit_code"`
-	OOMKilled   bool   `json:"oom_killed"`
-	Logs        string `json:"logs"`
-	Truncated   bool   `json:"truncated,omitempty"`
-}
-
-// Capture bounds: per container and per attempt.
-const (
-	captureTail         = 500
-	captureBytesPerCtr  = 256 << 10
-	captureBytesPerTry  = 4 << 20
-	logUnavailable      = "<log unavailable>"
-	logsResponseCeiling = 12 << 20 // leaves room for JSON escaping and keys under the 16 MiB body cap
-)
+type ContainerCapture = steps.ContainerCapture
 
 // Diagnostics is where failure captures are kept: *persistence.Diagnostics (in
 // tests, one whose writes fail on demand).
@@ -63,26 +43,7 @@ type Diagnostics interface {
 // failure to write (the caller keeps what the diagnostics would have described).
 func (j *job) capture(ctx context.Context, c Capture, cohort []messages.Container) error {
 	c.Lease, c.OperationID, c.At, c.FailCount, c.Degraded = j.lease, j.launch.OperationID, j.now(), j.launch.FailCount+1, j.degraded
-	budget := captureBytesPerTry
-	for _, ctr := range cohort {
-		cc := ContainerCapture{Service: ctr.Service, Index: ctr.Index, ContainerID: ctr.ID, State: ctr.State,
-			Health: ctr.Health, ExitCode: ctr.ExitCode, OOMKilled: ctr.OOMKilled}
-		if full, err := j.eng.Inspect(ctx, ctr.ID); err == nil {
-			cc.State, cc.Health, cc.ExitCode, cc.OOMKilled = full.State, full.Health, full.ExitCode, full.OOMKilled
-		}
-		limit := min(captureBytesPerCtr, budget)
-		if limit > 0 {
-			text, truncated, err := j.eng.Logs(ctx, ctr.ID, captureTail, limit)
-			if err != nil {
-				text = logUnavailable
-			}
-			cc.Logs, cc.Truncated = text, truncated
-			budget -= len(text)
-		} else {
-			cc.Logs, cc.Truncated = "", true
-		}
-		c.Containers = append(c.Containers, cc)
-	}
+	c.Containers = steps.Capture{API: j.eng}.Up(ctx, cohort)
 	blob, err := json.Marshal(c)
 	if err == nil {
 		err = j.diag.Put(j.lease, c.At, blob)
@@ -106,19 +67,6 @@ func LatestCapture(j interface {
 		return nil, fmt.Errorf("decode diagnostics of %s: %w", lease, err)
 	}
 	return &c, nil
-}
-
-// confirmExited inspects a container the event stream reported dead; it returns
-// the container only when Docker confirms it is no longer running.
-func (j *job) confirmExited(ctx context.Context, id string) *messages.Container {
-	c, err := j.eng.Inspect(ctx, id)
-	if errdefs.IsNotFound(err) {
-		return &messages.Container{ID: id, State: "removed", ExitCode: -1}
-	}
-	if err != nil || c.State == "running" || c.State == "restarting" {
-		return nil
-	}
-	return &c
 }
 
 // captureRuntimeFailure records the dead cohort's state and logs for diagnostics.

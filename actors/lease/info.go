@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
@@ -51,6 +52,10 @@ func servicesRunning(spec *Spec, st *State) ([]ServiceSpec, map[string][]Instanc
 	}
 	return services, byService
 }
+
+// logsResponseCeiling leaves room for JSON escaping and keys under the 16 MiB
+// body cap of a logs reply.
+const logsResponseCeiling = 12 << 20
 
 func shortID(id string) string {
 	if len(id) > 12 {
@@ -157,7 +162,7 @@ func (j *job) logs(tail int, known []Instance, failedRelease int) messages.LogsR
 		text, _, err := j.eng.Logs(ctx, c.ID, tail, per)
 		if err != nil {
 			j.log.Warn().Err(err).Str("container", shortID(c.ID)).Msg("read logs")
-			text = logUnavailable
+			text = steps.LogUnavailable
 		}
 		out[key] = text
 	}

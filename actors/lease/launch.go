@@ -1,39 +1,17 @@
 package lease
 
-// A launch's inputs: the release's images admitted and the lease network found
-// or made (steps/), the stateful instances' volumes, then Compose's launch itself.
+// A launch's plan: the release's services as admitted, completed by the steps
+// (steps/) — images admitted and the lease network found or made, the stateful
+// instances' volumes, the writable paths — then launched by Compose.Up.
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/dockerio"
-	"github.com/berth-dev/berth/messages"
 )
-
-// launchInputs is what a launch needs beside the release: the admitted images, the
-// verified lease network, the stateful instances' volume directories and each
-// service's writable paths.
-type launchInputs struct {
-	images   map[string]dockerio.ImageInfo
-	network  leaseNetwork
-	dirs     map[string][]string
-	writable map[string]writableService
-}
-
-// leaseNetwork is the network a launch attaches to (steps.Net, as plan reads it).
-type leaseNetwork struct {
-	id, name string
-	pooled   bool
-	bridged  bool
-}
-
-func netOf(n steps.Net) leaseNetwork {
-	return leaseNetwork{id: n.ID, name: n.Name, pooled: n.Pooled, bridged: n.Bridged}
-}
 
 // singleContainer reports whether r runs exactly one container (one service of
 // quantity 1): only such a release may run on the default bridge, which has no
@@ -42,74 +20,80 @@ func singleContainer(r Release) bool {
 	return len(r.Services) == 1 && r.Services[0].Quantity == 1
 }
 
-// prepare admits the release's images and ensures the lease network, at once (they
-// are independent), detecting the images' writable paths as soon as they are
-// admitted; then the stateful instances' volumes (their mount points owned by the
-// container's user) and the writable paths' seeds. A failure is returned as an
-// Outcome with ok false: Failed for a definite one (not yet cleaned up), Canceled
-// when ctx ended. A skipped step degrades the launch (j.degraded) instead.
-func (j *job) prepare(ctx context.Context, r Release) (launchInputs, Outcome, bool) {
+// prepare plans the launch of r stamped l: the release's images admitted and
+// the lease network found or made, at once (they are independent), the images'
+// writable paths detected as soon as they are admitted; then the stateful
+// instances' volumes (their mount points owned by the container's user) and the
+// writable paths' seeds. A failure is returned as an Outcome with ok false:
+// Failed for a definite one (not yet cleaned up), Canceled when ctx ended. A
+// skipped step degrades the launch (j.degraded) instead.
+func (j *job) prepare(ctx context.Context, r Release, l launch) (dockerio.Plan, Outcome, bool) {
 	j.degraded = ""
-	images, network, det, out, ok := j.prepareImagesAndNetwork(ctx, r)
-	if !ok {
-		return launchInputs{}, out, false
+	p := j.plan(&r, l)
+	images, det, err := j.imagesAndNetwork(ctx, r, &p)
+	if err != nil {
+		return p, stepOutcome(ctx, err), false
 	}
-	found := det.wait()
-	if err := notAdmissible(found); err != nil {
-		j.log.Warn().Err(err).Msg("writable-path detection")
-		return launchInputs{}, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
+	found, err := det.Wait()
+	if err != nil {
+		return p, stepOutcome(ctx, err), false
 	}
 	done := j.provisionPhase("volumes")
-	dirs, err := j.ensureVolumes(ctx, r, images, found)
+	for i := range p.Services {
+		sp := &p.Services[i]
+		if err = j.volumes().Up(ctx, sp, images[sp.Name], found[sp.Name]); err != nil {
+			break
+		}
+	}
 	done()
 	if err != nil {
-		if ctx.Err() != nil {
-			return launchInputs{}, canceled, false
-		}
-		j.log.Error().Err(err).Msg("managed volumes")
-		if errors.Is(err, dockerio.ErrImageNotAdmissible) {
-			return launchInputs{}, fail(messages.ReasonImagePullFailed, "image metadata is not admissible: the manifest's user is not in the image"), false
-		}
-		return launchInputs{}, fail(messages.ReasonInternal, "provisioning failed: managed volumes"), false
+		return p, stepOutcome(ctx, err), false
 	}
-	return launchInputs{images: images, network: network, dirs: dirs, writable: j.seedWritable(ctx, r, found, dirs)}, Outcome{}, true
+	done = j.provisionPhase("seed")
+	for i, svc := range r.Services {
+		j.writable().Up(ctx, &p.Services[i], found[svc.Name], svc.Profile.ScratchMB)
+	}
+	done()
+	return p, Outcome{}, true
 }
 
-// ensureVolumes creates (or reuses, its quota updated) every stateful instance's
-// volume, with a subdirectory per image VOLUME target.
-func (j *job) ensureVolumes(ctx context.Context, r Release, images map[string]dockerio.ImageInfo, found map[string]detected) (map[string][]string, error) {
-	dirs := map[string][]string{}
+// plan is the Compose launch of r stamped l as admitted; prepare adds what the
+// host decided (images, network, volumes, writable paths).
+func (j *job) plan(r *Release, l launch) dockerio.Plan {
+	spec, set := j.spec, j.set
+	p := dockerio.Plan{
+		Lease:          spec.Lease,
+		Tenant:         spec.Tenant,
+		ProviderUUID:   spec.ProviderUUID,
+		BackendName:    set.BackendName,
+		InstallationID: set.InstallationID,
+		OperationID:    l.OperationID,
+		MaintenanceID:  l.MaintenanceID,
+		Generation:     l.Generation,
+		FailCount:      l.FailCount,
+		CallbackURL:    spec.CallbackURL,
+		LifecycleURL:   spec.LifecycleURL,
+		Ingress:        set.Ingress,
+		HostBindIP:     set.HostBindIP,
+		ReadonlyRootfs: set.ReadonlyRootfs,
+		PidsLimit:      set.PidsLimit,
+		TmpfsSizeMB:    set.TmpfsSizeMB,
+	}
 	for _, svc := range r.Services {
-		if svc.Profile.DiskMB <= 0 {
-			continue
+		sp := dockerio.ServicePlan{Service: *svc.Manifest, Name: svc.Name, SKU: svc.SKU, Quantity: svc.Quantity,
+			CPUCores: svc.Profile.CPUCores, MemoryMB: svc.Profile.MemoryMB, DiskMB: svc.Profile.DiskMB}
+		if set.Ingress != nil {
+			sp.CustomDomain = r.Domains[svc.Name]
 		}
-		if j.vols == nil {
-			return nil, fmt.Errorf("service %s is stateful but no volume root (volume_data_path) is configured", svc.Name)
-		}
-		img := images[svc.Name]
-		subdirs := make([]string, 0, len(img.Volumes))
-		for _, target := range img.Volumes {
-			subdirs = append(subdirs, dockerio.VolumeSubdir(target))
-		}
-		d, detectedOK := found[svc.Name]
-		uid, gid, err := j.owner(ctx, svc, img, d, detectedOK)
-		if err != nil {
-			return nil, fmt.Errorf("user %q of %s: %w", svc.Manifest.User, svc.Name, err)
-		}
-		for i := 0; i < svc.Quantity; i++ {
-			path, err := j.vols.Ensure(ctx, messages.VolumeName(j.lease, svc.Name, i), svc.Profile.DiskMB, subdirs, uid, gid)
-			if err != nil {
-				return nil, fmt.Errorf("volume of %s/%d: %w", svc.Name, i, err)
-			}
-			dirs[svc.Name] = append(dirs[svc.Name], path)
-		}
+		p.Services = append(p.Services, sp)
 	}
-	return dirs, nil
+	return p
 }
 
-// prepareImagesAndNetwork admits the images while the network is found or
-// made, and starts the writable-path detection as soon as the images are in.
-func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, leaseNetwork, *detection, Outcome, bool) {
+// imagesAndNetwork admits the images (into p) while the network is found or
+// made (attached to p), and starts the writable-path detection as soon as the
+// images are in.
+func (j *job) imagesAndNetwork(ctx context.Context, r Release, p *dockerio.Plan) (map[string]dockerio.ImageInfo, *steps.Detection, error) {
 	type netResult struct {
 		net steps.Net
 		err error
@@ -126,26 +110,21 @@ func (j *job) prepareImagesAndNetwork(ctx context.Context, r Release) (map[strin
 	done()
 	if err != nil {
 		<-netDone
-		return nil, leaseNetwork{}, nil, stepOutcome(ctx, err), false
+		return nil, nil, err
 	}
-	det := j.detectWritable(ctx, r, images)
+	for i := range p.Services {
+		sp := &p.Services[i]
+		img := images[sp.Name]
+		sp.ImageID, sp.ImageVolumes, sp.MaskLabels = img.ID, img.Volumes, img.MaskLabels
+	}
+	det := j.writable().Detect(ctx, p, j.provisionPhase("detect"))
 	net := <-netDone
 	if net.err != nil {
-		det.abandon()
-		return nil, leaseNetwork{}, nil, stepOutcome(ctx, net.err), false
+		det.Abandon()
+		return nil, nil, net.err
 	}
-	return images, netOf(net.net), det, Outcome{}, true
-}
-
-// up launches release r under l with in, on in.network, which it updates to
-// the network the launch ran on.
-func (j *job) up(ctx context.Context, r *Release, l launch, in *launchInputs) ([]messages.Container, error) {
-	n := in.network
-	net := steps.Net{ID: n.id, Name: n.name, Pooled: n.pooled, Bridged: n.bridged}
-	return j.compose().Up(ctx, &net, func(net steps.Net) dockerio.Plan {
-		in.network = netOf(net)
-		return plan(j.spec, r, l, j.set, *in, in.network)
-	})
+	net.net.Attach(p)
+	return images, det, nil
 }
 
 // admitImages admits every service image of r: the recorded content when the

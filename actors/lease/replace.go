@@ -44,18 +44,15 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	done()
 	if err != nil {
-		if parent.Err() != nil {
-			return ReplaceResult{Kind: ReplaceCanceled}
-		}
-		j.log.Warn().Err(err).Msg("maintenance: list the source cohort")
-		return ReplaceResult{Kind: ReplacePending} // the resume classifies from Docker
+		return j.unsettled(parent, err, "maintenance: list the source cohort")
 	}
 	if !j.sourceIntact(cohort) && m.SourceStatus == Ready {
 		j.log.Warn().Msg("maintenance: the source cohort is not the one journaled; replacing it anyway")
 	}
 
 	done = phase("images")
-	in, out, ok := j.prepare(ctx, j.rel)
+	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
+	p, out, ok := j.prepare(ctx, j.rel, l)
 	done()
 	if !ok {
 		if parent.Err() != nil {
@@ -66,8 +63,7 @@ func (j *job) replace(parent context.Context) ReplaceResult {
 	}
 
 	done = phase("launch")
-	l := launch{Generation: m.Generation, MaintenanceID: m.ID, FailCount: j.launch.FailCount}
-	_, upErr := j.up(ctx, &j.rel, l, &in)
+	_, upErr := j.compose().Up(ctx, p)
 	done()
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}
@@ -124,11 +120,7 @@ func (j *job) replaceResume(ctx context.Context) ReplaceResult {
 	m := j.maint
 	cohort, err := j.eng.Cohort(ctx, j.lease)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ReplaceResult{Kind: ReplaceCanceled}
-		}
-		j.log.Warn().Err(err).Msg("maintenance resume: list containers")
-		return ReplaceResult{Kind: ReplacePending}
+		return j.unsettled(ctx, err, "maintenance resume: list containers")
 	}
 	target := ofGeneration(cohort, m.Generation)
 	compensating := ofGeneration(cohort, m.CompensateGen)
@@ -183,10 +175,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 	if cohort == nil {
 		var err error
 		if cohort, err = j.eng.Cohort(ctx, j.lease); err != nil {
-			if parent.Err() != nil {
-				return ReplaceResult{Kind: ReplaceCanceled}
-			}
-			return ReplaceResult{Kind: ReplacePending}
+			return j.unsettled(parent, err, "maintenance: list the cohort to compensate")
 		}
 	}
 	if target := ofGeneration(cohort, m.Generation); len(target) > 0 {
@@ -194,11 +183,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 			Release: j.rel.Version, MaintenanceID: m.ID}, target)
 	}
 	if err := j.compose().RemoveExact(ctx, cohort); err != nil {
-		if parent.Err() != nil {
-			return ReplaceResult{Kind: ReplaceCanceled}
-		}
-		j.log.Warn().Err(err).Msg("maintenance: remove the failed target")
-		return ReplaceResult{Kind: ReplacePending}
+		return j.unsettled(parent, err, "maintenance: remove the failed target")
 	}
 	msg := "the " + m.Kind + " failed: " + cmp.Or(cause.Message, "the target did not become ready")
 	if j.source == nil || m.SourceStatus != Ready {
@@ -215,7 +200,8 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		j.log.Error().Int("release", j.source.Version).Msg("maintenance: the source release has no recorded images; not recreating it from a tag")
 		return failed(m.Generation, msg+"; the previous deployment could not be restored")
 	}
-	in, out, ok := j.prepare(ctx, *j.source)
+	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
+	p, out, ok := j.prepare(ctx, *j.source, l)
 	if !ok {
 		if parent.Err() != nil {
 			return ReplaceResult{Kind: ReplaceCanceled}
@@ -223,8 +209,7 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 		j.log.Error().Str("reason", out.Reason).Str("message", out.Message).Msg("maintenance: the source cannot be recreated")
 		return failed(m.Generation, msg+"; the previous deployment could not be restored")
 	}
-	l := launch{Generation: m.CompensateGen, OperationID: j.source.OperationID, FailCount: j.launch.FailCount}
-	_, upErr := j.up(ctx, j.source, l, &in)
+	_, upErr := j.compose().Up(ctx, p)
 	recreated, err := j.eng.Cohort(ctx, j.lease)
 	if parent.Err() != nil {
 		return ReplaceResult{Kind: ReplaceCanceled}
@@ -246,6 +231,16 @@ func (j *job) compensate(parent context.Context, cause Outcome, cohort []message
 	left, _ := j.eng.Cohort(cctx, j.lease)
 	_ = j.compose().RemoveExact(cctx, left)
 	return failed(m.CompensateGen, msg+"; the previous deployment could not be restored")
+}
+
+// unsettled is a maintenance whose Docker step failed without a finding:
+// canceled with parent, else pending (the resume classifies from Docker).
+func (j *job) unsettled(parent context.Context, err error, step string) ReplaceResult {
+	if parent.Err() != nil {
+		return ReplaceResult{Kind: ReplaceCanceled}
+	}
+	j.log.Warn().Err(err).Msg(step)
+	return ReplaceResult{Kind: ReplacePending}
 }
 
 // phases returns a timer factory for berth_replace_phase_duration_seconds.

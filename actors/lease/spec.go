@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/actors/lease/steps"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 )
@@ -77,12 +77,7 @@ type RestoreFrom struct {
 }
 
 // RestoreVolume is one adopted volume.
-type RestoreVolume struct {
-	Service       string `json:"service"`
-	Index         int    `json:"index"`
-	Retained      string `json:"retained"`        // its name in the retention namespace
-	SourceQuotaMB int64  `json:"source_quota_mb"` // restored on a hand-back
-}
+type RestoreVolume = steps.RestoreVolume
 
 // Allocation is one instance's reservation in the resource pool.
 type Allocation struct {
@@ -140,76 +135,12 @@ func serviceImages(services []ServiceSpec) map[string]string {
 	return out
 }
 
-// hasHealthCheck reports whether any service of r declares an active health check
-// (the health-aware verification path).
-func (r *Release) hasHealthCheck() bool {
-	for _, svc := range r.Services {
-		if svc.Manifest.HealthCheck.Active() {
-			return true
-		}
-	}
-	return false
-}
-
 // launch is what one Compose launch of a lease stamps on its containers.
 type launch struct {
 	Generation    uint64
 	OperationID   string
 	MaintenanceID string
 	FailCount     int
-}
-
-// plan builds the Compose launch of release r under l on net, with what prepare
-// made for it: the admitted images, (stateful services) the host directories of
-// its instances' volumes, and the writable paths.
-func plan(spec *Spec, r *Release, l launch, set *Settings, in launchInputs, net leaseNetwork) dockerio.Plan {
-	p := dockerio.Plan{
-		Lease:          spec.Lease,
-		Tenant:         spec.Tenant,
-		ProviderUUID:   spec.ProviderUUID,
-		BackendName:    set.BackendName,
-		InstallationID: set.InstallationID,
-		OperationID:    l.OperationID,
-		MaintenanceID:  l.MaintenanceID,
-		Generation:     l.Generation,
-		FailCount:      l.FailCount,
-		CallbackURL:    spec.CallbackURL,
-		LifecycleURL:   spec.LifecycleURL,
-		NetworkID:      net.id,
-		NetworkPooled:  net.pooled,
-		NetworkBridged: net.bridged,
-		NetworkName:    net.name,
-		Ingress:        set.Ingress,
-		HostBindIP:     set.HostBindIP,
-		ReadonlyRootfs: set.ReadonlyRootfs,
-		PidsLimit:      set.PidsLimit,
-		TmpfsSizeMB:    set.TmpfsSizeMB,
-	}
-	for _, svc := range r.Services {
-		img, wp := in.images[svc.Name], in.writable[svc.Name]
-		sp := dockerio.ServicePlan{
-			Service:       *svc.Manifest,
-			Name:          svc.Name,
-			SKU:           svc.SKU,
-			Quantity:      svc.Quantity,
-			CPUCores:      svc.Profile.CPUCores,
-			MemoryMB:      svc.Profile.MemoryMB,
-			DiskMB:        svc.Profile.DiskMB,
-			ImageID:       img.ID,
-			ImageVolumes:  img.Volumes,
-			MaskLabels:    img.MaskLabels,
-			VolumeDirs:    in.dirs[svc.Name],
-			UID:           wp.uid,
-			GID:           wp.gid,
-			WritablePaths: wp.paths,
-			WritableDirs:  wp.dirs,
-		}
-		if set.Ingress != nil {
-			sp.CustomDomain = r.Domains[svc.Name]
-		}
-		p.Services = append(p.Services, sp)
-	}
-	return p
 }
 
 func encodeManifest(raw []byte) string { return base64.StdEncoding.EncodeToString(raw) }

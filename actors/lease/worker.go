@@ -3,12 +3,9 @@ package lease
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
-	"github.com/containerd/errdefs"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/actors/lease/steps"
@@ -86,6 +83,15 @@ func (j *job) network() steps.Network {
 	return steps.Network{API: j.eng, Pool: j.pool, NoWarmPool: j.set.NoWarmPool, Log: &j.log,
 		Own: dockerio.NetworkSpec{Lease: j.lease, Tenant: j.spec.Tenant, BackendName: j.set.BackendName,
 			InstallationID: j.set.InstallationID, Recheck: j.launch.Generation > 1}}
+}
+
+func (j *job) volumes() steps.Volumes {
+	return steps.Volumes{API: j.vols, Images: j.eng, Lease: j.lease, Hold: j.hold, Log: &j.log}
+}
+
+func (j *job) writable() steps.Writable {
+	return steps.Writable{API: j.eng, Volumes: j.volumes(), ReadonlyRootfs: j.set.ReadonlyRootfs, TmpfsSizeMB: j.set.TmpfsSizeMB,
+		MinAvgFileBytes: j.set.MinAvgFileBytes, Degrade: j.degrade, Log: &j.log}
 }
 
 func (j *job) compose() steps.Compose {
@@ -181,16 +187,16 @@ func (j *job) attempt(ctx context.Context) Outcome {
 	if j.spec.Restore != nil {
 		// A restore adopts the retained volumes before its first launch (idempotent:
 		// a retry finds them adopted already).
-		if out := j.adoptRetained(ctx); out.Kind != "" {
-			return j.cleanUp(out)
+		if err := j.volumes().Adopt(ctx, j.spec.Restore.Volumes); err != nil {
+			return j.cleanUp(stepOutcome(ctx, err))
 		}
 	}
-	in, out, ok := j.prepare(ctx, j.rel)
+	p, out, ok := j.prepare(ctx, j.rel, j.launch)
 	if !ok {
 		return j.cleanUp(out)
 	}
 	done := j.provisionPhase("compose_up")
-	cohort, upErr := j.up(ctx, &j.rel, j.launch, &in)
+	cohort, upErr := j.compose().Up(ctx, p)
 	done()
 	if ctx.Err() != nil {
 		return canceled
@@ -272,65 +278,12 @@ func (j *job) failAndClean(out Outcome, cohort []messages.Container) Outcome {
 	}
 	if j.spec.Restore != nil {
 		// A restore that fails before it commits hands the data back to its record.
-		if err := j.requarantine(cctx); err != nil {
+		if err := j.volumes().HandBack(cctx, j.spec.Restore.Volumes); err != nil {
 			j.log.Error().Err(err).Msg("restore failed and its volumes could not be handed back yet; retried by the close or the next attempt")
 		}
 		out.Reason, out.Message = messages.ReasonRestoreFailed, "restore failed: "+cmp.Or(out.Message, "the restored lease did not become ready")
 	}
 	return out
-}
-
-// adoptRetained renames the restore's retained volumes into this lease's names. A
-// volume already adopted (a retry after a crash) is accepted; one that exists in
-// neither namespace fails the restore: its data is gone.
-func (j *job) adoptRetained(ctx context.Context) Outcome {
-	if j.vols == nil {
-		return fail(messages.ReasonInternal, "no volume root is configured")
-	}
-	for _, v := range j.spec.Restore.Volumes {
-		name := messages.VolumeName(j.lease, v.Service, v.Index)
-		err := j.vols.Rename(ctx, v.Retained, name)
-		if err == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			return canceled
-		}
-		if errdefs.IsNotFound(err) {
-			if ok, xerr := j.vols.Exists(ctx, name); xerr == nil && ok {
-				continue // adopted by an earlier attempt
-			}
-			return fail(messages.ReasonRestoreFailed, "retained data of "+v.Service+" is missing")
-		}
-		j.log.Error().Err(err).Str("volume", v.Retained).Msg("adopt retained volume")
-		return fail(messages.ReasonInternal, "provisioning failed: adopting retained data")
-	}
-	return Outcome{}
-}
-
-// requarantine hands adopted volumes back to the retention namespace with their
-// source quota (idempotent: one already back is accepted).
-func (j *job) requarantine(ctx context.Context) error {
-	if j.vols == nil || j.spec.Restore == nil {
-		return nil
-	}
-	var errs []error
-	for _, v := range j.spec.Restore.Volumes {
-		name := messages.VolumeName(j.lease, v.Service, v.Index)
-		err := j.vols.Rename(ctx, name, v.Retained)
-		switch {
-		case err == nil, errdefs.IsNotFound(err):
-		default:
-			errs = append(errs, fmt.Errorf("hand back %s: %w", name, err))
-			continue
-		}
-		if ok, xerr := j.vols.Exists(ctx, v.Retained); xerr == nil && ok {
-			if err := j.vols.SetQuota(ctx, v.Retained, v.SourceQuotaMB); err != nil {
-				errs = append(errs, fmt.Errorf("restore the quota of %s: %w", v.Retained, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // resume decides a provision whose worker never reported (a restart of the actor

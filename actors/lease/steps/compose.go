@@ -23,26 +23,25 @@ type Compose struct {
 	Log         *zerolog.Logger
 }
 
-// Up launches the plan build makes for net and returns the cohort it launched
-// (as Launch reports it). A pool network found gone by the launch (nothing was
-// created) is dropped from the pool, and the launch runs once more on the
-// lease's own network; net is what it ran on. A refused launch is classified
-// by Rejected, from Docker's answers.
-func (s Compose) Up(ctx context.Context, net *Net, build func(Net) dockerio.Plan) ([]messages.Container, error) {
-	cohort, err := s.API.Launch(ctx, build(*net))
-	if err == nil || !net.Pooled || !errors.Is(err, dockerio.ErrPoolNetworkGone) {
+// Up launches p and returns the cohort it launched (as Launch reports it). A
+// pool network found gone by the launch (nothing was created) is dropped from
+// the pool, and p is launched once more on the lease's own network. A refused
+// launch is classified by Rejected, from Docker's answers.
+func (s Compose) Up(ctx context.Context, p dockerio.Plan) ([]messages.Container, error) {
+	cohort, err := s.API.Launch(ctx, p)
+	if err == nil || !p.NetworkPooled || !errors.Is(err, dockerio.ErrPoolNetworkGone) {
 		return cohort, err
 	}
-	s.Log.Warn().Err(err).Str("network_id", net.ID).Msg("the lease's pool network is gone; using the lease's own network")
+	s.Log.Warn().Err(err).Str("network_id", p.NetworkID).Msg("the lease's pool network is gone; using the lease's own network")
 	if s.Network.Pool != nil {
-		s.Network.Pool.Drop(s.lease(), net.ID)
+		s.Network.Pool.Drop(s.lease(), p.NetworkID)
 	}
 	own, nerr := s.Network.own(ctx)
 	if nerr != nil {
 		return nil, fmt.Errorf("pool network gone, own network: %w", nerr)
 	}
-	*net = own
-	return s.API.Launch(ctx, build(own))
+	own.Attach(&p)
+	return s.API.Launch(ctx, p)
 }
 
 // Rejected reads a cohort Compose refused to finish launching: a *Failed for a

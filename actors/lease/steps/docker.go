@@ -1,6 +1,7 @@
 // Package steps is a lease's Docker work as named steps, each where it meets
-// Docker: images, network and compose (Up, and Down where the step made
-// something of the lease's own). A lease's worker orders them into its provision,
+// Docker: images, network, writable paths, volumes, compose, verify and capture
+// (Up, and an idempotent Down where the step made something of the lease's
+// own). A lease's worker orders them into its provision,
 // resume, replace, teardown and failed-cleanup (actors/lease/worker.go), as
 // Nomad's allocrunner orders its hooks. A step says what failed once: a definite
 // failure is a *Failed carrying the lease's failure reason and the tenant-safe

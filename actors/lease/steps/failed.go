@@ -10,13 +10,18 @@ import (
 
 // Failed is a step's definite failure: the lease's failure reason and the
 // tenant-safe message of its callback, said once where the step met Docker.
-// Err is the cause, for the logs (never nil).
+// Err is the cause, for the logs (nil: the finding itself).
 type Failed struct {
 	Reason, Message string
 	Err             error
 }
 
-func (f *Failed) Error() string { return f.Message + ": " + f.Err.Error() }
+func (f *Failed) Error() string {
+	if f.Err == nil {
+		return f.Message
+	}
+	return f.Message + ": " + f.Err.Error()
+}
 
 func (f *Failed) Unwrap() error { return f.Err }
 

@@ -36,6 +36,11 @@ type Net struct {
 	Bridged  bool
 }
 
+// Attach makes n the network of p.
+func (n Net) Attach(p *dockerio.Plan) {
+	p.NetworkID, p.NetworkName, p.NetworkPooled, p.NetworkBridged = n.ID, n.Name, n.Pooled, n.Bridged
+}
+
 // Up finds the network of an attempt: the pool's network bound to the lease
 // (verified ours by its exact ID), the default bridge when the lease is bound
 // to it and the release is single (runs one container), else fred-<lease>,
