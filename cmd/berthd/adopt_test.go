@@ -5,7 +5,8 @@ package main
 // and stops; the preflight says ready; the adoption writes berthd's data dir
 // and nothing else; berthd starts on fred's port and serves fred's leases as
 // fred did, without restarting a tenant; an adopted container's death fails
-// its lease; closing the leases leaves nothing of fred's behind.
+// its lease; a restart moves a lease onto berthd's own containers; closing the
+// leases leaves nothing of fred's behind.
 
 import (
 	"context"
@@ -21,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
+	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/cmd/berthd/takeover"
 	"github.com/berth-dev/berth/dockerio"
@@ -165,6 +167,26 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 	berth.waitStatus(single, messages.StatusFailed, 30*time.Second)
 	if got := cb.waitFor(single, before+1, 30*time.Second); got[len(got)-1].Body.Status != messages.CallbackFailed {
 		t.Fatalf("death callback: %+v", got)
+	}
+
+	// A restart moves an adopted lease onto berthd's own containers (and network).
+	if r := berth.maintainOnce(stack, uuid.NewString(), nil); r.Status != http.StatusAccepted {
+		t.Fatalf("restart of an adopted lease: %d %s", r.Status, r.Body)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		cs := leaseContainers(t, dc, stack)
+		berths := 0
+		for _, c := range cs {
+			if c.Labels["fred.installation_id"] != "" && c.State == "running" {
+				berths++
+			}
+		}
+		if berths == 3 && len(cs) == 3 && berth.provisionInfo(stack).Status == messages.StatusReady {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted adopted lease runs %d of berthd's containers among %d: %+v\n%s", berths, len(cs), berth.provisionInfo(stack), berth.log.String())
+		}
 	}
 
 	// Closed, nothing of fred's is left: containers, and the tenant network.
