@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/berth-dev/berth/cmd/berthd/takeover"
 	"github.com/berth-dev/berth/dockerio"
 )
 
@@ -20,15 +21,33 @@ func checkFredV013(ctx context.Context, env *doctorEnv) checkResult {
 	}
 	ctx, cancel := context.WithTimeout(ctx, dockerTimeout)
 	defer cancel()
-	objs, err := fredV013Objects(ctx, env.docker, env.cfg.Name)
+	all, err := fredV013Objects(ctx, env.docker, env.cfg.Name)
 	if err != nil {
 		return warn(name, "not checked: "+err.Error(), "")
 	}
+	var adopted *dockerio.Adopted
+	if env.store != nil {
+		rec, err := takeover.LoadRecord(env.store)
+		if err != nil {
+			return warn(name, "not checked: "+err.Error(), "")
+		}
+		if rec != nil {
+			adopted = &rec.Allowed
+		}
+	}
+	var objs []dockerio.FredObject // what no adoption made this installation's
+	for _, o := range all {
+		if !adopted.OwnsContainer(o.ID, o.Labels, env.cfg.Name) && !adopted.OwnsNetwork(o.ID, o.Labels, env.cfg.Name) {
+			objs = append(objs, o)
+		}
+	}
 	if len(objs) == 0 {
-		return ok(name, fmt.Sprintf("Docker holds nothing fred v0.13 made under backend %q", env.cfg.Name))
+		return ok(name, fmt.Sprintf("Docker holds nothing fred v0.13 made under backend %q that berthd has not adopted (%d adopted)",
+			env.cfg.Name, len(all)))
 	}
 	return fail(name, dockerio.DescribeFredObjects(objs, env.cfg.Name),
-		"this host runs fred's leases: berthd cannot take them over yet (production_mode refuses to start); keep fred's docker backend running, or close its leases first")
+		"this host runs fred's leases, which berthd does not know (production_mode refuses to start): take the host over "+
+			"(berthd -preflight-storage-identity-adoption, README), keep fred's docker backend running, or close its leases first")
 }
 
 // fredV013Objects lists fred v0.13's containers and networks of backend.
@@ -57,12 +76,12 @@ func fredV013Objects(ctx context.Context, d *dockerAPI, backend string) ([]docke
 			if len(c.Names) > 0 {
 				name = strings.TrimPrefix(c.Names[0], "/")
 			}
-			out = append(out, dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease]})
+			out = append(out, dockerio.FredObject{Kind: "container", ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease], Labels: c.Labels})
 		}
 	}
 	for _, n := range ns {
 		if dockerio.MadeByFredV013(n.Labels, backend) {
-			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name})
+			out = append(out, dockerio.FredObject{Kind: "network", ID: n.ID, Name: n.Name, Labels: n.Labels})
 		}
 	}
 	dockerio.SortFredObjects(out)

@@ -149,6 +149,11 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 	if got := cb.waitFor(owed, 1, time.Minute); got[0].Body.Status != messages.CallbackSuccess || cb.badSignatures() != 0 {
 		t.Fatalf("the owed callback: %+v (bad signatures %d)", got, cb.badSignatures())
 	}
+	// berthctl doctor counts the adopted objects as berthd's, not as fred's.
+	doc := runBerthctl(t, buildBerthctl(t, t.TempDir()), berth, "-config", berth.cfgPath, "doctor")
+	if !strings.Contains(doc.stdout, "that berthd has not adopted (6 adopted)") {
+		t.Fatalf("doctor on the adopted host:\n%s%s", doc.stdout, doc.stderr)
+	}
 	// No tenant restarted.
 	if now := containerLives(t, fred.name); now != lives {
 		t.Fatalf("fred's containers changed:\nbefore:\n%s\nafter:\n%s", lives, now)

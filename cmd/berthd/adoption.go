@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,28 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-dev/berth/cmd/berthd/takeover"
-	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/persistence/fredv013"
 )
-
-// loadAdoption is the takeover a data dir was made by (nil: it was not).
-func loadAdoption(store *persistence.Store) (*takeover.Record, error) {
-	got, err := store.Load(takeover.RecordStream)
-	if err != nil {
-		return nil, fmt.Errorf("adoption record: %w", err)
-	}
-	if len(got.Events) == 0 {
-		return nil, nil
-	}
-	if len(got.Events) != 1 || got.Events[0].Type != takeover.EvRecorded {
-		return nil, fmt.Errorf("adoption record: %d events, want one %s", len(got.Events), takeover.EvRecorded)
-	}
-	rec := new(takeover.Record)
-	if err := json.Unmarshal(got.Events[0].Data, rec); err != nil {
-		return nil, fmt.Errorf("adoption record: %w", err)
-	}
-	return rec, nil
-}
 
 // lockOutFred holds a shared lock on fred v0.13's callbacks.db for as long as
 // berthd runs: fred opens it exclusively (bbolt, 5 s timeout) before anything

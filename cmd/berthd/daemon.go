@@ -102,7 +102,7 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 	}
 	w.id = d.store.Identity()
 	var err error
-	if d.adoption, err = loadAdoption(d.store); err != nil {
+	if d.adoption, err = takeover.LoadRecord(d.store); err != nil {
 		return nil, err
 	}
 	if d.adoption != nil {

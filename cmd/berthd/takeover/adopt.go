@@ -180,3 +180,24 @@ func repoDigest(ref string, digests []string) string {
 	}
 	return ""
 }
+
+// LoadRecord is the adoption a data dir was made by (nil: it was not).
+func LoadRecord(store interface {
+	Load(stream string) (persistence.Loaded, error)
+}) (*Record, error) {
+	got, err := store.Load(RecordStream)
+	if err != nil {
+		return nil, fmt.Errorf("adoption record: %w", err)
+	}
+	if len(got.Events) == 0 {
+		return nil, nil
+	}
+	if len(got.Events) != 1 || got.Events[0].Type != EvRecorded {
+		return nil, fmt.Errorf("adoption record: %d events, want one %s", len(got.Events), EvRecorded)
+	}
+	rec := new(Record)
+	if err := json.Unmarshal(got.Events[0].Data, rec); err != nil {
+		return nil, fmt.Errorf("adoption record: %w", err)
+	}
+	return rec, nil
+}
