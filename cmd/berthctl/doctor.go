@@ -130,7 +130,7 @@ type doctorEnv struct {
 func runDoctor(ctx context.Context, env *doctorEnv) doctorReport {
 	checks := []func(context.Context, *doctorEnv) checkResult{
 		checkConfig, checkDataDir, checkStore, checkIdentity, checkLock,
-		checkDocker, checkAddressPools, checkIsolationGuard, checkClock, checkInstallations, checkFredV013, checkVolumes, checkHealth,
+		checkDocker, checkAddressPools, checkIsolationGuard, checkClock, checkInstallations, checkFredV013, checkAdoption, checkVolumes, checkHealth,
 	}
 	rep := doctorReport{Verdict: verdictOK}
 	defer func() {

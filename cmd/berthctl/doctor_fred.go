@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/berth-dev/berth/cmd/berthd/takeover"
 	"github.com/berth-dev/berth/dockerio"
@@ -86,4 +87,33 @@ func fredV013Objects(ctx context.Context, d *dockerAPI, backend string) ([]docke
 	}
 	dockerio.SortFredObjects(out)
 	return out, nil
+}
+
+// checkAdoption: a data dir a takeover made says what it adopted and whether
+// the host can still go back to fred v0.13 (rollback_safe).
+func checkAdoption(_ context.Context, env *doctorEnv) checkResult {
+	const name = "adoption"
+	if env.store == nil {
+		return notChecked(name)
+	}
+	rec, err := takeover.LoadRecord(env.store)
+	if err != nil {
+		return fail(name, err.Error(), "")
+	}
+	if rec == nil {
+		return ok(name, "this data dir was not made by a takeover")
+	}
+	rb, err := takeover.RollbackSafe(env.store, rec)
+	if err != nil {
+		return warn(name, "not checked: "+err.Error(), "")
+	}
+	what := fmt.Sprintf("adopted %d leases of %s backend %q at %s (fred's files in %s)", len(rec.Leases), rec.Source, rec.Backend,
+		rec.AdoptedAt.Format(time.RFC3339), rec.FredDir)
+	if rb.Note != "" {
+		what += "; " + rb.Note
+	}
+	if rb.Safe {
+		return ok(name, what+"; rollback_safe: true (stop berthd, remove its data dir, unmask and start fred)")
+	}
+	return warn(name, what+"; rollback_safe: false: "+strings.Join(rb.Why, "; "), "fix forward: fred v0.13 would take berthd's containers as its own and destroy their volumes")
 }

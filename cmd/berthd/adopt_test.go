@@ -149,9 +149,12 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 	if got := cb.waitFor(owed, 1, time.Minute); got[0].Body.Status != messages.CallbackSuccess || cb.badSignatures() != 0 {
 		t.Fatalf("the owed callback: %+v (bad signatures %d)", got, cb.badSignatures())
 	}
-	// berthctl doctor counts the adopted objects as berthd's, not as fred's.
-	doc := runBerthctl(t, buildBerthctl(t, t.TempDir()), berth, "-config", berth.cfgPath, "doctor")
-	if !strings.Contains(doc.stdout, "that berthd has not adopted (6 adopted)") {
+	// berthctl doctor counts the adopted objects as berthd's, and says the host
+	// can still go back to fred: berthd has changed nothing yet.
+	berthctl := buildBerthctl(t, t.TempDir())
+	doc := runBerthctl(t, berthctl, berth, "-config", berth.cfgPath, "doctor")
+	if !strings.Contains(doc.stdout, "that berthd has not adopted (6 adopted)") || !strings.Contains(doc.stdout, "rollback_safe: true") ||
+		!strings.Contains(doc.stdout, "berthd delivered 1 of the callbacks fred owed") {
 		t.Fatalf("doctor on the adopted host:\n%s%s", doc.stdout, doc.stderr)
 	}
 	// No tenant restarted.
@@ -174,6 +177,10 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 		t.Fatalf("death callback: %+v", got)
 	}
 
+	// Once berthd has acted, it says the way back is closed.
+	if doc := runBerthctl(t, berthctl, berth, "-config", berth.cfgPath, "doctor"); !strings.Contains(doc.stdout, "rollback_safe: false: lease "+single+" changed") {
+		t.Fatalf("doctor after an adopted lease failed:\n%s%s", doc.stdout, doc.stderr)
+	}
 	// A restart moves an adopted lease onto berthd's own containers (and network).
 	if r := berth.maintainOnce(stack, uuid.NewString(), nil); r.Status != http.StatusAccepted {
 		t.Fatalf("restart of an adopted lease: %d %s", r.Status, r.Body)
@@ -224,10 +231,18 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 	}
 }
 
-// normalizeAnswer drops the admission time and orders /info's instance lists
-// by container (fred lists them in Docker's order, which is no order).
+// normalizeAnswer drops the admission time, and orders the items by service
+// and /info's instance lists by container: fred's restart rebuilds both from
+// Docker's container listing, whose order is no order.
 func normalizeAnswer(m map[string]any) {
 	delete(m, "created_at")
+	if items, ok := m["items"].([]any); ok {
+		sort.Slice(items, func(i, j int) bool {
+			a, _ := items[i].(map[string]any)
+			b, _ := items[j].(map[string]any)
+			return fmt.Sprint(a["service_name"]) < fmt.Sprint(b["service_name"])
+		})
+	}
 	sortInstances(m)
 	if svcs, ok := m["services"].(map[string]any); ok {
 		for _, svc := range svcs {
