@@ -397,7 +397,7 @@ func (d *Directory) commitCloses(items closeBatch, now time.Time) Decision {
 			continue
 		}
 		seen[m.Lease] = true
-		out.Events = append(out.Events, closedEvent(m, now))
+		out.Events = append(out.Events, ClosedEvent(m, now))
 		out.Effects = append(out.Effects, d.markClosed(e, m.Lease)...)
 	}
 	return out

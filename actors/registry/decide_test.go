@@ -88,7 +88,7 @@ func putRequest(d *Directory, req messages.ProvisionRequest, status Status, repo
 	}
 	switch status {
 	case Closed:
-		mustFold(d, closedEvent(messages.LeaseClosed{Lease: id, Admission: spec.Admission}, t0))
+		mustFold(d, ClosedEvent(messages.LeaseClosed{Lease: id, Admission: spec.Admission}, t0))
 	case Respawning:
 		e.report.Admission--
 	case Stopped:
@@ -105,7 +105,7 @@ func retained(d *Directory, id, tenant string, quotaMB, used int64, at, until ti
 	rec := &messages.RetentionRecord{Lease: id, Tenant: tenant, ProviderUUID: "provider-test", Items: spec.Items,
 		Manifest: spec.Manifest, RetainedAt: at, RetainedUntil: until, Volumes: []messages.RetainedVolume{{
 			Name: messages.RetainedVolumeName(id, "app", 0), Service: "app", QuotaMB: quotaMB, UsedBytes: used}}}
-	mustFold(d, closedEvent(messages.LeaseClosed{Lease: id, Retention: rec}, at))
+	mustFold(d, ClosedEvent(messages.LeaseClosed{Lease: id, Retention: rec}, at))
 }
 
 // render is a decision as text, one line per event or effect (logs left out).
@@ -756,7 +756,7 @@ func TestDecide_SpawnFailed(t *testing.T) {
 			put(d, lA, "docker-small", 1, Admitted, "")
 			d.entries[lA].pid = nil // admitted here: its first spawn
 			in := refused(d, lA)
-			mustFold(d, closedEvent(messages.LeaseClosed{Lease: lA, Admission: 1}, t0))
+			mustFold(d, ClosedEvent(messages.LeaseClosed{Lease: lA, Admission: 1}, t0))
 			return in
 		}, want: []string{"forget A"}},
 		{name: "spawned since: nothing", lease: lA, then: Admitted, setup: func(d *Directory) any {
@@ -826,7 +826,7 @@ func TestDecide_Retention(t *testing.T) {
 			retained(d, lC, "fred1tenant", 256, 0, t0, time.Time{})
 			retained(d, lD, "fred1tenant", 256, 0, t0, now.Add(time.Hour))
 			runOn(d, Decide(d, restore(lA, lD, "docker-small"), Env{Now: t0}))
-			mustFold(d, closedEvent(messages.LeaseClosed{Lease: lA, Admission: 1}, now)) // closed before ready, not re-quarantined
+			mustFold(d, ClosedEvent(messages.LeaseClosed{Lease: lA, Admission: 1}, now)) // closed before ready, not re-quarantined
 			return &messages.RetentionSweep{Now: now}
 		}, want: []string{"retention.reaping B expired", "retention.released D"}},
 		{name: "sweep: a restoring record with its destination live is never reaped", setup: func(d *Directory) any {

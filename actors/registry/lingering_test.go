@@ -20,8 +20,8 @@ func TestStateApply_ClosedUseRemembered_SettledForgets_SurvivesASnapshot(t *test
 	a, b := uuid.NewString(), uuid.NewString()
 	s := newState()
 	evs := []persistence.Event{AdmittedEvent(stateSpec(a, 1), t0), AdmittedEvent(stateSpec(b, 2), t0),
-		closedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0.Add(time.Minute)),
-		closedEvent(messages.LeaseClosed{Lease: b, Admission: 1}, t0)} // an older admission of b: nothing closed
+		ClosedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0.Add(time.Minute)),
+		ClosedEvent(messages.LeaseClosed{Lease: b, Admission: 1}, t0)} // an older admission of b: nothing closed
 	mustApply(t, s, evs...)
 	want := ClosedUse{At: t0.Add(time.Minute), Tenant: "t", CPUMilli: 100, MemoryMB: 64}
 	if c := s.Closed[a]; c == nil || *c != want || len(s.Closed) != 1 {

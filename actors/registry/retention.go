@@ -66,7 +66,7 @@ func (d *Directory) retainDecision(spec *lease.Spec) (bool, []Effect) {
 // per-tenant cap makes (the tenant's oldest active records beyond the cap); the
 // reaper is asked for a pass when any was evicted.
 func (d *Directory) closedEvents(m messages.LeaseClosed, now time.Time) Decision {
-	out := Decision{Events: []persistence.Event{closedEvent(m, now)}}
+	out := Decision{Events: []persistence.Event{ClosedEvent(m, now)}}
 	limit := d.set.MaxRetainedPerTenant
 	if m.Retention == nil || limit <= 0 {
 		return out

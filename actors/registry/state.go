@@ -345,7 +345,9 @@ func AdmittedEvent(spec *lease.Spec, at time.Time) persistence.Event {
 	return supervisors.NewEvent(EvLeaseAdmitted, eventVersion, at, leaseAdmitted{Spec: spec})
 }
 
-func closedEvent(m messages.LeaseClosed, at time.Time) persistence.Event {
+// ClosedEvent is the journal event of a close (also written by a takeover's
+// adoption: a lease fred v0.13 closed with its data retained).
+func ClosedEvent(m messages.LeaseClosed, at time.Time) persistence.Event {
 	return supervisors.NewEvent(EvLeaseClosed, eventVersion, at,
 		leaseClosed{Lease: m.Lease, Admission: m.Admission, Retention: m.Retention, Requarantined: m.Requarantined})
 }

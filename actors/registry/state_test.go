@@ -58,7 +58,7 @@ func TestStateApply_AdmittedThenClosed(t *testing.T) {
 	if len(s.Leases) != 2 || s.Admissions != 2 || s.Leases[a].Admission != 1 {
 		t.Fatalf("state after two admissions: %+v", s)
 	}
-	mustApply(t, s, closedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0))
+	mustApply(t, s, ClosedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0))
 	if _, ok := s.Leases[a]; ok || s.Leases[b] == nil || s.Admissions != 2 {
 		t.Fatalf("closed a: %+v", s)
 	}
@@ -66,7 +66,7 @@ func TestStateApply_AdmittedThenClosed(t *testing.T) {
 		t.Fatalf("sorted = %v", got)
 	}
 	// A closed of a lease the state does not hold changes nothing.
-	mustApply(t, s, closedEvent(messages.LeaseClosed{Lease: uuid.NewString(), Admission: 7}, t0))
+	mustApply(t, s, ClosedEvent(messages.LeaseClosed{Lease: uuid.NewString(), Admission: 7}, t0))
 	if len(s.Leases) != 1 {
 		t.Fatalf("closed of an unknown lease changed the state: %+v", s)
 	}
@@ -76,11 +76,11 @@ func TestStateApply_ClosedOfOlderAdmissionKeepsNewer(t *testing.T) {
 	id := uuid.NewString()
 	s := newState()
 	// Admission 1 failed and was replaced by admission 2; the close of 1 arrives late.
-	mustApply(t, s, AdmittedEvent(stateSpec(id, 1), t0), AdmittedEvent(stateSpec(id, 2), t0), closedEvent(messages.LeaseClosed{Lease: id, Admission: 1}, t0))
+	mustApply(t, s, AdmittedEvent(stateSpec(id, 1), t0), AdmittedEvent(stateSpec(id, 2), t0), ClosedEvent(messages.LeaseClosed{Lease: id, Admission: 1}, t0))
 	if got := s.Leases[id]; got == nil || got.Admission != 2 {
 		t.Fatalf("closed of admission 1 removed admission 2: %+v", s.Leases)
 	}
-	mustApply(t, s, closedEvent(messages.LeaseClosed{Lease: id, Admission: 2}, t0))
+	mustApply(t, s, ClosedEvent(messages.LeaseClosed{Lease: id, Admission: 2}, t0))
 	if _, ok := s.Leases[id]; ok {
 		t.Fatalf("closed of the current admission kept the lease")
 	}
@@ -117,7 +117,7 @@ func TestStateApply_UnknownTypeNewerVersionOrMalformed_Refused(t *testing.T) {
 	newer.V = eventVersion + 1
 	older := good
 	older.V = 0
-	closedNewer := closedEvent(messages.LeaseClosed{Lease: uuid.NewString(), Admission: 1}, t0)
+	closedNewer := ClosedEvent(messages.LeaseClosed{Lease: uuid.NewString(), Admission: 1}, t0)
 	closedNewer.V = 2
 	for _, tc := range []struct {
 		name string
@@ -157,10 +157,10 @@ func TestLoadState_IsSnapshotPlusLaterEvents(t *testing.T) {
 	events := []persistence.Event{
 		AdmittedEvent(stateSpec(a, 1), t0),
 		AdmittedEvent(stateSpec(b, 2), t0),
-		closedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0),
+		ClosedEvent(messages.LeaseClosed{Lease: a, Admission: 1}, t0),
 		AdmittedEvent(stateSpec(c, 3), t0),
 		AdmittedEvent(stateSpec(b, 4), t0),                            // b replaced
-		closedEvent(messages.LeaseClosed{Lease: b, Admission: 2}, t0), // late close of b's old admission: no effect
+		ClosedEvent(messages.LeaseClosed{Lease: b, Admission: 2}, t0), // late close of b's old admission: no effect
 	}
 	want := newState()
 	mustApply(t, want, events...)

@@ -303,3 +303,102 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// fredPort is the host port of a fred lease's app/0 8080/tcp, from fred's /info.
+func (f *fredHost) port(lease string) string {
+	f.t.Helper()
+	_, answer := f.signed(http.MethodGet, "/info/"+lease, nil)
+	var info messages.LeaseInfo
+	if err := json.Unmarshal([]byte(answer), &info); err != nil || len(info.Services["app"].Instances) == 0 {
+		f.t.Fatalf("fred's /info/%s: %s (%v)", lease, answer, err)
+	}
+	return info.Services["app"].Instances[0].Ports["8080/tcp"].HostPort
+}
+
+// putData writes a file into a workload's /data and reads it back.
+func putData(t *testing.T, port, file, content string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:"+port+"/file?path=/data/"+file, strings.NewReader(content))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitData(t, port, file, content)
+}
+
+// waitData waits until a workload serves file from /data with content.
+func waitData(t *testing.T, port, file, content string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		code, body, err := httpGetHostPort("127.0.0.1:"+port, "/file?path=/data/"+file)
+		if err == nil && code == 200 && body == content {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/data/%s on port %s: %d %q %v, want %q", file, port, code, body, err, content)
+		}
+	}
+}
+
+func TestFredV013Host_AdoptedDataStaysWhereFredKeptIt_ARestartAndARestoreGiveItBack(t *testing.T) {
+	t.Parallel()
+	cb := newCallbackReceiver(t)
+	profiles := "sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}\n  docker-small: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 64}"
+	fred := startFredWith(t, "retain_on_close: true", profiles)
+	small := []messages.LeaseItem{{SKU: "docker-small", Quantity: 1}}
+	stateful := fred.provisionAs(small, flatManifest(nil), cb.callbackURL())
+	closed := fred.provisionAs(small, flatManifest(nil), cb.callbackURL())
+	fred.waitFor(stateful, "/provisions/", `"status":"ready"`)
+	fred.waitFor(closed, "/provisions/", `"status":"ready"`)
+	putData(t, fred.port(stateful), "kept.txt", "the stateful lease's data")
+	putData(t, fred.port(closed), "kept.txt", "the retained lease's data")
+	if code, answer := fred.signed(http.MethodPost, "/deprovision", messages.DeprovisionRequest{LeaseUUID: closed}); code != http.StatusOK {
+		t.Fatalf("fred's POST /deprovision: %d %s", code, answer)
+	}
+	fred.waitFor(closed, "/provisions/", `"status":"retained"`)
+	fred.stop()
+
+	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api, profiles, "retain_on_close: true",
+		"volume_data_path: "+fred.volumes, "volume_mount_path: "+os.Getenv("BERTH_TEST_BTRFS"), "volume_filesystem: btrfs")
+	berth.api = fred.api
+	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 ||
+		!strings.Contains(out, "adopted 1 leases, 1 retained leases' data") {
+		t.Fatalf("adopt: exit %d\n%s", code, out)
+	}
+	berth.startInProcess()
+	berth.waitStatus(stateful, messages.StatusReady, 30*time.Second)
+	if rs := berth.retentionList(); len(rs) != 1 || rs[0].LeaseUUID != closed {
+		t.Fatalf("GET /retentions: %+v", rs)
+	}
+
+	// A restart relaunches the stateful lease on berthd's containers, on its data.
+	if r := berth.maintainOnce(stateful, uuid.NewString(), nil); r.Status != http.StatusAccepted {
+		t.Fatalf("restart: %d %s", r.Status, r.Body)
+	}
+	dc := dockerClient(t)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		cs := leaseContainers(t, dc, stateful)
+		if len(cs) == 1 && cs[0].Labels["fred.installation_id"] != "" && cs[0].State == "running" &&
+			berth.provisionInfo(stateful).Status == messages.StatusReady {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted stateful lease: %+v %+v\n%s", cs, berth.provisionInfo(stateful), berth.log.String())
+		}
+	}
+	waitData(t, hostPort(t, berth, stateful, "app", 0), "kept.txt", "the stateful lease's data")
+
+	// A restore of what fred retained gives its bytes back.
+	dest := uuid.NewString()
+	if r := berth.postJSON("/restore", messages.RestoreRequest{LeaseUUID: dest, FromLeaseUUID: closed, Tenant: fred.tenant(),
+		ProviderUUID: "p", Items: small, CallbackURL: cb.callbackURL()}); r.Status != http.StatusAccepted {
+		t.Fatalf("restore: %d %s", r.Status, r.Body)
+	}
+	berth.waitStatus(dest, messages.StatusReady, 2*time.Minute)
+	waitData(t, hostPort(t, berth, dest, "app", 0), "kept.txt", "the retained lease's data")
+
+	for _, l := range []string{stateful, dest} {
+		berth.deprovisionUntilGone(l)
+	}
+}

@@ -34,7 +34,8 @@ func judgeFredHost(cfg *config.Config, fredDir string, requireDrained bool) take
 	ctx, cancel := context.WithTimeout(context.Background(), preflightTimeout)
 	defer cancel()
 	run := takeoverRun{rules: takeover.Rules{Backend: cfg.Name, CallbackMaxAge: cfg.CallbackMaxAge, RequireDrained: requireDrained,
-		ResolveSKU: func(sku string) bool { _, ok := profileOf(cfg, sku); return ok },
+		RetentionMaxAge: cfg.RetentionMaxAge,
+		Profile:         func(sku string) (lease.Profile, bool) { return profileOf(cfg, sku) },
 		Build: func(raw []byte, items []messages.LeaseItem) (*manifest.Lease, error) {
 			return manifest.Build(raw, items, manifest.Options{AllowedRegistries: cfg.AllowedRegistries})
 		}}}
@@ -47,7 +48,7 @@ func judgeFredHost(cfg *config.Config, fredDir string, requireDrained bool) take
 	}
 	defer eng.Close()
 	run.report, run.ev = takeover.Preflight(ctx, takeover.Inputs{FredDir: fredDir, DataDir: cfg.DataDir, ListenAddr: cfg.ListenAddr,
-		VolumeRoot: cfg.VolumeDataPath, Objects: eng.FredV013Objects, Now: time.Now(), Rules: run.rules})
+		VolumeRoot: cfg.VolumeDataPath, Objects: eng.FredV013Objects, Images: eng.FredImages, Now: time.Now(), Rules: run.rules})
 	return run
 }
 
@@ -101,7 +102,7 @@ func runAdopt(cfg *config.Config, fredDir string, requireDrained bool, opts pers
 		log.Error().Err(err).Msg("adoption refused: fred's files (nothing written)")
 		return exitRuntime
 	}
-	w, rec, err := takeover.Adopt(*run.ev, run.report, run.rules, func(sku string) (lease.Profile, bool) { return profileOf(cfg, sku) }, fredDir, hashes)
+	w, rec, err := takeover.Adopt(*run.ev, run.report, run.rules, fredDir, hashes)
 	if err != nil {
 		log.Error().Err(err).Msg("adoption refused (nothing written)")
 		return exitRuntime
@@ -117,7 +118,7 @@ func runAdopt(cfg *config.Config, fredDir string, requireDrained bool, opts pers
 		log.Error().Err(err).Msg("adoption failed")
 		return exitRuntime
 	}
-	fmt.Fprintf(stdout, "adopted %d leases of fred v0.13 backend %q and %d undelivered callbacks into %s (storage identity %s)\n",
-		len(rec.Leases), rec.Backend, rec.Callbacks, cfg.DataDir, id.StorageID)
+	fmt.Fprintf(stdout, "adopted %d leases, %d retained leases' data and %d undelivered callbacks of fred v0.13 backend %q into %s (storage identity %s)\n",
+		len(rec.Leases), len(rec.Retentions), rec.Callbacks, rec.Backend, cfg.DataDir, id.StorageID)
 	return exitOK
 }

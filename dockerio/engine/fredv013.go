@@ -7,6 +7,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -70,9 +71,30 @@ func (e *Engine) fredImage(ctx context.Context, id string) (dockerio.FredImage, 
 	if err != nil {
 		return dockerio.FredImage{}, err
 	}
+	return fredImageOf(resp), nil
+}
+
+func fredImageOf(resp image.InspectResponse) dockerio.FredImage {
 	img := dockerio.FredImage{Volumes: imageVolumes(resp), RepoDigests: resp.RepoDigests}
 	if resp.Config != nil {
 		img.Labels = resp.Config.Labels
 	}
-	return img, nil
+	return img
+}
+
+// FredImages inspects the images of these references present on this host
+// (one absent is left out): what a retained fred v0.13 lease's manifest names.
+func (e *Engine) FredImages(ctx context.Context, refs []string) (map[string]dockerio.FredImage, error) {
+	out := map[string]dockerio.FredImage{}
+	for _, ref := range refs {
+		resp, err := e.docker.ImageInspect(ctx, ref)
+		if cerrdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, dockerErr("inspect image "+ref, err)
+		}
+		out[ref] = fredImageOf(resp)
+	}
+	return out, nil
 }

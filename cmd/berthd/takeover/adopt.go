@@ -31,35 +31,43 @@ const EvRecorded = "adoption.recorded"
 
 // Record is what an adoption recorded.
 type Record struct {
-	Source    string            `json:"source"` // "fred v0.13"
-	Backend   string            `json:"backend_name"`
-	FredDir   string            `json:"fred_dir"` // where fred's files are: berthd keeps fred from starting on them
-	AdoptedAt time.Time         `json:"adopted_at"`
-	FredFiles map[string]string `json:"fred_files"` // fred's .db files → sha256 when adopted (they are never written)
-	Leases    []string          `json:"leases"`
-	Callbacks int               `json:"callbacks"` // fred's undelivered callbacks, now outbox rows
-	Allowed   dockerio.Adopted  `json:"allowed"`
+	Source     string            `json:"source"` // "fred v0.13"
+	Backend    string            `json:"backend_name"`
+	FredDir    string            `json:"fred_dir"` // where fred's files are: berthd keeps fred from starting on them
+	AdoptedAt  time.Time         `json:"adopted_at"`
+	FredFiles  map[string]string `json:"fred_files"` // fred's .db files → sha256 when adopted (they are never written)
+	Leases     []string          `json:"leases"`
+	Retentions []string          `json:"retentions,omitempty"` // leases fred closed with their data retained
+	Callbacks  int               `json:"callbacks"`            // fred's undelivered callbacks, now outbox rows
+	Allowed    dockerio.Adopted  `json:"allowed"`
 }
-
-// Profiles resolves an on-chain SKU to the profile frozen into an adopted spec
-// (the only time the current config prices a lease berthd did not admit).
-type Profiles func(sku string) (lease.Profile, bool)
 
 // Adopt builds the one write that adopts a fred host the preflight judged
 // ready: per live lease its admission (registry stream) and its adopted state
 // (its own stream); fred's undelivered callbacks as outbox rows; the record.
 // It is pure: nothing is written here.
-func Adopt(ev Evidence, report *Report, rules Rules, profiles Profiles, fredDir string, fredFiles map[string]string) (persistence.Write, Record, error) {
+// Each spec's profiles are frozen from the current config (rules.Profile): the
+// only time config prices a lease berthd did not admit.
+func Adopt(ev Evidence, report *Report, rules Rules, fredDir string, fredFiles map[string]string) (persistence.Write, Record, error) {
 	if !report.Ready() {
 		return persistence.Write{}, Record{}, errors.New("the preflight refuses this host")
 	}
 	rec := Record{Source: "fred v0.13", Backend: rules.Backend, FredDir: fredDir, AdoptedAt: ev.Now.UTC(), FredFiles: fredFiles,
 		Allowed: dockerio.Adopted{Containers: map[string]dockerio.AdoptedContainer{}, Networks: map[string]dockerio.AdoptedNetwork{}}}
 	var w persistence.Write
-	var admissions []persistence.Event
+	var admissions, retentions []persistence.Event
 	cohorts, networks := byLease(ev.Objects)
 	for _, l := range report.Leases {
-		spec, adopted, err := adoptLease(l, cohorts[l.Lease], ev.Stores.Releases[l.Lease], rules, profiles, uint64(len(admissions)+1))
+		if l.Status == RetainedLease {
+			closed, err := adoptRetention(ev.Stores.Retentions[l.Lease], ev.Root, rules)
+			if err != nil {
+				return persistence.Write{}, Record{}, fmt.Errorf("retained lease %s: %w", l.Lease, err)
+			}
+			retentions = append(retentions, closed)
+			rec.Retentions = append(rec.Retentions, l.Lease)
+			continue
+		}
+		spec, adopted, err := adoptLease(l, cohorts[l.Lease], ev.Stores.Releases[l.Lease], rules, uint64(len(admissions)+1))
 		if err != nil {
 			return persistence.Write{}, Record{}, fmt.Errorf("lease %s: %w", l.Lease, err)
 		}
@@ -84,8 +92,8 @@ func Adopt(ev Evidence, report *Report, rules Rules, profiles Profiles, fredDir 
 			Body: body, Kind: persistence.KindLifecycle, CreatedAt: cb.CreatedAt})
 		rec.Callbacks++
 	}
-	if len(admissions) > 0 {
-		w.Appends = append([]persistence.Append{{Stream: registry.Stream, Events: admissions}}, w.Appends...)
+	if reg := append(admissions, retentions...); len(reg) > 0 {
+		w.Appends = append([]persistence.Append{{Stream: registry.Stream, Events: reg}}, w.Appends...)
 	}
 	w.Appends = append(w.Appends, persistence.Append{Stream: RecordStream,
 		Events: []persistence.Event{supervisors.NewEvent(EvRecorded, 1, rec.AdoptedAt, rec)}})
@@ -94,8 +102,7 @@ func Adopt(ev Evidence, report *Report, rules Rules, profiles Profiles, fredDir 
 
 // adoptLease is one live lease: its spec as berthd would have admitted it, and
 // its state as fred left it.
-func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Release, rules Rules, profiles Profiles,
-	admission uint64) (*lease.Spec, lease.Adopted, error) {
+func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Release, rules Rules, admission uint64) (*lease.Spec, lease.Adopted, error) {
 	labels := cohort[0].Labels
 	active := activeRelease(releases)
 	built, err := rules.Build(active.Manifest, l.Items)
@@ -111,7 +118,7 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 		Items: built.Items, Flat: built.Flat, Manifest: active.Manifest, CallbackURL: cb, LifecycleURL: callback.LifecycleURL(cb),
 		OperationID: callback.OperationID(cb), Admission: admission, AdmittedAt: admitted.UTC()}
 	for _, it := range built.Items {
-		prof, ok := profiles(it.SKU)
+		prof, ok := rules.Profile(it.SKU)
 		if !ok {
 			return nil, lease.Adopted{}, fmt.Errorf("sku %q resolves to no profile", it.SKU)
 		}
@@ -153,6 +160,46 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 	}
 	slices.SortFunc(adopted.Releases, func(a, b lease.Release) int { return a.Version - b.Version })
 	return spec, adopted, nil
+}
+
+// adoptRetention is a lease fred closed with its data retained: a retention
+// record, as a retaining close of berthd's makes one. Fred pinned no image: a
+// restore resolves the manifest's tags again, as fred's would have.
+func adoptRetention(r fredv013.Retention, root VolumeRoot, rules Rules) (persistence.Event, error) {
+	built, err := rules.Build(r.StackManifest, r.Items)
+	if err != nil {
+		return persistence.Event{}, err
+	}
+	rec := &messages.RetentionRecord{Lease: r.OriginalLeaseUUID, Tenant: r.Tenant, ProviderUUID: r.ProviderUUID,
+		Items: built.Items, Manifest: r.StackManifest, RetainedAt: r.CreatedAt.UTC()}
+	if rules.RetentionMaxAge > 0 {
+		rec.RetainedUntil = rec.RetainedAt.Add(rules.RetentionMaxAge)
+	}
+	for _, name := range r.RetainedVolumeNames {
+		svc, idx, ok := retainedInstance(name, r.OriginalLeaseUUID)
+		item := slices.IndexFunc(built.Items, func(it messages.LeaseItem) bool { return it.ServiceName == svc })
+		if !ok || item < 0 {
+			return persistence.Event{}, fmt.Errorf("retained volume %s is of no item", name)
+		}
+		prof, ok := rules.Profile(built.Items[item].SKU)
+		if !ok {
+			return persistence.Event{}, fmt.Errorf("sku %q resolves to no profile", built.Items[item].SKU)
+		}
+		rec.Volumes = append(rec.Volumes, messages.RetainedVolume{Name: name, Service: svc, Index: idx,
+			QuotaMB: prof.DiskMB, UsedBytes: root.Usage[name]})
+	}
+	return registry.ClosedEvent(messages.LeaseClosed{Lease: r.OriginalLeaseUUID, Retention: rec}, rec.RetainedAt), nil
+}
+
+// retainedInstance is the service and index of fred-retained-<lease>-<svc>-<i>.
+func retainedInstance(name, lease string) (string, int, bool) {
+	rest, ok := strings.CutPrefix(name, "fred-retained-"+lease+"-")
+	i := strings.LastIndex(rest, "-")
+	if !ok || i <= 0 {
+		return "", 0, false
+	}
+	idx, err := strconv.Atoi(rest[i+1:])
+	return rest[:i], idx, err == nil
 }
 
 // activeRelease is fred's LatestActive (the preflight proved there is one).

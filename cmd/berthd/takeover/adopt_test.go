@@ -3,16 +3,13 @@ package takeover
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
-
-func profiles(sku string) (lease.Profile, bool) {
-	return lease.Profile{CPUCores: 0.25, MemoryMB: 256}, sku == "docker-micro"
-}
 
 // The adoption's write replays into the very states berthd would have had: the
 // registry admits each lease once, in order; each lease starts ready (or failed)
@@ -24,7 +21,7 @@ func TestAdopt_TheWriteReplaysIntoReadyLeasesOnFredsCohorts(t *testing.T) {
 	ev.Objects[3].State = "exited" // the stack's cache died while fred was stopped
 	rl := rules()
 	report := Classify(ev, rl)
-	w, rec, err := Adopt(ev, report, rl, profiles, "/var/lib/fred", map[string]string{"releases.db": "ab"})
+	w, rec, err := Adopt(ev, report, rl, "/var/lib/fred", map[string]string{"releases.db": "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +79,52 @@ func TestAdopt_TheWriteReplaysIntoReadyLeasesOnFredsCohorts(t *testing.T) {
 func TestAdopt_RefusesAHostThePreflightRefuses(t *testing.T) {
 	ev := host()
 	ev.Objects[0].State = "restarting"
-	if _, _, err := Adopt(ev, Classify(ev, rules()), rules(), profiles, "/f", nil); err == nil {
+	if _, _, err := Adopt(ev, Classify(ev, rules()), rules(), "/f", nil); err == nil {
 		t.Fatal("adopted a host with a lease in flight")
+	}
+}
+
+// A stateful cohort in berthd's own layout (one-element VOLUMEs) is adopted with
+// its volume where it is; a retained lease becomes a retention record with
+// each volume's quota (its SKU's disk) and what it holds.
+func TestAdopt_StatefulCohortsAndRetainedData(t *testing.T) {
+	ev := host()
+	withRetention(&ev)
+	ev.Images = map[string]dockerio.FredImage{image: {Volumes: []string{"/data"}}}
+	ev.Root.Usage = map[string]int64{"fred-retained-" + retained + "-app-0": 4096}
+	ev.Objects[0].Labels["fred.sku"] = "docker-small"
+	ev.Objects[0].Image.Volumes = []string{"/data"}
+	ev.Objects[0].Mounts = append(ev.Objects[0].Mounts, dockerio.FredMount{Type: "bind", Source: root + "/fred-" + flat + "-app-0/data", Destination: "/data"})
+	rl := rules()
+	rl.RetentionMaxAge = 24 * time.Hour
+	report := Classify(ev, rl)
+	if !report.Ready() {
+		t.Fatalf("refused: %+v %+v", report.Host, report.Leases)
+	}
+	w, rec, err := Adopt(ev, report, rl, "/var/lib/fred", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &registry.State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*registry.Retention{}, Closed: map[string]*registry.ClosedUse{}}
+	for _, a := range w.Appends {
+		if a.Stream != registry.Stream {
+			continue
+		}
+		for _, e := range a.Events {
+			if err := reg.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if spec := reg.Leases[flat]; spec == nil || spec.Services[0].Profile.DiskMB != 64 {
+		t.Fatalf("stateful spec %+v", spec)
+	}
+	r := reg.Retentions[retained]
+	if r == nil || r.Status != registry.RetentionActive || len(r.Record.Volumes) != 1 || rec.Retentions[0] != retained {
+		t.Fatalf("retention %+v (record %+v)", r, rec)
+	}
+	if v := r.Record.Volumes[0]; v.Service != "app" || v.Index != 0 || v.QuotaMB != 64 || v.UsedBytes != 4096 ||
+		!r.Record.RetainedUntil.Equal(r.Record.RetainedAt.Add(24*time.Hour)) {
+		t.Fatalf("retained volume %+v, record %+v", v, r.Record)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
@@ -25,7 +27,8 @@ import (
 // Evidence is everything the preflight reads.
 type Evidence struct {
 	Stores  *fredv013.Stores
-	Objects []dockerio.FredObject // fred's containers and networks of the backend name
+	Objects []dockerio.FredObject         // fred's containers and networks of the backend name
+	Images  map[string]dockerio.FredImage // the images retained manifests name, by reference (absent: not on this host)
 	Root    VolumeRoot
 	Now     time.Time
 }
@@ -33,18 +36,20 @@ type Evidence struct {
 // VolumeRoot is fred's volume_data_path as found.
 type VolumeRoot struct {
 	Path         string
-	Filesystem   string          // volumes.Detect's name; "" when no root is configured
-	Entries      map[string]bool // the fred-* directories in it
-	Installation string          // a .berth-installation marker's content ("" none)
+	Filesystem   string           // volumes.Detect's name; "" when no root is configured
+	Entries      map[string]bool  // the fred-* directories in it
+	Installation string           // a .berth-installation marker's content ("" none)
+	Usage        map[string]int64 // bytes each fred-* directory holds
 }
 
 // Rules are what berthd admits.
 type Rules struct {
-	Backend        string
-	ResolveSKU     func(sku string) bool                                                      // sku_mapping → sku_profiles
-	Build          func(manifest []byte, items []messages.LeaseItem) (*manifest.Lease, error) // berthd's manifest rules
-	CallbackMaxAge time.Duration
-	RequireDrained bool // the seed's rule: no pending fred callback at all
+	Backend         string
+	Profile         func(sku string) (lease.Profile, bool) // sku_mapping → sku_profiles, as admission resolves it
+	RetentionMaxAge time.Duration
+	Build           func(manifest []byte, items []messages.LeaseItem) (*manifest.Lease, error) // berthd's manifest rules
+	CallbackMaxAge  time.Duration
+	RequireDrained  bool // the seed's rule: no pending fred callback at all
 }
 
 // Refusal and note codes: each is a reason an operator can look up (README).
@@ -72,9 +77,10 @@ const (
 	RestoreInFlight    = "restore_in_flight"
 	UnresolvedClose    = "unresolved_close"
 	CallbacksPending   = "callbacks_pending"
-	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (retained
-	// data, a stateful lease's volumes, a failed lease fred knows only by its
-	// diagnostics): refused rather than left behind unseen.
+	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (volumes
+	// in fred's nested layout, a diskless instance's writable-path volume, a
+	// failed lease fred knows only by its diagnostics, a reaping retention):
+	// refused rather than left behind unseen.
 	NotAdoptableYet = "not_adoptable_yet"
 
 	StaleHistory          = "stale_history"           // an active release with nothing left: fred lists it nowhere
@@ -147,7 +153,7 @@ func Classify(ev Evidence, rules Rules) *Report {
 		r.judgeNetwork(n, used[n.ID])
 	}
 	for _, lease := range slices.Sorted(maps.Keys(ev.Stores.Retentions)) {
-		r.Leases = append(r.Leases, judgeRetention(ev.Stores.Retentions[lease], cohorts[lease] != nil, ev.Root, rules))
+		r.Leases = append(r.Leases, judgeRetention(ev.Stores.Retentions[lease], cohorts[lease] != nil, ev.Root, ev.Images, rules))
 	}
 	r.judgeLeftovers(ev, cohorts)
 	r.judgeCallbacks(ev, rules)
@@ -243,7 +249,8 @@ func judgeCohort(lease string, cs []dockerio.FredObject, ev Evidence, rules Rule
 		}
 		co.services[svc] = append(co.services[svc], idx)
 		judgeState(c, &co, refuse)
-		judgeAttachments(c, lease, svc, idx, ev.Root.Path, refuse)
+		prof, _ := rules.Profile(c.Labels[dockerio.LabelSKU])
+		judgeAttachments(c, lease, svc, idx, ev.Root.Path, prof.DiskMB > 0, refuse)
 		if c.ImageID == "" {
 			l.Warnings = append(l.Warnings, Finding{ImageMissing, c.Name + ": its image is gone; a relaunch pulls the tag again"})
 		} else if _, err := policy.Admit(c.Image.Volumes, c.Image.Labels); err != nil {
@@ -273,7 +280,7 @@ func judgeCohort(lease string, cs []dockerio.FredObject, ev Evidence, rules Rule
 			}
 		}
 		l.Items = append(l.Items, messages.LeaseItem{SKU: co.skus[svc], Quantity: len(idx), ServiceName: svc})
-		if !rules.ResolveSKU(co.skus[svc]) {
+		if _, ok := rules.Profile(co.skus[svc]); !ok {
 			refuse(UnknownSKU, "service %s runs SKU %q, which sku_mapping/sku_profiles do not resolve", svc, co.skus[svc])
 		}
 	}
@@ -300,22 +307,41 @@ func judgeState(c dockerio.FredObject, co *cohort, refuse func(string, string, .
 }
 
 // judgeAttachments: one network, the tenant's; binds only into the instance's
-// own volume; no Docker volume.
-func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root string, refuse func(string, string, ...any)) {
+// own volume, of a stateful SKU, in the layout berthd's is; no Docker volume.
+func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root string, stateful bool, refuse func(string, string, ...any)) {
 	tenantNet := dockerio.FredTenantNetwork(c.Labels[dockerio.LabelTenant])
 	if len(c.Networks) != 1 || c.Networks[tenantNet] == "" {
 		refuse(NetworkShape, "container %s is attached to %v, not to its tenant network %s only", c.Name, slices.Sorted(maps.Keys(c.Networks)), tenantNet)
 	}
-	own := strings.TrimSuffix(root, "/") + "/fred-" + lease + "-" + svc + "-" + strconv.Itoa(idx)
+	own := strings.TrimSuffix(root, "/") + "/" + messages.VolumeName(lease, svc, idx)
 	for _, m := range c.Mounts {
 		switch {
 		case m.Type == "tmpfs":
 		case m.Type == "bind" && root != "" && (m.Source == own || strings.HasPrefix(m.Source, own+"/")):
-			refuse(NotAdoptableYet, "container %s keeps data in %s: adopting a stateful lease's volumes is not built yet", c.Name, own)
+			if !stateful {
+				refuse(NotAdoptableYet, "container %s keeps its writable paths in %s: fred's volume of a diskless instance (berthd's has another name) is not adoptable yet", c.Name, own)
+			}
+			if nested := nestedTargets(c.Image.Volumes); len(nested) > 0 {
+				refuse(NotAdoptableYet, "container %s: its image's VOLUMEs %v nest below a directory: fred keeps them nested, berthd escaped (converting the layout is not built yet)", c.Name, nested)
+			}
 		default:
 			refuse(MountShape, "container %s mounts %s %s at %s", c.Name, m.Type, m.Source, m.Destination)
 		}
 	}
+}
+
+// nestedTargets are the VOLUME targets of more than one path element: fred
+// keeps /var/lib/x at var/lib/x in the instance's volume, berthd at
+// var%2Flib%2Fx; a one-element target (/data) is data in both.
+func nestedTargets(volumes []string) []string {
+	var out []string
+	for _, v := range volumes {
+		if strings.Contains(strings.Trim(path.Clean(v), "/"), "/") {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // judgeReleases: an active release whose manifest berthd admits for the
@@ -365,7 +391,7 @@ func itemServices(items []messages.LeaseItem) []string {
 }
 
 // judgeRetention is P5.
-func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot, rules Rules) Lease {
+func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot, images map[string]dockerio.FredImage, rules Rules) Lease {
 	l := Lease{Lease: rec.OriginalLeaseUUID, Status: RetainedLease, Items: rec.Items}
 	refuse := func(code, format string, args ...any) {
 		l.Refusals = append(l.Refusals, Finding{code, fmt.Sprintf(format, args...)})
@@ -380,6 +406,7 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 		return l
 	case fredv013.RetentionReaping:
 		l.Status = ReapingRetention
+		refuse(NotAdoptableYet, "fred was reaping this retention: let fred finish it")
 		return l
 	case fredv013.RetentionActive:
 	default:
@@ -395,14 +422,26 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 		}
 	}
 	for _, it := range rec.Items {
-		if !rules.ResolveSKU(it.SKU) {
+		if _, ok := rules.Profile(it.SKU); !ok {
 			refuse(UnknownSKU, "retained item %s runs SKU %q, which sku_mapping/sku_profiles do not resolve", it.ServiceName, it.SKU)
 		}
 	}
-	if _, err := rules.Build(rec.StackManifest, rec.Items); err != nil {
+	built, err := rules.Build(rec.StackManifest, rec.Items)
+	if err != nil {
 		refuse(NotAdmissible, "the retained manifest: %s (a restore would be refused)", messages.SafeMessage(err))
+		return l
 	}
-	refuse(NotAdoptableYet, "importing retained data is not built yet")
+	for _, name := range slices.Sorted(maps.Keys(built.Services)) {
+		ref := built.Services[name].Image
+		img, ok := images[ref]
+		switch {
+		case !ok:
+			refuse(NotAdoptableYet, "service %s's image %s is not on this host: the layout of its retained data cannot be proven", name, ref)
+		case len(nestedTargets(img.Volumes)) > 0:
+			refuse(NotAdoptableYet, "service %s's image's VOLUMEs %v nest below a directory: fred kept them nested, berthd escaped (converting the layout is not built yet)",
+				name, nestedTargets(img.Volumes))
+		}
+	}
 	return l
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
@@ -72,7 +73,10 @@ func withRetention(ev *Evidence) {
 
 func rules() Rules {
 	return Rules{Backend: "docker", CallbackMaxAge: 24 * time.Hour,
-		ResolveSKU: func(sku string) bool { return sku == "docker-micro" || sku == "docker-small" },
+		Profile: func(sku string) (lease.Profile, bool) {
+			return map[string]lease.Profile{"docker-micro": {CPUCores: 0.25, MemoryMB: 256}, "docker-small": {CPUCores: 0.25, MemoryMB: 256, DiskMB: 64}}[sku],
+				sku == "docker-micro" || sku == "docker-small"
+		},
 		Build: func(raw []byte, items []messages.LeaseItem) (*manifest.Lease, error) {
 			return manifest.Build(raw, items, manifest.Options{AllowedRegistries: []string{"127.0.0.1:5000"}})
 		}}
@@ -123,7 +127,9 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 		MigrationRemnant:   {flat, func(ev *Evidence, _ *Rules) { ev.Objects[0].Name += "-prev" }},
 		CohortShape:        {stack, func(ev *Evidence, _ *Rules) { ev.Objects[1].Labels["com.docker.compose.service"] = "web" }},
 		IncoherentIdentity: {stack, func(ev *Evidence, _ *Rules) { ev.Objects[2].Labels["fred.tenant"] = "other" }},
-		UnknownSKU:         {flat, func(_ *Evidence, r *Rules) { r.ResolveSKU = func(string) bool { return false } }},
+		UnknownSKU: {flat, func(_ *Evidence, r *Rules) {
+			r.Profile = func(string) (lease.Profile, bool) { return lease.Profile{}, false }
+		}},
 		PartialCohort: {stack, func(ev *Evidence, _ *Rules) {
 			ev.Objects = append(ev.Objects[:1], ev.Objects[2:]...) // web-0 lost: web-1 alone
 		}},
@@ -153,10 +159,7 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 			ev.Stores.Releases[l] = ev.Stores.Releases[flat]
 			ev.Root.Entries["fred-"+l+"-app-0"] = true
 		}},
-		FilesystemUnsup: {"", func(ev *Evidence, _ *Rules) { ev.Root.Filesystem = "xfs" }},
-		NotAdoptableYet: {flat, func(ev *Evidence, _ *Rules) {
-			ev.Objects[0].Mounts = append(ev.Objects[0].Mounts, dockerio.FredMount{Type: "bind", Source: root + "/fred-" + flat + "-app-0/data", Destination: "/data"})
-		}},
+		FilesystemUnsup:  {"", func(ev *Evidence, _ *Rules) { ev.Root.Filesystem = "xfs" }},
 		ForeignInstall:   {"", func(ev *Evidence, _ *Rules) { ev.Root.Installation = "inst-1" }},
 		CallbacksPending: {"", func(_ *Evidence, r *Rules) { r.RequireDrained = true }},
 	} {
@@ -183,19 +186,25 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 	}
 }
 
-// Judged, named, and refused until adopting them is built: retained data, a
-// failed lease known only by its diagnostics (and a stateful cohort, above).
+// Judged, named, and refused until adopting them is built: a failed lease fred
+// knows only by its diagnostics, data in fred's nested layout (a retained
+// lease's image absent proves none), a diskless instance's volume.
 func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
 	ev := host()
-	withRetention(&ev)
+	withRetention(&ev) // its image is not among ev.Images
 	ev.Stores.Diagnostics[failed] = fredv013.Diagnostic{LeaseUUID: failed, FailCount: 1}
+	ev.Objects[0].Mounts = append(ev.Objects[0].Mounts, dockerio.FredMount{Type: "bind", Source: root + "/fred-" + flat + "-app-0/_wp/etc", Destination: "/etc/x"})
+	ev.Objects[1].Labels["fred.sku"], ev.Objects[2].Labels["fred.sku"] = "docker-small", "docker-small"
+	ev.Objects[1].Image.Volumes = []string{"/var/lib/data"}
+	ev.Objects[1].Mounts = append(ev.Objects[1].Mounts, dockerio.FredMount{Type: "bind", Source: root + "/fred-" + stack + "-web-0/var/lib/data", Destination: "/var/lib/data"})
 	r := Classify(ev, rules())
 	if r.Ready() {
 		t.Fatal("ready")
 	}
-	for id, status := range map[string]string{retained: RetainedLease, failed: DiagnosticsOnly} {
-		if l := leaseOf(t, r, id); l.Status != status || len(l.Refusals) != 1 || l.Refusals[0].Code != NotAdoptableYet {
-			t.Fatalf("%+v", l)
+	for id, want := range map[string]string{retained: "is not on this host", failed: "only by its diagnostics",
+		flat: "a diskless instance", stack: "nest below a directory"} {
+		if l := leaseOf(t, r, id); len(l.Refusals) != 1 || l.Refusals[0].Code != NotAdoptableYet || !strings.Contains(l.Refusals[0].Detail, want) {
+			t.Fatalf("lease %s: %+v, want %s (%s)", id, l, NotAdoptableYet, want)
 		}
 	}
 }

@@ -3,11 +3,14 @@ package takeover
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +33,7 @@ type Inputs struct {
 	ListenAddr string // fred's (and berthd's) listen_addr: nothing may listen there
 	VolumeRoot string // volume_data_path ("" none)
 	Objects    func(ctx context.Context) ([]dockerio.FredObject, error)
+	Images     func(ctx context.Context, refs []string) (map[string]dockerio.FredImage, error)
 	Rules      Rules
 	Now        time.Time
 }
@@ -64,7 +68,12 @@ func Preflight(ctx context.Context, in Inputs) (*Report, *Evidence) {
 	if err != nil || derr != nil || rerr != nil {
 		return r, nil
 	}
-	ev := &Evidence{Stores: stores, Objects: objs, Root: root, Now: in.Now}
+	images, err := in.Images(ctx, retainedImages(stores))
+	if err != nil {
+		r.Host = append(r.Host, Finding{DockerUnavailable, err.Error()})
+		return r, nil
+	}
+	ev := &Evidence{Stores: stores, Objects: objs, Images: images, Root: root, Now: in.Now}
 	judged := Classify(*ev, in.Rules)
 	judged.Host = append(r.Host, judged.Host...)
 	return judged, ev
@@ -84,9 +93,38 @@ func FileHashes(dir string) (map[string]string, error) {
 	return out, nil
 }
 
-// readRoot lists fred's volume directories and berth's installation marker.
+// retainedImages are the image references fred's retained manifests name.
+func retainedImages(st *fredv013.Stores) []string {
+	seen := map[string]bool{}
+	for _, rec := range st.Retentions {
+		var m struct {
+			Image    string `json:"image"`
+			Services map[string]struct {
+				Image string `json:"image"`
+			} `json:"services"`
+		}
+		if json.Unmarshal(rec.StackManifest, &m) != nil {
+			continue // Classify refuses the manifest
+		}
+		seen[m.Image] = m.Image != ""
+		for _, svc := range m.Services {
+			seen[svc.Image] = svc.Image != ""
+		}
+	}
+	var out []string
+	for ref, ok := range seen {
+		if ok {
+			out = append(out, ref)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readRoot lists fred's volume directories, what each holds, and berth's
+// installation marker.
 func readRoot(path string) (VolumeRoot, error) {
-	root := VolumeRoot{Path: path, Entries: map[string]bool{}}
+	root := VolumeRoot{Path: path, Entries: map[string]bool{}, Usage: map[string]int64{}}
 	if path == "" {
 		return root, nil
 	}
@@ -105,10 +143,26 @@ func readRoot(path string) (VolumeRoot, error) {
 	for _, e := range entries {
 		if e.IsDir() && strings.HasPrefix(e.Name(), "fred-") {
 			root.Entries[e.Name()] = true
+			root.Usage[e.Name()] = usage(filepath.Join(path, e.Name()))
 		}
 	}
 	if raw, err := os.ReadFile(filepath.Join(path, volumes.InstallationMarker)); err == nil {
 		root.Installation = strings.TrimSpace(string(raw))
 	}
 	return root, nil
+}
+
+// usage is the bytes of the regular files under dir (what a retained volume
+// holds: a restore into a smaller tier must fit it).
+func usage(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

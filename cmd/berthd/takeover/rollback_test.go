@@ -15,7 +15,7 @@ import (
 func TestRollbackSafe_UntilBerthdJournalsAnything(t *testing.T) {
 	ev := host()
 	rl := rules()
-	w, rec, err := Adopt(ev, Classify(ev, rl), rl, profiles, "/var/lib/fred", nil)
+	w, rec, err := Adopt(ev, Classify(ev, rl), rl, "/var/lib/fred", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
