@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -142,6 +143,14 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 			if f.Version != b.Version || f.Status != b.Status || f.Manifest != b.Manifest || !f.CreatedAt.Equal(b.CreatedAt) {
 				t.Fatalf("/releases/%s v%d: fred %+v, berthd %+v", l, f.Version, f, b)
 			}
+		}
+	}
+	// Fred's containers predate the runtime contract: the refresh lists them stale.
+	var refresh messages.RuntimeRefreshStatus
+	berth.get("/runtime_refresh").json(t, &refresh)
+	for _, l := range leases {
+		if !slices.Contains(refresh.StaleLeases, l) {
+			t.Fatalf("GET /runtime_refresh: adopted lease %s not stale: %+v", l, refresh)
 		}
 	}
 	// The callback fred owed arrives once, signed.
