@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -381,6 +382,13 @@ func TestFredV013Host_AdoptedDataStaysWhereFredKeptIt_ARestartAndARestoreGiveItB
 		t.Fatalf("GET /retentions: %+v", rs)
 	}
 
+	// A fred started by mistake cannot open its store while berthd runs: it
+	// exits before it touches Docker.
+	fred.mustNotStart()
+	if rs := berth.retentionList(); len(rs) != 1 {
+		t.Fatalf("after fred's attempt: %+v", rs)
+	}
+
 	// A restart relaunches the stateful lease on berthd's containers, on its data.
 	if r := berth.maintainOnce(stateful, uuid.NewString(), nil); r.Status != http.StatusAccepted {
 		t.Fatalf("restart: %d %s", r.Status, r.Body)
@@ -409,5 +417,32 @@ func TestFredV013Host_AdoptedDataStaysWhereFredKeptIt_ARestartAndARestoreGiveItB
 
 	for _, l := range []string{stateful, dest} {
 		berth.deprovisionUntilGone(l)
+	}
+}
+
+// mustNotStart runs fred on its config and wants it to give up before it
+// recovers anything from Docker (berthd holds fred's port too: fred's log says
+// how far it got).
+func (f *fredHost) mustNotStart() {
+	f.t.Helper()
+	from := len(f.log.String())
+	f.cmd = exec.Command(f.bin, "-config", f.cfgPath)
+	f.cmd.Stdout, f.cmd.Stderr = f.log, f.log
+	if err := f.cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.cmd.Wait() }()
+	select {
+	case err := <-done:
+		said := f.log.String()[from:]
+		if err == nil || strings.Contains(said, "state recovered") || strings.Contains(said, "Docker backend started") {
+			f.t.Fatalf("fred v0.13 beside berthd: exit %v, and it got as far as:\n%s", err, said)
+		}
+		f.t.Logf("fred v0.13 started beside berthd gave up: %v\n%s", err, said)
+	case <-time.After(30 * time.Second):
+		_ = f.cmd.Process.Kill()
+		<-done
+		f.t.Fatalf("fred v0.13 beside berthd did not give up within 30 s:\n%s", f.log.String()[from:])
 	}
 }
