@@ -165,6 +165,9 @@ type ServicePlan struct {
 	// tree: the managed volume of a stateful instance (VolumeDirs[i]), the
 	// scratch volume (ScratchVolumeName) of a diskless one. Empty: tmpfs.
 	WritableDirs []string
+	// FQDNs are the instances' pinned names by index ("" or absent: berthd's
+	// scheme) — a lease taken over from fred v0.13 keeps fred's.
+	FQDNs []string
 }
 
 // ServicePorts are a manifest service's ports in order, each published on

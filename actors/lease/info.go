@@ -19,7 +19,7 @@ import (
 func leaseInfo(spec *Spec, st *State, set *Settings) messages.LeaseInfo {
 	info := messages.LeaseInfo{Host: set.HostAddress, Instances: []messages.Instance{}, Services: map[string]messages.ServiceInfo{}}
 	services, byService := servicesRunning(spec, st)
-	names := fqdns(set.Ingress, spec.Lease, services)
+	names := fqdns(set.Ingress, spec, services)
 	for _, svc := range services { // sorted by name
 		si := messages.ServiceInfo{Instances: []messages.Instance{}, FQDN: routedDomains(set.Ingress, st)[svc.Name]}
 		for _, inst := range byService[svc.Name] {
@@ -65,8 +65,9 @@ func shortID(id string) string {
 }
 
 // fqdns names every instance of the services with a routable TCP port (those
-// the labels route to) under the wildcard domain; nil when ingress is off.
-func fqdns(cfg *ingress.Config, lease string, services []ServiceSpec) map[string][]string {
+// the labels route to) under the wildcard domain, or by its pin; nil when
+// ingress is off.
+func fqdns(cfg *ingress.Config, spec *Spec, services []ServiceSpec) map[string][]string {
 	if cfg == nil {
 		return nil
 	}
@@ -77,9 +78,16 @@ func fqdns(cfg *ingress.Config, lease string, services []ServiceSpec) map[string
 			quantities[svc.Name] = svc.Quantity
 		}
 	}
-	names, err := ingress.LeaseFQDNs(lease, quantities, cfg.WildcardDomain)
+	names, err := ingress.LeaseFQDNs(spec.Lease, quantities, cfg.WildcardDomain)
 	if err != nil { // the launch refused such a plan: nothing is routed
 		return nil
+	}
+	for svc, n := range names {
+		for i, pin := range spec.pinnedFQDNs(svc, len(n)) {
+			if pin != "" {
+				n[i] = pin
+			}
+		}
 	}
 	return names
 }
@@ -112,7 +120,7 @@ func provisionInfo(spec *Spec, st *State, cfg *ingress.Config) messages.Provisio
 		Items:          desiredItems(spec, st),
 		ServiceImages:  images,
 		TerminalBudget: st.Verdict(),
-		FQDNs:          fqdns(cfg, spec.Lease, services),
+		FQDNs:          fqdns(cfg, spec, services),
 		CustomDomains:  routedDomains(cfg, st),
 	}
 	if st.Reason != "" {

@@ -83,7 +83,7 @@ func (j *job) plan(r *Release, l launch) dockerio.Plan {
 		sp := dockerio.ServicePlan{Service: *svc.Manifest, Name: svc.Name, SKU: svc.SKU, Quantity: svc.Quantity,
 			CPUCores: svc.Profile.CPUCores, MemoryMB: svc.Profile.MemoryMB, DiskMB: svc.Profile.DiskMB}
 		if set.Ingress != nil {
-			sp.CustomDomain = r.Domains[svc.Name]
+			sp.CustomDomain, sp.FQDNs = r.Domains[svc.Name], spec.pinnedFQDNs(svc.Name, svc.Quantity)
 		}
 		p.Services = append(p.Services, sp)
 	}

@@ -3,6 +3,7 @@ package lease
 import (
 	"encoding/base64"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease/steps"
@@ -51,6 +52,22 @@ type Spec struct {
 	Images []ServiceImage `json:"images,omitempty"`
 	// Restore is set when this admission restores a retained lease's data.
 	Restore *RestoreFrom `json:"restore,omitempty"`
+	// FQDNs pins instance names ("<service>/<index>" → fqdn) a takeover found:
+	// fred v0.13's naming scheme, kept for the lease's life so its public names
+	// never change. Unpinned instances are named by berthd's scheme.
+	FQDNs map[string]string `json:"fqdns,omitempty"`
+}
+
+// pinnedFQDNs are a service's pinned names by index (nil: none pinned).
+func (s *Spec) pinnedFQDNs(service string, quantity int) []string {
+	if len(s.FQDNs) == 0 {
+		return nil
+	}
+	out := make([]string, quantity)
+	for i := range out {
+		out[i] = s.FQDNs[service+"/"+strconv.Itoa(i)]
+	}
+	return out
 }
 
 // latest is a lease's latest admitted spec, held by its actor and by the producer

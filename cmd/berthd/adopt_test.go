@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -445,4 +446,65 @@ func (f *fredHost) mustNotStart() {
 		<-done
 		f.t.Fatalf("fred v0.13 beside berthd did not give up within 30 s:\n%s", f.log.String()[from:])
 	}
+}
+
+func TestFredV013Host_AnAdoptedLeaseKeepsFredsNamesThroughARestart(t *testing.T) {
+	t.Parallel()
+	cb := newCallbackReceiver(t)
+	fred := startFredWith(t, ingressTestConfig, "sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}")
+	micro := func(svc string, n int) messages.LeaseItem {
+		return messages.LeaseItem{SKU: "docker-micro", Quantity: n, ServiceName: svc}
+	}
+	stack := fred.provisionAs([]messages.LeaseItem{micro("web", 2), micro("cache", 1)},
+		map[string]any{"services": map[string]any{"web": flatManifest(nil), "cache": flatManifest(nil)}}, cb.callbackURL())
+	fred.waitFor(stack, "/provisions/", `"status":"ready"`)
+	fred.stop()
+	fred.start()
+	_, fredInfo := fred.signed(http.MethodGet, "/info/"+stack, nil)
+	fred.stop()
+	dc := dockerClient(t)
+	names := func(berthOnly bool) map[string]string { // "svc/idx" → fred.fqdn
+		out := map[string]string{}
+		for _, c := range leaseContainers(t, dc, stack) {
+			if _, berth := c.Labels["fred.installation_id"]; berth == berthOnly {
+				out[c.Labels["fred.service_name"]+"/"+c.Labels["fred.instance_index"]] = c.Labels["fred.fqdn"]
+			}
+		}
+		return out
+	}
+	freds := names(false)
+	if len(freds) != 3 || freds["web/1"] == "" {
+		t.Fatalf("fred's containers carry no fred.fqdn: %v", freds)
+	}
+
+	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api, ingressTestConfig,
+		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}")
+	berth.api = fred.api
+	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 {
+		t.Fatalf("adopt: exit %d\n%s", code, out)
+	}
+	berth.startInProcess()
+	berth.waitStatus(stack, messages.StatusReady, 30*time.Second)
+	sameAnswer(t, "/info/"+stack, []byte(fredInfo), berth.get("/info/"+stack).Body, normalizeAnswer)
+	for svc, want := range map[string][]string{"web": {freds["web/0"], freds["web/1"]}, "cache": {freds["cache/0"]}} {
+		if got := berth.provisionInfo(stack).FQDNs[svc]; !slices.Equal(got, want) {
+			t.Fatalf("GET /provisions fqdns of %s: %v, fred's %v", svc, got, want)
+		}
+	}
+
+	if r := berth.maintainOnce(stack, uuid.NewString(), nil); r.Status != http.StatusAccepted {
+		t.Fatalf("restart: %d %s", r.Status, r.Body)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if got := names(true); len(got) == 3 && len(names(false)) == 0 && berth.provisionInfo(stack).Status == messages.StatusReady {
+			if !maps.Equal(got, freds) {
+				t.Fatalf("berthd's containers are named %v, fred's were %v", got, freds)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restart: berthd's %v, fred's %v\n%s", names(true), names(false), berth.log.String())
+		}
+	}
+	berth.deprovisionUntilGone(stack)
 }

@@ -34,8 +34,8 @@ func judgeFredHost(cfg *config.Config, fredDir string, requireDrained bool) take
 	ctx, cancel := context.WithTimeout(context.Background(), preflightTimeout)
 	defer cancel()
 	run := takeoverRun{rules: takeover.Rules{Backend: cfg.Name, CallbackMaxAge: cfg.CallbackMaxAge, RequireDrained: requireDrained,
-		RetentionMaxAge: cfg.RetentionMaxAge,
-		Profile:         func(sku string) (lease.Profile, bool) { return profileOf(cfg, sku) },
+		RetentionMaxAge: cfg.RetentionMaxAge, Ingress: cfg.Ingress.Enabled,
+		Profile: func(sku string) (lease.Profile, bool) { return profileOf(cfg, sku) },
 		Build: func(raw []byte, items []messages.LeaseItem) (*manifest.Lease, error) {
 			return manifest.Build(raw, items, manifest.Options{AllowedRegistries: cfg.AllowedRegistries})
 		}}}

@@ -37,6 +37,8 @@ type Container struct {
 	// CustomDomain is the service's custom domain, set only once its DNS gate
 	// opened (or the gate is disabled); "" gives the primary router alone.
 	CustomDomain string
+	// FQDN is the instance's pinned name ("": FQDN's, under the wildcard).
+	FQDN string
 }
 
 // Labels is the Traefik label set of one container, with fred.fqdn (and
@@ -60,9 +62,11 @@ func Labels(cfg Config, c Container) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	fqdn, err := FQDN(c.Lease, c.Service, c.Index, cfg.WildcardDomain)
-	if err != nil {
-		return nil, err
+	fqdn := c.FQDN
+	if fqdn == "" {
+		if fqdn, err = FQDN(c.Lease, c.Service, c.Index, cfg.WildcardDomain); err != nil {
+			return nil, err
+		}
 	}
 	l := map[string]string{
 		"traefik.enable":         "true",

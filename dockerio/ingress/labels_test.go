@@ -92,3 +92,15 @@ func TestLabels_BadInput_Errors(t *testing.T) {
 		}
 	}
 }
+
+// A pinned name (a lease taken over from fred v0.13) is routed and labelled as is.
+func TestLabels_PinnedFQDN_RoutedAsIs(t *testing.T) {
+	pinned := "web-7c1d2e3.apps.example.com"
+	got, err := Labels(cfg, Container{Lease: leaseA, Service: "web", Index: 0, Ports: []Port{{8080, "tcp"}}, Network: "n", FQDN: pinned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["fred.fqdn"] != pinned || got["traefik.http.routers.fred-web-0-0123abcd45674890abcdef0123456789.rule"] != "Host(`"+pinned+"`)" {
+		t.Fatalf("labels %v", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
@@ -131,9 +132,19 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 		adopted.Failed = &lease.Cause{Reason: messages.ReasonContainerExited, Message: "container exited while fred v0.13 was stopped"}
 	}
 	images := map[string]messages.ImagePin{}
+	domains := map[string]string{}
 	for _, c := range cohort {
 		svc := c.Labels[dockerio.LabelService]
 		idx, _ := strconv.Atoi(c.Labels[dockerio.LabelInstance])
+		if fqdn := c.Labels[ingress.LabelFQDN]; fqdn != "" { // fred's names, kept: tenants' URLs never change
+			if spec.FQDNs == nil {
+				spec.FQDNs = map[string]string{}
+			}
+			spec.FQDNs[svc+"/"+strconv.Itoa(idx)] = fqdn
+		}
+		if d := c.Labels[ingress.LabelCustomDomain]; d != "" { // routed: no reconcile redeploys for it
+			domains[svc] = d
+		}
 		ref := built.Services[svc].Image
 		images[svc] = messages.ImagePin{Ref: ref, ID: c.ImageID, Digest: repoDigest(ref, c.Image.RepoDigests)}
 		inst := lease.Instance{Service: svc, Index: idx, ContainerID: c.ID, Image: ref}
@@ -152,6 +163,9 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 			Reason: r.Reason, Message: r.Message, Manifest: r.Manifest}
 		if r.Version == active.Version {
 			rel.Items, rel.Services, rel.OperationID = spec.Items, spec.Services, spec.OperationID
+			if len(domains) > 0 {
+				rel.Domains = domains
+			}
 			for _, svc := range slices.Sorted(maps.Keys(images)) {
 				rel.Images = append(rel.Images, lease.ServiceImage{Service: svc, ImagePin: images[svc]})
 			}

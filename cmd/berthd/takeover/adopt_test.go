@@ -128,3 +128,40 @@ func TestAdopt_StatefulCohortsAndRetainedData(t *testing.T) {
 		t.Fatalf("retained volume %+v, record %+v", v, r.Record)
 	}
 }
+
+// Fred's names and routed custom domains are pinned: the lease keeps them for life.
+func TestAdopt_PinsFredsNamesAndRoutedDomains(t *testing.T) {
+	ev := host()
+	ev.Objects[1].Labels["fred.fqdn"], ev.Objects[2].Labels["fred.fqdn"] = "web-0-aaaaaaa.apps.example.test", "web-1-bbbbbbb.apps.example.test"
+	ev.Objects[1].Labels["fred.custom_domain"] = "shop.example.org"
+	rl := rules()
+	rl.Ingress = true
+	report := Classify(ev, rl)
+	w, _, err := Adopt(ev, report, rl, "/f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &registry.State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*registry.Retention{}, Closed: map[string]*registry.ClosedUse{}}
+	var st *lease.State
+	for _, a := range w.Appends {
+		for _, e := range a.Events {
+			switch a.Stream {
+			case registry.Stream:
+				if err := reg.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+			case lease.Stream(stack):
+				st = lease.NewState()
+				if err := st.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if pins := reg.Leases[stack].FQDNs; len(pins) != 2 || pins["web/1"] != "web-1-bbbbbbb.apps.example.test" {
+		t.Fatalf("pins %+v", pins)
+	}
+	if d := st.Active().Domains; d["web"] != "shop.example.org" {
+		t.Fatalf("routed domains %+v", d)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/messages/policy"
@@ -47,6 +48,7 @@ type Rules struct {
 	Backend         string
 	Profile         func(sku string) (lease.Profile, bool) // sku_mapping → sku_profiles, as admission resolves it
 	RetentionMaxAge time.Duration
+	Ingress         bool                                                                       // berthd routes through Traefik (ingress.enabled)
 	Build           func(manifest []byte, items []messages.LeaseItem) (*manifest.Lease, error) // berthd's manifest rules
 	CallbackMaxAge  time.Duration
 	RequireDrained  bool // the seed's rule: no pending fred callback at all
@@ -77,6 +79,7 @@ const (
 	RestoreInFlight    = "restore_in_flight"
 	UnresolvedClose    = "unresolved_close"
 	CallbacksPending   = "callbacks_pending"
+	IngressOff         = "ingress_off" // fred routed the lease through Traefik; berthd's ingress is off
 	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (volumes
 	// in fred's nested layout, a diskless instance's writable-path volume, a
 	// failed lease fred knows only by its diagnostics, a reaping retention):
@@ -251,6 +254,9 @@ func judgeCohort(lease string, cs []dockerio.FredObject, ev Evidence, rules Rule
 		judgeState(c, &co, refuse)
 		prof, _ := rules.Profile(c.Labels[dockerio.LabelSKU])
 		judgeAttachments(c, lease, svc, idx, ev.Root.Path, prof.DiskMB > 0, refuse)
+		if c.Labels[ingress.LabelFQDN] != "" && !rules.Ingress {
+			refuse(IngressOff, "container %s is routed as %s: enable berthd's ingress, or its relaunch loses its name", c.Name, c.Labels[ingress.LabelFQDN])
+		}
 		if c.ImageID == "" {
 			l.Warnings = append(l.Warnings, Finding{ImageMissing, c.Name + ": its image is gone; a relaunch pulls the tag again"})
 		} else if _, err := policy.Admit(c.Image.Volumes, c.Image.Labels); err != nil {

@@ -161,6 +161,7 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 		}},
 		FilesystemUnsup:  {"", func(ev *Evidence, _ *Rules) { ev.Root.Filesystem = "xfs" }},
 		ForeignInstall:   {"", func(ev *Evidence, _ *Rules) { ev.Root.Installation = "inst-1" }},
+		IngressOff:       {flat, func(ev *Evidence, _ *Rules) { ev.Objects[0].Labels["fred.fqdn"] = "app-1a2b3c4.apps.example.test" }},
 		CallbacksPending: {"", func(_ *Evidence, r *Rules) { r.RequireDrained = true }},
 	} {
 		t.Run(code, func(t *testing.T) {

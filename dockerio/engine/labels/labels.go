@@ -84,8 +84,12 @@ func Ingress(plan dockerio.Plan, svc dockerio.ServicePlan, index int) (map[strin
 		return nil, nil
 	}
 	ports, hint := dockerio.ServicePorts(&svc.Service)
-	return ingress.Labels(*plan.Ingress, ingress.Container{Lease: plan.Lease, Service: svc.Name, Index: index,
-		Ports: ports, Hint: hint, Network: plan.NetworkName, CustomDomain: svc.CustomDomain})
+	c := ingress.Container{Lease: plan.Lease, Service: svc.Name, Index: index,
+		Ports: ports, Hint: hint, Network: plan.NetworkName, CustomDomain: svc.CustomDomain}
+	if index < len(svc.FQDNs) {
+		c.FQDN = svc.FQDNs[index]
+	}
+	return ingress.Labels(*plan.Ingress, c)
 }
 
 // CheckIngress refuses a plan with an instance whose ingress labels cannot be
