@@ -130,11 +130,15 @@ func Read(dir string, timeout time.Duration) (*Stores, error) {
 		file string
 		row  func(key string, v []byte) error
 	}{
-		{CallbacksFile, func(k string, v []byte) error { return decodeInto(s.Callbacks, k, v, func(c Callback) string { return c.LeaseUUID }) }},
+		{CallbacksFile, func(k string, v []byte) error {
+			return decodeInto(s.Callbacks, k, v, func(c Callback) string { return c.LeaseUUID })
+		}},
 		{DiagnosticsFile, func(k string, v []byte) error {
 			return decodeInto(s.Diagnostics, k, v, func(d Diagnostic) string { return d.LeaseUUID })
 		}},
-		{ReleasesFile, func(k string, v []byte) error { return decodeInto(s.Releases, k, v, func([]Release) string { return k }) }},
+		{ReleasesFile, func(k string, v []byte) error {
+			return decodeInto(s.Releases, k, v, func([]Release) string { return k })
+		}},
 		{RetentionFile, func(k string, v []byte) error {
 			return decodeInto(s.Retentions, k, v, func(r Retention) string { return r.OriginalLeaseUUID })
 		}},
