@@ -102,7 +102,7 @@ func doctorJSON(t *testing.T, cfg string) doctorReport {
 }
 
 // checkNames is the fixed order of the report.
-var checkNames = []string{"config", "data_dir", "store", "identity", "lock", "docker", "address_pools", "isolation_guard", "clock", "installations", "fred_v013", "volumes", "health"}
+var checkNames = []string{"config", "data_dir", "store", "identity", "lock", "docker", "address_pools", "isolation_guard", "clock", "installations", "fred_v013", "adoption", "volumes", "health"}
 
 // verdicts is the golden projection of a report: "name verdict" per check. The
 // installations check is left out: its verdict depends on what other
@@ -180,7 +180,7 @@ func TestDoctor_DockerSocketPointingNowhere_FailsWithTheFix(t *testing.T) {
 	}
 	// The store, the identity and the data dir are fine: only Docker and the
 	// (absent) daemon are the problem.
-	want := "config ok\ndata_dir ok\nstore ok\nidentity ok\nlock warn\ndocker fail\naddress_pools warn\nclock warn\nfred_v013 warn\nvolumes warn\nhealth fail"
+	want := "config ok\ndata_dir ok\nstore ok\nidentity ok\nlock warn\ndocker fail\naddress_pools warn\nclock warn\nfred_v013 warn\nadoption ok\nvolumes warn\nhealth fail"
 	if got := verdicts(rep); got != want {
 		t.Fatalf("verdicts:\n%s\nwant:\n%s", got, want)
 	}
@@ -382,7 +382,7 @@ func TestDoctor_HealthySetupBesideARunningBerthd(t *testing.T) {
 	for round := 0; round < 3; round++ { // again and again: doctor must leave the daemon alone
 		rep := doctorJSON(t, cfg)
 		want := strings.Join([]string{"config ok", "data_dir ok", "store ok", "identity ok", "lock ok", "docker ok",
-			"address_pools ok", "clock ok", "fred_v013 ok", "volumes " + wantVolumes, "health ok"}, "\n")
+			"address_pools ok", "clock ok", "fred_v013 ok", "adoption ok", "volumes " + wantVolumes, "health ok"}, "\n")
 		if got := verdicts(rep); got != want {
 			t.Fatalf("round %d verdicts:\n%s\nwant:\n%s\nreport: %+v\nlog:\n%s", round, got, want, rep, log.String())
 		}
