@@ -470,7 +470,10 @@ func TestStart_HealthyOnceAccountingIsWhole_NotAfterTheHousekeeping(t *testing.T
 			t.Fatalf("healthy only after the first reconcile pass ended (%d passes): readiness waited for the housekeeping", p.Passes)
 		}
 	}
-	if n := e.Calls(fake.OpSweepHelpers); n != 1 {
-		t.Fatalf("the helper sweep was called %d times when berthd turned healthy, want 1 (running)", n)
+	// Running: begun, and no pass has ended. A pass the reconciler began before
+	// the registry's recovery ask is canceled and begun again for it (issue 27),
+	// so on a busy machine the sweep may have begun twice.
+	if n := e.Calls(fake.OpSweepHelpers); n == 0 {
+		t.Fatalf("the helper sweep was never called when berthd turned healthy, want it running")
 	}
 }
