@@ -129,7 +129,7 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 	slices.SortFunc(spec.Services, func(a, b lease.ServiceSpec) int { return strings.Compare(a.Name, b.Name) })
 	adopted := lease.Adopted{Admission: admission, OperationID: spec.OperationID, At: admitted.UTC(), FailCount: l.FailCount}
 	if l.Status == FailedColdStart {
-		adopted.Failed = &lease.Cause{Reason: messages.ReasonContainerExited, Message: "container exited while fred v0.13 was stopped"}
+		adopted.Failed = &lease.Cause{Reason: messages.ReasonContainerExited, Message: "container exited unexpectedly"} // fred's cold start says so
 	}
 	images := map[string]messages.ImagePin{}
 	domains := map[string]string{}
