@@ -45,39 +45,54 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr, sigs))
 }
 
-// run is berthd's whole life; it returns the process exit code.
-func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+// flags are berthd's command line.
+type flags struct {
+	configPath, initIdentity, fredDir  string
+	version, preflight, requireDrained bool
+	json                               bool // the preflight's report as JSON
+}
+
+// parseFlags reads the command line; ok false: exit with code.
+func parseFlags(args []string, stderr io.Writer) (f flags, code int, ok bool) {
 	fs := flag.NewFlagSet("berthd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML config file (default: the embedded development config)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	initIdentity := fs.String("initialize-storage-identity", "", "with \"new\": bind an empty data dir to a fresh storage identity and exit; "+
+	fs.StringVar(&f.configPath, "config", "", "YAML config file (default: the embedded development config)")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.StringVar(&f.initIdentity, "initialize-storage-identity", "", "with \"new\": bind an empty data dir to a fresh storage identity and exit; "+
 		"with \"adopt\" (and -v013-dir): make it hold the fred v0.13 host the preflight judged ready, and exit")
-	preflight := fs.Bool("preflight-storage-identity-adoption", false,
+	fs.BoolVar(&f.preflight, "preflight-storage-identity-adoption", false,
 		"judge the fred v0.13 host this config would take over (read-only), print what would be adopted, and exit 0 only when nothing is refused")
-	fredDir := fs.String("v013-dir", "", "with -preflight-storage-identity-adoption: the directory holding fred v0.13's callbacks.db, diagnostics.db, releases.db and retention.db")
+	fs.StringVar(&f.fredDir, "v013-dir", "", "with -preflight-storage-identity-adoption: the directory holding fred v0.13's callbacks.db, diagnostics.db, releases.db and retention.db")
 	output := fs.String("o", "text", "with -preflight-storage-identity-adoption: text, or json (the report as one JSON object; ready_for_v0_13_storage_identity_adoption still ends it when nothing is refused)")
-	requireDrained := fs.Bool("require-drained", false, "with -preflight-storage-identity-adoption: refuse while fred holds any undelivered callback (the seed's rule)")
+	fs.BoolVar(&f.requireDrained, "require-drained", false, "with -preflight-storage-identity-adoption: refuse while fred holds any undelivered callback (the seed's rule)")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return f, exitUsage, false
 	}
-	if fs.NArg() > 0 {
+	switch {
+	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "berthd: unexpected arguments: %v\n", fs.Args())
-		return exitUsage
+	case (f.preflight || f.initIdentity == "adopt") && f.fredDir == "":
+		fmt.Fprintf(stderr, "berthd: -preflight-storage-identity-adoption and -initialize-storage-identity adopt need -v013-dir (where fred v0.13 keeps its four .db files)\n")
+	case *output != "text" && *output != "json":
+		fmt.Fprintf(stderr, "berthd: -o takes text or json, not %q\n", *output)
+	default:
+		f.json = *output == "json"
+		return f, exitOK, true
 	}
-	if *showVersion {
+	return f, exitUsage, false
+}
+
+// run is berthd's whole life; it returns the process exit code.
+func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+	f, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	if f.version {
 		fmt.Fprintf(stdout, "berthd %s\n", version)
 		return exitOK
 	}
-	if (*preflight || *initIdentity == "adopt") && *fredDir == "" {
-		fmt.Fprintf(stderr, "berthd: -preflight-storage-identity-adoption and -initialize-storage-identity adopt need -v013-dir (where fred v0.13 keeps its four .db files)\n")
-		return exitUsage
-	}
-	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "berthd: -o takes text or json, not %q\n", *output)
-		return exitUsage
-	}
-	cfg, err := config.Load(*configPath, environ)
+	cfg, err := config.Load(f.configPath, environ)
 	if err != nil {
 		var p *config.Problems
 		if errors.As(err, &p) {
@@ -90,8 +105,8 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		}
 		return exitUsage
 	}
-	if *preflight {
-		return runPreflight(cfg, *fredDir, *requireDrained, *output == "json", stdout)
+	if f.preflight {
+		return runPreflight(cfg, f.fredDir, f.requireDrained, f.json, stdout)
 	}
 	log := newLogger(cfg.LogLevel, stdout)
 	for _, w := range cfg.Warnings {
@@ -99,7 +114,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 	}
 	opts := persistence.Options{Dir: cfg.DataDir, MaxFileBytes: cfg.MaxStoreSizeMB << 20, ProductionMode: cfg.ProductionMode}
 
-	switch *initIdentity {
+	switch f.initIdentity {
 	case "":
 	case "new":
 		lock, err := persistence.AcquireLock(cfg.DataDir)
@@ -116,7 +131,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal
 		log.Info().Str("data_dir", cfg.DataDir).Str("storage_id", id.StorageID).Msg("storage identity initialised")
 		return exitOK
 	case "adopt":
-		return runAdopt(cfg, *fredDir, *requireDrained, opts, stdout, log)
+		return runAdopt(cfg, f.fredDir, f.requireDrained, opts, stdout, log)
 	default:
 		fmt.Fprintf(stderr, "berthd: -initialize-storage-identity takes \"new\" or \"adopt\"\n")
 		return exitUsage
