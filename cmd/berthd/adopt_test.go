@@ -32,6 +32,9 @@ import (
 	"github.com/berth-dev/berth/messages"
 )
 
+// fredTotals are the pool sizes startFred gives fred, for berthd's config.
+const fredTotals = "total_cpu_cores: 4\ntotal_memory_mb: 8192\ntotal_disk_mb: 2000"
+
 // containerLives are the IDs, PIDs and start times of a backend's containers.
 func containerLives(t *testing.T, backend string) string {
 	t.Helper()
@@ -105,6 +108,7 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 	fred.stop()
 	fred.start()
 	fredSaid := map[string][]byte{}
+	_, fredStats := fred.signed(http.MethodGet, "/stats", nil)
 	for _, l := range leases {
 		for _, path := range []string{"/provisions/", "/info/", "/releases/"} {
 			_, answer := fred.signed(http.MethodGet, path+l, nil)
@@ -119,7 +123,7 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 	}
 
 	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api,
-		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}",
+		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}", fredTotals,
 		"volume_data_path: "+fred.volumes, "volume_mount_path: "+os.Getenv("BERTH_TEST_BTRFS"), "volume_filesystem: btrfs")
 	berth.api = fred.api
 	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 ||
@@ -147,6 +151,16 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 				t.Fatalf("/releases/%s v%d: fred %+v, berthd %+v", l, f.Version, f, b)
 			}
 		}
+	}
+	// The pool as fred counted it: CPU, memory and containers alike; disk is
+	// fred's plus berthd's scratch allowance of each diskless instance
+	// (container_tmpfs_size_mb, 64 by default), which fred never counted.
+	var fs, bs messages.Stats
+	_ = json.Unmarshal([]byte(fredStats), &fs)
+	berth.get("/stats").json(t, &bs)
+	if bs.AllocatedCPUCores != fs.AllocatedCPUCores || bs.AllocatedMemoryMB != fs.AllocatedMemoryMB ||
+		bs.ActiveContainers != fs.ActiveContainers || bs.AllocatedDiskMB != fs.AllocatedDiskMB+5*64 || bs.TotalCPUCores != fs.TotalCPUCores {
+		t.Fatalf("GET /stats: fred %+v, berthd %+v", fs, bs)
 	}
 	// Fred's containers predate the runtime contract: the refresh lists them stale.
 	var refresh messages.RuntimeRefreshStatus
