@@ -19,8 +19,11 @@ import (
 	"github.com/berth-dev/berth/persistence/fredv013"
 )
 
-// DockerUnavailable: Docker could not be asked for fred's objects.
-const DockerUnavailable = "docker_unavailable"
+// Refusals of what the preflight could not read.
+const (
+	DockerUnavailable = "docker_unavailable" // Docker could not be asked for fred's objects
+	StoreMissing      = "store_missing"      // a file of fred's is not where -v013-dir says
+)
 
 // lockWait is how long fred's files may refuse the shared lock: fred holds an
 // exclusive one for as long as it runs.
@@ -54,6 +57,8 @@ func Preflight(ctx context.Context, in Inputs) (*Report, *Evidence) {
 	switch {
 	case errors.Is(err, fredv013.ErrLocked):
 		r.Host = append(r.Host, Finding{FredRunning, err.Error()})
+	case errors.Is(err, os.ErrNotExist):
+		r.Host = append(r.Host, Finding{StoreMissing, err.Error() + " (-v013-dir names the directory of fred's four .db files)"})
 	case err != nil:
 		r.Host = append(r.Host, Finding{StoreMalformed, err.Error()})
 	}
