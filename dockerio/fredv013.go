@@ -144,3 +144,15 @@ func (a *Adopted) OwnsNetwork(id string, labels map[string]string, backend strin
 	n, ok := a.Networks[id]
 	return ok && MadeByFredV013(labels, backend) && labels[LabelTenant] == n.Tenant
 }
+
+// Unadopted are the objects of backend no adoption made this installation's
+// (all of them when a is nil): what the start guard and doctor name.
+func (a *Adopted) Unadopted(objs []FredObject, backend string) []FredObject {
+	var out []FredObject
+	for _, o := range objs {
+		if !a.OwnsContainer(o.ID, o.Labels, backend) && !a.OwnsNetwork(o.ID, o.Labels, backend) {
+			out = append(out, o)
+		}
+	}
+	return out
+}

@@ -36,12 +36,7 @@ func checkFredV013(ctx context.Context, env *doctorEnv) checkResult {
 			adopted = &rec.Allowed
 		}
 	}
-	var objs []dockerio.FredObject // what no adoption made this installation's
-	for _, o := range all {
-		if !adopted.OwnsContainer(o.ID, o.Labels, env.cfg.Name) && !adopted.OwnsNetwork(o.ID, o.Labels, env.cfg.Name) {
-			objs = append(objs, o)
-		}
-	}
+	objs := adopted.Unadopted(all, env.cfg.Name)
 	if len(objs) == 0 {
 		return ok(name, fmt.Sprintf("Docker holds nothing fred v0.13 made under backend %q that berthd has not adopted (%d adopted)",
 			env.cfg.Name, len(all)))

@@ -326,12 +326,7 @@ func (d *daemon) checkFredV013(cfg *config.Config) error {
 		d.log.Warn().Err(err).Msg("could not ask Docker for fred v0.13's objects")
 		return nil
 	}
-	var objs []dockerio.FredObject // what no adoption made this installation's
-	for _, o := range all {
-		if !d.adopted().OwnsContainer(o.ID, o.Labels, cfg.Name) && !d.adopted().OwnsNetwork(o.ID, o.Labels, cfg.Name) {
-			objs = append(objs, o)
-		}
-	}
+	objs := d.adopted().Unadopted(all, cfg.Name)
 	if len(objs) == 0 {
 		return nil
 	}

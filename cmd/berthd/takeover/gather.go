@@ -3,7 +3,6 @@ package takeover
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -73,7 +72,7 @@ func Preflight(ctx context.Context, in Inputs) (*Report, *Evidence) {
 	if err != nil || derr != nil || rerr != nil {
 		return r, nil
 	}
-	images, err := in.Images(ctx, retainedImages(stores))
+	images, err := in.Images(ctx, retainedImages(stores, in.Rules))
 	if err != nil {
 		r.Host = append(r.Host, Finding{DockerUnavailable, err.Error()})
 		return r, nil
@@ -98,32 +97,19 @@ func FileHashes(dir string) (map[string]string, error) {
 	return out, nil
 }
 
-// retainedImages are the image references fred's retained manifests name.
-func retainedImages(st *fredv013.Stores) []string {
-	seen := map[string]bool{}
-	for _, rec := range st.Retentions {
-		var m struct {
-			Image    string `json:"image"`
-			Services map[string]struct {
-				Image string `json:"image"`
-			} `json:"services"`
-		}
-		if json.Unmarshal(rec.StackManifest, &m) != nil {
-			continue // Classify refuses the manifest
-		}
-		seen[m.Image] = m.Image != ""
-		for _, svc := range m.Services {
-			seen[svc.Image] = svc.Image != ""
-		}
-	}
+// retainedImages are the image references fred's retained manifests name (a
+// manifest berthd refuses names none: Classify refuses its lease).
+func retainedImages(st *fredv013.Stores, rules Rules) []string {
 	var out []string
-	for ref, ok := range seen {
-		if ok {
-			out = append(out, ref)
+	for _, rec := range st.Retentions {
+		if built, err := rules.Build(rec.StackManifest, rec.Items); err == nil {
+			for _, svc := range built.Services {
+				out = append(out, svc.Image)
+			}
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // readRoot lists fred's volume directories, what each holds, and berth's
