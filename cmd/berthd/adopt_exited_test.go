@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,14 +37,7 @@ func TestFredV013Host_AnExitedCohortIsAdoptedFailedAsFredsRestartSaysIt(t *testi
 	}
 	fred.stop()
 
-	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api,
-		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}",
-		"volume_data_path: "+fred.volumes, "volume_mount_path: "+os.Getenv("BERTH_TEST_BTRFS"), "volume_filesystem: btrfs")
-	berth.api = fred.api
-	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 ||
-		!strings.Contains(out, "adopted 1 leases") {
-		t.Fatalf("adopt: exit %d\n%s", code, out)
-	}
+	berth := fred.adoptInto([]string{"adopted 1 leases"}, "sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}")
 	berth.startInProcess()
 	berth.waitStatus(l, messages.StatusFailed, 30*time.Second)
 	for _, p := range []string{"/provisions/", "/releases/"} {

@@ -32,6 +32,26 @@ import (
 	"github.com/berth-dev/berth/messages"
 )
 
+// adoptInto adopts this (stopped) fred's host into a new berthd on fred's name,
+// port and volume root (with extra config lines), wanting an adoption that says
+// each of want; the daemon is not started.
+func (f *fredHost) adoptInto(want []string, extra ...string) *daemonProc {
+	f.t.Helper()
+	berth := newDaemonDir(f.t, append([]string{"name: " + f.name, "listen_addr: " + f.api, "volume_data_path: " + f.volumes,
+		"volume_mount_path: " + os.Getenv("BERTH_TEST_BTRFS"), "volume_filesystem: btrfs"}, extra...)...)
+	berth.api = f.api
+	code, out := runOnce(f.t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", f.dir)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			code = -1
+		}
+	}
+	if code != 0 {
+		f.t.Fatalf("adopt: exit %d, want 0 saying %q\n%s", code, want, out)
+	}
+	return berth
+}
+
 // fredTotals are the pool sizes startFred gives fred, for berthd's config.
 const fredTotals = "total_cpu_cores: 4\ntotal_memory_mb: 8192\ntotal_disk_mb: 2000"
 
@@ -122,14 +142,8 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 		t.Fatal(err)
 	}
 
-	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api,
-		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}", fredTotals,
-		"volume_data_path: "+fred.volumes, "volume_mount_path: "+os.Getenv("BERTH_TEST_BTRFS"), "volume_filesystem: btrfs")
-	berth.api = fred.api
-	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 ||
-		!strings.Contains(out, "adopted 3 leases") || !strings.Contains(out, "1 undelivered callbacks") {
-		t.Fatalf("adopt: exit %d\n%s", code, out)
-	}
+	berth := fred.adoptInto([]string{"adopted 3 leases", "1 undelivered callbacks"},
+		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}", fredTotals)
 	berth.startInProcess()
 
 	// Served as fred served them: the same answers (the clock-free fields).
@@ -385,13 +399,7 @@ func TestFredV013Host_AdoptedDataStaysWhereFredKeptIt_ARestartAndARestoreGiveItB
 	fred.waitFor(closed, "/provisions/", `"status":"retained"`)
 	fred.stop()
 
-	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api, profiles, "retain_on_close: true",
-		"volume_data_path: "+fred.volumes, "volume_mount_path: "+os.Getenv("BERTH_TEST_BTRFS"), "volume_filesystem: btrfs")
-	berth.api = fred.api
-	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 ||
-		!strings.Contains(out, "adopted 1 leases, 1 retained leases' data") {
-		t.Fatalf("adopt: exit %d\n%s", code, out)
-	}
+	berth := fred.adoptInto([]string{"adopted 1 leases, 1 retained leases' data"}, profiles, "retain_on_close: true")
 	berth.startInProcess()
 	berth.waitStatus(stateful, messages.StatusReady, 30*time.Second)
 	if rs := berth.retentionList(); len(rs) != 1 || rs[0].LeaseUUID != closed {
@@ -492,12 +500,7 @@ func TestFredV013Host_AnAdoptedLeaseKeepsFredsNamesThroughARestart(t *testing.T)
 		t.Fatalf("fred's containers carry no fred.fqdn: %v", freds)
 	}
 
-	berth := newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api, ingressTestConfig,
-		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}")
-	berth.api = fred.api
-	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 {
-		t.Fatalf("adopt: exit %d\n%s", code, out)
-	}
+	berth := fred.adoptInto(nil, ingressTestConfig, "sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}")
 	berth.startInProcess()
 	berth.waitStatus(stack, messages.StatusReady, 30*time.Second)
 	sameAnswer(t, "/info/"+stack, []byte(fredInfo), berth.get("/info/"+stack).Body, normalizeAnswer)
