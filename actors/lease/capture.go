@@ -21,9 +21,11 @@ type Capture struct {
 	OperationID   string `json:"operation_id"`
 	MaintenanceID string `json:"maintenance_id,omitempty"`
 	Release       int    `json:"release,omitempty"` // a failed maintenance target's release
+	ProviderUUID  string `json:"provider_uuid,omitempty"` // for GET /provisions/{id} once the lease is gone
 	Stamp
 	Cause
 	FailCount  int                `json:"fail_count"`
+	Detail     string             `json:"detail,omitempty"` // an operator's detail (fred's error text of an adopted capture); never a tenant's
 	Degraded   string             `json:"degraded,omitempty"` // why the launch's preparation was degraded: the failure never counts
 	Containers []ContainerCapture `json:"containers"`
 }
@@ -42,6 +44,9 @@ type Diagnostics interface {
 // capture adds the lease's identity and the cohort's state and logs. It reports a
 // failure to write (the caller keeps what the diagnostics would have described).
 func (j *job) capture(ctx context.Context, c Capture, cohort []messages.Container) error {
+	if j.spec != nil {
+		c.ProviderUUID = j.spec.ProviderUUID
+	}
 	c.Lease, c.OperationID, c.At, c.FailCount, c.Degraded = j.lease, j.launch.OperationID, j.now(), j.launch.FailCount+1, j.degraded
 	c.Containers = steps.Capture{API: j.eng}.Up(ctx, cohort)
 	blob, err := json.Marshal(c)

@@ -82,7 +82,7 @@ func (a *Actor) getProvision(id string) messages.ProvisionReply {
 	}
 	// The diagnostics fallback: the stored failure, without a terminal budget.
 	return messages.ProvisionReply{Info: &messages.ProvisionInfo{
-		LeaseUUID: id, Status: messages.StatusFailed, CreatedAt: capt.At, FailCount: capt.FailCount,
+		LeaseUUID: id, ProviderUUID: capt.ProviderUUID, Status: messages.StatusFailed, CreatedAt: capt.At, FailCount: capt.FailCount,
 		Reason: capt.Reason, Message: capt.Message, LifecycleGeneration: capt.Generation,
 	}}
 }

@@ -122,6 +122,11 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 		t.Fatalf("fred's POST /restart: %d %s", code, answer)
 	}
 	fred.waitFor(single, "/releases/", `"version":2,"image":"stack","status":"active"`)
+	// A lease whose container dies while fred verifies it: fred removes it, and
+	// after fred's restart knows it only by its diagnostics.
+	failed := fred.provisionAs([]messages.LeaseItem{micro("", 1)},
+		flatManifest(map[string]any{"command": []string{"/workload", "exit", "-code", "3", "-after", "300ms"}}), cb.callbackURL())
+	fred.waitFor(failed, "/provisions/", `"status":"failed"`)
 	leases := []string{single, stack, owed}
 	// The answers to match are fred's after its own restart: berthd's takeover
 	// must do what fred's restart does, and change nothing else.
@@ -130,10 +135,18 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 	fredSaid := map[string][]byte{}
 	_, fredStats := fred.signed(http.MethodGet, "/stats", nil)
 	for _, l := range leases {
-		for _, path := range []string{"/provisions/", "/info/", "/releases/"} {
+		for _, path := range []string{"/provisions/", "/info/", "/releases/", "/logs/"} {
 			_, answer := fred.signed(http.MethodGet, path+l, nil)
 			fredSaid[path+l] = []byte(answer)
 		}
+	}
+	_, fredList := fred.signed(http.MethodGet, "/provisions", nil)
+	for _, path := range []string{"/provisions/", "/logs/"} {
+		code, answer := fred.signed(http.MethodGet, path+failed, nil)
+		if code != http.StatusOK {
+			t.Fatalf("fred's GET %s of its diagnostics-only lease: %d %s", path+failed, code, answer)
+		}
+		fredSaid[path+failed] = []byte(answer)
 	}
 	fred.stop()
 	lives := containerLives(t, fred.name)
@@ -142,7 +155,7 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 		t.Fatal(err)
 	}
 
-	berth := fred.adoptInto([]string{"adopted 3 leases", "1 undelivered callbacks"},
+	berth := fred.adoptInto([]string{"adopted 3 leases", "1 leases' failure diagnostics", "1 undelivered callbacks"},
 		"sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}", fredTotals)
 	berth.startInProcess()
 
@@ -152,6 +165,9 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 		for _, path := range []string{"/provisions/", "/info/"} {
 			r := berth.get(path + l)
 			sameAnswer(t, path+l, fredSaid[path+l], r.Body, normalizeAnswer)
+		}
+		if f, b := logKeys(t, fredSaid["/logs/"+l]), logKeys(t, berth.get("/logs/"+l).Body); !slices.Equal(f, b) || len(f) == 0 {
+			t.Fatalf("/logs/%s: fred has %v, berthd %v", l, f, b)
 		}
 		var fredReleases, berthReleases []messages.Release
 		_ = json.Unmarshal(fredSaid["/releases/"+l], &fredReleases)
@@ -165,6 +181,18 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 				t.Fatalf("/releases/%s v%d: fred %+v, berthd %+v", l, f.Version, f, b)
 			}
 		}
+	}
+	// The failed lease fred knew only by its diagnostics: answered as fred
+	// answered it (failed, its logs), and listed by neither.
+	sameAnswer(t, "/provisions/"+failed, fredSaid["/provisions/"+failed], berth.get("/provisions/"+failed).Body, normalizeAnswer)
+	var fredLogs, berthLogs map[string]string
+	_ = json.Unmarshal(fredSaid["/logs/"+failed], &fredLogs)
+	berth.get("/logs/"+failed).json(t, &berthLogs)
+	if len(fredLogs) == 0 || !maps.Equal(fredLogs, berthLogs) {
+		t.Fatalf("/logs/%s: fred %v, berthd %v", failed, fredLogs, berthLogs)
+	}
+	if f, b := listedLeases(t, []byte(fredList)), listedLeases(t, berth.get("/provisions").Body); !slices.Equal(f, b) || slices.Contains(b, failed) {
+		t.Fatalf("GET /provisions: fred lists %v, berthd %v", f, b)
 	}
 	// The pool as fred counted it: CPU, memory and containers alike; disk is
 	// fred's plus berthd's scratch allowance of each diskless instance
@@ -269,6 +297,31 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// logKeys are the instances a GET /logs answer has logs of.
+func logKeys(t *testing.T, body []byte) []string {
+	t.Helper()
+	var logs map[string]string
+	if err := json.Unmarshal(body, &logs); err != nil {
+		t.Fatalf("GET /logs: %v: %s", err, body)
+	}
+	return slices.Sorted(maps.Keys(logs))
+}
+
+// listedLeases are the leases a GET /provisions answer lists.
+func listedLeases(t *testing.T, body []byte) []string {
+	t.Helper()
+	var list messages.ProvisionsReply
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatalf("GET /provisions: %v: %s", err, body)
+	}
+	var out []string
+	for _, p := range list.Provisions {
+		out = append(out, p.LeaseUUID)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // normalizeAnswer drops the admission time, and orders the items by service
@@ -397,6 +450,11 @@ func TestFredV013Host_AdoptedDataStaysWhereFredKeptIt_ARestartAndARestoreGiveItB
 		t.Fatalf("fred's POST /deprovision: %d %s", code, answer)
 	}
 	fred.waitFor(closed, "/provisions/", `"status":"retained"`)
+	// What fred answers for the retained lease after its own restart.
+	fred.stop()
+	fred.start()
+	_, fredRetentions := fred.signed(http.MethodGet, "/retentions", nil)
+	_, fredRetained := fred.signed(http.MethodGet, "/provisions/"+closed, nil)
 	fred.stop()
 
 	berth := fred.adoptInto([]string{"adopted 1 leases, 1 retained leases' data"}, profiles, "retain_on_close: true")
@@ -404,6 +462,16 @@ func TestFredV013Host_AdoptedDataStaysWhereFredKeptIt_ARestartAndARestoreGiveItB
 	berth.waitStatus(stateful, messages.StatusReady, 30*time.Second)
 	if rs := berth.retentionList(); len(rs) != 1 || rs[0].LeaseUUID != closed {
 		t.Fatalf("GET /retentions: %+v", rs)
+	}
+	sameAnswer(t, "/retentions", []byte(fredRetentions), berth.get("/retentions").Body, func(m map[string]any) {})
+	// One field differs, on purpose: a retained lease's quantity is its items'
+	// instances for berthd (the contract: total instances, always), 0 for fred.
+	sameAnswer(t, "/provisions/"+closed, []byte(fredRetained), berth.get("/provisions/"+closed).Body, func(m map[string]any) {
+		normalizeAnswer(m)
+		delete(m, "quantity")
+	})
+	if info := berth.provisionInfo(closed); info.Quantity != 1 {
+		t.Fatalf("berthd's retained lease: quantity %d, want its item's 1", info.Quantity)
 	}
 
 	// A fred started by mistake cannot open its store while berthd runs: it

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,7 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/cmd/berthd/takeover"
+	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/persistence/fredv013"
 )
 
@@ -32,4 +35,29 @@ func lockOutFred(rec *takeover.Record) (release func(), err error) {
 		return nil, fmt.Errorf("fred v0.13 holds %s: it runs on the host berthd adopted; stop and mask it (two daemons on one host destroy tenants' data): %w", path, err)
 	}
 	return func() { _ = f.Close() }, nil
+}
+
+// keepCaptures writes fred's failure diagnostics, as berthd's, into
+// diagnostics.db — before the state, so a finished adoption has them all; an
+// interrupted one is rerun over a fresh data dir (a copy written twice is
+// harmless: the latest capture is the one read).
+func keepCaptures(opts persistence.Options, captures []lease.Capture) error {
+	if len(captures) == 0 {
+		return nil
+	}
+	diag, err := persistence.OpenDiagnostics(opts)
+	if err != nil {
+		return err
+	}
+	for _, c := range captures {
+		blob, err := json.Marshal(c)
+		if err == nil {
+			err = diag.Put(c.Lease, c.At, blob)
+		}
+		if err != nil {
+			_ = diag.Close()
+			return fmt.Errorf("lease %s: %w", c.Lease, err)
+		}
+	}
+	return diag.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -113,12 +114,21 @@ func runAdopt(cfg *config.Config, fredDir string, requireDrained bool, opts pers
 		return exitRuntime
 	}
 	defer func() { _ = lock.Release() }()
+	dopts := opts
+	if dopts.DiagnosticsFile, err = filepath.Abs(cfg.DiagnosticsDBPath); err != nil {
+		log.Error().Err(err).Msg("adoption refused: diagnostics_db_path (nothing written)")
+		return exitRuntime
+	}
+	if err := keepCaptures(dopts, rec.Captures); err != nil {
+		log.Error().Err(err).Msg("adoption failed: fred's diagnostics (no state written)")
+		return exitRuntime
+	}
 	id, err := persistence.InitializeIdentityWith(opts, w)
 	if err != nil {
 		log.Error().Err(err).Msg("adoption failed")
 		return exitRuntime
 	}
-	fmt.Fprintf(stdout, "adopted %d leases, %d retained leases' data and %d undelivered callbacks of fred v0.13 backend %q into %s (storage identity %s)\n",
-		len(rec.Leases), len(rec.Retentions), rec.Callbacks, rec.Backend, cfg.DataDir, id.StorageID)
+	fmt.Fprintf(stdout, "adopted %d leases, %d retained leases' data, %d leases' failure diagnostics and %d undelivered callbacks of fred v0.13 backend %q into %s (storage identity %s)\n",
+		len(rec.Leases), len(rec.Retentions), len(rec.Diagnosed), rec.Callbacks, rec.Backend, cfg.DataDir, id.StorageID)
 	return exitOK
 }

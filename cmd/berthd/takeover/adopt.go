@@ -40,7 +40,11 @@ type Record struct {
 	Leases     []string          `json:"leases"`
 	Retentions []string          `json:"retentions,omitempty"` // leases fred closed with their data retained
 	Callbacks  int               `json:"callbacks"`            // fred's undelivered callbacks, now outbox rows
+	Diagnosed  []string          `json:"diagnosed,omitempty"`  // leases whose failure diagnostics fred kept, now berthd's
 	Allowed    dockerio.Adopted  `json:"allowed"`
+	// Captures are fred's failure diagnostics as berthd's, for diagnostics.db
+	// (written before the state, never journaled: diagnostics.db holds them).
+	Captures []lease.Capture `json:"-"`
 }
 
 // Adopt builds the one write that adopts a fred host the preflight judged
@@ -59,6 +63,9 @@ func Adopt(ev Evidence, report *Report, rules Rules, fredDir string, fredFiles m
 	var admissions, retentions []persistence.Event
 	cohorts, networks := byLease(ev.Objects)
 	for _, l := range report.Leases {
+		if l.Status == DiagnosticsOnly {
+			continue // its diagnostics are all there is: adopted below
+		}
 		if l.Status == RetainedLease {
 			closed, err := adoptRetention(ev.Stores.Retentions[l.Lease], ev.Root, rules)
 			if err != nil {
@@ -92,6 +99,10 @@ func Adopt(ev Evidence, report *Report, rules Rules, fredDir string, fredFiles m
 		w.Outbox = append(w.Outbox, persistence.OutboxRow{Lease: cb.LeaseUUID, DeliveryID: uuid.NewString(), URL: cb.CallbackURL,
 			Body: body, Kind: persistence.KindLifecycle, CreatedAt: cb.CreatedAt})
 		rec.Callbacks++
+	}
+	for _, id := range slices.Sorted(maps.Keys(ev.Stores.Diagnostics)) {
+		rec.Captures = append(rec.Captures, adoptDiagnostic(ev.Stores.Diagnostics[id]))
+		rec.Diagnosed = append(rec.Diagnosed, id)
 	}
 	if reg := append(admissions, retentions...); len(reg) > 0 {
 		w.Appends = append([]persistence.Append{{Stream: registry.Stream, Events: reg}}, w.Appends...)
@@ -203,6 +214,21 @@ func adoptRetention(r fredv013.Retention, root VolumeRoot, rules Rules) (persist
 			QuotaMB: prof.DiskMB, UsedBytes: root.Usage[name]})
 	}
 	return registry.ClosedEvent(messages.LeaseClosed{Lease: r.OriginalLeaseUUID, Retention: rec}, rec.RetainedAt), nil
+}
+
+// adoptDiagnostic is fred's failure capture of a lease as berthd's: what
+// GET /provisions/{id} and /logs/{id} answer for a failed lease fred knows only
+// by it (neither lists it), as fred answered. Fred's internal error text is
+// kept for operators; it never reaches a tenant.
+func adoptDiagnostic(d fredv013.Diagnostic) lease.Capture {
+	c := lease.Capture{Lease: d.LeaseUUID, Kind: lease.CaptureProvision, ProviderUUID: d.ProviderUUID, Stamp: lease.Stamp{At: d.CreatedAt.UTC()},
+		Cause: lease.Cause{Reason: d.Reason, Message: d.Message}, FailCount: d.FailCount, Detail: d.Error, Containers: []lease.ContainerCapture{}}
+	for _, key := range slices.Sorted(maps.Keys(d.Logs)) {
+		svc, idx, _ := strings.Cut(key, "/")
+		i, _ := strconv.Atoi(idx)
+		c.Containers = append(c.Containers, lease.ContainerCapture{Service: svc, Index: i, Logs: d.Logs[key]})
+	}
+	return c
 }
 
 // retainedInstance is the service and index of fred-retained-<lease>-<svc>-<i>.

@@ -2,6 +2,8 @@ package takeover
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence/fredv013"
 )
 
 // The adoption's write replays into the very states berthd would have had: the
@@ -163,5 +166,52 @@ func TestAdopt_PinsFredsNamesAndRoutedDomains(t *testing.T) {
 	}
 	if d := st.Active().Domains; d["web"] != "shop.example.org" {
 		t.Fatalf("routed domains %+v", d)
+	}
+}
+
+// A failed lease fred knows only by its diagnostics is adopted as its capture
+// alone: no admission, no lease stream, nothing for the engine to own; the
+// capture says what fred's GET /provisions/{id} and /logs/{id} said. Every
+// other diagnostics row fred kept is adopted too.
+func TestAdopt_ADiagnosticsOnlyFailedLeaseIsAdoptedAsItsCapture(t *testing.T) {
+	ev := host()
+	at := now.Add(-time.Hour)
+	ev.Stores.Diagnostics[failed] = fredv013.Diagnostic{LeaseUUID: failed, ProviderUUID: "p", Tenant: tenant, Error: "container 0 exited during startup",
+		Reason: messages.ReasonContainerExited, Message: "container exited during startup", FailCount: 2, CreatedAt: at,
+		Logs: map[string]string{"app/0": "boom\n", "app/1": "bang\n"}}
+	ev.Stores.Diagnostics[flat] = fredv013.Diagnostic{LeaseUUID: flat, Reason: messages.ReasonContainerExited, FailCount: 1, CreatedAt: at}
+	rl := rules()
+	report := Classify(ev, rl)
+	if !report.Ready() {
+		t.Fatalf("refused: %+v %+v", report.Host, report.Leases)
+	}
+	if l := leaseOf(t, report, failed); l.Status != DiagnosticsOnly || l.FailCount != 2 || len(l.Refusals) > 0 {
+		t.Fatalf("the diagnostics-only lease: %+v", l)
+	}
+	w, rec, err := Adopt(ev, report, rl, "/f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range w.Appends {
+		if a.Stream == lease.Stream(failed) {
+			t.Fatalf("a lease stream for the diagnostics-only lease: %+v", a)
+		}
+		for _, e := range a.Events {
+			if a.Stream == registry.Stream && strings.Contains(string(e.Data), failed) {
+				t.Fatalf("the registry admits the diagnostics-only lease: %s", e.Data)
+			}
+		}
+	}
+	if slices.Contains(rec.Leases, failed) || len(rec.Captures) != 2 || !slices.Equal(rec.Diagnosed, []string{failed, flat}) {
+		t.Fatalf("record: leases %v, diagnosed %v, %d captures", rec.Leases, rec.Diagnosed, len(rec.Captures))
+	}
+	c := rec.Captures[0]
+	if c.Lease != failed || c.ProviderUUID != "p" || c.FailCount != 2 || c.Reason != messages.ReasonContainerExited ||
+		c.Message != "container exited during startup" || !c.At.Equal(at) || c.Kind != lease.CaptureProvision || c.Detail == "" ||
+		len(c.Containers) != 2 || c.Containers[1].Service != "app" || c.Containers[1].Index != 1 || c.Containers[1].Logs != "bang\n" {
+		t.Fatalf("capture %+v", c)
+	}
+	if raw, _ := json.Marshal(rec); strings.Contains(string(raw), "boom") {
+		t.Fatalf("the journaled record carries the captures: %s", raw)
 	}
 }

@@ -82,7 +82,7 @@ const (
 	IngressOff         = "ingress_off" // fred routed the lease through Traefik; berthd's ingress is off
 	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (volumes
 	// in fred's nested layout, a diskless instance's writable-path volume, a
-	// failed lease fred knows only by its diagnostics, a reaping retention):
+	// reaping retention):
 	// refused rather than left behind unseen.
 	NotAdoptableYet = "not_adoptable_yet"
 
@@ -482,12 +482,19 @@ func (r *Report) judgeLeftovers(ev Evidence, cohorts map[string][]dockerio.FredO
 		}
 		r.Notes = append(r.Notes, Finding{StaleHistory, lease})
 	}
+	// A failed lease fred knows only by its diagnostics: its capture is
+	// adopted, and berthd answers for it as fred did (failed, listed nowhere).
 	for _, lease := range slices.Sorted(maps.Keys(st.Diagnostics)) {
-		if cohorts[lease] == nil {
-			d := st.Diagnostics[lease]
-			r.Leases = append(r.Leases, Lease{Lease: lease, Status: DiagnosticsOnly, FailCount: d.FailCount, Refusals: []Finding{{NotAdoptableYet,
-				"a failed lease fred knows only by its diagnostics (no containers, no items): adopting it is not built yet"}}})
+		_, retained := st.Retentions[lease]
+		judged := slices.ContainsFunc(r.Leases, func(l Lease) bool { return l.Lease == lease })
+		if cohorts[lease] != nil || retained || judged {
+			continue
 		}
+		l := Lease{Lease: lease, Status: DiagnosticsOnly, FailCount: st.Diagnostics[lease].FailCount}
+		if !messages.ValidLeaseID(lease) {
+			l.Refusals = []Finding{{NonCanonicalUUID, "fred's diagnostics of a lease whose UUID is not canonical"}}
+		}
+		r.Leases = append(r.Leases, l)
 	}
 	claimed := map[string]bool{}
 	for _, rec := range st.Retentions {

@@ -187,13 +187,12 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 	}
 }
 
-// Judged, named, and refused until adopting them is built: a failed lease fred
-// knows only by its diagnostics, data in fred's nested layout (a retained
-// lease's image absent proves none), a diskless instance's volume.
+// Judged, named, and refused until adopting them is built: data in fred's
+// nested layout (a retained lease's image absent proves none), a diskless
+// instance's volume.
 func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
 	ev := host()
 	withRetention(&ev) // its image is not among ev.Images
-	ev.Stores.Diagnostics[failed] = fredv013.Diagnostic{LeaseUUID: failed, FailCount: 1}
 	ev.Objects[0].Mounts = append(ev.Objects[0].Mounts, dockerio.FredMount{Type: "bind", Source: root + "/fred-" + flat + "-app-0/_wp/etc", Destination: "/etc/x"})
 	ev.Objects[1].Labels["fred.sku"], ev.Objects[2].Labels["fred.sku"] = "docker-small", "docker-small"
 	ev.Objects[1].Image.Volumes = []string{"/var/lib/data"}
@@ -202,7 +201,7 @@ func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
 	if r.Ready() {
 		t.Fatal("ready")
 	}
-	for id, want := range map[string]string{retained: "is not on this host", failed: "only by its diagnostics",
+	for id, want := range map[string]string{retained: "is not on this host",
 		flat: "a diskless instance", stack: "nest below a directory"} {
 		if l := leaseOf(t, r, id); len(l.Refusals) != 1 || l.Refusals[0].Code != NotAdoptableYet || !strings.Contains(l.Refusals[0].Detail, want) {
 			t.Fatalf("lease %s: %+v, want %s (%s)", id, l, NotAdoptableYet, want)
