@@ -20,12 +20,12 @@ type Capture struct {
 	Kind          string `json:"kind,omitempty"` // provision | runtime | maintenance (absent in captures before it was recorded)
 	OperationID   string `json:"operation_id"`
 	MaintenanceID string `json:"maintenance_id,omitempty"`
-	Release       int    `json:"release,omitempty"` // a failed maintenance target's release
+	Release       int    `json:"release,omitempty"`       // a failed maintenance target's release
 	ProviderUUID  string `json:"provider_uuid,omitempty"` // for GET /provisions/{id} once the lease is gone
 	Stamp
 	Cause
 	FailCount  int                `json:"fail_count"`
-	Detail     string             `json:"detail,omitempty"` // an operator's detail (fred's error text of an adopted capture); never a tenant's
+	Detail     string             `json:"detail,omitempty"`   // an operator's detail (fred's error text of an adopted capture); never a tenant's
 	Degraded   string             `json:"degraded,omitempty"` // why the launch's preparation was degraded: the failure never counts
 	Containers []ContainerCapture `json:"containers"`
 }
