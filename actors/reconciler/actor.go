@@ -66,7 +66,10 @@ type Result struct {
 	Removed     int // containers of closed leases or settled generations removed
 	Backlog     int // removal candidates left for the next pass (cap or failures)
 	Unaccounted int
-	Undelivered int      // leases whose inventory could not be delivered or acknowledged
+	// UnaccountedFred are fred v0.13's containers of this backend name that
+	// no adoption made berthd's — a fred started by mistake; -1: not listed.
+	UnaccountedFred int
+	Undelivered     int      // leases whose inventory could not be delivered or acknowledged
 	Helpers     int      // image helpers a killed daemon left, removed
 	Guard       string   // the isolation guard: "ok", "reinstalled" or "failed"
 	Lingering   []string // closed leases with containers left after the pass's removals
@@ -78,6 +81,9 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 		res, err := a.run(ctx, serving)
 		detail := fmt.Sprintf("%d leases, %d containers, %d removed, %d left, %d unaccounted",
 			res.Leases, res.Containers, res.Removed, res.Backlog, res.Unaccounted)
+		if res.UnaccountedFred > 0 {
+			detail += fmt.Sprintf(", %d of fred v0.13 unaccounted", res.UnaccountedFred)
+		}
 		if res.Helpers > 0 { // rare: only after a kill -9
 			detail += fmt.Sprintf(", %d image helpers removed", res.Helpers)
 		}
@@ -109,6 +115,7 @@ func (a *Actor) run(ctx context.Context, serving uint64) (Result, error) {
 		return res, err
 	}
 	a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{For: serving, Lingering: res.Lingering})
+	a.countFredV013(ctx, &res)
 	a.sweepHelpers(ctx, &res)
 	a.guardIsolation(ctx, &res)
 	a.pruneDiagnostics()
@@ -247,6 +254,29 @@ func (a *Actor) sweepHelpers(ctx context.Context, res *Result) {
 	} else if n > 0 {
 		a.Log.Info().Int("helpers", n).Msg("removed image helpers a killed daemon left")
 	}
+}
+
+// countFredV013 counts what fred v0.13 made under berthd's backend name that
+// no adoption made berthd's: a fred started by mistake (berthd locks it out of
+// an adopted host's store, but a fred on another copy would create containers
+// and take berthd's as its own). Logged loudly, never touched.
+func (a *Actor) countFredV013(ctx context.Context, res *Result) {
+	ctrs, err := a.Engine.UnadoptedFredV013(ctx)
+	if err != nil {
+		res.UnaccountedFred = -1
+		a.Log.Warn().Err(err).Msg("fred v0.13's containers not listed; retried next pass")
+		return
+	}
+	res.UnaccountedFred = len(ctrs)
+	if len(ctrs) == 0 {
+		return
+	}
+	names := make([]string, 0, min(len(ctrs), 10))
+	for _, c := range ctrs[:min(len(ctrs), 10)] {
+		names = append(names, c.Name)
+	}
+	a.Log.Error().Int("containers", len(ctrs)).Strs("first", names).
+		Msg("containers fred v0.13 made under this backend name that berthd did not adopt: is a fred docker backend running beside berthd? Left for an operator")
 }
 
 // guardIsolation puts the host firewall's isolation guard back when something

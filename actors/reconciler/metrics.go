@@ -10,8 +10,9 @@ import (
 
 // Metrics of reconciliation.
 type Metrics struct {
-	passes                            *prometheus.CounterVec
-	lastSuccess, unaccounted, backlog prometheus.Gauge
+	passes               *prometheus.CounterVec
+	unaccounted          *prometheus.GaugeVec
+	lastSuccess, backlog prometheus.Gauge
 	removed, undelivered, diagPruned  prometheus.Counter
 }
 
@@ -23,8 +24,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Reconciliation passes, by outcome (ok, error).", "outcome", "ok", "error"),
 		lastSuccess: s.Gauge("berth_reconciliation_last_success_timestamp_seconds",
 			"Unix time of the last successful reconciliation pass (0 before the first)."),
-		unaccounted: s.Gauge("berth_unaccounted_containers",
-			"Managed containers of this installation that no journal explains, from the last pass. Never removed automatically."),
+		unaccounted: s.Gauges("berth_unaccounted_containers",
+			"Managed containers no journal explains, from the last pass, by kind: berth (this installation's) or fred_v013 "+
+				"(made by fred v0.13 under this backend name, not adopted: a fred running beside berthd?). Never removed automatically.",
+			"kind", "berth", "fred_v013"),
 		removed: s.Counter("berth_reconciliation_removed_containers_total",
 			"Containers of closed leases or settled attempts removed by reconciliation (gently: stop, no force)."),
 		backlog: s.Gauge("berth_reconciliation_removal_backlog",
@@ -43,7 +46,10 @@ func (m *Metrics) observe(res Result, err error, now time.Time) {
 	}
 	m.passes.WithLabelValues("ok").Inc()
 	m.lastSuccess.Set(float64(now.Unix()))
-	m.unaccounted.Set(float64(res.Unaccounted))
+	m.unaccounted.WithLabelValues("berth").Set(float64(res.Unaccounted))
+	if res.UnaccountedFred >= 0 {
+		m.unaccounted.WithLabelValues("fred_v013").Set(float64(res.UnaccountedFred))
+	}
 	m.removed.Add(float64(res.Removed))
 	m.backlog.Set(float64(res.Backlog))
 }

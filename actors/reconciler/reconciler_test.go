@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/dockerio"
@@ -192,5 +194,29 @@ func TestGuardIsolation_EveryPassChecks_ReinstallsAMissingGuard_ReportsAFailure(
 	}
 	if got := e.Calls(fake.OpGuardIsolation); got != 3 {
 		t.Errorf("GuardIsolation called %d times, want 3", got)
+	}
+}
+
+// TestCountFredV013_EveryPassCounts_AnUnlistedOneKeepsTheLastFigure: each pass
+// counts fred v0.13's unadopted containers (the real listing is tested against
+// a real fred host in cmd/berthd); one Docker would not list leaves the gauge
+// at its last figure rather than claiming none.
+func TestCountFredV013_EveryPassCounts_AnUnlistedOneKeepsTheLastFigure(t *testing.T) {
+	e := fake.New(fake.Options{InstallationID: installation})
+	a := newTestActor(e, nil, time.Now)
+	var res Result
+	a.countFredV013(context.Background(), &res)
+	if res.UnaccountedFred != 0 {
+		t.Fatalf("counted %d of fred's on a host without any", res.UnaccountedFred)
+	}
+	a.Metrics.unaccounted.WithLabelValues("fred_v013").Set(2) // a figure from an earlier pass
+	e.SetUnavailable(true)
+	a.countFredV013(context.Background(), &res)
+	a.Metrics.observe(res, nil, time.Now())
+	if res.UnaccountedFred != -1 || testutil.ToFloat64(a.Metrics.unaccounted.WithLabelValues("fred_v013")) != 2 {
+		t.Fatalf("with Docker unreachable: result %d, gauge %v", res.UnaccountedFred, testutil.ToFloat64(a.Metrics.unaccounted.WithLabelValues("fred_v013")))
+	}
+	if got := e.Calls(fake.OpUnadoptedFredV013); got != 2 {
+		t.Errorf("UnadoptedFredV013 called %d times, want 2", got)
 	}
 }

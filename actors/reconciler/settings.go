@@ -46,6 +46,9 @@ type Docker interface {
 	// moment on every network create), putting the guard back when it is
 	// missing; installed reports that it had to.
 	GuardIsolation(ctx context.Context) (installed bool, err error)
+	// UnadoptedFredV013 are the containers fred v0.13 made under this backend
+	// name that no adoption made this installation's (never touched).
+	UnadoptedFredV013(ctx context.Context) ([]messages.Container, error)
 }
 
 // Deps are the reconciler's collaborators.

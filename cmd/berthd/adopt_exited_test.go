@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/messages"
 )
@@ -45,6 +49,30 @@ func TestFredV013Host_AnExitedCohortIsAdoptedFailedAsFredsRestartSaysIt(t *testi
 	}
 	if r := berth.get("/info/" + l); r.Status != fredCode["/info/"] {
 		t.Fatalf("/info of the failed lease: berthd %d %s, fred %d %s", r.Status, r.Body, fredCode["/info/"], fredSaid["/info/"])
+	}
+	// What a fred started by mistake would create under the same name is fred's,
+	// not adopted: counted as such, never touched. The adopted (exited) one is not.
+	labels := leaseContainers(t, dc, l)[0].Labels
+	stray := map[string]string{}
+	for k, v := range labels {
+		stray[k] = v
+	}
+	stray["fred.lease_uuid"] = uuid.NewString()
+	resp, err := dc.ContainerCreate(context.Background(), &container.Config{Image: testImage(), Labels: stray}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		m := string(berth.get("/metrics").Body)
+		if strings.Contains(m, `berth_unaccounted_containers{kind="fred_v013"} 1`+"\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a stray fred container beside the adopted one, not counted:\n%s", grepLines(m, "berth_unaccounted_containers"))
+		}
+	}
+	if _, err := dc.ContainerInspect(context.Background(), resp.ID); err != nil {
+		t.Fatalf("the stray fred container was touched: %v", err)
 	}
 	berth.deprovisionUntilGone(l)
 }

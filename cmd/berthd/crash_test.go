@@ -460,7 +460,7 @@ func checkPool(t *testing.T, d *daemonProc) {
 	if s.AllocatedMemoryMB != 256*n || s.AllocatedDiskMB != 512*n || int64(s.AllocatedCPUCores*100+0.5) != 25*n {
 		t.Fatalf("pool %+v does not equal %d live docker-micro leases", s, n)
 	}
-	if m := string(d.get("/metrics").Body); !strings.Contains(m, "berth_unaccounted_containers 0\n") {
+	if m := string(d.get("/metrics").Body); !strings.Contains(m, "berth_unaccounted_containers{kind=\"berth\"} 0\n") {
 		t.Fatalf("berthd left unaccounted containers:\n%s", grepLines(m, "berth_unaccounted"))
 	}
 }

@@ -243,6 +243,16 @@ func TestFredV013Host_ProductionRefusesToStart_DevelopmentWarns_DoctorNamesIt(t 
 	if log := dev.log.String(); !strings.Contains(log, "fred v0.13's docker backend made") || !strings.Contains(log, name) {
 		t.Fatalf("no error line naming fred's container:\n%s", log)
 	}
+	// Its reconciler counts the container as fred's, not berthd's, every pass.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		m := string(dev.get("/metrics").Body)
+		if strings.Contains(m, `berth_unaccounted_containers{kind="fred_v013"} 1`+"\n") && strings.Contains(m, `berth_unaccounted_containers{kind="berth"} 0`+"\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fred's unadopted container not counted as fred_v013:\n%s", grepLines(m, "berth_unaccounted_containers"))
+		}
+	}
 	bin := buildBerthctl(t, t.TempDir())
 	r := runBerthctl(t, bin, dev, "-config", dev.cfgPath, "doctor")
 	if r.code == 0 || !strings.Contains(r.stdout, "fred_v013") || !strings.Contains(r.stdout, name) {

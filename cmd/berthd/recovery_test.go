@@ -289,7 +289,7 @@ func TestReconcile_ClosedLeaseLateContainerRemoved_UnknownOneCountedNotTouched(t
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for !strings.Contains(string(d.get("/metrics").Body), "berth_unaccounted_containers 1") {
+	for !strings.Contains(string(d.get("/metrics").Body), `berth_unaccounted_containers{kind="berth"} 1`) {
 		if time.Now().After(deadline) {
 			t.Fatal("unaccounted container not counted")
 		}

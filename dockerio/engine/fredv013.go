@@ -11,7 +11,31 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 )
+
+// UnadoptedFredV013 are the containers fred v0.13 made under this backend name
+// (running or not) that no adoption made this installation's: a fred started
+// by mistake beside berthd, or a host berthd never adopted. Only counted: the
+// reconciler never touches them.
+func (e *Engine) UnadoptedFredV013(ctx context.Context) ([]messages.Container, error) {
+	f := filters.NewArgs(filters.Arg("label", dockerio.LabelManaged+"=true"), filters.Arg("label", dockerio.LabelBackend+"="+e.opts.BackendName))
+	cs, err := e.docker.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, dockerErr("list fred v0.13 containers", err)
+	}
+	var out []messages.Container
+	for _, c := range cs {
+		if dockerio.MadeByFredV013(c.Labels, e.opts.BackendName) && !e.opts.Adopted.OwnsContainer(c.ID, c.Labels, e.opts.BackendName) {
+			name := c.ID[:12]
+			if len(c.Names) > 0 {
+				name = strings.TrimPrefix(c.Names[0], "/")
+			}
+			out = append(out, messages.Container{ID: c.ID, Name: name, Lease: c.Labels[dockerio.LabelLease], State: c.State, Labels: c.Labels})
+		}
+	}
+	return out, nil
+}
 
 // FredV013Objects lists the containers (running or not) and networks of this
 // backend name that fred v0.13's docker backend made (dockerio.MadeByFredV013).

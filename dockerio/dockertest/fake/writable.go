@@ -9,6 +9,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/policy"
 )
 
@@ -116,6 +117,15 @@ func (e *Engine) SweepHelpers(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return 0, nil
+}
+
+// UnadoptedFredV013 counts the call (faults apply): the fake holds no fred
+// v0.13 containers.
+func (e *Engine) UnadoptedFredV013(ctx context.Context) ([]messages.Container, error) {
+	if err := e.enter(ctx, OpUnadoptedFredV013); err != nil {
+		return nil, err
+	}
+	return nil, nil
 }
 
 // RemoveGuard makes the next GuardIsolation find the guard missing (and put it
