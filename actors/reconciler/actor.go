@@ -70,9 +70,9 @@ type Result struct {
 	// no adoption made berthd's — a fred started by mistake; -1: not listed.
 	UnaccountedFred int
 	Undelivered     int      // leases whose inventory could not be delivered or acknowledged
-	Helpers     int      // image helpers a killed daemon left, removed
-	Guard       string   // the isolation guard: "ok", "reinstalled" or "failed"
-	Lingering   []string // closed leases with containers left after the pass's removals
+	Helpers         int      // image helpers a killed daemon left, removed
+	Guard           string   // the isolation guard: "ok", "reinstalled" or "failed"
+	Lingering       []string // closed leases with containers left after the pass's removals
 }
 
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {

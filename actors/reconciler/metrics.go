@@ -10,10 +10,10 @@ import (
 
 // Metrics of reconciliation.
 type Metrics struct {
-	passes               *prometheus.CounterVec
-	unaccounted          *prometheus.GaugeVec
-	lastSuccess, backlog prometheus.Gauge
-	removed, undelivered, diagPruned  prometheus.Counter
+	passes                           *prometheus.CounterVec
+	unaccounted                      *prometheus.GaugeVec
+	lastSuccess, backlog             prometheus.Gauge
+	removed, undelivered, diagPruned prometheus.Counter
 }
 
 // NewMetrics registers the reconciler's series.
