@@ -1,0 +1,173 @@
+package main
+
+// Issue 30, items 2 and 3 on real Docker: a retaining close reclaims volumes
+// that hold only writable-path copies (a VOLUME-less image on a stateful SKU)
+// instead of retaining them; a lease over the mount budget is refused once,
+// definitely, before any image helper ran.
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
+)
+
+// writablePathRootfs is the test workload (serving on 8080 as app, uid 1000)
+// with no VOLUME and one directory app owns, /var/lib/app: detection keeps it
+// as a writable path under the read-only rootfs.
+func writablePathRootfs(t *testing.T) []byte {
+	return tarOf(t,
+		tar.Header{Name: "etc/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Linkname: "root:x:0:0::/:/x\napp:x:1000:1000::/:/x\n", Mode: 0o644},
+		tar.Header{Name: "etc/group", Typeflag: tar.TypeReg, Linkname: "root:x:0:\napp:x:1000:\n", Mode: 0o644},
+		tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
+		tar.Header{Name: "run/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "workload", Typeflag: tar.TypeReg, Linkname: string(buildWorkloadBinary(t))},
+		tar.Header{Name: "var/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/lib/", Typeflag: tar.TypeDir},
+		tar.Header{Name: "var/lib/app/", Typeflag: tar.TypeDir, Uid: 1000, Gid: 1000},
+		tar.Header{Name: "var/lib/app/seed.txt", Typeflag: tar.TypeReg, Linkname: "from the image", Uid: 1000, Gid: 1000, Mode: 0o644},
+	)
+}
+
+const wpReclaimed = "berth_retention_writable_path_reclaimed_total"
+
+// A VOLUME-less image on a stateful SKU gets a volume holding only its seeded
+// writable paths: a close with retain_on_close retains nothing (no record,
+// callback retained=false), its volume directory is gone, and the metric
+// counts it.
+func TestRetention_WritablePathOnlyLease_CloseRetainsNothing(t *testing.T) {
+	t.Parallel()
+	dc := dockerClient(t)
+	ref := pushHostile(t, writablePathRootfs(t), "wp-only")
+	cb := newCallbackReceiver(t)
+	d, root := tenantDaemon(t, "retain_on_close: true")
+	lease := stockProvision(t, d, cb, flatManifest(map[string]any{"image": ref}), messages.LeaseItem{SKU: "small", Quantity: 1})
+	assertNotDegraded(t, d, lease)
+	vol := filepath.Join(root, messages.VolumeName(lease, "app", 0))
+	if b, err := os.ReadFile(filepath.Join(vol, dockerio.WritableRoot, dockerio.VolumeSubdir("/var/lib/app"), "seed.txt")); err != nil || string(b) != "from the image" {
+		t.Fatalf("the writable path was not seeded into the managed volume: %q %v", b, err)
+	}
+	// What the tenant writes there is writable-path content: reseeded at a restore, never kept.
+	if code, body := putFile(t, hostPort(t, d, lease, "app", 0), "/var/lib/app/cache.bin", []byte("scratch")); code >= 300 {
+		t.Fatalf("write into the writable path: %d %s", code, body)
+	}
+	before := d.metricValue(wpReclaimed)
+	d.deprovisionUntilGone(lease)
+	got := cb.waitFor(lease, 2, time.Minute)
+	if got[1].Body.Status != messages.CallbackDeprovisioned || got[1].Body.Retained {
+		t.Fatalf("deprovisioned callback %+v, want retained: false", got[1].Body)
+	}
+	if list := d.retentionList(); len(list) != 0 {
+		t.Fatalf("retentions %+v, want none", list)
+	}
+	if vs := managedVolumes(t, root); len(vs) != 0 {
+		t.Fatalf("volumes %v remain, want none", vs)
+	}
+	if _, err := os.Stat(vol); !os.IsNotExist(err) {
+		t.Fatalf("volume directory %s: %v, want it gone", vol, err)
+	}
+	if after := d.metricValue(wpReclaimed); after != before+1 {
+		t.Fatalf("%s went %v → %v, want one more", wpReclaimed, before, after)
+	}
+	if r := d.get("/provisions/" + lease); r.Status != 404 {
+		t.Fatalf("GET /provisions of the closed lease: %d %s, want 404 (nothing retained)", r.Status, r.Body)
+	}
+	assertGone(t, dc, lease)
+}
+
+// helperCreates counts the image helpers Docker creates for installation from
+// now on, as its event stream reports them (never berthd's own word).
+func helperCreates(t *testing.T, installation string) func() int {
+	t.Helper()
+	dc := dockerClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	msgs, errs := dc.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)), filters.Arg("event", string(events.ActionCreate)),
+		filters.Arg("label", "fred.helper"), filters.Arg("label", "fred.installation_id="+installation))})
+	var mu sync.Mutex
+	n := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-msgs:
+				mu.Lock()
+				n++
+				mu.Unlock()
+			case <-errs:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(200 * time.Millisecond) // the subscription is live before what it watches starts
+	return func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// A lease whose instances would mount more than the budget allows (1,000
+// instances of an image with 16 VOLUMEs: 22,000 mounts) fails once,
+// definitely, with the rule it broke, before any helper ran (its image names
+// its user, which takes a helper to resolve, and would be scanned for
+// writable paths by another), and is never launched again. The same image
+// within the budget does run its helpers: the event stream would have seen one.
+func TestMountBudget_OverBudget_FailsOnceBeforeAnyHelper(t *testing.T) {
+	t.Parallel()
+	dc := dockerClient(t)
+	changes := []string{}
+	for i := range 16 {
+		changes = append(changes, fmt.Sprintf("VOLUME /v%d", i))
+	}
+	ref := pushHostile(t, writablePathRootfs(t), "16volumes-"+uuid.NewString()[:8], changes...)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "sku_profiles: {micro: {cpu_cores: 0.001, memory_mb: 8, disk_mb: 0}, diskless: {cpu_cores: 0.25, memory_mb: 128, disk_mb: 0}}").startInProcess()
+	helpers := helperCreates(t, readInstallationID(filepath.Join(d.dir, "data")))
+
+	lease := uuid.NewString()
+	if r := d.provision(lease, cb.callbackURL(), flatManifest(map[string]any{"image": ref}), messages.LeaseItem{SKU: "micro", Quantity: 1000}); r.Status != 202 {
+		t.Fatalf("provision: %d %s", r.Status, r.Body)
+	}
+	got := cb.waitFor(lease, 1, 2*time.Minute)[0].Body
+	if got.Status != messages.CallbackFailed || !strings.HasPrefix(got.Error, messages.ReasonImagePullFailed) {
+		t.Fatalf("callback %+v, want failed ImagePullFailed", got)
+	}
+	info := d.waitStatus(lease, "failed", 10*time.Second)
+	t.Logf("refused: %s", info.Message)
+	if info.FailCount != 1 || !strings.HasPrefix(info.Message, "image metadata is not admissible: ") || !strings.Contains(info.Message, "16384") {
+		t.Fatalf("provision %+v, want fail_count 1 and the mount budget named", info)
+	}
+	if n := helpers(); n != 0 {
+		t.Fatalf("%d image helpers were created for a lease refused by its mount budget", n)
+	}
+	// Not launched again: within two relaunch periods of the old loop, nothing more.
+	time.Sleep(12 * time.Second)
+	if cbs := cb.forLease(lease); len(cbs) != 1 {
+		t.Fatalf("%d callbacks, want the one failure", len(cbs))
+	}
+	if info := d.provisionInfo(lease); info.Status != messages.StatusFailed || info.FailCount != 1 {
+		t.Fatalf("provision %+v after waiting, want still failed once", info)
+	}
+	if n := helpers(); n != 0 || len(leaseContainers(t, dc, lease)) != 0 {
+		t.Fatalf("after the refusal: %d helpers, %d containers", n, len(leaseContainers(t, dc, lease)))
+	}
+
+	// The control: within the budget the same image's helpers run and are seen.
+	ok := stockProvision(t, d, cb, flatManifest(map[string]any{"image": ref}), messages.LeaseItem{SKU: "diskless", Quantity: 1})
+	if n := helpers(); n == 0 {
+		t.Fatalf("a lease within the budget created no helper the event stream saw: the observation proves nothing")
+	}
+	d.closeAll(dc, lease, ok)
+}
