@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/google/uuid"
@@ -170,4 +171,50 @@ func TestMountBudget_OverBudget_FailsOnceBeforeAnyHelper(t *testing.T) {
 		t.Fatalf("a lease within the budget created no helper the event stream saw: the observation proves nothing")
 	}
 	d.closeAll(dc, lease, ok)
+}
+
+// The verdict survives kill -9: a retaining close journals that the volume
+// holds only writable-path copies, its destroy is held (something not berth's
+// keeps the volume busy), berthd is killed; meanwhile the volume gains a
+// directory a fresh judgement would keep. The restarted berthd carries out the
+// journaled verdict once the volume is free: nothing retained, the volume gone.
+func TestRetention_Kill9AfterTheVerdict_WritablePathOnlyStillReclaimed(t *testing.T) {
+	t.Parallel()
+	dc := dockerClient(t)
+	ref := pushHostile(t, writablePathRootfs(t), "wp-only-kill9")
+	cb := newCallbackReceiver(t)
+	mnt, root := btrfsRoot(t)
+	d := newDaemonDir(t, "volume_data_path: "+root, "volume_mount_path: "+mnt, "volume_filesystem: btrfs",
+		"sku_profiles: {small: {cpu_cores: 0.25, memory_mb: 128, disk_mb: 64}}", "retain_on_close: true").startChild(true)
+	lease := stockProvision(t, d, cb, flatManifest(map[string]any{"image": ref}), messages.LeaseItem{SKU: "small", Quantity: 1})
+	vol := filepath.Join(root, messages.VolumeName(lease, "app", 0))
+	holder := holdMount(t, dc, vol)
+	if r := d.deprovision(lease); r.Status != 503 || !strings.Contains(string(r.Body), "lifecycle_pending") {
+		t.Fatalf("close with a busy volume: %d %s, want 503 lifecycle_pending", r.Status, r.Body)
+	}
+	if body := string(d.debugGet("/debug/leases/" + lease).Body); !strings.Contains(body, "writable-path-only, destroyed: "+messages.VolumeName(lease, "app", 0)) {
+		t.Fatalf("no journaled verdict in the lease's history:\n%s", body)
+	}
+	d.kill9()
+	if err := os.Mkdir(filepath.Join(vol, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.startChild(true)
+	if err := dc.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	d.deprovisionUntilGone(lease)
+	if got := cb.waitFor(lease, 2, time.Minute)[1].Body; got.Status != messages.CallbackDeprovisioned || got.Retained {
+		t.Fatalf("deprovisioned callback %+v, want retained: false", got)
+	}
+	if list := d.retentionList(); len(list) != 0 {
+		t.Fatalf("retentions %+v: the journaled verdict reclaims", list)
+	}
+	if vs := managedVolumes(t, root); len(vs) != 0 {
+		t.Fatalf("volumes %v remain", vs)
+	}
+	if n := d.metricValue(wpReclaimed); n != 1 {
+		t.Fatalf("%s = %v in the restarted berthd, want 1", wpReclaimed, n)
+	}
+	assertGone(t, dc, lease)
 }
