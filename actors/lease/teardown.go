@@ -29,7 +29,8 @@ func (j *job) teardown(ctx context.Context) TornDown {
 	}
 	if c := j.close; c != nil && c.Retain && !c.Judged {
 		if managed, _ := j.leaseVolumes(); len(managed) > 0 {
-			return TornDown{Judged: j.judge(ctx, managed)}
+			verdict, err := j.judge(ctx, managed)
+			return TornDown{Judged: verdict, Err: err}
 		}
 	}
 	return j.closeVolumes(ctx)
@@ -46,15 +47,18 @@ func (j *job) closeVolumesOf(ctx context.Context) TornDown {
 // judge is a retaining close's verdict, its containers gone: the managed
 // volumes that hold only writable-path copies (restore reseeds them from the
 // image) are reclaimed. A volume that cannot be read is retained (any doubt
-// retains); an absent one is neither (nothing to keep).
-func (j *job) judge(ctx context.Context, managed []messages.RetainedVolume) *CloseJudged {
+// retains); an absent one is neither (nothing to keep). A judgement cut off
+// (ctx ended) is no verdict: an error.
+func (j *job) judge(ctx context.Context, managed []messages.RetainedVolume) (*CloseJudged, error) {
 	v := &CloseJudged{Reclaim: []string{}}
 	if j.vols == nil {
-		return v
+		return v, nil
 	}
 	for _, m := range managed {
 		entries, err := j.vols.Entries(ctx, m.Name)
 		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
 		case errdefs.IsNotFound(err):
 		case err != nil:
 			j.log.Warn().Err(err).Str("volume", m.Name).Msg("volume not judged: retained")
@@ -62,7 +66,7 @@ func (j *job) judge(ctx context.Context, managed []messages.RetainedVolume) *Clo
 			v.Reclaim = append(v.Reclaim, m.Name)
 		}
 	}
-	return v
+	return v, nil
 }
 
 // leaseVolumes are the managed volumes the lease's stateful services own, and
