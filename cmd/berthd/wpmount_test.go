@@ -218,3 +218,55 @@ func TestRetention_Kill9AfterTheVerdict_WritablePathOnlyStillReclaimed(t *testin
 	}
 	assertGone(t, dc, lease)
 }
+
+// In a stack the verdict is per volume: the service with VOLUME data is
+// retained and restorable with its data; the writable-path-only one is
+// reclaimed, and the restore makes it a fresh volume reseeded from the image.
+func TestRetention_Stack_DataRetainedWritablePathReclaimed_RestoreReseeds(t *testing.T) {
+	t.Parallel()
+	dc := dockerClient(t)
+	ref := pushHostile(t, writablePathRootfs(t), "wp-only-stack")
+	cb := newCallbackReceiver(t)
+	d, root := tenantDaemon(t, "retain_on_close: true")
+	port := map[string]any{"8080/tcp": map[string]any{}}
+	stack := map[string]any{"services": map[string]any{"db": map[string]any{"image": testImage(), "ports": port},
+		"web": map[string]any{"image": ref, "ports": port}}}
+	items := []messages.LeaseItem{{SKU: "small", Quantity: 1, ServiceName: "db"}, {SKU: "small", Quantity: 1, ServiceName: "web"}}
+	src := provisionReady(t, d, cb, stack, items...)
+	if code, body := putFile(t, hostPort(t, d, src, "db", 0), "/data/marker", []byte(src)); code >= 300 {
+		t.Fatalf("write db's data: %d %s", code, body)
+	}
+	if code, body := putFile(t, hostPort(t, d, src, "web", 0), "/var/lib/app/seed.txt", []byte("written by the tenant")); code >= 300 {
+		t.Fatalf("write web's writable path: %d %s", code, body)
+	}
+	before := d.metricValue(wpReclaimed)
+	d.deprovisionUntilGone(src)
+	if got := cb.waitFor(src, 2, time.Minute)[1].Body; !got.Retained {
+		t.Fatalf("deprovisioned callback %+v, want retained: true (db's data)", got)
+	}
+	if list := d.retentionList(); len(list) != 1 || list[0].LeaseUUID != src || list[0].DiskMB != 64 {
+		t.Fatalf("retentions %+v, want one record of db's 64 MB", list)
+	}
+	if vs := managedVolumes(t, root); len(vs) != 1 || vs[0] != messages.RetainedVolumeName(src, "db", 0) {
+		t.Fatalf("volumes %v, want db's retained one alone", vs)
+	}
+	if after := d.metricValue(wpReclaimed); after != before+1 {
+		t.Fatalf("%s went %v → %v, want one more (web's)", wpReclaimed, before, after)
+	}
+
+	dest := uuid.NewString()
+	if r := d.postJSON("/restore", messages.RestoreRequest{LeaseUUID: dest, FromLeaseUUID: src, Tenant: "tenant-test",
+		ProviderUUID: "provider-test", Items: items, CallbackURL: cb.callbackURL()}); r.Status != 202 {
+		t.Fatalf("restore: %d %s", r.Status, r.Body)
+	}
+	if c := cb.waitFor(dest, 1, 2*time.Minute)[0].Body; c.Status != messages.CallbackSuccess {
+		t.Fatalf("restore callback %+v", c)
+	}
+	if code, body, err := httpGetHostPort("127.0.0.1:"+hostPort(t, d, dest, "db", 0), "/file?path=/data/marker"); err != nil || code != 200 || body != src {
+		t.Fatalf("restored db reads %d %q %v, want its retained data", code, body, err)
+	}
+	if code, body, err := httpGetHostPort("127.0.0.1:"+hostPort(t, d, dest, "web", 0), "/file?path=/var/lib/app/seed.txt"); err != nil || code != 200 || body != "from the image" {
+		t.Fatalf("restored web reads %d %q %v, want its writable path reseeded from the image", code, body, err)
+	}
+	d.closeAll(dc, dest)
+}
