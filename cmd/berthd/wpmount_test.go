@@ -132,7 +132,7 @@ func TestMountBudget_OverBudget_FailsOnceBeforeAnyHelper(t *testing.T) {
 	for i := range 16 {
 		changes = append(changes, fmt.Sprintf("VOLUME /v%d", i))
 	}
-	ref := pushHostile(t, writablePathRootfs(t), "16volumes-"+uuid.NewString()[:8], changes...)
+	ref := pushHostile(t, writablePathRootfs(t), "16volumes-budget", changes...)
 	cb := newCallbackReceiver(t)
 	d := newDaemonDir(t, "sku_profiles: {micro: {cpu_cores: 0.001, memory_mb: 8, disk_mb: 0}, diskless: {cpu_cores: 0.25, memory_mb: 128, disk_mb: 0}}").startInProcess()
 	helpers := helperCreates(t, readInstallationID(filepath.Join(d.dir, "data")))
