@@ -77,3 +77,26 @@ func TestMountBudget_WorstCaseAcrossTheLease(t *testing.T) {
 		t.Errorf("32.7 MB of targets: %v", err)
 	}
 }
+
+// A volume is writable-path-only when its top holds nothing, or only the _wp
+// directory; anything else might be data and keeps it.
+func TestWritablePathOnly(t *testing.T) {
+	wp := VolumeEntry{Name: WritableRoot, Dir: true}
+	for _, c := range []struct {
+		name    string
+		entries []VolumeEntry
+		want    bool
+	}{
+		{"empty: nothing to keep", nil, true},
+		{"only the _wp tree", []VolumeEntry{wp}, true},
+		{"a VOLUME's subdirectory, even empty", []VolumeEntry{wp, {Name: "data", Dir: true}}, false},
+		{"a VOLUME's subdirectory alone", []VolumeEntry{{Name: "var%2Flib%2Fdb", Dir: true}}, false},
+		{"_wp that is not a directory (a file or a symlink)", []VolumeEntry{{Name: WritableRoot}}, false},
+		{"a stray file beside _wp", []VolumeEntry{wp, {Name: "notes.txt"}}, false},
+		{"a name that only looks like _wp", []VolumeEntry{{Name: "_wp2", Dir: true}}, false},
+	} {
+		if got := WritablePathOnly(c.entries); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -325,6 +325,11 @@ type DownOptions struct {
 	RemoveVolumes bool
 }
 
+// MaxVolumeEntries bounds what Entries reads of a volume's top: berth makes one
+// subdirectory per image VOLUME (at most 16) and the writable-path tree, and
+// no container mounts the top itself.
+const MaxVolumeEntries = 1024
+
 // ErrVolumeBusy: a managed volume cannot be destroyed right now (a process holds a
 // file or the subvolume open, a mount is still attached); retry later — a held
 // deletion, never a forgotten one. It is errdefs.IsConflict, as Docker's own
@@ -365,6 +370,10 @@ type Volumes interface {
 	Destroy(ctx context.Context, name string) error
 	// Exists reports whether the volume exists.
 	Exists(ctx context.Context, name string) (bool, error)
+	// Entries lists the entries at the top of the volume (never below it):
+	// what a retaining close judges the volume by (WritablePathOnly). Absent
+	// is ErrNotFound; a top of more than MaxVolumeEntries entries is an error.
+	Entries(ctx context.Context, name string) ([]VolumeEntry, error)
 	// List names every entry under the root that has the managed prefix "fred-".
 	List(ctx context.Context) ([]string, error)
 }

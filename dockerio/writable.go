@@ -61,3 +61,24 @@ type SeedRequest struct {
 	MaxEntries int
 	MaxBytes   int64
 }
+
+// VolumeEntry is one entry at the top of a volume: an image VOLUME's
+// subdirectory (VolumeSubdir), the WritableRoot tree, or anything else.
+type VolumeEntry struct {
+	Name string
+	Dir  bool // a directory (never a symlink to one)
+}
+
+// WritablePathOnly reports whether a volume whose top holds entries keeps
+// nothing a restore could use: nothing at all, or only the WritableRoot
+// directory, whose writable-path copies every launch reseeds from the image.
+// Anything else — a VOLUME's subdirectory, even empty, a file, a symlink — is
+// data, or might be: the volume is kept (any doubt retains).
+func WritablePathOnly(entries []VolumeEntry) bool {
+	for _, e := range entries {
+		if e.Name != WritableRoot || !e.Dir {
+			return false
+		}
+	}
+	return true
+}

@@ -454,6 +454,9 @@ func (a *Actor) journaled() *supervisors.Journal[*State] {
 		a.journal = &supervisors.Journal[*State]{Store: a.deps.Store, Stream: Stream(a.id), Version: eventVersion,
 			Every: a.set.SnapshotEvery, Now: a.deps.Now, Log: a.deps.Log, Fold: func(st *State, ev persistence.Event) error {
 				from := st.Status
+				if ev.Type == EvClosed {
+					metrics.closing(st)
+				}
 				err := st.Apply(ev)
 				metrics.transition(from, st.Status, ev.Type)
 				return err

@@ -39,6 +39,7 @@ var appliers = map[string]func(*State, persistence.Event) error{
 	EvMaintenanceFailed:   applier(from(Restarting, Updating), (*State).onMaintenanceFailed),
 	EvReleasesPruned:      applier(nil, (*State).onReleasesPruned),
 	EvCloseRequested:      applier(nil, (*State).onCloseRequested),
+	EvCloseJudged:         applier(from(Deprovisioning), (*State).onCloseJudged),
 	EvClosed:              applier(from(Deprovisioning), (*State).onClosed),
 	EvAdopted:             applier(from(Reserved), (*State).onAdopted),
 	EvDomainsDesired:      applier(from(Ready), (*State).onDomainsDesired),
@@ -259,6 +260,19 @@ func (s *State) onCloseRequested(e *CloseRequested) bool {
 	if e.Admission > s.Admission {
 		s.Admission = e.Admission
 	}
+	return true
+}
+
+// onCloseJudged records a retaining close's verdict, once: a close judged
+// twice could retain on one run what it destroys on another.
+func (s *State) onCloseJudged(e *CloseJudged) bool {
+	c := s.Close
+	if c == nil || !c.Retain || c.Judged {
+		return false
+	}
+	j := *c // the close.requested payload stays as journaled
+	j.Judged, j.Reclaim = true, e.Reclaim
+	s.Close = &j
 	return true
 }
 

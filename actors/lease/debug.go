@@ -205,9 +205,17 @@ var summaries = map[string]func(json.RawMessage) (string, error){
 		}
 		return ""
 	}),
+	EvCloseJudged: summary(func(e CloseJudged) string {
+		if len(e.Reclaim) == 0 {
+			return "every volume retained"
+		}
+		return "writable-path-only, destroyed: " + strings.Join(e.Reclaim, ", ")
+	}),
 	EvClosed: summary(func(e ClosedEv) string {
 		r := e.Retention
 		switch {
+		case r == nil && len(e.Reclaimed) > 0:
+			return "nothing retained: every volume held only writable-path copies"
 		case r == nil:
 			return ""
 		case r.RetainedUntil.IsZero():

@@ -216,6 +216,13 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 	if in.Err != nil {
 		return effects(Wait{D: env.Limits.TeardownRetry, What: string(WorkTeardown)})
 	}
+	if in.Judged != nil {
+		if c := st.Close; c != nil && c.Retain && !c.Judged {
+			return Decision{Events: []persistence.Event{event(EvCloseJudged, env.Now, *in.Judged)},
+				Effects: []Effect{Work{Kind: WorkCloseVolumes}}}
+		}
+		return effects(Work{Kind: WorkTeardown}) // judged already: carry out the journaled verdict
+	}
 	if len(in.Held) > 0 {
 		// A volume could not be destroyed yet: the volumehold actor retries it and
 		// tells us when it is gone; the close stays pending (503 lifecycle_pending)
@@ -228,6 +235,9 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 	}
 	if len(in.Retained) > 0 {
 		closed.Retention = retentionRecord(st, env, in.Retained)
+	}
+	if c := st.Close; c != nil && c.Judged {
+		closed.Reclaimed = c.Reclaim
 	}
 	return Decision{
 		Events:    []persistence.Event{event(EvClosed, env.Now, closed)},

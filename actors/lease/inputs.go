@@ -45,11 +45,14 @@ type (
 	}
 	// TornDown: the teardown worker finished. Retained are the volumes it moved into
 	// the retention namespace; Held those whose destruction is busy and handed to the
-	// volumehold actor (the close waits for them).
+	// volumehold actor (the close waits for them). Judged: a retaining close's
+	// containers are gone and its volumes judged, none touched yet — the verdict
+	// is journaled before it is carried out.
 	TornDown struct {
 		Err      error
 		Retained []messages.RetainedVolume
 		Held     []string
+		Judged   *CloseJudged
 	}
 	// HoldDone: a held volume of this lease is gone.
 	HoldDone struct{ Name string }
@@ -156,9 +159,10 @@ type ReplaceResult struct {
 type WorkKind string
 
 const (
-	WorkProvision     WorkKind = "provision" // one attempt: images, network, compose up, verify
-	WorkResume        WorkKind = "resume"    // classify an interrupted provision against Docker
-	WorkTeardown      WorkKind = "teardown"  // remove everything of the lease
+	WorkProvision     WorkKind = "provision"     // one attempt: images, network, compose up, verify
+	WorkResume        WorkKind = "resume"        // classify an interrupted provision against Docker
+	WorkTeardown      WorkKind = "teardown"      // remove everything of the lease
+	WorkCloseVolumes  WorkKind = "close-volumes" // a judged close, its containers gone: its volumes as journaled
 	WorkCapture       WorkKind = "failure-capture"
 	WorkCleanup       WorkKind = "failed-cleanup" // a failed attempt's kept containers: captured, then removed
 	WorkReplace       WorkKind = "replace"        // a restart or update, from capture to verdict

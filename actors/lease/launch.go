@@ -106,16 +106,11 @@ func (j *job) imagesAndNetwork(ctx context.Context, r Release, p *dockerio.Plan)
 		netDone <- netResult{net, err}
 	}()
 	done := j.provisionPhase("images")
-	images, err := j.admitImages(ctx, r)
+	images, err := j.admitImages(ctx, r, p)
 	done()
 	if err != nil {
 		<-netDone
 		return nil, nil, err
-	}
-	for i := range p.Services {
-		sp := &p.Services[i]
-		img := images[sp.Name]
-		sp.ImageID, sp.ImageVolumes, sp.MaskLabels = img.ID, img.Volumes, img.MaskLabels
 	}
 	det := j.writable().Detect(ctx, p, j.provisionPhase("detect"))
 	net := <-netDone
@@ -127,10 +122,13 @@ func (j *job) imagesAndNetwork(ctx context.Context, r Release, p *dockerio.Plan)
 	return images, det, nil
 }
 
-// admitImages admits every service image of r: the recorded content when the
-// lease already ran this reference (never the tag again), else the registry's
-// answer for the tag. It reports the pins to the actor, which journals them.
-func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.ImageInfo, error) {
+// admitImages admits every service image of r into p: the recorded content
+// when the lease already ran this reference (never the tag again), else the
+// registry's answer for the tag. It reports the pins to the actor, which
+// journals them. The lease mount budget is decided as soon as the images'
+// VOLUMEs are known, before the first helper (the images' users, then
+// detection): an over-budget lease is refused before anything of it runs.
+func (j *job) admitImages(ctx context.Context, r Release, p *dockerio.Plan) (map[string]dockerio.ImageInfo, error) {
 	want := make([]steps.Image, 0, len(r.Services))
 	for _, svc := range r.Services {
 		w := steps.Image{Service: svc.Name, Ref: svc.Manifest.Image, Pin: j.pins[svc.Manifest.Image]}
@@ -139,7 +137,7 @@ func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.I
 		}
 		want = append(want, w)
 	}
-	images, err := j.images().Up(ctx, want)
+	images, err := j.images().Admit(ctx, want)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +147,18 @@ func (j *job) admitImages(ctx context.Context, r Release) (map[string]dockerio.I
 	}
 	if j.report != nil && !slices.Equal(r.Images, pins) {
 		j.report(Pinned{Version: r.Version, Images: pins})
+	}
+	for i := range p.Services {
+		sp := &p.Services[i]
+		img := images[sp.Name]
+		sp.ImageID, sp.ImageVolumes, sp.MaskLabels = img.ID, img.Volumes, img.MaskLabels
+	}
+	if err := steps.MountBudget(*p); err != nil {
+		j.log.Warn().Err(err).Msg("lease mount budget exceeded: refused before any helper ran")
+		return nil, err
+	}
+	if err := j.images().Users(ctx, images); err != nil {
+		return nil, err
 	}
 	return images, nil
 }

@@ -99,6 +99,7 @@ const (
 	EvMaintenanceFailed   = "maintenance.failed"
 	EvReleasesPruned      = "releases.pruned"
 	EvCloseRequested      = "close.requested"
+	EvCloseJudged         = "close.judged" // a retaining close's verdict on each volume, before any is touched
 	EvClosed              = "closed"
 	EvAdopted             = "lease.adopted" // a fred v0.13 lease taken over as it ran (cmd/berthd/takeover)
 )
@@ -199,6 +200,19 @@ type (
 		// Requarantine: the close pre-empted a restore that never committed; the
 		// adopted volumes go back to the retention record they came from.
 		Requarantine bool `json:"requarantine,omitempty"`
+		// Judged and Reclaim are a retaining close's verdict (close.judged), set
+		// once its containers are gone and before any volume is touched: the
+		// volumes in Reclaim held only writable-path copies and are destroyed,
+		// the rest retained. Every later run of the close carries it out as
+		// journaled, never judging again.
+		Judged  bool     `json:"judged,omitempty"`
+		Reclaim []string `json:"reclaim,omitempty"`
+	}
+	// CloseJudged is a retaining close's verdict: the volumes that hold only
+	// writable-path copies (dockerio.WritablePathOnly) and are destroyed
+	// instead of retained.
+	CloseJudged struct {
+		Reclaim []string `json:"reclaim"`
 	}
 	// Adopted: a fred v0.13 lease taken over as it ran: its release history as
 	// fred kept it, its cohort by exact container ID — running (ready) or exited
@@ -221,6 +235,9 @@ type (
 		Retention *messages.RetentionRecord `json:"retention,omitempty"`
 		// Requarantined is the retention source a pre-commit restore handed back.
 		Requarantined string `json:"requarantined,omitempty"`
+		// Reclaimed are the volumes a retaining close destroyed as
+		// writable-path-only (its close.judged verdict).
+		Reclaimed []string `json:"reclaimed,omitempty"`
 	}
 )
 

@@ -35,13 +35,13 @@ var _ interface {
 func (e *memRefusingEngine) refuse() error { e.calls.Add(1); return errNoDocker }
 
 func (e *memRefusingEngine) Ping(context.Context) error { return e.refuse() }
-func (e *memRefusingEngine) ResolveImage(context.Context, string) (dockerio.ImageInfo, error) {
+func (e *memRefusingEngine) AdmitImage(context.Context, string) (dockerio.ImageInfo, error) {
 	return dockerio.ImageInfo{}, e.refuse()
 }
 func (e *memRefusingEngine) ImageUser(context.Context, string, string) (int, int, error) {
 	return 0, 0, e.refuse()
 }
-func (e *memRefusingEngine) PinnedImage(context.Context, messages.ImagePin) (dockerio.ImageInfo, error) {
+func (e *memRefusingEngine) AdmitPinned(context.Context, messages.ImagePin) (dockerio.ImageInfo, error) {
 	return dockerio.ImageInfo{}, e.refuse()
 }
 func (e *memRefusingEngine) EnsureNetwork(context.Context, dockerio.NetworkSpec) (string, error) {

@@ -12,12 +12,13 @@ type Metrics struct {
 	replacePhase *prometheus.HistogramVec
 	provPhase    *prometheus.HistogramVec
 	maintenance  *prometheus.CounterVec
+	wpReclaimed  prometheus.Counter
 }
 
 // NewMetrics registers berth_lease_transitions_total{from,to,event},
 // berth_replace_phase_duration_seconds{operation,phase},
-// berth_provision_phase_seconds{phase} and berth_maintenance_total{operation,outcome}
-// on reg.
+// berth_provision_phase_seconds{phase}, berth_maintenance_total{operation,outcome}
+// and berth_retention_writable_path_reclaimed_total on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -39,9 +40,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "berth_maintenance_total",
 			Help: "Settled restarts and updates, by operation and outcome (completed, recovered, intact, failed, canceled).",
 		}, []string{"operation", "outcome"}),
+		wpReclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_retention_writable_path_reclaimed_total",
+			Help: "Volumes a retaining close destroyed instead of retaining: they held only writable-path copies, which a restore reseeds from the image.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.transitions, m.replacePhase, m.provPhase, m.maintenance)
+		reg.MustRegister(m.transitions, m.replacePhase, m.provPhase, m.maintenance, m.wpReclaimed)
 	}
 	return m
 }
@@ -67,5 +72,13 @@ func (m *Metrics) provisionPhaseDone(phase string, d time.Duration) {
 func (m *Metrics) maintenanceSettled(operation, outcome string) {
 	if m != nil {
 		m.maintenance.WithLabelValues(operation, outcome).Inc()
+	}
+}
+
+// closing counts what a closed receipt about to fold into st settles: the
+// volumes its close reclaimed as writable-path-only.
+func (m *Metrics) closing(st *State) {
+	if m != nil && st.Close != nil && st.Close.Judged {
+		m.wpReclaimed.Add(float64(len(st.Close.Reclaim)))
 	}
 }

@@ -3,8 +3,13 @@ package lease
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/containerd/errdefs"
+
+	"github.com/berth-dev/berth/actors/lease/steps"
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 )
 
@@ -22,7 +27,46 @@ func (j *job) teardown(ctx context.Context) TornDown {
 	if err := j.compose().Sweep(ctx); err != nil {
 		return TornDown{Err: err}
 	}
+	if c := j.close; c != nil && c.Retain && !c.Judged {
+		if managed, _ := j.leaseVolumes(); len(managed) > 0 {
+			verdict, err := j.judge(ctx, managed)
+			return TornDown{Judged: verdict, Err: err}
+		}
+	}
 	return j.closeVolumes(ctx)
+}
+
+// closeVolumesOf is closeVolumes on its own (a judged close whose containers
+// this process just removed), bounded like a teardown.
+func (j *job) closeVolumesOf(ctx context.Context) TornDown {
+	ctx, cancel := context.WithTimeout(ctx, j.set.StopTimeout+2*time.Minute)
+	defer cancel()
+	return j.closeVolumes(ctx)
+}
+
+// judge is a retaining close's verdict, its containers gone: the managed
+// volumes that hold only writable-path copies (restore reseeds them from the
+// image) are reclaimed. A volume that cannot be read is retained (any doubt
+// retains); an absent one is neither (nothing to keep). A judgement cut off
+// (ctx ended) is no verdict: an error.
+func (j *job) judge(ctx context.Context, managed []messages.RetainedVolume) (*CloseJudged, error) {
+	v := &CloseJudged{Reclaim: []string{}}
+	if j.vols == nil {
+		return v, nil
+	}
+	for _, m := range managed {
+		entries, err := j.vols.Entries(ctx, m.Name)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errdefs.IsNotFound(err):
+		case err != nil:
+			j.log.Warn().Err(err).Str("volume", m.Name).Msg("volume not judged: retained")
+		case dockerio.WritablePathOnly(entries):
+			v.Reclaim = append(v.Reclaim, m.Name)
+		}
+	}
+	return v, nil
 }
 
 // leaseVolumes are the managed volumes the lease's stateful services own, and
@@ -51,9 +95,19 @@ func (j *job) closeVolumes(ctx context.Context) TornDown {
 	c, vols := j.close, j.volumes()
 	handBack := c != nil && c.Requarantine
 	if handBack {
-		managed = nil
+		// The adopted volumes go back to their record; those the restore made
+		// itself (writable-path-only ones its record did not keep) are destroyed.
+		managed = slices.DeleteFunc(managed, func(v messages.RetainedVolume) bool {
+			return j.spec.Restore == nil || slices.ContainsFunc(j.spec.Restore.Volumes, func(r steps.RestoreVolume) bool {
+				return r.Service == v.Service && r.Index == v.Index
+			})
+		})
 	}
-	retained, held, err := vols.Down(ctx, scratch, managed, c != nil && c.Retain)
+	var reclaim []string
+	if c != nil && c.Judged {
+		reclaim = c.Reclaim
+	}
+	retained, held, err := vols.Down(ctx, scratch, managed, c != nil && c.Retain, reclaim)
 	if err == nil && handBack && j.spec.Restore != nil {
 		err = vols.HandBack(ctx, j.spec.Restore.Volumes)
 	}

@@ -115,6 +115,14 @@ func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
 			}
 			return out
 		}
+	case WorkCloseVolumes:
+		return func(ctx context.Context) Input {
+			out := j.closeVolumesOf(ctx)
+			if out.Err != nil && ctx.Err() == nil {
+				j.log.Warn().Err(out.Err).Msg("close's volumes failed; retried")
+			}
+			return out
+		}
 	case WorkCapture:
 		return func(ctx context.Context) Input { j.captureRuntimeFailure(ctx); return Captured{Generation: gen} }
 	case WorkCleanup:

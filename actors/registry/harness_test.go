@@ -147,7 +147,9 @@ func newHarness(t *testing.T, mutate func(*Settings)) *harness {
 	h := &harness{t: t, store: store, diag: diag, eng: fake.New(fake.Options{InstallationID: store.Identity().InstallationID}), set: set,
 		reconciler: &probe{}, reclaimer: &probe{}, batches: &batchSizes{}, closures: &batchSizes{}, quiet: &supervisors.Quiet{},
 		faulty: &supervisors.FaultyStore{Store: store}}
-	h.eng.AddImage(testImage, dockerio.ImageInfo{})
+	// VOLUME /data: a stateful lease's data is in a volume a retaining close keeps
+	// (one holding only writable-path copies is reclaimed instead).
+	h.eng.AddImage(testImage, dockerio.ImageInfo{Volumes: []string{"/data"}})
 	id := store.Identity()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
 	leaseDeps := &lease.Deps{Store: store, Diag: diag, Engine: steps.Docker{ImagesAPI: h.eng, NetworksAPI: h.eng, ContainersAPI: h.eng}, Volumes: h.vols, Log: zerolog.Nop(), Now: time.Now,

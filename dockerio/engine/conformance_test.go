@@ -73,6 +73,8 @@ type foreigner struct {
 // conformer is what the scenario asks of both engines.
 type conformer interface {
 	steps.ImagesAPI
+	ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error)
+	PinnedImage(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error)
 	steps.NetworksAPI
 	steps.ContainersAPI
 	Up(ctx context.Context, plan dockerio.Plan) error

@@ -46,6 +46,17 @@ func isImageID(ref string) bool {
 // stale cache can never launch in place of what the tag names now.
 // Bounded by Options.PullTimeout on top of ctx.
 func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
+	return e.resolveImage(ctx, ref, true)
+}
+
+// AdmitImage is ResolveImage without resolving the image's user: no image
+// helper runs (UID and GID are left 0), so a launch can check what the
+// metadata implies (the lease mount budget) before its first helper.
+func (e *Engine) AdmitImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
+	return e.resolveImage(ctx, ref, false)
+}
+
+func (e *Engine) resolveImage(ctx context.Context, ref string, user bool) (dockerio.ImageInfo, error) {
 	if isImageID(ref) {
 		return dockerio.ImageInfo{}, fmt.Errorf("resolve image %s: %w: an image ID is not a registry reference", trimID(ref), dockerio.ErrImagePull)
 	}
@@ -93,13 +104,23 @@ func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageIn
 	if err != nil {
 		return dockerio.ImageInfo{}, err
 	}
-	return e.admitWithUser(pctx, resp, pinned.String())
+	return e.admitWithUser(pctx, resp, pinned.String(), user)
 }
 
 // PinnedImage admits exactly the recorded content: the local image whose ID is
 // pin.ID, else pin.Digest fetched from its registry and required to be pin.ID.
 // The tag is never looked at. Bounded by Options.PullTimeout on top of ctx.
 func (e *Engine) PinnedImage(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error) {
+	return e.pinnedImage(ctx, pin, true)
+}
+
+// AdmitPinned is PinnedImage without resolving the image's user (no helper;
+// UID and GID left 0), as AdmitImage.
+func (e *Engine) AdmitPinned(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error) {
+	return e.pinnedImage(ctx, pin, false)
+}
+
+func (e *Engine) pinnedImage(ctx context.Context, pin messages.ImagePin, user bool) (dockerio.ImageInfo, error) {
 	if !isImageID(pin.ID) {
 		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %q: %w: the pin has no image ID", pin.Ref, dockerio.ErrImagePull)
 	}
@@ -107,7 +128,7 @@ func (e *Engine) PinnedImage(ctx context.Context, pin messages.ImagePin) (docker
 	switch {
 	case err == nil && resp.ID == pin.ID:
 		e.images.put(resp)
-		return e.admitWithUser(ctx, resp, pin.Digest)
+		return e.admitWithUser(ctx, resp, pin.Digest, user)
 	case err != nil && !isNotFound(err):
 		return dockerio.ImageInfo{}, dockerErr("inspect pinned image "+trimID(pin.ID), err)
 	}
@@ -130,7 +151,7 @@ func (e *Engine) PinnedImage(ctx context.Context, pin messages.ImagePin) (docker
 		return dockerio.ImageInfo{}, fmt.Errorf("pinned image %s: %w: %s is image %s, not the recorded one",
 			trimID(pin.ID), dockerio.ErrImagePull, pin.Digest, trimID(resp.ID))
 	}
-	return e.admitWithUser(pctx, resp, pin.Digest)
+	return e.admitWithUser(pctx, resp, pin.Digest, user)
 }
 
 // imageByID inspects the image whose content ID is exactly id, answered from
@@ -161,12 +182,15 @@ func imageVolumes(resp image.InspectResponse) []string {
 	return out
 }
 
-// admitWithUser admits the image and resolves its user to the numeric uid/gid
-// its volumes' mount points are given to (imageuser.go).
-func (e *Engine) admitWithUser(ctx context.Context, resp image.InspectResponse, pinned string) (dockerio.ImageInfo, error) {
+// admitWithUser admits the image and, with user, resolves its user to the
+// numeric uid/gid its volumes' mount points are given to (imageuser.go).
+func (e *Engine) admitWithUser(ctx context.Context, resp image.InspectResponse, pinned string, user bool) (dockerio.ImageInfo, error) {
 	info, err := admit(resp, pinned)
 	if err != nil {
 		return dockerio.ImageInfo{}, err
+	}
+	if !user {
+		return info, nil
 	}
 	return e.withUser(ctx, info, info.Volumes)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -527,6 +528,35 @@ func (v volumeRoot) Exists(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	return v.entry(filepath.Join(v.root, name))
+}
+
+// Entries lists the top of the volume: at most dockerio.MaxVolumeEntries
+// entries, each a directory or not as lstat says (a symlink is not one).
+func (v volumeRoot) Entries(ctx context.Context, name string) ([]dockerio.VolumeEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := v.existing(name, "read")
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("volumes: read %s: %w", name, err)
+	}
+	defer f.Close()
+	des, err := f.ReadDir(dockerio.MaxVolumeEntries + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("volumes: read %s: %w", name, err)
+	}
+	if len(des) > dockerio.MaxVolumeEntries {
+		return nil, fmt.Errorf("volumes: %s holds more than %d entries at its top", name, dockerio.MaxVolumeEntries)
+	}
+	out := make([]dockerio.VolumeEntry, 0, len(des))
+	for _, de := range des {
+		out = append(out, dockerio.VolumeEntry{Name: de.Name(), Dir: de.Type().IsDir()})
+	}
+	return out, nil
 }
 
 // List names the root's entries with the managed prefix.

@@ -21,17 +21,21 @@ import (
 
 // ImagesAPI resolves a release's images and what its launch needs of them.
 type ImagesAPI interface {
-	// ResolveImage resolves ref through its registry to a digest, fetches that
-	// exact content when it is not present, inspects and admits it. When the
-	// registry cannot confirm the tag, it fails with ErrImagePull: a locally
-	// cached copy of a mutable tag is never launched.
-	ResolveImage(ctx context.Context, ref string) (dockerio.ImageInfo, error)
-	// PinnedImage admits the exact recorded content: the local image with
+	// AdmitImage resolves ref through its registry to a digest, fetches that
+	// exact content when it is not present, inspects and admits its metadata.
+	// When the registry cannot confirm the tag, it fails with ErrImagePull: a
+	// locally cached copy of a mutable tag is never launched. The image's user
+	// is not resolved (ImageUser does, through a helper): nothing of the image
+	// is created before the lease's mount budget is decided.
+	AdmitImage(ctx context.Context, ref string) (dockerio.ImageInfo, error)
+	// AdmitPinned admits the exact recorded content: the local image with
 	// pin.ID, else pin.Digest fetched and checked to be pin.ID. Never the tag.
-	PinnedImage(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error)
-	// ImageUser resolves a manifest's user override to the uid:gid a container
-	// of image imageID runs as (names through the image's own /etc/passwd), so
-	// a stateful volume's mount points belong to whoever will write them.
+	// The user is not resolved, as with AdmitImage.
+	AdmitPinned(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error)
+	// ImageUser resolves an image's USER or a manifest's user override to the
+	// uid:gid a container of image imageID runs as (names through the image's
+	// own /etc/passwd), so a stateful volume's mount points belong to whoever
+	// will write them.
 	ImageUser(ctx context.Context, imageID, user string) (uid, gid int, err error)
 	// DetectWritablePaths finds the directories a container of q.ImageID writes
 	// at start outside its VOLUMEs. The image's scan is cached by image ID. An

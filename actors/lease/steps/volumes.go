@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/containerd/errdefs"
 	"github.com/rs/zerolog"
@@ -143,16 +144,20 @@ func (s Volumes) HandBack(ctx context.Context, vols []RestoreVolume) error {
 
 // Down destroys the scratch volumes, then the managed ones — or with retain
 // moves each into the retention namespace, measured (one the lease never made
-// is skipped: nothing to keep). A busy volume is handed to Hold and listed in
-// held: the close waits for it.
-func (s Volumes) Down(ctx context.Context, scratch []string, managed []messages.RetainedVolume, retain bool) (retained []messages.RetainedVolume, held []string, err error) {
+// is skipped: nothing to keep), but for those in reclaim (writable-path-only,
+// as the close judged), which are destroyed. A busy volume is handed to Hold
+// and listed in held: the close waits for it.
+func (s Volumes) Down(ctx context.Context, scratch []string, managed []messages.RetainedVolume, retain bool, reclaim []string) (retained []messages.RetainedVolume, held []string, err error) {
 	if s.API == nil {
 		return nil, nil, nil
 	}
-	destroy := scratch
-	if !retain {
-		for _, v := range managed {
+	destroy := slices.Clone(scratch)
+	var keep []messages.RetainedVolume
+	for _, v := range managed {
+		if !retain || slices.Contains(reclaim, v.Name) {
 			destroy = append(destroy, v.Name)
+		} else {
+			keep = append(keep, v)
 		}
 	}
 	for _, name := range destroy {
@@ -167,7 +172,7 @@ func (s Volumes) Down(ctx context.Context, scratch []string, managed []messages.
 	if !retain {
 		return nil, held, nil
 	}
-	for _, v := range managed {
+	for _, v := range keep {
 		kept, ok, err := s.retain(ctx, v)
 		if err != nil {
 			return nil, nil, err

@@ -410,6 +410,17 @@ func (e *Engine) ResolveImage(ctx context.Context, ref string) (dockerio.ImageIn
 	return admitted(img, pinned)
 }
 
+// AdmitImage is ResolveImage: the fake resolves no user through a helper
+// (an image's UID and GID are what it was added with).
+func (e *Engine) AdmitImage(ctx context.Context, ref string) (dockerio.ImageInfo, error) {
+	return e.ResolveImage(ctx, ref)
+}
+
+// AdmitPinned is PinnedImage, as AdmitImage is ResolveImage.
+func (e *Engine) AdmitPinned(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error) {
+	return e.PinnedImage(ctx, pin)
+}
+
 // PinnedImage mirrors the real engine: the local image with exactly pin.ID, else
 // pin.Digest fetched and required to be pin.ID. Never the tag.
 func (e *Engine) PinnedImage(ctx context.Context, pin messages.ImagePin) (dockerio.ImageInfo, error) {

@@ -31,6 +31,7 @@ type fakeVolume struct {
 	quotaMB  int64
 	used     int64
 	subdirs  []string
+	extra    []dockerio.VolumeEntry // PutEntry's
 	uid, gid int
 }
 
@@ -112,6 +113,31 @@ func (v *Volumes) Usage(ctx context.Context, name string) (int64, error) {
 		return 0, err
 	}
 	return fv.used, nil
+}
+
+// Entries is the volume's subdirectories (directories) and what PutEntry added.
+func (v *Volumes) Entries(ctx context.Context, name string) ([]dockerio.VolumeEntry, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	fv, err := v.volume(ctx, "entries", "read", name)
+	if err != nil {
+		return nil, err
+	}
+	var out []dockerio.VolumeEntry
+	for _, s := range fv.subdirs {
+		out = append(out, dockerio.VolumeEntry{Name: s, Dir: true})
+	}
+	return append(out, fv.extra...), nil
+}
+
+// PutEntry adds an entry at the top of an existing volume (a seeded _wp tree, a
+// tenant's file), as Entries reports it.
+func (v *Volumes) PutEntry(name string, e dockerio.VolumeEntry) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if fv := v.vols[name]; fv != nil {
+		fv.extra = append(fv.extra, e)
+	}
 }
 
 // Rename moves from to to.
