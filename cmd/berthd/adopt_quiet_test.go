@@ -61,7 +61,7 @@ func TestFredV013Host_AnAdoptedHostStaysQuietThroughTheWindow(t *testing.T) {
 
 	window := quietWindow(t)
 	t.Logf("watching the adopted host for %s", window)
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(min(30*time.Second, time.Until(end) + time.Millisecond)) {
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(min(30*time.Second, time.Until(end)+time.Millisecond)) {
 		if now := containerLives(t, fred.name); now != lives {
 			t.Fatalf("an adopted container changed %s after the adoption:\nbefore:\n%s\nnow:\n%s", time.Since(adoptedAt), lives, now)
 		}
