@@ -374,6 +374,9 @@ type Volumes interface {
 	// what a retaining close judges the volume by (WritablePathOnly). Absent
 	// is ErrNotFound; a top of more than MaxVolumeEntries entries is an error.
 	Entries(ctx context.Context, name string) ([]VolumeEntry, error)
+	// Unnest moves fred v0.13's nested layout of the given image VOLUME targets
+	// onto berthd's (VolumeSubdir), idempotently (volumes/unnest.go).
+	Unnest(ctx context.Context, name string, targets []string) error
 	// List names every entry under the root that has the managed prefix "fred-".
 	List(ctx context.Context) ([]string, error)
 }

@@ -298,7 +298,7 @@ func (s *State) onAdopted(e *Adopted) bool {
 		}
 	}
 	s.Admission, s.OperationID, s.Releases, s.Containers = e.Admission, e.OperationID, e.Releases, e.Containers
-	s.Status, s.ReadyAt, s.FailCount = Ready, e.At, e.FailCount
+	s.Status, s.ReadyAt, s.FailCount, s.FredLayout = Ready, e.At, e.FailCount, e.FredLayout
 	if e.Failed != nil {
 		s.Status, s.Reason, s.Message = Failed, e.Failed.Reason, e.Failed.Message
 	}

@@ -227,6 +227,9 @@ type (
 		Containers  []Instance `json:"containers"`
 		FailCount   int        `json:"fail_count,omitempty"`
 		Failed      *Cause     `json:"failed,omitempty"`
+		// FredLayout: its volumes keep fred's nested VOLUME subdirectories,
+		// moved onto berthd's names (Volumes.Unnest) before any relaunch.
+		FredLayout bool `json:"fred_layout,omitempty"`
 	}
 	ClosedEv struct {
 		Admission uint64    `json:"admission"`
@@ -369,6 +372,9 @@ type State struct {
 	Closed *ClosedEv `json:"closed,omitempty"`
 	// Desired are the custom domains a reconcile gave the lease (reconcile_domains.go).
 	Desired *DomainsDesired `json:"desired_domains,omitempty"`
+	// FredLayout: adopted from fred v0.13 with nested VOLUME subdirectories
+	// (Adopted.FredLayout); every launch first unnests them, idempotently.
+	FredLayout bool `json:"fred_layout,omitempty"`
 }
 
 // NewState is a lease with nothing journaled yet.

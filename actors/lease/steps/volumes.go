@@ -24,6 +24,9 @@ type Volumes struct {
 	Lease  string
 	Hold   func(name string) // hands a busy volume to the volumehold actor (nil: none)
 	Log    *zerolog.Logger
+	// FredLayout: the lease was adopted from fred v0.13, whose volumes nest a
+	// VOLUME /var/lib/data at var/lib/data: Up moves it onto berthd's name first.
+	FredLayout bool
 }
 
 // RestoreVolume is one volume a restore adopts from its retained lease.
@@ -67,6 +70,11 @@ func (s Volumes) up(ctx context.Context, sp *dockerio.ServicePlan, img dockerio.
 		return fmt.Errorf("user %q of %s: %w", sp.User, sp.Name, err)
 	}
 	for i := range sp.Quantity {
+		if s.FredLayout {
+			if err := s.API.Unnest(ctx, messages.VolumeName(s.Lease, sp.Name, i), img.Volumes); err != nil && !errdefs.IsNotFound(err) {
+				return fmt.Errorf("volume of %s/%d, fred's layout: %w", sp.Name, i, err)
+			}
+		}
 		path, err := s.API.Ensure(ctx, messages.VolumeName(s.Lease, sp.Name, i), sp.DiskMB, subdirs, uid, gid)
 		if err != nil {
 			return fmt.Errorf("volume of %s/%d: %w", sp.Name, i, err)

@@ -156,6 +156,7 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 		if d := c.Labels[ingress.LabelCustomDomain]; d != "" { // routed: no reconcile redeploys for it
 			domains[svc] = d
 		}
+		adopted.FredLayout = adopted.FredLayout || len(nestedTargets(c.Image.Volumes)) > 0
 		ref := built.Services[svc].Image
 		images[svc] = messages.ImagePin{Ref: ref, ID: c.ImageID, Digest: repoDigest(ref, c.Image.RepoDigests)}
 		inst := lease.Instance{Service: svc, Index: idx, ContainerID: c.ID, Image: ref}

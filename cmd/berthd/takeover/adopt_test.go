@@ -215,3 +215,41 @@ func TestAdopt_ADiagnosticsOnlyFailedLeaseIsAdoptedAsItsCapture(t *testing.T) {
 		t.Fatalf("the journaled record carries the captures: %s", raw)
 	}
 }
+
+// A live lease whose image nests a VOLUME below a directory is adopted in
+// fred's layout, said in its lease.adopted so its first relaunch moves the data
+// onto berthd's names; a lease without one is not.
+func TestAdopt_ANestedVolumeLeaseIsAdoptedInFredsLayout(t *testing.T) {
+	ev := host()
+	ev.Objects[1].Labels["fred.sku"], ev.Objects[2].Labels["fred.sku"] = "docker-small", "docker-small"
+	for _, i := range []int{1, 2} {
+		idx := ev.Objects[i].Labels["fred.instance_index"]
+		ev.Objects[i].Image.Volumes = []string{"/var/lib/data"}
+		ev.Objects[i].Mounts = append(ev.Objects[i].Mounts, dockerio.FredMount{Type: "bind",
+			Source: root + "/fred-" + stack + "-web-" + idx + "/var/lib/data", Destination: "/var/lib/data"})
+	}
+	rl := rules()
+	report := Classify(ev, rl)
+	if !report.Ready() {
+		t.Fatalf("refused: %+v %+v", report.Host, report.Leases)
+	}
+	w, _, err := Adopt(ev, report, rl, "/f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := map[string]bool{}
+	for _, a := range w.Appends {
+		for _, e := range a.Events {
+			if e.Type == lease.EvAdopted {
+				st := lease.NewState()
+				if err := st.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+				layout[a.Stream] = st.FredLayout
+			}
+		}
+	}
+	if !layout[lease.Stream(stack)] || layout[lease.Stream(flat)] || len(layout) != 2 {
+		t.Fatalf("fred's layout by lease stream: %v", layout)
+	}
+}

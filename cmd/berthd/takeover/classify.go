@@ -313,7 +313,8 @@ func judgeState(c dockerio.FredObject, co *cohort, refuse func(string, string, .
 }
 
 // judgeAttachments: one network, the tenant's; binds only into the instance's
-// own volume, of a stateful SKU, in the layout berthd's is; no Docker volume.
+// own volume, of a stateful SKU; no Docker volume. Nested VOLUME targets are
+// fred's layout: the lease's first relaunch moves them onto berthd's.
 func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root string, stateful bool, refuse func(string, string, ...any)) {
 	tenantNet := dockerio.FredTenantNetwork(c.Labels[dockerio.LabelTenant])
 	if len(c.Networks) != 1 || c.Networks[tenantNet] == "" {
@@ -326,9 +327,6 @@ func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root st
 		case m.Type == "bind" && root != "" && (m.Source == own || strings.HasPrefix(m.Source, own+"/")):
 			if !stateful {
 				refuse(NotAdoptableYet, "container %s keeps its writable paths in %s: fred's volume of a diskless instance (berthd's has another name) is not adoptable yet", c.Name, own)
-			}
-			if nested := nestedTargets(c.Image.Volumes); len(nested) > 0 {
-				refuse(NotAdoptableYet, "container %s: its image's VOLUMEs %v nest below a directory: fred keeps them nested, berthd escaped (converting the layout is not built yet)", c.Name, nested)
 			}
 		default:
 			refuse(MountShape, "container %s mounts %s %s at %s", c.Name, m.Type, m.Source, m.Destination)
@@ -444,7 +442,7 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 		case !ok:
 			refuse(NotAdoptableYet, "service %s's image %s is not on this host: the layout of its retained data cannot be proven", name, ref)
 		case len(nestedTargets(img.Volumes)) > 0:
-			refuse(NotAdoptableYet, "service %s's image's VOLUMEs %v nest below a directory: fred kept them nested, berthd escaped (converting the layout is not built yet)",
+			refuse(NotAdoptableYet, "service %s's image's VOLUMEs %v nest below a directory: fred kept them nested, berthd escaped (a live lease's are converted at its first relaunch; a restore's is not built yet)",
 				name, nestedTargets(img.Volumes))
 		}
 	}

@@ -187,9 +187,10 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 	}
 }
 
-// Judged, named, and refused until adopting them is built: data in fred's
-// nested layout (a retained lease's image absent proves none), a diskless
-// instance's volume.
+// Judged, named, and refused until adopting them is built: a retained lease's
+// data whose layout its absent image cannot prove, a diskless instance's
+// volume. A live lease's nested VOLUME is adopted (fred's layout, converted
+// at its first relaunch).
 func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
 	ev := host()
 	withRetention(&ev) // its image is not among ev.Images
@@ -201,8 +202,12 @@ func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
 	if r.Ready() {
 		t.Fatal("ready")
 	}
+	// The stack's nested VOLUME is fred's layout: adopted, converted at its first relaunch.
+	if l := leaseOf(t, r, stack); len(l.Refusals) > 0 {
+		t.Fatalf("stack with a nested VOLUME: %+v", l)
+	}
 	for id, want := range map[string]string{retained: "is not on this host",
-		flat: "a diskless instance", stack: "nest below a directory"} {
+		flat: "a diskless instance"} {
 		if l := leaseOf(t, r, id); len(l.Refusals) != 1 || l.Refusals[0].Code != NotAdoptableYet || !strings.Contains(l.Refusals[0].Detail, want) {
 			t.Fatalf("lease %s: %+v, want %s (%s)", id, l, NotAdoptableYet, want)
 		}

@@ -130,6 +130,14 @@ func (v *Volumes) Entries(ctx context.Context, name string) ([]dockerio.VolumeEn
 	return append(out, fv.extra...), nil
 }
 
+// Unnest checks the volume exists: the fake keeps no nested layout.
+func (v *Volumes) Unnest(ctx context.Context, name string, targets []string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, err := v.volume(ctx, "unnest", "unnest", name)
+	return err
+}
+
 // PutEntry adds an entry at the top of an existing volume (a seeded _wp tree, a
 // tenant's file), as Entries reports it.
 func (v *Volumes) PutEntry(name string, e dockerio.VolumeEntry) {
