@@ -45,11 +45,13 @@ type (
 	}
 	// TornDown: the teardown worker finished. Retained are the volumes it moved into
 	// the retention namespace; Held those whose destruction is busy and handed to the
-	// volumehold actor (the close waits for them).
+	// volumehold actor (the close waits for them). Attempt: which retry of a
+	// teardown held by an unproven volume root this was (0: not such a retry).
 	TornDown struct {
 		Err      error
 		Retained []messages.RetainedVolume
 		Held     []string
+		Attempt  int
 	}
 	// HoldDone: a held volume of this lease is gone.
 	HoldDone struct{ Name string }
@@ -169,7 +171,8 @@ const (
 type Effect interface{ isEffect() }
 
 type (
-	// Work starts the lease's worker; Attempt numbers a retried cleanup.
+	// Work starts the lease's worker; Attempt numbers a retried cleanup, or a
+	// teardown retried while the volume root is unproven.
 	Work struct {
 		Kind    WorkKind
 		Attempt int

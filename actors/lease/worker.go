@@ -109,6 +109,7 @@ func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
 	case WorkTeardown:
 		return func(ctx context.Context) Input {
 			out := j.teardown(ctx)
+			out.Attempt = j.retry
 			if out.Err != nil && ctx.Err() == nil {
 				// The close stays pending (503 lifecycle_pending) and retries; say why.
 				j.log.Warn().Err(out.Err).Msg("close's teardown failed; retried")
