@@ -179,3 +179,17 @@ func unmount(t *testing.T, p string) {
 		}
 	}
 }
+
+// storage_attestation_timeout is the budget of the volume root's proof at start:
+// one too small for the btrfs quota check refuses to start, naming the key.
+func TestStart_StorageAttestationTimeout_ASmallBudgetRefusesTheVolumeRoot(t *testing.T) {
+	t.Parallel()
+	dockerClient(t)
+	mnt, root := btrfsRoot(t)
+	d := newDaemonDir(t, "volume_data_path: "+root, "volume_mount_path: "+mnt, "volume_filesystem: btrfs",
+		"storage_attestation_timeout: 1ns")
+	code, out := runOnce(t, "-config", d.cfgPath)
+	if code != 1 || !strings.Contains(out, "storage_attestation_timeout (1ns)") {
+		t.Fatalf("start with a 1ns attestation budget: exit %d, want 1 naming storage_attestation_timeout\n%s", code, out)
+	}
+}

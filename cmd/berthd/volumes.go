@@ -31,7 +31,7 @@ func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("volume_data_path %s: %w", cfg.VolumeDataPath, err)
 	}
-	opts := volumes.Options{DataPath: data, Filesystem: cfg.VolumeFilesystem}
+	opts := volumes.Options{DataPath: data, Filesystem: cfg.VolumeFilesystem, AttestTimeout: cfg.StorageAttestationTimeout}
 	if cfg.VolumeMountPath != "" {
 		if opts.MountPath, err = filepath.Abs(cfg.VolumeMountPath); err != nil {
 			return nil, fmt.Errorf("volume_mount_path %s: %w", cfg.VolumeMountPath, err)
