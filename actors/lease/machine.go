@@ -352,6 +352,10 @@ type State struct {
 	Closed *ClosedEv `json:"closed,omitempty"`
 	// Desired are the custom domains a reconcile gave the lease (reconcile_domains.go).
 	Desired *DomainsDesired `json:"desired_domains,omitempty"`
+	// LastAt is the time of the latest event applied: the floor of the lease's
+	// clock after a restart (clock.go), so a wall clock set back grants no
+	// deadline more than it had left.
+	LastAt time.Time `json:"last_at"`
 }
 
 // NewState is a lease with nothing journaled yet.
