@@ -9,7 +9,9 @@ import (
 // by the monotonic clock. Deadlines, budget windows and event times of one
 // process are thus bounded by elapsed time — a wall clock stepped back an hour
 // stretches no deadline, one stepped forward fails no attempt at once (issue 18
-// item 6); a restart anchors to the wall again.
+// item 6); a restart anchors to the wall again, and each lease's clock is then
+// floored at its latest journaled event (FloorShift), so a wall set back across
+// the restart stretches no deadline either.
 func NewProcessClock() func() time.Time {
 	start := time.Now()
 	return ProcessClock(time.Now, func() time.Duration { return time.Since(start) })
