@@ -336,6 +336,14 @@ const MaxVolumeEntries = 1024
 // "volume in use" is.
 var ErrVolumeBusy = errdefs.ErrConflict.WithMessage("managed volume busy")
 
+// ErrVolumeRootUnproven: the volume root is not, right now, the filesystem and
+// directory berthd opened at start (unmounted, another filesystem mounted there,
+// the directory or its installation marker replaced), so no volume operation
+// runs: on the wrong directory a destroy finds "no entry" and would report data
+// destroyed that still sits on the real disk. Retry later — the operation is
+// held, never done and never failed. It is errdefs.IsUnavailable.
+var ErrVolumeRootUnproven = errdefs.ErrUnavailable.WithMessage("volume root unproven")
+
 // VolumeSubdir is the subdirectory of an instance volume that image VOLUME target
 // is bind-mounted from ("/data" → "data"; escaping keeps distinct targets distinct).
 func VolumeSubdir(target string) string {

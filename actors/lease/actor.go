@@ -123,6 +123,10 @@ func New(deps *Deps, spec *Spec) actor.Producer {
 	return func() actor.Actor { return &Actor{deps: deps, set: deps.Settings, spec: cur, id: cur.spec.Lease} }
 }
 
+// now is the lease's clock: the process clock, never earlier than the lease's
+// latest journaled event (FloorShift).
+func (a *Actor) now() time.Time { return a.deps.Now().Add(a.spec.shift) }
+
 // Tasks are the lease's worker, side checks and timers (supervisors.Tasked).
 func (a *Actor) Tasks() *supervisors.Tasks { return a.tasks }
 
@@ -240,6 +244,11 @@ func (a *Actor) started(c actor.Context) {
 		return
 	}
 	a.st, a.seq = st, seq
+	if shift := FloorShift(a.spec.shift, st.LastAt, a.deps.Now()); shift != a.spec.shift {
+		a.spec.shift = shift
+		a.log().Warn().Time("last_event_at", st.LastAt).Dur("behind", shift).
+			Msg("the clock is behind this lease's journal: the lease's clock runs on from its last event, so no deadline grows")
+	}
 	a.st.ShareAdmission(a.spec.Load())
 	a.log().Debug().Str("status", string(st.Status)).Uint64("admission", a.spec.Load().Admission).
 		Uint64("journaled_admission", st.Admission).Uint64("generation", st.Generation).Msg("lease actor started")
@@ -289,7 +298,7 @@ func (a *Actor) step(in Input) Decision {
 // the running worker, and — for a maintenance — whether an earlier completion of
 // this lease is still queued (the maintenance fence).
 func (a *Actor) env(in Input) (Env, error) {
-	e := Env{Now: a.deps.Now(), Spec: a.spec.Load(), Limits: Limits{
+	e := Env{Now: a.now(), Spec: a.spec.Load(), Limits: Limits{
 		ProvisionTimeout: a.set.ProvisionTimeout, ResumePoll: a.set.ResumePoll, TeardownRetry: a.set.TeardownRetry,
 		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge},
 		DomainsUngated: a.set.Ingress != nil && a.set.CustomDomainsUngated, DomainsGated: a.gated()}
@@ -452,7 +461,7 @@ func (a *Actor) journaled() *supervisors.Journal[*State] {
 	if a.journal == nil {
 		metrics := a.deps.Metrics
 		a.journal = &supervisors.Journal[*State]{Store: a.deps.Store, Stream: Stream(a.id), Version: eventVersion,
-			Every: a.set.SnapshotEvery, Now: a.deps.Now, Log: a.deps.Log, Fold: func(st *State, ev persistence.Event) error {
+			Every: a.set.SnapshotEvery, Now: a.now, Log: a.deps.Log, Fold: func(st *State, ev persistence.Event) error {
 				from := st.Status
 				if ev.Type == EvClosed {
 					metrics.closing(st)
@@ -488,7 +497,7 @@ func (a *Actor) callback(cb Callback) persistence.OutboxRow {
 	if cb.Lifecycle {
 		url = spec.LifecycleURL
 	}
-	return persistence.OutboxRow{Lease: a.id, DeliveryID: uuid.NewString(), URL: url, Body: raw, Kind: cb.Kind(), CreatedAt: a.deps.Now()}
+	return persistence.OutboxRow{Lease: a.id, DeliveryID: uuid.NewString(), URL: url, Body: raw, Kind: cb.Kind(), CreatedAt: a.now()}
 }
 
 func (a *Actor) report() {

@@ -20,7 +20,13 @@ func (s *State) Apply(ev persistence.Event) error {
 	if !ok {
 		return fmt.Errorf("event type %q unknown to this berthd", ev.Type)
 	}
-	return apply(s, ev)
+	if err := apply(s, ev); err != nil {
+		return err
+	}
+	if ev.At.After(s.LastAt) {
+		s.LastAt = ev.At
+	}
+	return nil
 }
 
 // appliers are the lease's events: each with the statuses it may follow (nil: any)

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -77,7 +78,7 @@ func Decide(st *State, in Input, env Env) Decision {
 	case Timer:
 		switch {
 		case st.Status == Deprovisioning:
-			return effects(Work{Kind: WorkTeardown})
+			return effects(Work{Kind: WorkTeardown, Attempt: in.Attempt})
 		case in.What == string(WorkResume) && st.Status == Provisioning:
 			return effects(Work{Kind: WorkResume})
 		case in.What == string(WorkReplaceResume) && st.Status.maintaining():
@@ -212,6 +213,12 @@ func decideClose(st *State, in Close, env Env) Decision {
 func decideTornDown(st *State, in TornDown, env Env) Decision {
 	if st.Status != Deprovisioning {
 		return Decision{}
+	}
+	if errors.Is(in.Err, dockerio.ErrVolumeRootUnproven) {
+		// The volume root is not the one berthd opened (unmounted?): nothing was
+		// destroyed or retained, so the close is held — no closed event, no
+		// callback — and retried on the kit's backoff until the root is back.
+		return effects(Backoff{What: string(WorkTeardown), Attempt: in.Attempt + 1})
 	}
 	if in.Err != nil {
 		return effects(Wait{D: env.Limits.TeardownRetry, What: string(WorkTeardown)})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/manifest"
 	"github.com/berth-dev/berth/persistence"
@@ -842,6 +843,12 @@ func TestDecide_TornDown(t *testing.T) {
 		{name: "an error: try again after the teardown retry", j: jDeprovisioning(), in: lease.TornDown{Err: errors.New("docker: connection refused")},
 			effects: fx(waitTeardown)},
 		{name: "not deprovisioning: nothing", j: jReady(), in: lease.TornDown{}},
+		{name: "the volume root unproven: held — no closed event, no callback — retried on the kit's backoff",
+			j: jDeprovisioning(), in: lease.TornDown{Err: fmt.Errorf("destroy x: %w", dockerio.ErrVolumeRootUnproven)},
+			effects: fx(lease.Backoff{What: string(lease.WorkTeardown), Attempt: 1}), status: lease.Deprovisioning},
+		{name: "the volume root still unproven: the next backoff step",
+			j: jDeprovisioning(), in: lease.TornDown{Err: fmt.Errorf("destroy x: %w", dockerio.ErrVolumeRootUnproven), Attempt: 3},
+			effects: fx(lease.Backoff{What: string(lease.WorkTeardown), Attempt: 4}), status: lease.Deprovisioning},
 	})
 }
 
@@ -849,6 +856,8 @@ func TestDecide_TornDown(t *testing.T) {
 func TestDecide_Timer(t *testing.T) {
 	runDecide(t, []decideRow{
 		{name: "teardown retry while deprovisioning", j: jDeprovisioning(), in: lease.Timer{What: string(lease.WorkTeardown)}, effects: fx(workTeardown)},
+		{name: "a held teardown's backoff ran out: the teardown again, numbered", j: jDeprovisioning(),
+			in: lease.Timer{What: string(lease.WorkTeardown), Attempt: 2}, effects: fx(lease.Work{Kind: lease.WorkTeardown, Attempt: 2})},
 		{name: "resume while provisioning", j: jProvisioning(), in: lease.Timer{What: string(lease.WorkResume)}, effects: fx(workResume)},
 		{name: "resume after the lease became ready: nothing", j: jReady(), in: lease.Timer{What: string(lease.WorkResume)}},
 		{name: "replace-resume while restarting", j: jRestarting(), in: lease.Timer{What: string(lease.WorkReplaceResume)}, effects: fx(workReplaceResume)},

@@ -84,7 +84,7 @@ func (a *Actor) customDomainReady(m *messages.CustomDomainReady) {
 			Msg("custom domain redeploys from this release all failed; routed after the next restart or update")
 		return
 	}
-	if d := a.step(Maintain{Kind: KindCustomDomain, ID: id, AdmittedAt: a.deps.Now(), Target: &target}); d.Reply != nil {
+	if d := a.step(Maintain{Kind: KindCustomDomain, ID: id, AdmittedAt: a.now(), Target: &target}); d.Reply != nil {
 		a.log().Info().Str("domain", m.Domain).Str("refused", messages.SafeMessage(d.Reply)).Msg("custom domain redeploy not started; asked again when ready")
 		if n, err := a.deps.Store.OutboxPending(a.id, RowMaintenance); err == nil && n > 0 {
 			// The fence: an earlier completion (a failed redeploy's, say) is being

@@ -47,12 +47,14 @@ type (
 	// the retention namespace; Held those whose destruction is busy and handed to the
 	// volumehold actor (the close waits for them). Judged: a retaining close's
 	// containers are gone and its volumes judged, none touched yet — the verdict
-	// is journaled before it is carried out.
+	// is journaled before it is carried out. Attempt: which retry of a
+	// teardown held by an unproven volume root this was (0: not such a retry).
 	TornDown struct {
 		Err      error
 		Retained []messages.RetainedVolume
 		Held     []string
 		Judged   *CloseJudged
+		Attempt  int
 	}
 	// HoldDone: a held volume of this lease is gone.
 	HoldDone struct{ Name string }
@@ -173,7 +175,8 @@ const (
 type Effect interface{ isEffect() }
 
 type (
-	// Work starts the lease's worker; Attempt numbers a retried cleanup.
+	// Work starts the lease's worker; Attempt numbers a retried cleanup, or a
+	// teardown retried while the volume root is unproven.
 	Work struct {
 		Kind    WorkKind
 		Attempt int

@@ -375,6 +375,10 @@ type State struct {
 	// FredLayout: adopted from fred v0.13 with nested VOLUME subdirectories
 	// (Adopted.FredLayout); every launch first unnests them, idempotently.
 	FredLayout bool `json:"fred_layout,omitempty"`
+	// LastAt is the time of the latest event applied: the floor of the lease's
+	// clock after a restart (clock.go), so a wall clock set back grants no
+	// deadline more than it had left.
+	LastAt time.Time `json:"last_at"`
 }
 
 // NewState is a lease with nothing journaled yet.

@@ -36,7 +36,7 @@ const compensationBudget = 2 * time.Minute
 // replace runs a maintenance from its start.
 func (j *job) replace(parent context.Context) ReplaceResult {
 	m := j.maint
-	ctx, cancel := context.WithDeadline(parent, m.Deadline)
+	ctx, cancel := j.until(parent, m.Deadline)
 	defer cancel()
 	phase := j.phases(m.Kind)
 
@@ -125,7 +125,7 @@ func (j *job) replaceResume(ctx context.Context) ReplaceResult {
 	target := ofGeneration(cohort, m.Generation)
 	compensating := ofGeneration(cohort, m.CompensateGen)
 	if len(compensating) == 0 && len(target) > 0 && complete(&j.rel, target) && allRunning(target) {
-		vctx, cancel := context.WithDeadline(ctx, maxTime(m.Deadline, j.now().Add(j.set.VerifyDuration+time.Minute)))
+		vctx, cancel := j.until(ctx, maxTime(m.Deadline, j.now().Add(j.set.VerifyDuration+time.Minute)))
 		out := j.verify(vctx, target, &j.rel, m.Deadline)
 		cancel()
 		return j.verdict(ctx, out, cohort)

@@ -74,7 +74,10 @@ func (s *Spec) pinnedFQDNs(service string, quantity int) []string {
 // that builds each incarnation: an actor a supervisor restarts starts from the
 // admission the lease last took, not the one it was spawned with. Only the
 // lease's goroutine touches it (a restart runs on its mailbox).
-type latest struct{ spec *Spec }
+type latest struct {
+	spec  *Spec
+	shift time.Duration // the lease clock's FloorShift, kept across incarnations
+}
 
 // Load is the spec.
 func (l *latest) Load() *Spec { return l.spec }

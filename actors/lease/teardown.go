@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -48,7 +49,7 @@ func (j *job) closeVolumesOf(ctx context.Context) TornDown {
 // volumes that hold only writable-path copies (restore reseeds them from the
 // image) are reclaimed. A volume that cannot be read is retained (any doubt
 // retains); an absent one is neither (nothing to keep). A judgement cut off
-// (ctx ended) is no verdict: an error.
+// (ctx ended), or of a volume root not proven, is no verdict: an error.
 func (j *job) judge(ctx context.Context, managed []messages.RetainedVolume) (*CloseJudged, error) {
 	v := &CloseJudged{Reclaim: []string{}}
 	if j.vols == nil {
@@ -59,6 +60,8 @@ func (j *job) judge(ctx context.Context, managed []messages.RetainedVolume) (*Cl
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.Is(err, dockerio.ErrVolumeRootUnproven):
+			return nil, err // not the volumes berthd opened: no verdict, the close is held
 		case errdefs.IsNotFound(err):
 		case err != nil:
 			j.log.Warn().Err(err).Str("volume", m.Name).Msg("volume not judged: retained")

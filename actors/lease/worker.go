@@ -47,7 +47,7 @@ type job struct {
 func (a *Actor) job() *job {
 	st := a.st
 	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
-		log: *a.log(), now: a.deps.Now, metrics: a.deps.Metrics, report: a.tasked().Send, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
+		log: *a.log(), now: a.now, metrics: a.deps.Metrics, report: a.tasked().Send, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
 		pins: knownPins(st), deadline: st.Deadline, failure: Cause{st.Reason, st.Message},
 		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}, fredLayout: st.FredLayout}
 	if r := st.Running(); r != nil {
@@ -110,6 +110,7 @@ func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
 	case WorkTeardown:
 		return func(ctx context.Context) Input {
 			out := j.teardown(ctx)
+			out.Attempt = j.retry
 			if out.Err != nil && ctx.Err() == nil {
 				// The close stays pending (503 lifecycle_pending) and retries; say why.
 				j.log.Warn().Err(out.Err).Msg("close's teardown failed; retried")
@@ -169,7 +170,7 @@ var canceled = Outcome{Kind: OutcomeCanceled}
 // fails it (cleaned up); only a cancellation — a close or a drain — leaves the
 // outcome to the actor.
 func (j *job) provision(parent context.Context) Outcome {
-	ctx, cancel := context.WithDeadline(parent, j.deadline)
+	ctx, cancel := j.until(parent, j.deadline)
 	defer cancel()
 	j.quiet.Wait(ctx)
 	return j.timedOut(parent, j.attempt(ctx))
@@ -316,7 +317,7 @@ func (j *job) resume(ctx context.Context) Outcome {
 		}
 	}
 	if complete(&j.rel, current) && allRunning(current) {
-		dctx, cancel := context.WithDeadline(ctx, j.deadline)
+		dctx, cancel := j.until(ctx, j.deadline)
 		defer cancel()
 		return j.cleanUp(j.timedOut(ctx, j.verify(dctx, current, &j.rel, j.deadline)))
 	}

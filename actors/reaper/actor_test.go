@@ -235,3 +235,44 @@ func TestReaper_OrphanPrunedAfterConsecutiveSweeps_ListFailureSkips_Reappearance
 		t.Fatalf("orphaned %v after three consecutive misses, want %s", orphaned, orphan)
 	}
 }
+
+// An unproven volume root (unmounted: every volume looks absent) destroys
+// nothing, reaps no record, counts no leak and prunes no orphan; the sweep
+// fails (the pass backs off). Once the root is proven again the same record is
+// reaped.
+func TestReaper_UnprovenRoot_NothingReapedOrPruned_ThenReapedOnceProven(t *testing.T) {
+	const expired, active = "77777777-7777-4777-8777-777777777777", "88888888-8888-4888-8888-888888888888"
+	expiredVol, activeVol := messages.RetainedVolumeName(expired, "app", 0), messages.RetainedVolumeName(active, "app", 0)
+	h := newHarness(t, 1, messages.RetentionSweepReply{})
+	ensure(t, h.vols, expiredVol, activeVol)
+	h.vols.SetRootUnproven(true)
+	h.reg.set(messages.RetentionSweepReply{
+		Reaping: []messages.RetentionRecord{record(expired, expiredVol)},
+		Active:  []messages.RetentionRecord{record(active, activeVol)},
+	})
+	h.sweep()
+	h.sweep()
+	if reaped, orphaned, _ := h.reg.snapshot(); len(reaped)+len(orphaned) != 0 {
+		t.Fatalf("reaped %v orphaned %v on an unproven root", reaped, orphaned)
+	}
+	if got := h.vols.Names(); len(got) != 2 {
+		t.Fatalf("volumes %v: an unproven root lost one", got)
+	}
+	if n := testutil.ToFloat64(h.m.leaked); n != 0 {
+		t.Fatalf("berth_retention_leaked_total %v: a held destroy is no leak", n)
+	}
+	if n := testutil.ToFloat64(h.m.orphanSkips.WithLabelValues("root_unproven")); n != 2 {
+		t.Fatalf("orphan skips (root_unproven) %v, want 2", n)
+	}
+	if n := testutil.ToFloat64(h.m.sweeps.WithLabelValues("error")); n != 2 {
+		t.Fatalf("failed sweeps %v, want 2", n)
+	}
+	h.vols.SetRootUnproven(false)
+	h.sweep()
+	if reaped, orphaned, _ := h.reg.snapshot(); len(reaped) != 1 || reaped[0] != expired || len(orphaned) != 0 {
+		t.Fatalf("once proven: reaped %v orphaned %v, want %s reaped", reaped, orphaned, expired)
+	}
+	if got := h.vols.Names(); len(got) != 1 || got[0] != activeVol {
+		t.Fatalf("volumes %v, want only the active record's", got)
+	}
+}

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		orphansPruned: s.Counter("berth_retention_orphans_pruned_total",
 			"Retention records pruned because their volumes vanished out of band."),
 		orphanSkips: s.Counters("berth_retention_orphan_skips_total",
-			"Sweeps that skipped orphan pruning, by reason.", "reason", "list_error"),
+			"Sweeps that skipped orphan pruning, by reason (root_unproven: the volume root is not the one berthd opened).", "reason", "list_error", "root_unproven"),
 		unaccounted: s.Gauge("berth_unaccounted_volumes",
 			"Managed volumes under the volume root that no live lease or retention record explains. Never destroyed automatically."),
 	}

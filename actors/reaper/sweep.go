@@ -8,6 +8,7 @@ import (
 
 	"github.com/containerd/errdefs"
 
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/supervisors"
 )
@@ -29,8 +30,13 @@ func (a *Actor) run(ctx context.Context) (Result, error) {
 	errs := a.reap(ctx, rep.Reaping, &res)
 	names, err := a.Volumes.List(ctx)
 	if err != nil {
-		// Fail safe: a root that cannot be listed prunes nothing.
-		a.Metrics.orphanSkips.WithLabelValues("list_error").Inc()
+		// Fail safe: a root that cannot be listed — or is not the one berthd
+		// opened, where every volume looks absent — prunes nothing.
+		reason := "list_error"
+		if errors.Is(err, dockerio.ErrVolumeRootUnproven) {
+			reason = "root_unproven"
+		}
+		a.Metrics.orphanSkips.WithLabelValues(reason).Inc()
 		errs = append(errs, fmt.Errorf("list the volume root: %w", err))
 		return res, errors.Join(errs...)
 	}
@@ -71,6 +77,11 @@ func (a *Actor) reap(ctx context.Context, reaping []messages.RetentionRecord, re
 				gone = false
 				res.Held++
 				a.Tree.Send(a.Settings.VolumeHoldPath, &messages.HoldVolume{Name: v.Name, Owner: "retention:" + rec.Lease})
+			case errors.Is(err, dockerio.ErrVolumeRootUnproven):
+				// Not destroyed and not leaked: the record stays reaping and the
+				// sweep fails, so the pass backs off and tries again.
+				gone = false
+				errs = append(errs, fmt.Errorf("destroy %s of retained lease %s: %w", v.Name, rec.Lease, err))
 			default:
 				gone = false
 				a.Metrics.leaked.Inc()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -183,11 +184,19 @@ func checkVolumes(ctx context.Context, env *doctorEnv) checkResult {
 		}
 		point = mnt
 	}
-	if marker, err := os.ReadFile(filepath.Join(data, volumes.InstallationMarker)); err == nil && env.store != nil {
+	marker, merr := os.ReadFile(filepath.Join(data, volumes.InstallationMarker))
+	if merr == nil && env.store != nil {
 		if owner := strings.TrimSpace(string(marker)); owner != env.store.Identity().InstallationID {
 			return fail(name, fmt.Sprintf("%s belongs to installation %s, not to this data dir's %s: berthd refuses it", data, owner, env.store.Identity().InstallationID),
 				"give this installation its own volume_data_path (or, if installation "+owner+" is gone for good, remove "+filepath.Join(data, volumes.InstallationMarker)+")")
 		}
+	}
+	if _, serr := os.Stat(data); serr == nil && errors.Is(merr, fs.ErrNotExist) && env.store != nil {
+		// berthd claims its root at every start: a store without the claim means
+		// the filesystem it claimed is not what is mounted here now, and a running
+		// berthd holds every volume operation (its /health says so).
+		return missing(fmt.Sprintf("%s carries no %s though this data dir's berthd has started: the filesystem holding its volumes is not mounted there (berthd holds closes and reaps until it is), or volume_data_path changed since berthd last started",
+			data, volumes.InstallationMarker), mountFix+"; or, after a changed volume_data_path, restart berthd (it claims the root)")
 	}
 	where := data
 	if _, err := os.Stat(data); err != nil {

@@ -241,6 +241,22 @@ func TestDoctor_AVolumeRootThatIsNotAMount_FailsWithStatefulSKUs(t *testing.T) {
 	}
 }
 
+// A store whose berthd has started (it claims its volume root at every start)
+// beside a volume root without the claim: what is there is not the filesystem
+// berthd put its volumes on — the case a running berthd holds its closes for.
+func TestDoctor_AVolumeRootWithoutTheClaim_FailsNamingTheUnmountedFilesystem(t *testing.T) {
+	dataDir, cfg := brokenSetup(t)
+	vols := filepath.Join(filepath.Dir(dataDir), "volumes")
+	if err := os.Mkdir(vols, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	c := checkOf(t, doctorJSON(t, cfg), "volumes")
+	if c.Verdict != verdictFail || !strings.Contains(c.Finding, "carries no .berth-installation") ||
+		!strings.Contains(c.Finding, "not mounted there") || !strings.Contains(c.Fix, "mount") {
+		t.Fatalf("volumes: %+v", c)
+	}
+}
+
 func TestDoctorReport_GoldenTableAndJSON(t *testing.T) {
 	rep := doctorReport{Verdict: verdictFail, Checks: []checkResult{
 		ok("config", "/etc/berth/berthd.yaml loads and validates (production_mode)"),

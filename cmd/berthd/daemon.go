@@ -24,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/addresspool"
 	"github.com/berth-dev/berth/dockerio/engine"
+	"github.com/berth-dev/berth/dockerio/volumes"
 	"github.com/berth-dev/berth/messages/callback"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -37,6 +38,9 @@ type daemon struct {
 	engine docker
 	docker *engine.Engine   // the real engine behind engine; nil when testHooks.engine supplied it
 	vols   dockerio.Volumes // nil: no volume_data_path (diskless SKUs only)
+	// volRoot is vols' root proof (nil with vols): every volume operation proves
+	// the root first, and /health and the metrics say when it is not proven.
+	volRoot *volumes.Guard
 	// adoption is the takeover of a fred v0.13 host this data dir was made by
 	// (nil: none); releaseFred gives back the lock that keeps fred from starting.
 	adoption    *takeover.Record
@@ -134,8 +138,12 @@ func start(cfg *config.Config, opts persistence.Options, log zerolog.Logger) (*d
 		return nil, err
 	}
 	mark = w.phases.done("isolation_guard", mark)
-	if d.vols, err = openVolumes(cfg, w.id.InstallationID, log); err != nil {
+	if d.volRoot, err = openVolumes(cfg, w.id.InstallationID, log); err != nil {
 		return nil, err
+	}
+	if d.volRoot != nil {
+		d.vols = d.volRoot
+		registerVolumeRoot(w.reg, d.volRoot)
 	}
 	w.phases.done("volumes_open", mark)
 	d.tree, err = supervisors.Start(supervisors.Options{Logger: log, Registerer: w.reg, Chaos: cfg.Debug.Chaos,

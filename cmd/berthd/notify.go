@@ -231,5 +231,5 @@ func (d *daemon) health(ctx context.Context, diagnostics func() error) api.Healt
 	if deadline, ok := ctx.Deadline(); ok {
 		ask = max(time.Until(deadline)-time.Second, 500*time.Millisecond)
 	}
-	return api.CheckHealth(ctx, d.tree, messages.Registry, messages.Watcher, diagnostics, ask)
+	return api.CheckHealth(ctx, d.tree, messages.Registry, messages.Watcher, diagnostics, d.proveVolumeRoot, ask)
 }

@@ -336,3 +336,41 @@ func tmpfsOverVolumes(volumes map[string]struct{}) []mount.Mount {
 	}
 	return mounts
 }
+
+// A wall clock set back an hour across a restart grants a provision no more
+// than it had left: its deadline passes on time (before, the hour came on top —
+// deadlines were bounded only within one process). The lease's clock floors at
+// its latest journaled event (lease.FloorShift).
+func TestRestart_ClockSetBackAnHour_ProvisionDeadlineNotExtended(t *testing.T) {
+	// Sequential: sets testHooks.now (withClock), which every in-process daemon reads.
+	dc := dockerClient(t)
+	clock := withClock(t)
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "provision_timeout: 60s").startInProcess()
+	lease := uuid.NewString()
+	// Never healthy within the deadline: the provision stays in verification.
+	slow := flatManifest(map[string]any{"args": []string{"serve", "-health-after", "10m"}, "health_check": healthCheckWithStart("10m")})
+	start := time.Now()
+	if r := d.provision(lease, cb.callbackURL(), slow); r.Status != 202 {
+		t.Fatalf("provision: %d %s", r.Status, r.Body)
+	}
+	for len(leaseContainers(t, dc, lease)) == 0 || leaseContainers(t, dc, lease)[0].State != "running" {
+		if time.Since(start) > 25*time.Second {
+			t.Fatal("the workload never ran")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code := d.stop(); code != exitOK {
+		t.Fatalf("stop: exit %d", code)
+	}
+	clock.advance(-time.Hour)
+	d.startInProcess()
+	info := d.waitStatus(lease, "failed", 90*time.Second)
+	if took := time.Since(start); took > 75*time.Second {
+		t.Fatalf("failed %s after the provision began, its provision_timeout 60s", took)
+	}
+	if info.Reason != messages.ReasonHealthCheckFailed && info.Reason != messages.ReasonInternal {
+		t.Fatalf("failed provision: %+v", info)
+	}
+	d.closeAll(dc, lease)
+}

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/berth-dev/berth/cmd/berthd/config"
-	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/volumes"
 )
 
@@ -20,8 +20,10 @@ import (
 // paths are taken from the working directory. With volume_mount_path unset
 // (development only: production requires it) the mount holding the data path
 // is found; with volume_filesystem unset a btrfs mount gets the quota driver
-// and anything else the dir driver, loudly, because it enforces nothing.
-func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) (dockerio.Volumes, error) {
+// and anything else the dir driver, loudly, because it enforces nothing. The
+// driver comes guarded by the root's identity as it is now (volumes.Guard):
+// every later operation proves the root is still this one.
+func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) (*volumes.Guard, error) {
 	if cfg.VolumeDataPath == "" {
 		return nil, nil
 	}
@@ -29,7 +31,7 @@ func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("volume_data_path %s: %w", cfg.VolumeDataPath, err)
 	}
-	opts := volumes.Options{DataPath: data, Filesystem: cfg.VolumeFilesystem}
+	opts := volumes.Options{DataPath: data, Filesystem: cfg.VolumeFilesystem, AttestTimeout: cfg.StorageAttestationTimeout}
 	if cfg.VolumeMountPath != "" {
 		if opts.MountPath, err = filepath.Abs(cfg.VolumeMountPath); err != nil {
 			return nil, fmt.Errorf("volume_mount_path %s: %w", cfg.VolumeMountPath, err)
@@ -63,7 +65,39 @@ func openVolumes(cfg *config.Config, installationID string, log zerolog.Logger) 
 		ev = log.Warn()
 	}
 	ev.Str("volume_data_path", v.Root()).Str("driver", v.Kind()).Bool("quota_enforced", v.Enforced()).Msg("managed volumes opened")
-	return v, nil
+	return volumes.NewGuard(v, installationID, log.With().Str("component", "volumes").Logger())
+}
+
+// registerVolumeRoot exports the root's proof: berth_volume_root_unproven proves
+// it at each scrape (three syscalls), berth_volume_root_held_operations counts
+// the operations refused since it was last proven.
+func registerVolumeRoot(reg prometheus.Registerer, g *volumes.Guard) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_volume_root_unproven",
+		Help: "1 while the volume root is not the filesystem and directory berthd opened at start (unmounted, replaced): volume operations are held."},
+		func() float64 {
+			if g.Prove() != nil {
+				return 1
+			}
+			return 0
+		}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_volume_root_held_operations",
+		Help: "Distinct volume operations (destroy, rename, …) refused since the volume root was last proven; their owners retry them."},
+		func() float64 {
+			_, held := g.State()
+			return float64(held)
+		}))
+}
+
+// proveVolumeRoot is /health's probe of the volume root (nil without one).
+func (d *daemon) proveVolumeRoot() error {
+	if d.volRoot == nil {
+		return nil
+	}
+	if err := d.volRoot.Prove(); err != nil {
+		_, held := d.volRoot.State()
+		return fmt.Errorf("%w (%d volume operations held until it is mounted again)", err, held)
+	}
+	return nil
 }
 
 // claimVolumeRoot writes the marker into a root that has none and refuses a

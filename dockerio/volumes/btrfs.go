@@ -253,6 +253,16 @@ func (d *btrfsDriver) Usage(ctx context.Context, name string) (int64, error) {
 	return total, nil
 }
 
+// currentDev is the filesystem's "major:minor" as mounted now: a btrfs
+// unmounted and mounted again (the Guard lets operations resume then) may get
+// another anonymous device number, and the busy check must look for that one.
+func (d *btrfsDriver) currentDev() string {
+	if m, err := activeMount(d.mount); err == nil {
+		return m.Dev
+	}
+	return d.fsDev
+}
+
 // Destroy deletes the volume's subvolume (nested ones first) and its qgroup,
 // unless something still uses it (dockerio.ErrVolumeBusy).
 func (d *btrfsDriver) Destroy(ctx context.Context, name string) error {
@@ -272,7 +282,7 @@ func (d *btrfsDriver) Destroy(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("volumes: destroy %s: %w", name, err)
 	}
-	u := usage{fsDev: d.fsDev, subvols: map[uint64]bool{id: true}, devs: map[uint64]bool{}, fsPaths: []string{d.fsPath(p)}}
+	u := usage{fsDev: d.currentDev(), subvols: map[uint64]bool{id: true}, devs: map[uint64]bool{}, fsPaths: []string{d.fsPath(p)}}
 	targets := []string{}
 	ids := []uint64{}
 	for _, n := range nested {

@@ -517,3 +517,18 @@ func TestContaining_NotYetCreatedPath_FoundThroughItsExistingAncestor(t *testing
 		t.Fatalf("mount point %q does not hold %q", point, want)
 	}
 }
+
+// storage_attestation_timeout bounds Open's proof of a btrfs root: a budget too
+// small for the quota check refuses the root, saying which key ran out.
+func TestOpen_AttestTimeout_ASmallBudgetRefusesTheRootNamingTheKey(t *testing.T) {
+	mnt := btrfsMount(t)
+	data := filepath.Join(mnt, "volumes-attest-"+randHex(4))
+	t.Cleanup(func() { _ = os.RemoveAll(data) })
+	_, err := Open(Options{DataPath: data, MountPath: mnt, Filesystem: FSBtrfs, AttestTimeout: time.Nanosecond})
+	if err == nil || !strings.Contains(err.Error(), "storage_attestation_timeout (1ns)") {
+		t.Fatalf("Open with a 1ns attestation budget: %v", err)
+	}
+	if _, err := Open(Options{DataPath: data, MountPath: mnt, Filesystem: FSBtrfs, AttestTimeout: time.Minute}); err != nil {
+		t.Fatalf("Open with a minute: %v", err)
+	}
+}

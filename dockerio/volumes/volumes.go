@@ -1,6 +1,7 @@
 package volumes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,10 +70,14 @@ type Options struct {
 	DataPath   string // volume_data_path: the volumes live directly under it
 	MountPath  string // volume_mount_path: the active mount holding DataPath
 	Filesystem string // volume_filesystem: "" = detect; "btrfs"; "dir" (development, no enforcement)
+	// AttestTimeout bounds the btrfs commands Open runs to prove the root (the
+	// quota check): storage_attestation_timeout; 0 = DefaultAttestTimeout.
+	AttestTimeout time.Duration
 }
 
-// openTimeout bounds the btrfs commands Open runs (quota check).
-const openTimeout = 30 * time.Second
+// DefaultAttestTimeout is Open's proof budget when Options gives none (the
+// seed's storage_attestation_timeout default).
+const DefaultAttestTimeout = 30 * time.Second
 
 // Open checks the volume root and returns its driver: btrfs on a btrfs mount
 // with quotas enabled; dir only when Filesystem is "dir". It verifies that
@@ -120,9 +125,17 @@ func Open(opts Options) (dockerio.Volumes, error) {
 	if err := VerifyMount(mnt.MountPoint, data); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	budget := cmp.Or(opts.AttestTimeout, DefaultAttestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	return openBtrfs(ctx, mnt, data)
+	d, err := openBtrfs(ctx, mnt, data)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("volumes: proving the volume root %s did not finish within storage_attestation_timeout (%s): %w", data, budget, err)
+	case err != nil:
+		return nil, err
+	}
+	return d, nil
 }
 
 // notSupported is Open's refusal of a filesystem this build has no driver for.

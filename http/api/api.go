@@ -22,6 +22,7 @@ type Deps struct {
 	WatcherPath  messages.Address // Docker reachability (GET /health)
 	RefreshPath  messages.Address // the runtime refresh (GET and POST /runtime_refresh)
 	Diagnostics  func() error     // diagnostics.db's probe (GET /health); nil = none
+	VolumeRoot   func() error     // the volume root's proof (GET /health); nil = none
 	Verifier     *hmac.Verifier
 	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer

@@ -68,6 +68,9 @@ func TestHealth_503WithTheReason(t *testing.T) {
 		{"registry silent", func(s *script) { s.silent["registry"] = true }, "registry not answering"},
 		{"watcher silent", func(s *script) { s.silent["watcher"] = true }, "docker watcher not answering"},
 		{"diagnostics.db unhealthy", func(s *script) { s.diag = errors.New("diagnostics.db is not writable") }, "diagnostics store unhealthy"},
+		{"volume root unproven: the proof's reason", func(s *script) {
+			s.volRoot = errors.New("volume root unproven: /srv/v: it is on ext4 now, not on the btrfs it was on at start: that filesystem is not mounted there (2 volume operations held until it is mounted again)")
+		}, "volume root unproven: /srv/v: it is on ext4 now, not on the btrfs it was on at start: that filesystem is not mounted there (2 volume operations held until it is mounted again)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

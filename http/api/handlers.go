@@ -247,9 +247,10 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 
 // health is 200 only when the registry reports itself ready (startup recovery
 // finished, accounting whole, its store healthy), the watcher reports Docker
-// reachable and diagnostics.db passes its probe (CheckHealth).
+// reachable, diagnostics.db passes its probe and the volume root is proven
+// (CheckHealth).
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
-	v := CheckHealth(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.WatcherPath, s.d.Diagnostics, cmp.Or(s.d.HealthTimeout, s.d.AskTimeout))
+	v := CheckHealth(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.WatcherPath, s.d.Diagnostics, s.d.VolumeRoot, cmp.Or(s.d.HealthTimeout, s.d.AskTimeout))
 	if v.RegistryErr != nil {
 		s.d.Log.Warn().Err(v.RegistryErr).Msg("health: registry")
 	}

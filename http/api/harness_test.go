@@ -52,6 +52,7 @@ type script struct {
 	docker   messages.DockerHealthReply
 	silent   map[string]bool // "registry" | "watcher"
 	diag     error           // diagnostics.db's probe answer
+	volRoot  error           // the volume root's proof
 	asked    []any
 }
 
@@ -186,6 +187,7 @@ func newEnvWith(t *testing.T, v *hmac.Verifier, askTimeout time.Duration) *env {
 	h := api.Handler(&api.Deps{
 		Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath, RefreshPath: registryPath, Verifier: v,
 		Diagnostics: func() error { s.mu.Lock(); defer s.mu.Unlock(); return s.diag },
+		VolumeRoot:  func() error { s.mu.Lock(); defer s.mu.Unlock(); return s.volRoot },
 		Callbacks:   callback.Policy{Self: []string{apiListen, debugListen}},
 		Gatherer:    prometheus.NewRegistry(), Metrics: api.NewMetrics(nil), Log: zerolog.Nop(),
 		AskTimeout: askTimeout, CloseWait: askTimeout,

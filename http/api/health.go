@@ -17,6 +17,7 @@ type HealthVerdict struct {
 	RegistryErr    error    // the registry did not answer (for the log)
 	WatcherErr     error    // the watcher did not answer (for the log)
 	DiagnosticsErr error    // diagnostics.db failed its probe (for the log)
+	VolumeRootErr  error    // the volume root is not the one berthd opened (volume operations held)
 }
 
 // Healthy reports whether /health would answer 200.
@@ -29,9 +30,10 @@ func (v HealthVerdict) Live() bool { return v.RegistryErr == nil && v.WatcherErr
 
 // CheckHealth asks the registry (recovery finished, accounting whole, its store
 // healthy) and the watcher (Docker reachable) at once, each bounded by timeout,
-// and probes diagnostics.db (nil: not probed); neither actor's check runs here.
+// and probes diagnostics.db and the volume root (nil: not probed); neither
+// actor's check runs here.
 func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watcherPath messages.Address,
-	diagnostics func() error, timeout time.Duration) HealthVerdict {
+	diagnostics, volumeRoot func() error, timeout time.Duration) HealthVerdict {
 	type registryAnswer struct {
 		rep messages.HealthReply
 		err error
@@ -52,6 +54,9 @@ func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watc
 	if diagnostics != nil {
 		v.DiagnosticsErr = diagnostics()
 	}
+	if volumeRoot != nil {
+		v.VolumeRootErr = volumeRoot()
+	}
 	switch {
 	case reg.err != nil:
 		v.Reason = "registry not answering"
@@ -63,6 +68,10 @@ func CheckHealth(ctx context.Context, tree *supervisors.Tree, registryPath, watc
 		v.Reason = cmp.Or(docker.Reason, "docker engine unreachable")
 	case v.DiagnosticsErr != nil:
 		v.Reason = "diagnostics store unhealthy"
+	case v.VolumeRootErr != nil:
+		// Fail closed: tenant data cannot be created, retained or destroyed on a
+		// root that is not the one berthd opened; closes wait for it.
+		v.Reason = v.VolumeRootErr.Error()
 	}
 	if v.Reason == "" {
 		v.Detail = reg.rep.Detail

@@ -111,7 +111,7 @@ func (s Verify) health(ctx context.Context, cohort []messages.Container, checked
 			s.Log.Warn().Msg("verification: containers not running at the verification deadline; left to the resume")
 			return nil, errUnsettled
 		}
-		if err := Sleep(ctx, min(s.HealthPoll, time.Until(deadline)+time.Millisecond)); err != nil {
+		if err := Sleep(ctx, min(s.HealthPoll, deadline.Sub(s.Now())+time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}

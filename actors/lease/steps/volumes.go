@@ -29,6 +29,10 @@ type Volumes struct {
 	FredLayout bool
 }
 
+// volumeRootUnproven is the tenant's message when the host's volume root is not
+// the filesystem berthd opened (unmounted): no data is touched, nothing can be made.
+const volumeRootUnproven = "provisioning failed: the host's volume storage is unavailable"
+
 // RestoreVolume is one volume a restore adopts from its retained lease.
 type RestoreVolume struct {
 	Service       string `json:"service"`
@@ -53,6 +57,9 @@ func (s Volumes) Up(ctx context.Context, sp *dockerio.ServicePlan, img dockerio.
 	s.Log.Error().Err(err).Msg("managed volumes")
 	if errors.Is(err, dockerio.ErrImageNotAdmissible) {
 		return fail(messages.ReasonImagePullFailed, userNotInImage, err)
+	}
+	if errors.Is(err, dockerio.ErrVolumeRootUnproven) {
+		return fail(messages.ReasonInternal, volumeRootUnproven, err)
 	}
 	return fail(messages.ReasonInternal, "provisioning failed: managed volumes", err)
 }
@@ -120,6 +127,9 @@ func (s Volumes) Adopt(ctx context.Context, vols []RestoreVolume) error {
 			if ok, xerr := s.API.Exists(ctx, name); !ok || xerr != nil {
 				return fail(messages.ReasonRestoreFailed, "retained data of "+v.Service+" is missing", err)
 			} // else adopted by an earlier attempt
+		case errors.Is(err, dockerio.ErrVolumeRootUnproven):
+			// Nothing moved: the retained data stays where its record says.
+			return fail(messages.ReasonInternal, volumeRootUnproven, err)
 		default:
 			s.Log.Error().Err(err).Str("volume", v.Retained).Msg("adopt retained volume")
 			return fail(messages.ReasonInternal, "provisioning failed: adopting retained data", err)

@@ -208,7 +208,8 @@ type Config struct {
 
 	ImagePullTimeout time.Duration `key:"image_pull_timeout"`
 	// StorageAttestationTimeout (≥ 0) is the startup budget for proving the
-	// managed-volume storage; Load replaces 0 by DefaultStorageAttestationTimeout.
+	// managed-volume storage (volumes.Open's btrfs quota check: a root not proven
+	// within it refuses the start); Load replaces 0 by DefaultStorageAttestationTimeout.
 	StorageAttestationTimeout time.Duration `key:"storage_attestation_timeout"`
 	ContainerCreateTimeout    time.Duration `key:"container_create_timeout"`
 	ContainerStartTimeout     time.Duration `key:"container_start_timeout"`

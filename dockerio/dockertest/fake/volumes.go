@@ -24,6 +24,7 @@ type Volumes struct {
 	vols     map[string]*fakeVolume
 	busy     map[string]int // name → destroys still refused
 	listDown bool
+	unproven bool
 	calls    map[string]int
 }
 
@@ -44,6 +45,9 @@ func NewVolumes(root string) *Volumes {
 
 func (v *Volumes) enter(op string, ctx context.Context) error {
 	v.calls[op]++
+	if v.unproven {
+		return fmt.Errorf("%s: %w: %s: it is on ext4 now", op, dockerio.ErrVolumeRootUnproven, v.root)
+	}
 	return ctx.Err()
 }
 
@@ -231,6 +235,14 @@ func (v *Volumes) Remove(name string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.vols, name)
+}
+
+// SetRootUnproven makes every operation fail as volumes.Guard does while the
+// root is not the one opened at start (dockerio.ErrVolumeRootUnproven).
+func (v *Volumes) SetRootUnproven(unproven bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.unproven = unproven
 }
 
 // SetListDown makes List fail (an unreadable root).
