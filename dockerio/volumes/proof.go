@@ -233,3 +233,20 @@ func (g *Guard) List(ctx context.Context) ([]string, error) {
 	}
 	return g.Volumes.List(ctx)
 }
+
+// Entries is the driver's Entries once the root is proven: an unmounted root
+// judged "empty" would reclaim what it never read.
+func (g *Guard) Entries(ctx context.Context, name string) ([]dockerio.VolumeEntry, error) {
+	if err := g.prove("read", name); err != nil {
+		return nil, err
+	}
+	return g.Volumes.Entries(ctx, name)
+}
+
+// Unnest is the driver's Unnest once the root is proven.
+func (g *Guard) Unnest(ctx context.Context, name string, targets []string) error {
+	if err := g.prove("unnest", name); err != nil {
+		return err
+	}
+	return g.Volumes.Unnest(ctx, name, targets)
+}

@@ -130,8 +130,11 @@ func TestGuard_UnprovenRoot_RefusesEveryOperation_TouchesNothing_ThenCompletes(t
 	refused("exists", err)
 	_, err = g.List(ctx)
 	refused("list", err)
-	if unproven, held := g.State(); unproven == nil || held != 7 {
-		t.Fatalf("State = %v, %d held; want unproven and 7 distinct held operations", unproven, held)
+	_, err = g.Entries(ctx, name)
+	refused("entries", err)
+	refused("unnest", g.Unnest(ctx, name, []string{"/var/lib/data"}))
+	if unproven, held := g.State(); unproven == nil || held != 9 {
+		t.Fatalf("State = %v, %d held; want unproven and 9 distinct held operations", unproven, held)
 	}
 	if b, err := os.ReadFile(filepath.Join(vol, "data", "f")); err != nil || string(b) != "tenant data" {
 		t.Fatalf("the volume changed while its root was unproven: %q %v", b, err)
