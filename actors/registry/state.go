@@ -352,6 +352,12 @@ func ClosedEvent(m messages.LeaseClosed, at time.Time) persistence.Event {
 		leaseClosed{Lease: m.Lease, Admission: m.Admission, Retention: m.Retention, Requarantined: m.Requarantined})
 }
 
+// ReapingEvent is the journal event that hands a retention record to the
+// reaper (also written by a takeover's adoption: a record fred v0.13 was reaping).
+func ReapingEvent(leaseID, reason string, at time.Time) persistence.Event {
+	return retentionEv(EvRetentionReaping, leaseID, reason, at)
+}
+
 func closedSettledEvent(leases []string, at time.Time) persistence.Event {
 	return supervisors.NewEvent(EvClosedSettled, eventVersion, at, closedSettled{Leases: leases})
 }

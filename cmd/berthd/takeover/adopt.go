@@ -66,12 +66,15 @@ func Adopt(ev Evidence, report *Report, rules Rules, fredDir string, fredFiles m
 		if l.Status == DiagnosticsOnly {
 			continue // its diagnostics are all there is: adopted below
 		}
-		if l.Status == RetainedLease {
+		if l.Status == RetainedLease || l.Status == ReapingRetention {
 			closed, err := adoptRetention(ev.Stores.Retentions[l.Lease], ev.Root, rules)
 			if err != nil {
 				return persistence.Write{}, Record{}, fmt.Errorf("retained lease %s: %w", l.Lease, err)
 			}
 			retentions = append(retentions, closed)
+			if l.Status == ReapingRetention { // fred was destroying it: berthd's reaper finishes
+				retentions = append(retentions, registry.ReapingEvent(l.Lease, "adopted", ev.Now.UTC()))
+			}
 			rec.Retentions = append(rec.Retentions, l.Lease)
 			continue
 		}

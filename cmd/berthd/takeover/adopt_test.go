@@ -253,3 +253,42 @@ func TestAdopt_ANestedVolumeLeaseIsAdoptedInFredsLayout(t *testing.T) {
 		t.Fatalf("fred's layout by lease stream: %v", layout)
 	}
 }
+
+// A retention fred was reaping is adopted reaping: its record (its bytes still
+// counted) handed to berthd's reaper at once, never restorable; a volume fred
+// destroyed already is no refusal.
+func TestAdopt_ARetentionFredWasReapingIsAdoptedReaping(t *testing.T) {
+	ev := host()
+	withRetention(&ev)
+	r := ev.Stores.Retentions[retained]
+	r.Status, r.ReapingSince = "reaping", now.Add(-time.Minute)
+	r.RetainedVolumeNames = append(r.RetainedVolumeNames, "fred-retained-"+retained+"-app-1") // fred destroyed it already
+	r.Items[0].Quantity = 2
+	ev.Stores.Retentions[retained] = r
+	rl := rules()
+	report := Classify(ev, rl)
+	if !report.Ready() {
+		t.Fatalf("refused: %+v %+v", report.Host, report.Leases)
+	}
+	if l := leaseOf(t, report, retained); l.Status != ReapingRetention {
+		t.Fatalf("the reaping retention: %+v", l)
+	}
+	w, _, err := Adopt(ev, report, rl, "/f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &registry.State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*registry.Retention{}, Closed: map[string]*registry.ClosedUse{}}
+	for _, a := range w.Appends {
+		if a.Stream != registry.Stream {
+			continue
+		}
+		for _, e := range a.Events {
+			if err := reg.Apply(e); err != nil {
+				t.Fatalf("registry replay: %v", err)
+			}
+		}
+	}
+	if rec := reg.Retentions[retained]; rec == nil || rec.Status != registry.RetentionReaping || len(rec.Record.Volumes) != 2 {
+		t.Fatalf("the adopted record: %+v", rec)
+	}
+}

@@ -80,9 +80,9 @@ const (
 	UnresolvedClose    = "unresolved_close"
 	CallbacksPending   = "callbacks_pending"
 	IngressOff         = "ingress_off" // fred routed the lease through Traefik; berthd's ingress is off
-	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (volumes
-	// in fred's nested layout, a diskless instance's writable-path volume, a
-	// reaping retention):
+	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (a
+	// retained lease's data in fred's nested layout, a diskless instance's
+	// writable-path volume):
 	// refused rather than left behind unseen.
 	NotAdoptableYet = "not_adoptable_yet"
 
@@ -409,9 +409,9 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 		refuse(RestoreInFlight, "a restore into %s was interrupted", rec.NewLeaseUUID)
 		return l
 	case fredv013.RetentionReaping:
+		// Adopted reaping: berthd's reaper finishes what fred began (a volume
+		// fred destroyed already is gone for it too).
 		l.Status = ReapingRetention
-		refuse(NotAdoptableYet, "fred was reaping this retention: let fred finish it")
-		return l
 	case fredv013.RetentionActive:
 	default:
 		refuse(StoreMalformed, "retention status %q", rec.Status)
@@ -421,7 +421,7 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 		refuse(InterruptedClose, "the lease is retained but still has containers or live volumes")
 	}
 	for _, v := range rec.RetainedVolumeNames {
-		if !strings.HasPrefix(v, "fred-retained-"+rec.OriginalLeaseUUID+"-") || !root.Entries[v] {
+		if !strings.HasPrefix(v, "fred-retained-"+rec.OriginalLeaseUUID+"-") || !root.Entries[v] && l.Status != ReapingRetention {
 			refuse(InterruptedClose, "retained volume %s is not in %s", v, root.Path)
 		}
 	}
@@ -434,6 +434,9 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 	if err != nil {
 		refuse(NotAdmissible, "the retained manifest: %s (a restore would be refused)", messages.SafeMessage(err))
 		return l
+	}
+	if l.Status == ReapingRetention {
+		return l // never restored: its layout does not matter
 	}
 	for _, name := range slices.Sorted(maps.Keys(built.Services)) {
 		ref := built.Services[name].Image
