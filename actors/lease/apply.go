@@ -304,7 +304,7 @@ func (s *State) onAdopted(e *Adopted) bool {
 		}
 	}
 	s.Admission, s.OperationID, s.Releases, s.Containers = e.Admission, e.OperationID, e.Releases, e.Containers
-	s.Status, s.ReadyAt, s.FailCount, s.FredLayout = Ready, e.At, e.FailCount, e.FredLayout
+	s.Status, s.ReadyAt, s.FailCount, s.FredLayout, s.FredScratch = Ready, e.At, e.FailCount, e.FredLayout, e.FredScratch
 	if e.Failed != nil {
 		s.Status, s.Reason, s.Message = Failed, e.Failed.Reason, e.Failed.Message
 	}

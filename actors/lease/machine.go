@@ -230,6 +230,9 @@ type (
 		// FredLayout: its volumes keep fred's nested VOLUME subdirectories,
 		// moved onto berthd's names (Volumes.Unnest) before any relaunch.
 		FredLayout bool `json:"fred_layout,omitempty"`
+		// FredScratch are fred's volumes of diskless instances (their writable
+		// paths, under the canonical name): destroyed at close, never retained.
+		FredScratch []string `json:"fred_scratch,omitempty"`
 	}
 	ClosedEv struct {
 		Admission uint64    `json:"admission"`
@@ -375,6 +378,8 @@ type State struct {
 	// FredLayout: adopted from fred v0.13 with nested VOLUME subdirectories
 	// (Adopted.FredLayout); every launch first unnests them, idempotently.
 	FredLayout bool `json:"fred_layout,omitempty"`
+	// FredScratch: fred's diskless instances' volumes (Adopted.FredScratch).
+	FredScratch []string `json:"fred_scratch,omitempty"`
 	// LastAt is the time of the latest event applied: the floor of the lease's
 	// clock after a restart (clock.go), so a wall clock set back grants no
 	// deadline more than it had left.

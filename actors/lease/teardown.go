@@ -74,7 +74,8 @@ func (j *job) judge(ctx context.Context, managed []messages.RetainedVolume) (*Cl
 
 // leaseVolumes are the managed volumes the lease's stateful services own, and
 // the scratch volumes its diskless instances may hold their seeded writable
-// paths in (most never made one: destroying an absent volume is success).
+// paths in (most never made one: destroying an absent volume is success) —
+// an adopted lease's diskless instances' fred volumes among them.
 func (j *job) leaseVolumes() (managed []messages.RetainedVolume, scratch []string) {
 	for _, svc := range j.rel.Services {
 		for i := 0; i < svc.Quantity; i++ {
@@ -86,7 +87,7 @@ func (j *job) leaseVolumes() (managed []messages.RetainedVolume, scratch []strin
 				Service: svc.Name, Index: i, QuotaMB: svc.Profile.DiskMB})
 		}
 	}
-	return managed, scratch
+	return managed, append(scratch, j.fredScratch...)
 }
 
 // closeVolumes deals with the lease's volumes as the close decided: a restore's

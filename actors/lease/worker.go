@@ -17,31 +17,32 @@ import (
 // job is the Docker work of one lease, run on a worker goroutine. It holds copies
 // of what it needs, never the actor's state.
 type job struct {
-	eng        steps.Docker
-	diag       Diagnostics
-	set        *Settings
-	spec       *Spec // identity, callback URLs
-	lease      string
-	log        zerolog.Logger
-	now        func() time.Time
-	metrics    *Metrics
-	report     func(msg any)      // sends an intermediate input (Pinned) to the actor
-	hold       func(name string)  // hands a busy volume to the volumehold actor
-	vols       dockerio.Volumes   // nil: no volume root configured
-	pool       steps.NetworkPool  // nil: every lease creates fred-<lease>
-	quiet      *supervisors.Quiet // a provision waits out an admission burst (nil: never)
-	close      *CloseRequested    // the close in progress (teardown)
-	rel        Release            // the release this work deploys or runs
-	source     *Release           // a maintenance's source release (nil: none)
-	pins       map[string]messages.ImagePin
-	launch     launch
-	deadline   time.Time
-	maint      *Maintenance // the maintenance in flight (replace work)
-	pending    *RuntimeFailing
-	degraded   string // why this launch's preparation was degraded ("" = it was not)
-	failure    Cause  // why the lease failed (a failed attempt's cleanup captures it)
-	retry      int    // which retry of a failed attempt's cleanup this is
-	fredLayout bool   // the volumes may still hold fred v0.13's nested layout
+	eng         steps.Docker
+	diag        Diagnostics
+	set         *Settings
+	spec        *Spec // identity, callback URLs
+	lease       string
+	log         zerolog.Logger
+	now         func() time.Time
+	metrics     *Metrics
+	report      func(msg any)      // sends an intermediate input (Pinned) to the actor
+	hold        func(name string)  // hands a busy volume to the volumehold actor
+	vols        dockerio.Volumes   // nil: no volume root configured
+	pool        steps.NetworkPool  // nil: every lease creates fred-<lease>
+	quiet       *supervisors.Quiet // a provision waits out an admission burst (nil: never)
+	close       *CloseRequested    // the close in progress (teardown)
+	rel         Release            // the release this work deploys or runs
+	source      *Release           // a maintenance's source release (nil: none)
+	pins        map[string]messages.ImagePin
+	launch      launch
+	deadline    time.Time
+	maint       *Maintenance // the maintenance in flight (replace work)
+	pending     *RuntimeFailing
+	degraded    string   // why this launch's preparation was degraded ("" = it was not)
+	failure     Cause    // why the lease failed (a failed attempt's cleanup captures it)
+	retry       int      // which retry of a failed attempt's cleanup this is
+	fredLayout  bool     // the volumes may still hold fred v0.13's nested layout
+	fredScratch []string // fred v0.13's volumes of diskless instances (destroyed at close)
 }
 
 func (a *Actor) job() *job {
@@ -49,7 +50,7 @@ func (a *Actor) job() *job {
 	j := &job{eng: a.deps.Engine, diag: a.deps.Diag, set: a.set, spec: a.spec.Load(), lease: a.id,
 		log: *a.log(), now: a.now, metrics: a.deps.Metrics, report: a.tasked().Send, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
 		pins: knownPins(st), deadline: st.Deadline, failure: Cause{st.Reason, st.Message},
-		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}, fredLayout: st.FredLayout}
+		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}, fredLayout: st.FredLayout, fredScratch: st.FredScratch}
 	if r := st.Running(); r != nil {
 		j.rel = r.clone()
 	}

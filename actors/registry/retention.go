@@ -256,12 +256,13 @@ func (d *Directory) sweepReply() messages.RetentionSweepReply {
 	}
 	for _, spec := range d.St.Leases {
 		for _, svc := range spec.Services {
-			name := messages.VolumeName
-			if svc.Profile.DiskMB <= 0 {
-				name = messages.ScratchVolumeName // a diskless instance's seeded writable paths
-			}
 			for i := range svc.Quantity {
-				rep.Live = append(rep.Live, name(spec.Lease, svc.Name, i))
+				rep.Live = append(rep.Live, messages.VolumeName(spec.Lease, svc.Name, i))
+				if svc.Profile.DiskMB <= 0 {
+					// A diskless instance's seeded writable paths (a fred v0.13
+					// one adopted keeps them under the canonical name above).
+					rep.Live = append(rep.Live, messages.ScratchVolumeName(spec.Lease, svc.Name, i))
+				}
 			}
 		}
 	}

@@ -160,6 +160,9 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 			domains[svc] = d
 		}
 		adopted.FredLayout = adopted.FredLayout || len(nestedTargets(c.Image.Volumes)) > 0
+		if prof, _ := rules.Profile(c.Labels[dockerio.LabelSKU]); prof.DiskMB <= 0 && slices.ContainsFunc(c.Mounts, func(m dockerio.FredMount) bool { return m.Type == "bind" }) {
+			adopted.FredScratch = append(adopted.FredScratch, messages.VolumeName(l.Lease, svc, idx)) // its writable paths
+		}
 		ref := built.Services[svc].Image
 		images[svc] = messages.ImagePin{Ref: ref, ID: c.ImageID, Digest: repoDigest(ref, c.Image.RepoDigests)}
 		inst := lease.Instance{Service: svc, Index: idx, ContainerID: c.ID, Image: ref}

@@ -292,3 +292,35 @@ func TestAdopt_ARetentionFredWasReapingIsAdoptedReaping(t *testing.T) {
 		t.Fatalf("the adopted record: %+v", rec)
 	}
 }
+
+// A diskless instance fred gave a writable-path volume (under the canonical
+// name) is adopted with that volume as its scratch: named in lease.adopted, so
+// the close destroys it; a stateful instance's volume is not scratch.
+func TestAdopt_ADisklessInstancesFredVolumeIsItsScratch(t *testing.T) {
+	ev := host()
+	ev.Objects[0].Mounts = append(ev.Objects[0].Mounts, dockerio.FredMount{Type: "bind", Source: root + "/fred-" + flat + "-app-0/_wp/var%2Flib%2Fapp", Destination: "/var/lib/app"})
+	rl := rules()
+	report := Classify(ev, rl)
+	if !report.Ready() {
+		t.Fatalf("refused: %+v %+v", report.Host, report.Leases)
+	}
+	w, _, err := Adopt(ev, report, rl, "/f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch := map[string][]string{}
+	for _, a := range w.Appends {
+		for _, e := range a.Events {
+			if e.Type == lease.EvAdopted {
+				st := lease.NewState()
+				if err := st.Apply(e); err != nil {
+					t.Fatal(err)
+				}
+				scratch[a.Stream] = st.FredScratch
+			}
+		}
+	}
+	if got := scratch[lease.Stream(flat)]; !slices.Equal(got, []string{messages.VolumeName(flat, "app", 0)}) || len(scratch[lease.Stream(stack)]) > 0 {
+		t.Fatalf("fred's scratch volumes by lease stream: %v", scratch)
+	}
+}

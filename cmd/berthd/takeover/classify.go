@@ -81,8 +81,7 @@ const (
 	CallbacksPending   = "callbacks_pending"
 	IngressOff         = "ingress_off" // fred routed the lease through Traefik; berthd's ingress is off
 	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (a
-	// retained lease's data in fred's nested layout, a diskless instance's
-	// writable-path volume):
+	// retained lease's data in fred's nested layout):
 	// refused rather than left behind unseen.
 	NotAdoptableYet = "not_adoptable_yet"
 
@@ -313,7 +312,7 @@ func judgeState(c dockerio.FredObject, co *cohort, refuse func(string, string, .
 }
 
 // judgeAttachments: one network, the tenant's; binds only into the instance's
-// own volume, of a stateful SKU; no Docker volume. Nested VOLUME targets are
+// own volume (of a diskless SKU: its writable paths only); no Docker volume. Nested VOLUME targets are
 // fred's layout: the lease's first relaunch moves them onto berthd's.
 func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root string, stateful bool, refuse func(string, string, ...any)) {
 	tenantNet := dockerio.FredTenantNetwork(c.Labels[dockerio.LabelTenant])
@@ -325,8 +324,10 @@ func judgeAttachments(c dockerio.FredObject, lease, svc string, idx int, root st
 		switch {
 		case m.Type == "tmpfs":
 		case m.Type == "bind" && root != "" && (m.Source == own || strings.HasPrefix(m.Source, own+"/")):
-			if !stateful {
-				refuse(NotAdoptableYet, "container %s keeps its writable paths in %s: fred's volume of a diskless instance (berthd's has another name) is not adoptable yet", c.Name, own)
+			// A diskless instance's: its writable paths only (fred's scratch under
+			// the canonical name), destroyed at close, never retained.
+			if !stateful && !strings.HasPrefix(m.Source, own+"/"+dockerio.WritableRoot+"/") {
+				refuse(MountShape, "container %s of a diskless SKU mounts %s at %s: only writable paths belong there", c.Name, m.Source, m.Destination)
 			}
 		default:
 			refuse(MountShape, "container %s mounts %s %s at %s", c.Name, m.Type, m.Source, m.Destination)

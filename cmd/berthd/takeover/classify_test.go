@@ -187,10 +187,11 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 	}
 }
 
-// Judged, named, and refused until adopting them is built: a retained lease's
-// data whose layout its absent image cannot prove, a diskless instance's
-// volume. A live lease's nested VOLUME is adopted (fred's layout, converted
-// at its first relaunch).
+// Judged, named, and refused until adopting it is built: a retained lease's
+// data whose layout its absent image cannot prove. A live lease's nested
+// VOLUME is adopted (fred's layout, converted at its first relaunch), and so
+// is a diskless instance's writable-path volume (destroyed at close); a
+// diskless instance binding anything else of its volume is refused.
 func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
 	ev := host()
 	withRetention(&ev) // its image is not among ev.Images
@@ -202,15 +203,17 @@ func TestClassify_WhatCannotBeAdoptedYetIsRefusedByName(t *testing.T) {
 	if r.Ready() {
 		t.Fatal("ready")
 	}
-	// The stack's nested VOLUME is fred's layout: adopted, converted at its first relaunch.
-	if l := leaseOf(t, r, stack); len(l.Refusals) > 0 {
-		t.Fatalf("stack with a nested VOLUME: %+v", l)
-	}
-	for id, want := range map[string]string{retained: "is not on this host",
-		flat: "a diskless instance"} {
-		if l := leaseOf(t, r, id); len(l.Refusals) != 1 || l.Refusals[0].Code != NotAdoptableYet || !strings.Contains(l.Refusals[0].Detail, want) {
-			t.Fatalf("lease %s: %+v, want %s (%s)", id, l, NotAdoptableYet, want)
+	for _, id := range []string{stack, flat} {
+		if l := leaseOf(t, r, id); len(l.Refusals) > 0 {
+			t.Fatalf("lease %s: %+v, want it adopted", id, l)
 		}
+	}
+	if l := leaseOf(t, r, retained); len(l.Refusals) != 1 || l.Refusals[0].Code != NotAdoptableYet || !strings.Contains(l.Refusals[0].Detail, "is not on this host") {
+		t.Fatalf("lease %s: %+v, want %s", retained, l, NotAdoptableYet)
+	}
+	ev.Objects[0].Mounts[len(ev.Objects[0].Mounts)-1].Source = root + "/fred-" + flat + "-app-0/data"
+	if l := leaseOf(t, Classify(ev, rules()), flat); len(l.Refusals) != 1 || l.Refusals[0].Code != MountShape {
+		t.Fatalf("a diskless instance binding its volume's data: %+v, want %s", l, MountShape)
 	}
 }
 

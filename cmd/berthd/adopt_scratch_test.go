@@ -1,0 +1,60 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/messages"
+)
+
+// Fred gives a diskless instance's writable paths a volume under the canonical
+// name: the adopted lease keeps it while fred's container runs, its first
+// relaunch seeds berthd's own scratch volume, and the close destroys both —
+// nothing of the writable paths is retained or left.
+func TestFredV013Host_ADisklessInstancesFredVolumeIsItsScratch_GoneAtClose(t *testing.T) {
+	t.Parallel()
+	cb := newCallbackReceiver(t)
+	profiles := "sku_profiles:\n  docker-micro: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 0}"
+	fred := startFredWith(t, "retain_on_close: true", profiles)
+	ref := pushHostile(t, writablePathRootfs(t), "wp-fred-"+uuid.NewString()[:8])
+	l := fred.provisionAs([]messages.LeaseItem{{SKU: "docker-micro", Quantity: 1}}, flatManifest(map[string]any{"image": ref}), cb.callbackURL())
+	fred.waitFor(l, "/provisions/", `"status":"ready"`)
+	fred.stop()
+	fredVol := filepath.Join(fred.volumes, messages.VolumeName(l, "app", 0))
+	if _, err := os.Stat(filepath.Join(fredVol, dockerio.WritableRoot)); err != nil {
+		t.Fatalf("fred made no writable-path volume for the diskless instance: %v", err)
+	}
+
+	berth := fred.adoptInto([]string{"adopted 1 leases"}, profiles, "retain_on_close: true")
+	berth.startInProcess()
+	berth.waitStatus(l, messages.StatusReady, 30*time.Second)
+	if r := berth.maintainOnce(l, uuid.NewString(), nil); r.Status != http.StatusAccepted {
+		t.Fatalf("restart: %d %s", r.Status, r.Body)
+	}
+	dc := dockerClient(t)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		cs := leaseContainers(t, dc, l)
+		if len(cs) == 1 && cs[0].Labels["fred.installation_id"] != "" && cs[0].State == "running" &&
+			berth.provisionInfo(l).Status == messages.StatusReady {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted lease: %+v %+v\n%s", cs, berth.provisionInfo(l), berth.log.String())
+		}
+	}
+	berth.deprovisionUntilGone(l)
+	for _, name := range []string{messages.VolumeName(l, "app", 0), messages.ScratchVolumeName(l, "app", 0)} {
+		if _, err := os.Stat(filepath.Join(fred.volumes, name)); !os.IsNotExist(err) {
+			t.Fatalf("volume %s after the close: %v, want it gone", name, err)
+		}
+	}
+	if list := berth.retentionList(); len(list) != 0 {
+		t.Fatalf("retained %+v, want nothing: a diskless lease has nothing to keep", list)
+	}
+}
