@@ -128,6 +128,9 @@ type RetentionRecord struct {
 	Volumes       []RetainedVolume `json:"volumes"`
 	RetainedAt    time.Time        `json:"retained_at"`
 	RetainedUntil time.Time        `json:"retained_until"` // zero: until evicted
+	// FredLayout: the volumes may hold fred v0.13's nested VOLUME layout (an
+	// adopted lease's): a restore unnests them before it mounts them.
+	FredLayout bool `json:"fred_layout,omitempty"`
 }
 
 // DiskMB is the footprint the pool counts for the record.

@@ -260,7 +260,8 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 // running release (manifest, items, images as they ran) and the retained volumes.
 func retentionRecord(st *State, env Env, vols []messages.RetainedVolume) *messages.RetentionRecord {
 	rec := &messages.RetentionRecord{Lease: env.Spec.Lease, Tenant: env.Spec.Tenant, ProviderUUID: env.Spec.ProviderUUID,
-		Items: env.Spec.Items, Manifest: env.Spec.Manifest, Volumes: vols, RetainedAt: env.Now}
+		Items: env.Spec.Items, Manifest: env.Spec.Manifest, Volumes: vols, RetainedAt: env.Now,
+		FredLayout: st.FredLayout || env.Spec.Restore != nil && env.Spec.Restore.FredLayout}
 	if r := st.Running(); r != nil {
 		if len(r.Items) > 0 {
 			rec.Items = r.Items

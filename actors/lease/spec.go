@@ -94,6 +94,8 @@ func (l *latest) take(spec *Spec) {
 type RestoreFrom struct {
 	From    string          `json:"from_lease_uuid"`
 	Volumes []RestoreVolume `json:"volumes"`
+	// FredLayout: the record's volumes may hold fred v0.13's nested layout.
+	FredLayout bool `json:"fred_layout,omitempty"`
 }
 
 // RestoreVolume is one adopted volume.

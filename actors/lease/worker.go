@@ -51,6 +51,9 @@ func (a *Actor) job() *job {
 		log: *a.log(), now: a.now, metrics: a.deps.Metrics, report: a.tasked().Send, vols: a.deps.Volumes, pool: a.deps.Networks, quiet: a.deps.Quiet, hold: a.holdVolume,
 		pins: knownPins(st), deadline: st.Deadline, failure: Cause{st.Reason, st.Message},
 		launch: launch{Generation: st.Generation, OperationID: st.OperationID, FailCount: st.FailCount}, fredLayout: st.FredLayout, fredScratch: st.FredScratch}
+	if sp := j.spec; sp != nil && sp.Restore != nil && sp.Restore.FredLayout {
+		j.fredLayout = true // the restored record's volumes: fred's layout until unnested
+	}
 	if r := st.Running(); r != nil {
 		j.rel = r.clone()
 	}

@@ -181,7 +181,7 @@ func (s *Settings) prepareRestore(req messages.RestoreRequest, rec *Retention, n
 	if err != nil {
 		return nil, err
 	}
-	spec.Restore = &lease.RestoreFrom{From: req.FromLeaseUUID}
+	spec.Restore = &lease.RestoreFrom{From: req.FromLeaseUUID, FredLayout: rec.Record.FredLayout}
 	profiles := map[string]lease.Profile{}
 	for _, svc := range spec.Services {
 		profiles[svc.Name] = svc.Profile

@@ -56,55 +56,64 @@ func waitFile(t *testing.T, port, path, content string) {
 // Fred keeps an image's VOLUME /var/lib/data nested in the instance's volume
 // (var/lib/data), berthd under its escaped name: the adopted lease runs on in
 // fred's layout, and its first relaunch moves the data onto berthd's before
-// Compose mounts it — the tenant's data is there after the restart, and the
-// volume holds berthd's layout only.
-func TestFredV013Host_AnAdoptedNestedVolumeKeepsItsDataThroughTheFirstRelaunch(t *testing.T) {
+// Compose mounts it; data fred retained in that layout, and data an adopted
+// lease retains before it was ever relaunched, come back at a restore.
+func TestFredV013Host_AnAdoptedNestedVolumeKeepsItsDataThroughRelaunchAndRestore(t *testing.T) {
 	t.Parallel()
 	cb := newCallbackReceiver(t)
 	profiles := "sku_profiles:\n  docker-small: {cpu_cores: 0.25, memory_mb: 256, disk_mb: 64}"
-	fred := startFredWith(t, profiles)
+	fred := startFredWith(t, profiles, "retain_on_close: true")
 	img := pushNestedVolumeImage(t)
-	l := fred.provisionAs([]messages.LeaseItem{{SKU: "docker-small", Quantity: 1}}, flatManifest(map[string]any{"image": img}), cb.callbackURL())
-	fred.waitFor(l, "/provisions/", `"status":"ready"`)
-	for path, content := range map[string]string{"/var/lib/data/kept.txt": "nested data", "/data/top.txt": "top data"} {
-		if code, body := putFile(t, fred.port(l), path, []byte(content)); code != http.StatusOK {
-			t.Fatalf("PUT %s: %d %s", path, code, body)
+	small := []messages.LeaseItem{{SKU: "docker-small", Quantity: 1}}
+	relaunched := fred.provisionAs(small, flatManifest(map[string]any{"image": img}), cb.callbackURL())
+	fredRetained := fred.provisionAs(small, flatManifest(map[string]any{"image": img}), cb.callbackURL())
+	berthRetained := fred.provisionAs(small, flatManifest(map[string]any{"image": img}), cb.callbackURL())
+	for _, l := range []string{relaunched, fredRetained, berthRetained} {
+		fred.waitFor(l, "/provisions/", `"status":"ready"`)
+		for path, content := range map[string]string{"/var/lib/data/kept.txt": "nested data of " + l, "/data/top.txt": "top data"} {
+			if code, body := putFile(t, fred.port(l), path, []byte(content)); code != http.StatusOK {
+				t.Fatalf("PUT %s: %d %s", path, code, body)
+			}
 		}
 	}
+	if code, answer := fred.signed(http.MethodPost, "/deprovision", messages.DeprovisionRequest{LeaseUUID: fredRetained}); code != http.StatusOK {
+		t.Fatalf("fred's POST /deprovision: %d %s", code, answer)
+	}
+	fred.waitFor(fredRetained, "/provisions/", `"status":"retained"`)
 	fred.stop()
-	vol := filepath.Join(fred.volumes, messages.VolumeName(l, "app", 0))
+	vol := filepath.Join(fred.volumes, messages.VolumeName(relaunched, "app", 0))
 	if _, err := os.Stat(filepath.Join(vol, "var/lib/data/kept.txt")); err != nil {
 		t.Fatalf("fred's nested layout is not what the takeover expects: %v", err)
 	}
 
 	mnt := os.Getenv("BERTH_TEST_BTRFS")
-	code, out := runOnce(t, "-config", newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api, profiles,
+	code, out := runOnce(t, "-config", newDaemonDir(t, "name: "+fred.name, "listen_addr: "+fred.api, profiles, "retain_on_close: true",
 		"volume_data_path: "+fred.volumes, "volume_mount_path: "+mnt, "volume_filesystem: btrfs").cfgPath,
 		"-preflight-storage-identity-adoption", "-v013-dir", fred.dir)
 	if code != 0 || !strings.HasSuffix(strings.TrimSpace(out), takeover.ReadyLine) {
-		t.Fatalf("preflight of a nested-VOLUME lease: exit %d\n%s", code, out)
+		t.Fatalf("preflight of nested-VOLUME leases: exit %d\n%s", code, out)
 	}
-	berth := fred.adoptInto([]string{"adopted 1 leases"}, profiles)
+	berth := fred.adoptInto([]string{"adopted 2 leases, 1 retained leases' data"}, profiles, "retain_on_close: true")
 	berth.startInProcess()
-	berth.waitStatus(l, messages.StatusReady, 30*time.Second)
-	waitFile(t, fred.port(l), "/var/lib/data/kept.txt", "nested data") // fred's container, untouched
+	berth.waitStatus(relaunched, messages.StatusReady, 30*time.Second)
+	waitFile(t, fred.port(relaunched), "/var/lib/data/kept.txt", "nested data of "+relaunched) // fred's container, untouched
 
-	if r := berth.maintainOnce(l, uuid.NewString(), nil); r.Status != http.StatusAccepted {
+	if r := berth.maintainOnce(relaunched, uuid.NewString(), nil); r.Status != http.StatusAccepted {
 		t.Fatalf("restart: %d %s", r.Status, r.Body)
 	}
 	dc := dockerClient(t)
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		cs := leaseContainers(t, dc, l)
+		cs := leaseContainers(t, dc, relaunched)
 		if len(cs) == 1 && cs[0].Labels["fred.installation_id"] != "" && cs[0].State == "running" &&
-			berth.provisionInfo(l).Status == messages.StatusReady {
+			berth.provisionInfo(relaunched).Status == messages.StatusReady {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the restarted lease: %+v %+v\n%s", cs, berth.provisionInfo(l), berth.log.String())
+			t.Fatalf("the restarted lease: %+v %+v\n%s", cs, berth.provisionInfo(relaunched), berth.log.String())
 		}
 	}
-	port := hostPort(t, berth, l, "app", 0)
-	waitFile(t, port, "/var/lib/data/kept.txt", "nested data")
+	port := hostPort(t, berth, relaunched, "app", 0)
+	waitFile(t, port, "/var/lib/data/kept.txt", "nested data of "+relaunched)
 	waitFile(t, port, "/data/top.txt", "top data")
 	if _, err := os.Stat(filepath.Join(vol, "var")); !os.IsNotExist(err) {
 		t.Fatalf("fred's nested directories are still in the volume: %v", err)
@@ -112,5 +121,19 @@ func TestFredV013Host_AnAdoptedNestedVolumeKeepsItsDataThroughTheFirstRelaunch(t
 	if _, err := os.Stat(filepath.Join(vol, "var%2Flib%2Fdata", "kept.txt")); err != nil {
 		t.Fatalf("the data is not under berthd's name: %v", err)
 	}
-	berth.deprovisionUntilGone(l)
+
+	// Retained in fred's layout — by fred, or by berthd before any relaunch —
+	// and restored: the data is where the image says.
+	berth.deprovisionUntilGone(berthRetained)
+	for _, from := range []string{fredRetained, berthRetained} {
+		dest := uuid.NewString()
+		if r := berth.postJSON("/restore", messages.RestoreRequest{LeaseUUID: dest, FromLeaseUUID: from, Tenant: fred.tenant(),
+			ProviderUUID: "p", Items: small, CallbackURL: cb.callbackURL()}); r.Status != http.StatusAccepted {
+			t.Fatalf("restore of %s: %d %s", from, r.Status, r.Body)
+		}
+		berth.waitStatus(dest, messages.StatusReady, 2*time.Minute)
+		waitFile(t, hostPort(t, berth, dest, "app", 0), "/var/lib/data/kept.txt", "nested data of "+from)
+		berth.deprovisionUntilGone(dest)
+	}
+	berth.deprovisionUntilGone(relaunched)
 }

@@ -67,7 +67,7 @@ func Adopt(ev Evidence, report *Report, rules Rules, fredDir string, fredFiles m
 			continue // its diagnostics are all there is: adopted below
 		}
 		if l.Status == RetainedLease || l.Status == ReapingRetention {
-			closed, err := adoptRetention(ev.Stores.Retentions[l.Lease], ev.Root, rules)
+			closed, err := adoptRetention(ev.Stores.Retentions[l.Lease], ev.Root, ev.Images, rules)
 			if err != nil {
 				return persistence.Write{}, Record{}, fmt.Errorf("retained lease %s: %w", l.Lease, err)
 			}
@@ -197,13 +197,16 @@ func adoptLease(l Lease, cohort []dockerio.FredObject, releases []fredv013.Relea
 // adoptRetention is a lease fred closed with its data retained: a retention
 // record, as a retaining close of berthd's makes one. Fred pinned no image: a
 // restore resolves the manifest's tags again, as fred's would have.
-func adoptRetention(r fredv013.Retention, root VolumeRoot, rules Rules) (persistence.Event, error) {
+func adoptRetention(r fredv013.Retention, root VolumeRoot, images map[string]dockerio.FredImage, rules Rules) (persistence.Event, error) {
 	built, err := rules.Build(r.StackManifest, r.Items)
 	if err != nil {
 		return persistence.Event{}, err
 	}
 	rec := &messages.RetentionRecord{Lease: r.OriginalLeaseUUID, Tenant: r.Tenant, ProviderUUID: r.ProviderUUID,
 		Items: built.Items, Manifest: r.StackManifest, RetainedAt: r.CreatedAt.UTC()}
+	for _, svc := range built.Services {
+		rec.FredLayout = rec.FredLayout || len(nestedTargets(images[svc.Image].Volumes)) > 0 // a restore unnests
+	}
 	if rules.RetentionMaxAge > 0 {
 		rec.RetainedUntil = rec.RetainedAt.Add(rules.RetentionMaxAge)
 	}

@@ -81,7 +81,7 @@ const (
 	CallbacksPending   = "callbacks_pending"
 	IngressOff         = "ingress_off" // fred routed the lease through Traefik; berthd's ingress is off
 	// NotAdoptableYet: a shape this berthd judges but cannot adopt yet (a
-	// retained lease's data in fred's nested layout):
+	// retained lease whose image is not on the host: its layout is unproven):
 	// refused rather than left behind unseen.
 	NotAdoptableYet = "not_adoptable_yet"
 
@@ -440,14 +440,10 @@ func judgeRetention(rec fredv013.Retention, hasContainers bool, root VolumeRoot,
 		return l // never restored: its layout does not matter
 	}
 	for _, name := range slices.Sorted(maps.Keys(built.Services)) {
+		// Its image's VOLUMEs say the layout (nested ones are unnested by the restore).
 		ref := built.Services[name].Image
-		img, ok := images[ref]
-		switch {
-		case !ok:
+		if _, ok := images[ref]; !ok {
 			refuse(NotAdoptableYet, "service %s's image %s is not on this host: the layout of its retained data cannot be proven", name, ref)
-		case len(nestedTargets(img.Volumes)) > 0:
-			refuse(NotAdoptableYet, "service %s's image's VOLUMEs %v nest below a directory: fred kept them nested, berthd escaped (a live lease's are converted at its first relaunch; a restore's is not built yet)",
-				name, nestedTargets(img.Volumes))
 		}
 	}
 	return l
