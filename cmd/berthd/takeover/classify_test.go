@@ -159,6 +159,13 @@ func TestClassify_EachRefusalHasItsReason(t *testing.T) {
 			ev.Stores.Releases[l] = ev.Stores.Releases[flat]
 			ev.Root.Entries["fred-"+l+"-app-0"] = true
 		}},
+		StoreMalformed: {retained, func(ev *Evidence, _ *Rules) {
+			withRetention(ev)
+			rec := ev.Stores.Retentions[retained]
+			rec.Status = "archived" // fred v0.13 writes no such status
+			ev.Stores.Retentions[retained] = rec
+		}},
+		NoVolumeRoot:     {"", func(ev *Evidence, _ *Rules) { withRetention(ev); ev.Root.Path = "" }},
 		FilesystemUnsup:  {"", func(ev *Evidence, _ *Rules) { ev.Root.Filesystem = "xfs" }},
 		ForeignInstall:   {"", func(ev *Evidence, _ *Rules) { ev.Root.Installation = "inst-1" }},
 		IngressOff:       {flat, func(ev *Evidence, _ *Rules) { ev.Objects[0].Labels["fred.fqdn"] = "app-1a2b3c4.apps.example.test" }},
