@@ -172,6 +172,33 @@ func TestFredV013Host_PreflightJudgesAMixedHostReadyAndChangesNothing(t *testing
 	if entries, _ := os.ReadDir(filepath.Join(berth.dir, "data")); len(entries) > 0 {
 		t.Fatalf("the preflight wrote berthd's data dir: %v", entries)
 	}
+
+	// The whole mixed host adopted at once, each lease as fred left it.
+	lives := containerLives(t, fred.name)
+	berth.api = fred.api
+	if code, out := runOnce(t, "-config", berth.cfgPath, "-initialize-storage-identity", "adopt", "-v013-dir", fred.dir); code != 0 ||
+		!strings.Contains(out, "adopted 4 leases, 1 retained leases' data, 1 leases' failure diagnostics and 1 undelivered callbacks") {
+		t.Fatalf("adopt the mixed host: exit %d\n%s", code, out)
+	}
+	berth.startInProcess()
+	for _, l := range []string{single, stack, stateful, undelivered} {
+		berth.waitStatus(l, messages.StatusReady, 30*time.Second)
+	}
+	if rs := berth.retentionList(); len(rs) != 1 || rs[0].LeaseUUID != closed {
+		t.Fatalf("GET /retentions: %+v", rs)
+	}
+	if info := berth.provisionInfo(failed); info.Status != messages.StatusFailed {
+		t.Fatalf("the failed lease: %+v", info)
+	}
+	if rels := berth.get("/releases/" + single); !strings.Contains(string(rels.Body), `"version":2`) {
+		t.Fatalf("the restarted lease's releases: %s", rels.Body)
+	}
+	if after := containerLives(t, fred.name); after != lives {
+		t.Fatalf("adopting the mixed host changed fred's containers:\nbefore:\n%s\nafter:\n%s", lives, after)
+	}
+	for _, l := range []string{single, stack, stateful, undelivered} {
+		berth.deprovisionUntilGone(l)
+	}
 }
 
 // leaseLine: the report's line about lease gives the verdict.
