@@ -98,20 +98,7 @@ func TestFredV013Host_AnAdoptedNestedVolumeKeepsItsDataThroughRelaunchAndRestore
 	berth.waitStatus(relaunched, messages.StatusReady, 30*time.Second)
 	waitFile(t, fred.port(relaunched), "/var/lib/data/kept.txt", "nested data of "+relaunched) // fred's container, untouched
 
-	if r := berth.maintainOnce(relaunched, uuid.NewString(), nil); r.Status != http.StatusAccepted {
-		t.Fatalf("restart: %d %s", r.Status, r.Body)
-	}
-	dc := dockerClient(t)
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		cs := leaseContainers(t, dc, relaunched)
-		if len(cs) == 1 && cs[0].Labels["fred.installation_id"] != "" && cs[0].State == "running" &&
-			berth.provisionInfo(relaunched).Status == messages.StatusReady {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted lease: %+v %+v\n%s", cs, berth.provisionInfo(relaunched), berth.log.String())
-		}
-	}
+	relaunchOntoBerthd(t, berth, relaunched, 1)
 	port := hostPort(t, berth, relaunched, "app", 0)
 	waitFile(t, port, "/var/lib/data/kept.txt", "nested data of "+relaunched)
 	waitFile(t, port, "/data/top.txt", "top data")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,20 +33,7 @@ func TestFredV013Host_ADisklessInstancesFredVolumeIsItsScratch_GoneAtClose(t *te
 	berth := fred.adoptInto([]string{"adopted 1 leases"}, profiles, "retain_on_close: true")
 	berth.startInProcess()
 	berth.waitStatus(l, messages.StatusReady, 30*time.Second)
-	if r := berth.maintainOnce(l, uuid.NewString(), nil); r.Status != http.StatusAccepted {
-		t.Fatalf("restart: %d %s", r.Status, r.Body)
-	}
-	dc := dockerClient(t)
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		cs := leaseContainers(t, dc, l)
-		if len(cs) == 1 && cs[0].Labels["fred.installation_id"] != "" && cs[0].State == "running" &&
-			berth.provisionInfo(l).Status == messages.StatusReady {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted lease: %+v %+v\n%s", cs, berth.provisionInfo(l), berth.log.String())
-		}
-	}
+	relaunchOntoBerthd(t, berth, l, 1)
 	berth.deprovisionUntilGone(l)
 	for _, name := range []string{messages.VolumeName(l, "app", 0), messages.ScratchVolumeName(l, "app", 0)} {
 		if _, err := os.Stat(filepath.Join(fred.volumes, name)); !os.IsNotExist(err) {

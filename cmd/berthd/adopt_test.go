@@ -250,24 +250,7 @@ func TestFredV013Host_AdoptedLeasesRunOnUntouched_ServedAsFredServedThem_AndClos
 		t.Fatalf("doctor after an adopted lease failed:\n%s%s", doc.stdout, doc.stderr)
 	}
 	// A restart moves an adopted lease onto berthd's own containers (and network).
-	if r := berth.maintainOnce(stack, uuid.NewString(), nil); r.Status != http.StatusAccepted {
-		t.Fatalf("restart of an adopted lease: %d %s", r.Status, r.Body)
-	}
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		cs := leaseContainers(t, dc, stack)
-		berths := 0
-		for _, c := range cs {
-			if c.Labels["fred.installation_id"] != "" && c.State == "running" {
-				berths++
-			}
-		}
-		if berths == 3 && len(cs) == 3 && berth.provisionInfo(stack).Status == messages.StatusReady {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted adopted lease runs %d of berthd's containers among %d: %+v\n%s", berths, len(cs), berth.provisionInfo(stack), berth.log.String())
-		}
-	}
+	relaunchOntoBerthd(t, berth, stack, 3)
 
 	// Closed, nothing of fred's is left: containers, and the tenant network.
 	for _, l := range leases {
@@ -423,13 +406,30 @@ func putData(t *testing.T, port, file, content string) {
 // waitData waits until a workload serves file from /data with content.
 func waitData(t *testing.T, port, file, content string) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		code, body, err := httpGetHostPort("127.0.0.1:"+port, "/file?path=/data/"+file)
-		if err == nil && code == 200 && body == content {
+	waitFile(t, port, "/data/"+file, content)
+}
+
+// relaunchOntoBerthd restarts an adopted lease and waits until it is Ready on
+// n of berthd's own containers and nothing else (fred's are gone).
+func relaunchOntoBerthd(t *testing.T, berth *daemonProc, lease string, n int) {
+	t.Helper()
+	if r := berth.maintainOnce(lease, uuid.NewString(), nil); r.Status != http.StatusAccepted {
+		t.Fatalf("restart of adopted lease %s: %d %s", lease, r.Status, r.Body)
+	}
+	dc := dockerClient(t)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		cs := leaseContainers(t, dc, lease)
+		berths := 0
+		for _, c := range cs {
+			if c.Labels["fred.installation_id"] != "" && c.State == "running" {
+				berths++
+			}
+		}
+		if berths == n && len(cs) == n && berth.provisionInfo(lease).Status == messages.StatusReady {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/data/%s on port %s: %d %q %v, want %q", file, port, code, body, err, content)
+			t.Fatalf("the restarted adopted lease %s runs %d of berthd's containers among %d: %+v\n%s", lease, berths, len(cs), berth.provisionInfo(lease), berth.log.String())
 		}
 	}
 }
@@ -482,20 +482,7 @@ func TestFredV013Host_AdoptedDataStaysWhereFredKeptIt_ARestartAndARestoreGiveItB
 	}
 
 	// A restart relaunches the stateful lease on berthd's containers, on its data.
-	if r := berth.maintainOnce(stateful, uuid.NewString(), nil); r.Status != http.StatusAccepted {
-		t.Fatalf("restart: %d %s", r.Status, r.Body)
-	}
-	dc := dockerClient(t)
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		cs := leaseContainers(t, dc, stateful)
-		if len(cs) == 1 && cs[0].Labels["fred.installation_id"] != "" && cs[0].State == "running" &&
-			berth.provisionInfo(stateful).Status == messages.StatusReady {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted stateful lease: %+v %+v\n%s", cs, berth.provisionInfo(stateful), berth.log.String())
-		}
-	}
+	relaunchOntoBerthd(t, berth, stateful, 1)
 	waitData(t, hostPort(t, berth, stateful, "app", 0), "kept.txt", "the stateful lease's data")
 
 	// A restore of what fred retained gives its bytes back.

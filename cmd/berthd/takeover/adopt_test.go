@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
+	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/persistence/fredv013"
 )
 
@@ -237,20 +238,9 @@ func TestAdopt_ANestedVolumeLeaseIsAdoptedInFredsLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout := map[string]bool{}
-	for _, a := range w.Appends {
-		for _, e := range a.Events {
-			if e.Type == lease.EvAdopted {
-				st := lease.NewState()
-				if err := st.Apply(e); err != nil {
-					t.Fatal(err)
-				}
-				layout[a.Stream] = st.FredLayout
-			}
-		}
-	}
-	if !layout[lease.Stream(stack)] || layout[lease.Stream(flat)] || len(layout) != 2 {
-		t.Fatalf("fred's layout by lease stream: %v", layout)
+	st := adoptedStates(t, w)
+	if !st[lease.Stream(stack)].FredLayout || st[lease.Stream(flat)].FredLayout || len(st) != 2 {
+		t.Fatalf("fred's layout: stack %v, flat %v", st[lease.Stream(stack)].FredLayout, st[lease.Stream(flat)].FredLayout)
 	}
 }
 
@@ -308,19 +298,27 @@ func TestAdopt_ADisklessInstancesFredVolumeIsItsScratch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scratch := map[string][]string{}
+	st := adoptedStates(t, w)
+	if got := st[lease.Stream(flat)].FredScratch; !slices.Equal(got, []string{messages.VolumeName(flat, "app", 0)}) || len(st[lease.Stream(stack)].FredScratch) > 0 {
+		t.Fatalf("fred's scratch volumes: flat %v, stack %v", got, st[lease.Stream(stack)].FredScratch)
+	}
+}
+
+// adoptedStates are the lease states the write's lease.adopted events replay
+// into, by stream.
+func adoptedStates(t *testing.T, w persistence.Write) map[string]*lease.State {
+	t.Helper()
+	out := map[string]*lease.State{}
 	for _, a := range w.Appends {
 		for _, e := range a.Events {
 			if e.Type == lease.EvAdopted {
 				st := lease.NewState()
 				if err := st.Apply(e); err != nil {
-					t.Fatal(err)
+					t.Fatalf("%s replay: %v", a.Stream, err)
 				}
-				scratch[a.Stream] = st.FredScratch
+				out[a.Stream] = st
 			}
 		}
 	}
-	if got := scratch[lease.Stream(flat)]; !slices.Equal(got, []string{messages.VolumeName(flat, "app", 0)}) || len(scratch[lease.Stream(stack)]) > 0 {
-		t.Fatalf("fred's scratch volumes by lease stream: %v", scratch)
-	}
+	return out
 }
