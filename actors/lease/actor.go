@@ -45,6 +45,9 @@ type Deps struct {
 	// Quiet holds a provision's first Engine API request until a burst of
 	// admissions has been answered (nil: never held).
 	Quiet *supervisors.Quiet
+	// ImageHolds protect the images a launch admits from the image collector
+	// while it runs (nil: nothing collects).
+	ImageHolds *dockerio.ImageHolds
 }
 
 // Settings of lease actors, mapped from the config by cmd/berthd.
@@ -505,7 +508,8 @@ func (a *Actor) report() {
 		return
 	}
 	spec := a.spec.Load()
-	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st, a.set.Ingress)}
+	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st, a.set.Ingress),
+		Images: a.st.ImageIDs()}
 	if a.broken {
 		r.Info.Status = messages.StatusUnknown
 	}

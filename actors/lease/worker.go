@@ -43,6 +43,10 @@ type job struct {
 	retry       int      // which retry of a failed attempt's cleanup this is
 	fredLayout  bool     // the volumes may still hold fred v0.13's nested layout
 	fredScratch []string // fred v0.13's volumes of diskless instances (destroyed at close)
+
+	// The images a launch may admit, held against the image collector (holdImages).
+	holds     *dockerio.ImageHolds
+	imageKeys []string
 }
 
 func (a *Actor) job() *job {
@@ -76,6 +80,9 @@ func (a *Actor) job() *job {
 			j.source = &c
 		}
 	}
+	if j.holds = a.deps.ImageHolds; j.holds != nil {
+		j.imageKeys = imageKeys(j.spec, st)
+	}
 	return j
 }
 
@@ -103,8 +110,48 @@ func (j *job) compose() steps.Compose {
 	return steps.Compose{API: j.eng, Network: j.network(), StopTimeout: j.set.StopTimeout, Log: &j.log}
 }
 
-// work is the worker function of kind (nil: none to run).
+// imageKeys are the hold keys of every image a launch of the lease may admit:
+// the admission's references (a tag before it is resolved) and every image its
+// release history recorded (a retry, a compensation, a restore run those).
+func imageKeys(spec *Spec, st *State) []string {
+	var refs []string
+	for _, ref := range spec.ServiceImages() {
+		refs = append(refs, ref)
+	}
+	for _, si := range spec.Images {
+		refs = append(refs, si.Ref, si.ID, si.Digest)
+	}
+	for i := range st.Releases {
+		for _, svc := range st.Releases[i].Services {
+			refs = append(refs, svc.Manifest.Image)
+		}
+		for _, si := range st.Releases[i].Images {
+			refs = append(refs, si.Ref, si.ID, si.Digest)
+		}
+	}
+	keys := dockerio.ImageKeys(refs...)
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// work is the worker function of kind (nil: none to run). A launching kind
+// holds its images from before its first look at one until it returned, when
+// they are journaled in its release and its containers use them.
 func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
+	run := j.run(kind)
+	switch kind {
+	case WorkProvision, WorkResume, WorkReplace, WorkReplaceResume:
+		if run != nil && j.holds != nil {
+			return func(ctx context.Context) Input {
+				defer j.holds.Hold(j.imageKeys)()
+				return run(ctx)
+			}
+		}
+	}
+	return run
+}
+
+func (j *job) run(kind WorkKind) func(ctx context.Context) Input {
 	gen := j.launch.Generation
 	switch kind {
 	case WorkProvision:

@@ -87,6 +87,9 @@ type Engine struct {
 
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value
+
+	dataRoot atomic.Pointer[string]               // docker info's DockerRootDir, once asked (imagestore.go)
+	pulled   atomic.Pointer[func(id, ref string)] // told of every image pulled (OnPulled)
 }
 
 // pinnedAPIVersion is Docker Engine 20.10's API, used when negotiation cannot run.
