@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/berth-dev/berth/actors/imagegc"
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/netpool"
 	"github.com/berth-dev/berth/actors/registry"
@@ -204,6 +205,9 @@ func (d *daemon) verifyStore(cfg *config.Config, opts persistence.Options, phase
 		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	if _, _, err := netpool.Load(store); err != nil {
+		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
+	if _, _, err := imagegc.Load(store); err != nil {
 		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	phases.done("journal_verify", mark)
