@@ -162,9 +162,7 @@ func (a *Actor) collect(ctx context.Context, owned map[string]*Owned) (*result, 
 	res := &result{inhibited: map[string]int{}}
 	mark, done := a.Holds.Mark()
 	defer done()
-	pins, err := supervisors.Ask(ctx, a.Tree, a.Settings.RegistryPath, a.Settings.AskTimeout, func(reply chan<- messages.ImagePins) any {
-		return &messages.GetImagePins{Reply: reply}
-	})
+	pins, err := a.pins(ctx)
 	if err != nil {
 		pins = messages.ImagePins{} // not whole: nothing is removed
 	}
@@ -210,6 +208,16 @@ func (a *Actor) collect(ctx context.Context, owned map[string]*Owned) (*result, 
 		}
 	}
 	return res, nil
+}
+
+// pins asks the registry for the pins its durable state derives.
+func (a *Actor) pins(ctx context.Context) (messages.ImagePins, error) {
+	if a.Pins != nil {
+		return a.Pins(ctx)
+	}
+	return supervisors.Ask(ctx, a.Tree, a.Settings.RegistryPath, a.Settings.AskTimeout, func(reply chan<- messages.ImagePins) any {
+		return &messages.GetImagePins{Reply: reply}
+	})
 }
 
 // remove removes every reference the image was pulled by; the last one

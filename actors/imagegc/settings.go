@@ -42,4 +42,7 @@ type Deps struct {
 	Holds    *dockerio.ImageHolds // the admissions in flight
 	Settings *Settings
 	Metrics  *Metrics
+	// Pins answers the registry's pins (nil: asked of the registry at
+	// Settings.RegistryPath; a test answers them itself).
+	Pins func(ctx context.Context) (messages.ImagePins, error)
 }
