@@ -1,6 +1,11 @@
 package registry
 
-import "github.com/berth-dev/berth/messages"
+import (
+	"slices"
+
+	"github.com/berth-dev/berth/actors/lease"
+	"github.com/berth-dev/berth/messages"
+)
 
 // imagePins are the images the registry's durable state pins: every live
 // lease's release history (what its actor last reported from its journal) and
@@ -27,6 +32,105 @@ func (d *Directory) imagePins() messages.ImagePins {
 	for _, r := range d.St.Retentions {
 		for _, si := range r.Record.Images {
 			out.Add(si.ID)
+		}
+	}
+	return out
+}
+
+// Image pin budgets (the seed's "at most 100,000 total and 10,000 per verified
+// durable tenant"), zero: unlimited.
+const (
+	DefaultImagePins       = 100_000
+	DefaultTenantImagePins = 10_000
+)
+
+// checkImagePins refuses an admission (or an update) whose images would take
+// its tenant past TenantImagePins, or the provider past ImagePins, distinct
+// pinned images. Budgets count image references, known before anything is
+// resolved: those of live leases' specs, of admissions queued in the batch and
+// of retention records (except the lease's own, which this admission
+// replaces). An image the tenant (or the provider) already pins is reused
+// above the ceilings. A refusal changes nothing and deletes nothing.
+func (d *Directory) checkImagePins(leaseID, tenant string, refs []string, queued []admission) error {
+	tenantMax, totalMax := d.set.TenantImagePins, d.set.ImagePins
+	if tenantMax <= 0 && totalMax <= 0 {
+		return nil
+	}
+	// Counting with no allocation first: fewer references than a budget
+	// cannot hold more distinct images than it.
+	all, mine := len(refs), len(refs)
+	d.eachPinnedRef(leaseID, queued, func(t, _ string) {
+		all++
+		if t == tenant {
+			mine++
+		}
+	})
+	if (tenantMax <= 0 || mine <= tenantMax) && (totalMax <= 0 || all <= totalMax) {
+		return nil
+	}
+	byTenant, total := map[string]bool{}, map[string]bool{}
+	d.eachPinnedRef(leaseID, queued, func(t, ref string) {
+		total[ref] = true
+		if t == tenant {
+			byTenant[ref] = true
+		}
+	})
+	newTenant, newTotal := map[string]bool{}, map[string]bool{}
+	for _, ref := range refs {
+		if !byTenant[ref] {
+			newTenant[ref] = true
+		}
+		if !total[ref] {
+			newTotal[ref] = true
+		}
+	}
+	if tenantMax > 0 && len(newTenant) > 0 && len(byTenant)+len(newTenant) > tenantMax {
+		return messages.Refuse(messages.ErrInsufficientResources,
+			"image pin budget exceeded: tenant %s pins %d distinct images and this request adds %d (at most %d per tenant); close leases or let retained data expire",
+			tenant, len(byTenant), len(newTenant), tenantMax)
+	}
+	if totalMax > 0 && len(newTotal) > 0 && len(total)+len(newTotal) > totalMax {
+		return messages.Refuse(messages.ErrInsufficientResources,
+			"image pin budget exceeded: the provider pins %d distinct images and this request adds %d (at most %d)",
+			len(total), len(newTotal), totalMax)
+	}
+	return nil
+}
+
+// eachPinnedRef calls f with the tenant and image reference of every pin the
+// directory holds, the lease leaseID's own spec aside.
+func (d *Directory) eachPinnedRef(leaseID string, queued []admission, f func(tenant, ref string)) {
+	for id, spec := range d.St.Leases {
+		if id != leaseID {
+			specRefs(spec, func(ref string) { f(spec.Tenant, ref) })
+		}
+	}
+	for _, q := range queued {
+		if q.spec.Lease != leaseID {
+			specRefs(q.spec, func(ref string) { f(q.spec.Tenant, ref) })
+		}
+	}
+	for _, r := range d.St.Retentions {
+		for _, si := range r.Record.Images {
+			f(r.Record.Tenant, si.Ref)
+		}
+	}
+}
+
+func specRefs(spec *lease.Spec, f func(ref string)) {
+	for _, svc := range spec.Services {
+		if svc.Manifest != nil {
+			f(svc.Manifest.Image)
+		}
+	}
+}
+
+// imageRefs are the distinct image references of services.
+func imageRefs(services []lease.ServiceSpec) []string {
+	var out []string
+	for _, svc := range services {
+		if svc.Manifest != nil && !slices.Contains(out, svc.Manifest.Image) {
+			out = append(out, svc.Manifest.Image)
 		}
 	}
 	return out
