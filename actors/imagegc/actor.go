@@ -171,11 +171,7 @@ func (a *Actor) collect(ctx context.Context, owned map[string]*Owned) (*result, 
 	if err != nil {
 		return res, err
 	}
-	inUse, err := a.Docker.ImagesInUse(ctx)
-	if err != nil {
-		return res, err
-	}
-	in := Input{Owned: owned, Store: store, InUse: inUse, Pins: pins, BudgetBytes: a.Settings.BudgetBytes,
+	in := Input{Owned: owned, Store: store, Pins: pins, BudgetBytes: a.Settings.BudgetBytes,
 		MinFreeBytes: a.Settings.MinFreeBytes, FreeBytes: -1}
 	if in.MinFreeBytes > 0 {
 		if free, _, err := a.Docker.DataRootSpace(ctx); err != nil {
@@ -184,7 +180,15 @@ func (a *Actor) collect(ctx context.Context, owned map[string]*Owned) (*result, 
 			in.FreeBytes = int64(free)
 		}
 	}
-	res.plan = Decide(in)
+	// Within budget and above the floor the pass ends here: the container
+	// listing (what dockerd answers slowest with many containers) only when
+	// something may go.
+	if res.plan = Decide(in); res.plan.Excess > 0 && len(in.Owned) > 0 {
+		if in.InUse, err = a.Docker.ImagesInUse(ctx); err != nil {
+			return res, err
+		}
+		res.plan = Decide(in)
+	}
 	maps.Copy(res.inhibited, res.plan.Inhibited)
 	for _, r := range res.plan.Remove {
 		if ctx.Err() != nil {

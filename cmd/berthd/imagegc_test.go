@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -223,7 +224,10 @@ func TestImageGC_CollectionRacingAdmissionOfTheSameImage_NeverRemovesTheAdmitted
 	ref := distinctImage(t, dc)
 	d := newDaemonDir(t, "image_store_budget_mb: 1", "image_store_min_free_mb: 0", "image_gc_interval: 50ms").startInProcess()
 
-	const workers, rounds = 3, 4
+	// Two workers, each closing its lease and admitting the next one after a
+	// short random pause: the image is often unpinned, and collected, just as
+	// the other worker's admission or this one's next looks at it.
+	const workers, rounds = 2, 6
 	var wg sync.WaitGroup
 	errs := make(chan string, workers*rounds)
 	for w := 0; w < workers; w++ {
@@ -247,6 +251,7 @@ func TestImageGC_CollectionRacingAdmissionOfTheSameImage_NeverRemovesTheAdmitted
 					}
 				}
 				d.deprovisionUntilGone(lease)
+				time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 			}
 		}()
 	}
@@ -263,4 +268,46 @@ func TestImageGC_CollectionRacingAdmissionOfTheSameImage_NeverRemovesTheAdmitted
 	})
 	t.Logf("collected %v times across %d admissions; %v removals refused for a hold",
 		d.metric("berth_images_collected_total"), workers*rounds, d.metric(`berth_image_collections_inhibited_total{reason="held"}`))
+}
+
+// What this installation pulled is journaled: a daemon started later (here
+// with a budget its predecessor was within) collects a closed lease's image,
+// and keeps the live lease's once that lease has told the registry its pins.
+func TestImageGC_PulledRecordSurvivesARestart_CollectedByTheNextDaemon(t *testing.T) {
+	t.Parallel()
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	refClosed, refLive := distinctImage(t, dc), distinctImage(t, dc)
+	d := newDaemonDir(t, "image_store_budget_mb: 100000", "image_store_min_free_mb: 0", "image_gc_interval: 300ms").startInProcess()
+
+	closed, live := uuid.NewString(), uuid.NewString()
+	closedID := gcProvision(t, d, dc, cb, closed, refClosed)
+	liveID := gcProvision(t, d, dc, cb, live, refLive)
+	d.deprovisionUntilGone(closed)
+	passes := d.metric(`berth_image_collection_passes_total{outcome="ok"}`)
+	eventually(t, 30*time.Second, func() string {
+		if n := d.metric(`berth_image_collection_passes_total{outcome="ok"}`); n < passes+3 {
+			return fmt.Sprintf("%v passes since the close, want 3", n-passes)
+		}
+		return ""
+	})
+	if !present(t, dc, closedID) {
+		t.Fatal("an image was collected although the store is within its budget")
+	}
+	if code := d.stop(); code != 0 {
+		t.Fatalf("stop exit %d", code)
+	}
+
+	d.reconfigure(imageGCConfig...)
+	d.startInProcess()
+	eventually(t, 60*time.Second, func() string {
+		if present(t, dc, closedID) {
+			return "the closed lease's image, pulled by the previous daemon, is still present"
+		}
+		return ""
+	})
+	if !present(t, dc, liveID) || runningImage(t, dc, live) != liveID {
+		t.Fatal("the live lease's image was removed across the restart")
+	}
+	d.closeAll(dc, live)
 }
