@@ -13,7 +13,8 @@ import (
 // destination, runs exactly those). Nothing is stored for them: each pin is
 // derived from the journaled state that needs it, so pins cannot drift from it.
 // A live lease whose actor has not reported since this registry started (or
-// since its admission) is counted Unknown: its pins are not known yet.
+// since its admission), or reported its journal unreadable, is counted
+// Unknown: its pins are not known.
 func (d *Directory) imagePins() messages.ImagePins {
 	out := messages.ImagePins{IDs: map[string]struct{}{}, Ready: d.Ready}
 	for id, spec := range d.St.Leases {
@@ -21,7 +22,9 @@ func (d *Directory) imagePins() messages.ImagePins {
 			out.Add(si.ID)
 		}
 		e := d.entries[id]
-		if e == nil || e.report.Lease == "" {
+		if e == nil || e.report.Lease == "" || e.report.Info.Status == messages.StatusUnknown {
+			// Not reported yet, or its journal could not be read: what it
+			// pins is not known, and nothing may be collected meanwhile.
 			out.Unknown++
 			continue
 		}

@@ -83,4 +83,9 @@ func TestImagePins_DerivedFromReportsAndRetentions_UnknownUntilReported(t *testi
 	if !slices.Equal(ids, []string{"sha256:a0", "sha256:a1", "sha256:b"}) || p.Unknown != 1 || !p.Ready {
 		t.Fatalf("pins = %v unknown %d ready %v", ids, p.Unknown, p.Ready)
 	}
+	// A lease whose journal could not be read reports unknown: its pins are not known.
+	d.entries[lB].report.Info.Status = messages.StatusUnknown
+	if p := d.imagePins(); p.Unknown != 2 {
+		t.Fatalf("unknown = %d, want the unreadable lease counted too", p.Unknown)
+	}
 }
