@@ -59,45 +59,62 @@ func (d *Directory) checkImagePins(leaseID, tenant string, refs []string, queued
 	if tenantMax <= 0 && totalMax <= 0 {
 		return nil
 	}
-	// Counting with no allocation first: fewer references than a budget
-	// cannot hold more distinct images than it.
-	all, mine := len(refs), len(refs)
-	d.eachPinnedRef(leaseID, queued, func(t, _ string) {
-		all++
-		if t == tenant {
-			mine++
-		}
-	})
-	if (tenantMax <= 0 || mine <= tenantMax) && (totalMax <= 0 || all <= totalMax) {
-		return nil
+	// Counting first: fewer references than a budget cannot hold more
+	// distinct images than it. The State's count is kept until it changes, so
+	// a burst of admissions counts once.
+	if d.pinRefs == nil {
+		c := &refCounts{byTenant: map[string]int{}}
+		d.eachPinnedRef("", nil, func(t, _ string) { c.all++; c.byTenant[t]++ })
+		d.pinRefs = c
 	}
-	byTenant, total := map[string]bool{}, map[string]bool{}
-	d.eachPinnedRef(leaseID, queued, func(t, ref string) {
-		total[ref] = true
-		if t == tenant {
-			byTenant[ref] = true
-		}
-	})
-	newTenant, newTotal := map[string]bool{}, map[string]bool{}
-	for _, ref := range refs {
-		if !byTenant[ref] {
-			newTenant[ref] = true
-		}
-		if !total[ref] {
-			newTotal[ref] = true
+	all, mine := d.pinRefs.all+len(refs), d.pinRefs.byTenant[tenant]+len(refs)
+	for _, q := range queued {
+		n := len(q.spec.Services)
+		all += n
+		if q.spec.Tenant == tenant {
+			mine += n
 		}
 	}
-	if tenantMax > 0 && len(newTenant) > 0 && len(byTenant)+len(newTenant) > tenantMax {
-		return messages.Refuse(messages.ErrInsufficientResources,
-			"image pin budget exceeded: tenant %s pins %d distinct images and this request adds %d (at most %d per tenant); close leases or let retained data expire",
-			tenant, len(byTenant), len(newTenant), tenantMax)
+	if tenantMax > 0 && mine > tenantMax {
+		pinned := map[string]bool{}
+		d.eachPinnedRef(leaseID, queued, func(t, ref string) {
+			if t == tenant {
+				pinned[ref] = true
+			}
+		})
+		if n, added := len(pinned), newRefs(refs, pinned); added > 0 && n+added > tenantMax {
+			return messages.Refuse(messages.ErrInsufficientResources,
+				"image pin budget exceeded: tenant %s pins %d distinct images and this request adds %d (at most %d per tenant); close leases or let retained data expire",
+				tenant, n, added, tenantMax)
+		}
 	}
-	if totalMax > 0 && len(newTotal) > 0 && len(total)+len(newTotal) > totalMax {
-		return messages.Refuse(messages.ErrInsufficientResources,
-			"image pin budget exceeded: the provider pins %d distinct images and this request adds %d (at most %d)",
-			len(total), len(newTotal), totalMax)
+	if totalMax > 0 && all > totalMax {
+		pinned := map[string]bool{}
+		d.eachPinnedRef(leaseID, queued, func(_, ref string) { pinned[ref] = true })
+		if n, added := len(pinned), newRefs(refs, pinned); added > 0 && n+added > totalMax {
+			return messages.Refuse(messages.ErrInsufficientResources,
+				"image pin budget exceeded: the provider pins %d distinct images and this request adds %d (at most %d)",
+				n, added, totalMax)
+		}
 	}
 	return nil
+}
+
+// newRefs counts the distinct refs not pinned yet.
+func newRefs(refs []string, pinned map[string]bool) int {
+	n := 0
+	for i, ref := range refs {
+		if !pinned[ref] && !slices.Contains(refs[:i], ref) {
+			n++
+		}
+	}
+	return n
+}
+
+// refCounts count the image references of the State's pins (with repeats).
+type refCounts struct {
+	all      int
+	byTenant map[string]int
 }
 
 // eachPinnedRef calls f with the tenant and image reference of every pin the

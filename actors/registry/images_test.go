@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -89,3 +90,33 @@ func TestImagePins_DerivedFromReportsAndRetentions_UnknownUntilReported(t *testi
 		t.Fatalf("unknown = %d, want the unreadable lease counted too", p.Unknown)
 	}
 }
+
+// BenchmarkCheckImagePins_10kLeases: the budget check an admission runs with
+// 10,000 live leases of 100 tenants, within the budgets (the common case: a
+// count, no set built) and with the tenant near its budget (sets built).
+func BenchmarkCheckImagePins_10kLeases(b *testing.B) {
+	d := dirOf()
+	for i := 0; i < 10_000; i++ {
+		spec := mustPrepare(imageRequest(uuidN(i), fmt.Sprintf("t%d", i%100), fmt.Sprintf("127.0.0.1:5000/berth/i%d:1", i)))
+		d.St.Leases[spec.Lease] = spec
+	}
+	refs := []string{"127.0.0.1:5000/berth/new:1"}
+	d.set.ImagePins, d.set.TenantImagePins = DefaultImagePins, DefaultTenantImagePins
+	b.Run("within", func(b *testing.B) {
+		for b.Loop() {
+			if err := d.checkImagePins(lA, "t1", refs, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	d.set.TenantImagePins = 100
+	b.Run("near_the_tenant_budget", func(b *testing.B) {
+		for b.Loop() {
+			if err := d.checkImagePins(lA, "t1", refs, nil); err == nil {
+				b.Fatal("admitted past the budget")
+			}
+		}
+	})
+}
+
+func uuidN(i int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", i) }
