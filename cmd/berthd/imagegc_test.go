@@ -10,6 +10,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -131,6 +132,19 @@ func TestImageGC_UnpinnedImageCollectedOverBudget_LiveLeaseAndOperatorImagesKept
 	}
 	t.Cleanup(func() { _, _ = dc.ImageRemove(context.Background(), opTag, image.RemoveOptions{}) })
 
+	// The collector crashes (it panics on its next message): restarted, it
+	// rebuilds what this installation pulled from its journal.
+	d.crash("root/imagegc")
+	eventually(t, 20*time.Second, func() string {
+		var root messages.NodeInfo
+		if err := json.Unmarshal(d.debugGet("/debug/actors").Body, &root); err != nil {
+			return err.Error()
+		}
+		if n := find(root, "root/imagegc"); n == nil || n.Restarts < 1 || n.Status != "ok" {
+			return fmt.Sprintf("imagegc not restarted: %+v", n)
+		}
+		return ""
+	})
 	d.deprovisionUntilGone(closed)
 	d.deprovisionUntilGone(tagged)
 	eventually(t, 60*time.Second, func() string {
