@@ -299,5 +299,9 @@ func (e *Engine) info(ctx context.Context) (system.Info, error) {
 	if err != nil {
 		return system.Info{}, dockerErr("docker info", err)
 	}
-	return v.(system.Info), nil
+	info := v.(system.Info)
+	if info.DockerRootDir != "" {
+		e.dataRoot.Store(&info.DockerRootDir) // the image collector's statfs needs no second docker info
+	}
+	return info, nil
 }
