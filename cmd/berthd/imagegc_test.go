@@ -325,3 +325,32 @@ func TestImageGC_PulledRecordSurvivesARestart_CollectedByTheNextDaemon(t *testin
 	}
 	d.closeAll(dc, live)
 }
+
+// Free space on Docker's data root below image_store_min_free_mb collects as
+// well, however far the store is within its budget (here a floor no disk
+// meets: every unpinned image of the installation goes; the live lease's stays).
+func TestImageGC_FreeSpaceBelowTheFloor_CollectsWithinBudget(t *testing.T) {
+	t.Parallel()
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	refClosed, refLive := distinctImage(t, dc), distinctImage(t, dc)
+	d := newDaemonDir(t, "image_store_budget_mb: 100000", "image_store_min_free_mb: 1073741824", "image_gc_interval: 300ms").startInProcess()
+
+	closed, live := uuid.NewString(), uuid.NewString()
+	closedID := gcProvision(t, d, dc, cb, closed, refClosed)
+	liveID := gcProvision(t, d, dc, cb, live, refLive)
+	d.deprovisionUntilGone(closed)
+	eventually(t, 60*time.Second, func() string {
+		if present(t, dc, closedID) {
+			return "the closed lease's image is still present with the disk below the floor"
+		}
+		return ""
+	})
+	if !present(t, dc, liveID) {
+		t.Fatal("the live lease's image was removed")
+	}
+	if n := d.metric("berth_image_store_bytes"); n <= 0 {
+		t.Errorf("berth_image_store_bytes = %v, want the live lease's image", n)
+	}
+	d.closeAll(dc, live)
+}
