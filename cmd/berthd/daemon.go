@@ -83,6 +83,8 @@ type hooks struct {
 	diag func(lease.Diagnostics) lease.Diagnostics
 	// askTimeout, when set, is how long the facade waits for an actor (10 s).
 	askTimeout time.Duration
+	// tenantImagePins, when set, replaces the seed's 10,000 images per tenant.
+	tenantImagePins int
 }
 
 var testHooks hooks

@@ -354,3 +354,47 @@ func TestImageGC_FreeSpaceBelowTheFloor_CollectsWithinBudget(t *testing.T) {
 	}
 	d.closeAll(dc, live)
 }
+
+// Sequential: it sets testHooks (a tenant pins at most 2 images).
+//
+// A tenant over its image pin budget is refused at admission with a
+// tenant-readable reason on the wire, and nothing changes: no lease, no pool
+// reservation, no image removed. An image the tenant already pins is reused
+// above the ceiling; the refusal ends once a lease closes.
+func TestImageGC_TenantOverItsImagePinBudget_AdmissionRefusedNothingChanged(t *testing.T) {
+	dc := dockerClient(t)
+	cb := newCallbackReceiver(t)
+	testHooks.tenantImagePins = 2
+	t.Cleanup(func() { testHooks.tenantImagePins = 0 })
+	refA, refB, refC := distinctImage(t, dc), distinctImage(t, dc), distinctImage(t, dc)
+	d := newDaemonDir(t).startInProcess()
+
+	a, b := uuid.NewString(), uuid.NewString()
+	idA := gcProvision(t, d, dc, cb, a, refA)
+	idB := gcProvision(t, d, dc, cb, b, refB)
+	before := d.stats()
+
+	c := uuid.NewString()
+	r := d.provision(c, cb.callbackURL(), flatManifest(map[string]any{"image": refC}))
+	var body messages.ErrorBody
+	r.json(t, &body)
+	if r.Status != 503 || body.Code != "insufficient_resources" ||
+		!strings.Contains(body.Error, "image pin budget exceeded: tenant tenant-test pins 2 distinct images and this request adds 1 (at most 2 per tenant)") {
+		t.Fatalf("over the budget: %d %s", r.Status, r.Body)
+	}
+	if d.listed(c) || d.stats() != before || len(leaseContainers(t, dc, c)) != 0 {
+		t.Fatal("a refused admission changed something")
+	}
+	for _, id := range []string{idA, idB} {
+		if !present(t, dc, id) {
+			t.Fatalf("a refusal removed image %s", id)
+		}
+	}
+	// The same image as a live lease: reused, not a new pin.
+	reuse := uuid.NewString()
+	gcProvision(t, d, dc, cb, reuse, refA)
+	// A lease closed: its image is no longer pinned, the new one fits.
+	d.deprovisionUntilGone(b)
+	gcProvision(t, d, dc, cb, c, refC)
+	d.closeAll(dc, a, reuse, c)
+}

@@ -140,6 +140,7 @@ func (w *wiring) registry() *registry.Deps {
 			if cfg.Ingress.Enabled {
 				s.CustomDomains = &policy.CustomDomains{Wildcard: cfg.Ingress.WildcardDomain}
 			}
+			s.TenantImagePins = cmp.Or(testHooks.tenantImagePins, s.TenantImagePins)
 		})}
 }
 
