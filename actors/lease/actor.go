@@ -46,7 +46,7 @@ type Deps struct {
 	// admissions has been answered (nil: never held).
 	Quiet *supervisors.Quiet
 	// ImageHolds protect the images a launch admits from the image collector
-	// while it runs (nil: nothing collects).
+	// until the actor has reported what it pinned (nil: nothing collects).
 	ImageHolds *dockerio.ImageHolds
 }
 
@@ -202,6 +202,7 @@ func (a *Actor) Receive(c actor.Context) {
 			a.worker = nil
 			a.step(m.in)
 		}
+		m.release() // what it pinned is journaled and reported by now
 	case *waiting:
 		if m == a.wait {
 			a.wait = nil
@@ -555,7 +556,12 @@ func (a *Actor) startWorker(work Work) {
 		return
 	}
 	w := &worker{kind: kind}
-	if w.task = a.tasked().Start("worker", func(ctx context.Context) any { return workerDone{w: w, in: fn(ctx)} }); w.task != nil {
+	if w.task = a.tasked().Start("worker", func(ctx context.Context) any {
+		release := j.holdImages(kind)
+		in := fn(ctx)
+		time.AfterFunc(holdGrace, release)
+		return workerDone{w: w, in: in, release: release}
+	}); w.task != nil {
 		a.worker = w
 	}
 }

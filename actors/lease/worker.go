@@ -134,21 +134,28 @@ func imageKeys(spec *Spec, st *State) []string {
 	return slices.Compact(keys)
 }
 
-// work is the worker function of kind (nil: none to run). A launching kind
-// holds its images from before its first look at one until it returned, when
-// they are journaled in its release and its containers use them.
-func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
-	run := j.run(kind)
+// holdGrace bounds how long a worker's image hold outlives it when its actor
+// never takes its result (restarted meanwhile): the actor releases it sooner.
+const holdGrace = 30 * time.Second
+
+// holdImages holds, for a launching kind, every image the lease may admit,
+// from before the worker's first look at one. The hold ends once the actor has
+// journaled and reported what the worker pinned (workerDone), so the registry
+// holds the pins before the collector may remove the images; at the latest
+// holdGrace after the worker returned.
+func (j *job) holdImages(kind WorkKind) (release func()) {
 	switch kind {
 	case WorkProvision, WorkResume, WorkReplace, WorkReplaceResume:
-		if run != nil && j.holds != nil {
-			return func(ctx context.Context) Input {
-				defer j.holds.Hold(j.imageKeys)()
-				return run(ctx)
-			}
-		}
+		release = j.holds.Hold(j.imageKeys)
+	default:
+		return func() {}
 	}
-	return run
+	return release
+}
+
+// work is the worker function of kind (nil: none to run).
+func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
+	return j.run(kind)
 }
 
 func (j *job) run(kind WorkKind) func(ctx context.Context) Input {
