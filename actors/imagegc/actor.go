@@ -89,6 +89,7 @@ func (a *Actor) started(c actor.Context) {
 		return
 	}
 	a.journal.Resume(st, seq)
+	a.Metrics.budget.Set(float64(a.Settings.BudgetBytes))
 	if a.Docker == nil {
 		return
 	}

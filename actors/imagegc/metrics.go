@@ -8,7 +8,7 @@ import (
 
 // Metrics of the image store and its collection (berth_image_*).
 type Metrics struct {
-	pinned, images, storeBytes prometheus.Gauge
+	pinned, images, storeBytes, budget prometheus.Gauge
 	collected, collectedBytes  prometheus.Counter
 	inhibited, passes          *prometheus.CounterVec
 }
@@ -23,6 +23,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Images of this installation (pulled by berthd) in Docker's store, at the last pass."),
 		storeBytes: s.Gauge("berth_image_store_bytes",
 			"Bytes of this installation's images in Docker's store (image_store_budget_mb bounds them), at the last pass."),
+		budget: s.Gauge("berth_image_store_budget_bytes",
+			"image_store_budget_mb in bytes: above it the collector removes images no pin needs, oldest first."),
 		collected: s.Counter("berth_images_collected_total", "Images of this installation the collector removed."),
 		collectedBytes: s.Counter("berth_image_collected_bytes_total",
 			"Bytes of the images the collector removed (Docker's image size: shared layers may free less)."),
