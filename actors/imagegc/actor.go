@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -109,15 +110,6 @@ func (a *Actor) pulled(m *messages.ImagePulled) {
 	if err := a.journal.Commit([]persistence.Event{a.journal.Event(EvPulled, pulledEvent{ID: m.ID, Ref: m.Ref})}); err != nil {
 		a.Log.Warn().Err(err).Str("image", m.ID).Msg("pulled image not recorded; it will not be collected")
 	}
-}
-
-func containsRef(refs []string, ref string) bool {
-	for _, r := range refs {
-		if r == ref {
-			return true
-		}
-	}
-	return false
 }
 
 // result is one pass's findings.
@@ -270,7 +262,7 @@ func (a *Actor) end(out *supervisors.Outcome) {
 	a.Metrics.storeBytes.Set(float64(res.plan.StoreBytes - freed))
 	var forget []string
 	for _, id := range append(append(append([]string(nil), res.plan.Gone...), res.gone...), removedIDs(res.removed)...) {
-		if o := a.journal.State.Images[id]; o != nil && !o.PulledAt.After(res.began) && !containsRef(forget, id) {
+		if o := a.journal.State.Images[id]; o != nil && !o.PulledAt.After(res.began) && !slices.Contains(forget, id) {
 			forget = append(forget, id)
 		}
 	}
