@@ -9,8 +9,8 @@ import (
 // Metrics of the image store and its collection (berth_image_*).
 type Metrics struct {
 	pinned, images, storeBytes, budget prometheus.Gauge
-	collected, collectedBytes  prometheus.Counter
-	inhibited, passes          *prometheus.CounterVec
+	collected, collectedBytes          prometheus.Counter
+	inhibited, passes                  *prometheus.CounterVec
 }
 
 // NewMetrics registers the collector's series.

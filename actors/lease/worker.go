@@ -123,7 +123,9 @@ func imageKeys(spec *Spec, st *State) []string {
 	}
 	for i := range st.Releases {
 		for _, svc := range st.Releases[i].Services {
-			refs = append(refs, svc.Manifest.Image)
+			if svc.Manifest != nil {
+				refs = append(refs, svc.Manifest.Image)
+			}
 		}
 		for _, si := range st.Releases[i].Images {
 			refs = append(refs, si.Ref, si.ID, si.Digest)
@@ -155,10 +157,6 @@ func (j *job) holdImages(kind WorkKind) (release func()) {
 
 // work is the worker function of kind (nil: none to run).
 func (j *job) work(kind WorkKind) func(ctx context.Context) Input {
-	return j.run(kind)
-}
-
-func (j *job) run(kind WorkKind) func(ctx context.Context) Input {
 	gen := j.launch.Generation
 	switch kind {
 	case WorkProvision:
