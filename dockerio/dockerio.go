@@ -397,3 +397,12 @@ type Volumes interface {
 // There is no Engine interface: each actor declares the few calls it makes
 // (reclaimer.Docker, watcher.Docker, reconciler.Docker, netpool.Docker, the
 // lease steps' ImagesAPI, NetworksAPI and ContainersAPI, refresh.Lister).
+
+// StoredImage is one image of Docker's store as the image collector sees it.
+type StoredImage struct {
+	ID          string
+	RepoTags    []string // repo:tag names; berth never tags, so any is someone else's
+	RepoDigests []string // repo@digest names it was pulled by
+	Size        int64
+	Created     time.Time
+}

@@ -18,6 +18,7 @@ const (
 	VolumeHold Address = "root/volumehold"
 	Reaper     Address = "root/reaper"
 	Refresh    Address = "root/refresh"
+	ImageGC    Address = "root/imagegc"
 	Facade     Address = "root/facade"
 )
 

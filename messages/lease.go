@@ -24,6 +24,10 @@ type LeaseReport struct {
 	Status    string // the lease's own status (lease.Status), not the wire one
 	Info      ProvisionInfo
 	Running   int // containers believed running (ready cohort size)
+	// Images are the image IDs every release in the lease's history recorded
+	// (release.pinned): the lease's durable image pins, which the image
+	// collector never removes.
+	Images []string
 }
 
 // LeaseClosed tells the registry a lease's closed receipt is journaled: release

@@ -45,6 +45,9 @@ type Deps struct {
 	// Quiet holds a provision's first Engine API request until a burst of
 	// admissions has been answered (nil: never held).
 	Quiet *supervisors.Quiet
+	// ImageHolds protect the images a launch admits from the image collector
+	// until the actor has reported what it pinned (nil: nothing collects).
+	ImageHolds *dockerio.ImageHolds
 }
 
 // Settings of lease actors, mapped from the config by cmd/berthd.
@@ -199,6 +202,7 @@ func (a *Actor) Receive(c actor.Context) {
 			a.worker = nil
 			a.step(m.in)
 		}
+		m.release() // what it pinned is journaled and reported by now
 	case *waiting:
 		if m == a.wait {
 			a.wait = nil
@@ -505,7 +509,8 @@ func (a *Actor) report() {
 		return
 	}
 	spec := a.spec.Load()
-	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st, a.set.Ingress)}
+	r := messages.LeaseReport{Lease: a.id, Admission: spec.Admission, Status: string(a.st.Status), Info: provisionInfo(spec, a.st, a.set.Ingress),
+		Images: a.st.ImageIDs()}
 	if a.broken {
 		r.Info.Status = messages.StatusUnknown
 	}
@@ -551,7 +556,12 @@ func (a *Actor) startWorker(work Work) {
 		return
 	}
 	w := &worker{kind: kind}
-	if w.task = a.tasked().Start("worker", func(ctx context.Context) any { return workerDone{w: w, in: fn(ctx)} }); w.task != nil {
+	if w.task = a.tasked().Start("worker", func(ctx context.Context) any {
+		release := j.holdImages(kind)
+		in := fn(ctx)
+		time.AfterFunc(holdGrace, release)
+		return workerDone{w: w, in: in, release: release}
+	}); w.task != nil {
 		a.worker = w
 	}
 }

@@ -29,8 +29,9 @@ type CloseDropped struct{ Lease string }
 // superseded since is ignored; so is a Wait's timer once canceled or replaced.
 type (
 	workerDone struct {
-		w  *worker
-		in Input
+		w       *worker
+		in      Input
+		release func() // the worker's image hold (worker.go holdImages)
 	}
 	waiting struct {
 		timer  Timer

@@ -61,6 +61,20 @@ func (r *Release) Pin(service string) (messages.ImagePin, bool) {
 	return messages.ImagePin{}, false
 }
 
+// ImageIDs are the distinct image IDs the release history records: the
+// lease's image pins (its report carries them to the registry).
+func (s *State) ImageIDs() []string {
+	var out []string
+	for i := range s.Releases {
+		for _, si := range s.Releases[i].Images {
+			if si.ID != "" && !slices.Contains(out, si.ID) {
+				out = append(out, si.ID)
+			}
+		}
+	}
+	return out
+}
+
 // Release returns the release with version v, or nil.
 func (s *State) Release(v int) *Release {
 	for i := range s.Releases {

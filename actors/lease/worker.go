@@ -43,6 +43,10 @@ type job struct {
 	retry       int      // which retry of a failed attempt's cleanup this is
 	fredLayout  bool     // the volumes may still hold fred v0.13's nested layout
 	fredScratch []string // fred v0.13's volumes of diskless instances (destroyed at close)
+
+	// The images a launch may admit, held against the image collector (holdImages).
+	holds     *dockerio.ImageHolds
+	imageKeys []string
 }
 
 func (a *Actor) job() *job {
@@ -76,6 +80,9 @@ func (a *Actor) job() *job {
 			j.source = &c
 		}
 	}
+	if j.holds = a.deps.ImageHolds; j.holds != nil {
+		j.imageKeys = imageKeys(j.spec, st)
+	}
 	return j
 }
 
@@ -101,6 +108,51 @@ func (j *job) writable() steps.Writable {
 
 func (j *job) compose() steps.Compose {
 	return steps.Compose{API: j.eng, Network: j.network(), StopTimeout: j.set.StopTimeout, Log: &j.log}
+}
+
+// imageKeys are the hold keys of every image a launch of the lease may admit:
+// the admission's references (a tag before it is resolved) and every image its
+// release history recorded (a retry, a compensation, a restore run those).
+func imageKeys(spec *Spec, st *State) []string {
+	var refs []string
+	for _, ref := range spec.ServiceImages() {
+		refs = append(refs, ref)
+	}
+	for _, si := range spec.Images {
+		refs = append(refs, si.Ref, si.ID, si.Digest)
+	}
+	for i := range st.Releases {
+		for _, svc := range st.Releases[i].Services {
+			if svc.Manifest != nil {
+				refs = append(refs, svc.Manifest.Image)
+			}
+		}
+		for _, si := range st.Releases[i].Images {
+			refs = append(refs, si.Ref, si.ID, si.Digest)
+		}
+	}
+	keys := dockerio.ImageKeys(refs...)
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// holdGrace bounds how long a worker's image hold outlives it when its actor
+// never takes its result (restarted meanwhile): the actor releases it sooner.
+const holdGrace = 30 * time.Second
+
+// holdImages holds, for a launching kind, every image the lease may admit,
+// from before the worker's first look at one. The hold ends once the actor has
+// journaled and reported what the worker pinned (workerDone), so the registry
+// holds the pins before the collector may remove the images; at the latest
+// holdGrace after the worker returned.
+func (j *job) holdImages(kind WorkKind) (release func()) {
+	switch kind {
+	case WorkProvision, WorkResume, WorkReplace, WorkReplaceResume:
+		release = j.holds.Hold(j.imageKeys)
+	default:
+		return func() {}
+	}
+	return release
 }
 
 // work is the worker function of kind (nil: none to run).

@@ -46,6 +46,9 @@ type Settings struct {
 	// QuotaEnforced is whether tenant volumes are kernel-quota-bounded (/stats says so).
 	QuotaEnforced bool
 	CustomDomains *policy.CustomDomains // the rule tenants' custom domains meet; nil: ingress off
+	// ImagePins and TenantImagePins bound the distinct images pinned in all
+	// and by one tenant (images.go; 0: unlimited).
+	ImagePins, TenantImagePins int
 }
 
 // DefaultSettings are the registry's fixed settings: a lease actor's backlog
@@ -53,7 +56,8 @@ type Settings struct {
 // come from the config.
 func DefaultSettings() Settings {
 	return Settings{LeaseMailboxLimit: 256, SnapshotEvery: 256, ReconcilerPath: messages.Reconciler,
-		ReclaimerPath: messages.Reclaimer, NetpoolPath: messages.Netpool, ReaperPath: messages.Reaper}
+		ReclaimerPath: messages.Reclaimer, NetpoolPath: messages.Netpool, ReaperPath: messages.Reaper,
+		ImagePins: DefaultImagePins, TenantImagePins: DefaultTenantImagePins}
 }
 
 // Spec is the registry's row in the tree: its lease actors restart under

@@ -230,6 +230,9 @@ func (d *Directory) admit(m *messages.Admit, env Env) Decision {
 	if err := d.Pool.Check(spec.Lease, spec.Tenant, need); err != nil {
 		return answer(m.Reply, err)
 	}
+	if err := d.checkImagePins(spec.Lease, spec.Tenant, imageRefs(spec.Services), env.Queued); err != nil {
+		return answer(m.Reply, err)
+	}
 	spec.Admission = d.St.Admissions + 1 + uint64(len(env.Queued))
 	ad := admission{spec: spec, event: AdmittedEvent(spec, env.Now), reply: m.Reply, ticket: m.Ticket, replacing: replacing}
 	if u, ok := d.Pool.byLease[spec.Lease]; ok {
@@ -320,6 +323,11 @@ func (d *Directory) maintain(m *messages.Maintain, env Env) Decision {
 	if m.Kind == messages.MaintenanceUpdate {
 		target, err := d.set.prepareUpdate(spec, m.Req.Payload)
 		if err != nil {
+			return answer(m.Reply, err)
+		}
+		// The lease's current images stay pinned by its release history: an
+		// update adds the references its spec does not hold yet.
+		if err := d.checkImagePins("", spec.Tenant, imageRefs(target.Services), env.Queued); err != nil {
 			return answer(m.Reply, err)
 		}
 		in.Target = target

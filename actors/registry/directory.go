@@ -62,6 +62,7 @@ type Directory struct {
 	Ready     bool // startup recovery finished: accounting is whole
 	// claiming are the custom domains of reconciles their lease has not answered yet.
 	claiming map[string][]map[string]string
+	pinRefs  *refCounts // the image references the State pins, counted (nil: not since it changed)
 }
 
 // newDirectory is the directory of st, its pool folded from it, no entries yet.
@@ -84,6 +85,7 @@ func (d *Directory) fold(st *State, ev persistence.Event) error {
 // holds its need, an active or reaping record its disk (a restoring one is
 // counted by its destination's reservation).
 func (d *Directory) sync(ids ...string) {
+	d.pinRefs = nil // image references pinned, counted again when next asked (images.go)
 	for _, id := range ids {
 		if spec := d.St.Leases[id]; spec != nil {
 			d.Pool.Set(id, spec.Tenant, Need(spec))

@@ -30,6 +30,8 @@ func (a *Actor) read(msg any) bool {
 		m.Reply <- a.health()
 	case *messages.ListLeases:
 		m.Reply <- messages.LeasesReply{Leases: d.St.Sorted()}
+	case *messages.GetImagePins:
+		m.Reply <- d.imagePins()
 	case *messages.ListRetentions:
 		m.Reply <- d.listRetentions(m)
 	case *messages.GetReleases:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/berth-dev/berth/actors/imagegc"
 	"github.com/berth-dev/berth/actors/registry"
 	"github.com/berth-dev/berth/actors/volumehold"
 	"github.com/berth-dev/berth/cmd/berthd/config"
@@ -137,6 +138,10 @@ func checkStore(ctx context.Context, env *doctorEnv) checkResult {
 	}
 	if _, _, err := volumehold.Load(s); err != nil {
 		return fail(name, fmt.Sprintf("%s: the volumehold journal does not replay: %v", s.Path(), err),
+			"run the berthd version that wrote it, or restore state.db and storage-identity from a backup")
+	}
+	if _, _, err := imagegc.Load(s); err != nil {
+		return fail(name, fmt.Sprintf("%s: the imagegc journal does not replay: %v", s.Path(), err),
 			"run the berthd version that wrote it, or restore state.db and storage-identity from a backup")
 	}
 	leases, err := s.Streams("lease/")

@@ -301,7 +301,7 @@ func TestDebugAPI_AProvisionedLeaseIsWhatEveryEndpointSays(t *testing.T) {
 				return fmt.Sprintf("pass %+v", p)
 			}
 		}
-		if !slices.Equal(names, []string{"reconciler", "reclaimer", "netpool", "reaper"}) {
+		if !slices.Equal(names, []string{"reconciler", "reclaimer", "netpool", "reaper", "imagegc"}) {
 			return fmt.Sprintf("passes %v", names)
 		}
 		return ""

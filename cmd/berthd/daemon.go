@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/berth-dev/berth/actors/imagegc"
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/netpool"
 	"github.com/berth-dev/berth/actors/registry"
@@ -82,6 +83,8 @@ type hooks struct {
 	diag func(lease.Diagnostics) lease.Diagnostics
 	// askTimeout, when set, is how long the facade waits for an actor (10 s).
 	askTimeout time.Duration
+	// tenantImagePins, when set, replaces the seed's 10,000 images per tenant.
+	tenantImagePins int
 }
 
 var testHooks hooks
@@ -204,6 +207,9 @@ func (d *daemon) verifyStore(cfg *config.Config, opts persistence.Options, phase
 		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	if _, _, err := netpool.Load(store); err != nil {
+		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
+	}
+	if _, _, err := imagegc.Load(store); err != nil {
 		return fmt.Errorf("refusing to start: %s: %w", store.Path(), err)
 	}
 	phases.done("journal_verify", mark)

@@ -367,6 +367,9 @@ func TestRun_JournalEventUnknownTypeOrNewerVersion_RefusedWithOneLineAndUntouche
 		// The network pool's journal is verified at startup too.
 		"netpool unbinds what was never bound": {"netpool", persistence.Event{Type: "pool.unbound", V: 1, At: time.Now(),
 			Data: []byte(`{"network":"0123456789abcdef","lease":"` + lease + `","reason":"released"}`)}, "netpool"},
+		// And the image collector's: it cannot forget an image it never recorded.
+		"imagegc forgets what it never recorded": {"imagegc", persistence.Event{Type: "images.forgotten", V: 1, At: time.Now(),
+			Data: []byte(`{"ids":["sha256:0123"]}`)}, "imagegc"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := newDaemonDir(t).startInProcess()

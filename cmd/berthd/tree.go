@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/actors/domaingate"
 	"github.com/berth-dev/berth/actors/facade"
+	"github.com/berth-dev/berth/actors/imagegc"
 	"github.com/berth-dev/berth/actors/lease"
 	"github.com/berth-dev/berth/actors/netpool"
 	"github.com/berth-dev/berth/actors/outbox"
@@ -23,6 +24,7 @@ import (
 	"github.com/berth-dev/berth/actors/volumehold"
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/cmd/berthd/config"
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/ingress"
 	"github.com/berth-dev/berth/http/api"
 	"github.com/berth-dev/berth/http/debug"
@@ -85,6 +87,7 @@ func (w *wiring) children() []supervisors.Spec {
 			Settings: with(reaper.DefaultSettings(), func(s *reaper.Settings) {
 				s.Interval, s.OrphanConfirmations = cfg.RetentionReapInterval, cfg.RetentionOrphanConfirmations
 			})})),
+		w.imageGC(env),
 		supervisors.At(messages.Refresh, refresh.New(&refresh.Deps{Env: env.For("refresh"), Store: w.d.store, Engine: w.d.engine,
 			Metrics: refresh.NewMetrics(w.reg), Settings: with(refresh.DefaultSettings(), func(s *refresh.Settings) {
 				s.Concurrency, s.Interval = cfg.RuntimeRefreshMaxConcurrency, cfg.ReconcileInterval
@@ -137,6 +140,7 @@ func (w *wiring) registry() *registry.Deps {
 			if cfg.Ingress.Enabled {
 				s.CustomDomains = &policy.CustomDomains{Wildcard: cfg.Ingress.WildcardDomain}
 			}
+			s.TenantImagePins = cmp.Or(testHooks.tenantImagePins, s.TenantImagePins)
 		})}
 }
 
@@ -154,7 +158,8 @@ func (w *wiring) leases() *lease.Deps {
 		Log: w.log, Now: now, Metrics: lease.NewMetrics(w.reg),
 		// A burst of admissions is answered before its provisions start their
 		// Docker work: measured at 100 concurrent POSTs on real Docker.
-		Quiet: &supervisors.Quiet{Window: admissionQuietWindow, Max: admissionQuietMax},
+		Quiet:      &supervisors.Quiet{Window: admissionQuietWindow, Max: admissionQuietMax},
+		ImageHolds: imageHolds,
 		Settings: with(lease.DefaultSettings(), func(s *lease.Settings) {
 			s.BackendName, s.HostAddress, s.HostBindIP = cfg.Name, cfg.HostAddress, cfg.HostBindIP
 			s.StorageID, s.InstallationID = id.StorageID, id.InstallationID
@@ -170,6 +175,27 @@ func (w *wiring) leases() *lease.Deps {
 	deps.Networks = &netpool.Client{Tree: w.tree, Path: messages.Netpool, Timeout: 10 * time.Second}
 	deps.Settings.NoWarmPool = cfg.NetworkPoolSize == 0
 	return deps
+}
+
+// imageHolds are the images the admissions in flight of this process hold
+// against the image collector: one per process, so daemons a test runs side by
+// side on one Docker engine protect each other's admissions too.
+var imageHolds = dockerio.NewImageHolds()
+
+// imageGC is the image collector's row. The engine tells it of every image it
+// pulled; an engine without an image store (a benchmark's in-memory one) gives
+// it nothing to collect.
+func (w *wiring) imageGC(env supervisors.Env) supervisors.Spec {
+	cfg := w.cfg
+	dk, _ := w.d.engine.(imagegc.Docker)
+	if w.d.docker != nil {
+		tree := w.tree
+		w.d.docker.OnPulled(func(id, ref string) { tree.Send(messages.ImageGC, &messages.ImagePulled{ID: id, Ref: ref}) })
+	}
+	return supervisors.At(messages.ImageGC, imagegc.New(&imagegc.Deps{Env: env.For("imagegc"), Store: w.d.store, Docker: dk,
+		Holds: imageHolds, Metrics: imagegc.NewMetrics(w.reg), Settings: with(imagegc.DefaultSettings(), func(s *imagegc.Settings) {
+			s.Interval, s.BudgetBytes, s.MinFreeBytes = cfg.ImageGCInterval, cfg.ImageStoreBudgetMB<<20, cfg.ImageStoreMinFreeMB<<20
+		})}))
 }
 
 // ingressConfig is what the Traefik labels need of the ingress.* keys; nil
@@ -239,6 +265,6 @@ func (w *wiring) debug() http.Handler {
 	}
 	return debug.Handler(w.tree, debug.Options{Chaos: w.cfg.Debug.Chaos, Token: string(w.cfg.Debug.Token),
 		RegistryPath: messages.Registry, OutboxPath: messages.Outbox, DomainGatePath: gate,
-		PassPaths: []messages.Address{messages.Reconciler, messages.Reclaimer, messages.Netpool, messages.Reaper},
+		PassPaths: []messages.Address{messages.Reconciler, messages.Reclaimer, messages.Netpool, messages.Reaper, messages.ImageGC},
 		Reads:     debugReads{store: w.d.store, diag: w.d.diag}, Now: w.now})
 }

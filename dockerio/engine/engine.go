@@ -87,6 +87,9 @@ type Engine struct {
 
 	composeMu    sync.Mutex
 	composeReady bool // compose's process-wide API-version cache holds a good value
+
+	dataRoot atomic.Pointer[string]               // docker info's DockerRootDir, once asked (imagestore.go)
+	pulled   atomic.Pointer[func(id, ref string)] // told of every image pulled (OnPulled)
 }
 
 // pinnedAPIVersion is Docker Engine 20.10's API, used when negotiation cannot run.
@@ -296,5 +299,9 @@ func (e *Engine) info(ctx context.Context) (system.Info, error) {
 	if err != nil {
 		return system.Info{}, dockerErr("docker info", err)
 	}
-	return v.(system.Info), nil
+	info := v.(system.Info)
+	if info.DockerRootDir != "" {
+		e.dataRoot.Store(&info.DockerRootDir) // the image collector's statfs needs no second docker info
+	}
+	return info, nil
 }

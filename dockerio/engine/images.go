@@ -214,6 +214,7 @@ func (e *Engine) presentByDigest(ctx, pctx context.Context, pinned reference.Can
 		return image.InspectResponse{}, e.pullErr(ctx, pctx, "inspect pulled image "+name, err)
 	}
 	e.images.put(resp)
+	e.tellPulled(resp.ID, name)
 	return resp, nil
 }
 

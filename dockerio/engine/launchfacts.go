@@ -158,6 +158,13 @@ func (c *imageCache) get(id string) (image.InspectResponse, bool) {
 	return resp, ok
 }
 
+// forget drops id's answer: the image was removed.
+func (c *imageCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+}
+
 func (c *imageCache) put(resp image.InspectResponse) {
 	if !isImageID(resp.ID) {
 		return

@@ -32,7 +32,7 @@ type Options struct {
 	// What the operator's API reads; unset paths answer 503 (no such actor).
 	RegistryPath   messages.Address   // lease rows, transitions, releases
 	OutboxPath     messages.Address   // delivery attempts and recent deliveries
-	PassPaths      []messages.Address // background actors answering GetPass (reconciler, reclaimer, reaper)
+	PassPaths      []messages.Address // background actors answering GetPass (reconciler, reclaimer, netpool, reaper, imagegc)
 	DomainGatePath messages.Address   // the custom-domain DNS gate (ingress on); unset: GET /debug/domains says it is off
 	// Reads reads the stores: a lease's journal, queued outbox rows, stored
 	// failure captures. Nil: not served.

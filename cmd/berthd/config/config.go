@@ -207,6 +207,15 @@ type Config struct {
 	MaxRetainedDiskMB int64 `key:"max_retained_disk_mb"`
 
 	ImagePullTimeout time.Duration `key:"image_pull_timeout"`
+	// ImageStoreBudgetMB (> 0) bounds the images this installation pulled: above
+	// it the image collector removes those no pin needs and no container uses,
+	// oldest first. Berth's own key.
+	ImageStoreBudgetMB int64 `key:"image_store_budget_mb"`
+	// ImageStoreMinFreeMB (≥ 0) is the free space on Docker's data root below
+	// which the collector removes them as well; 0 is no floor. Berth's own key.
+	ImageStoreMinFreeMB int64 `key:"image_store_min_free_mb"`
+	// ImageGCInterval (> 0) is the image collector's cadence. Berth's own key.
+	ImageGCInterval time.Duration `key:"image_gc_interval"`
 	// StorageAttestationTimeout (≥ 0) is the startup budget for proving the
 	// managed-volume storage (volumes.Open's btrfs quota check: a root not proven
 	// within it refuses the start); Load replaces 0 by DefaultStorageAttestationTimeout.

@@ -40,6 +40,7 @@ func validate(c *Config, ps *problemSet, g given) {
 	validateCallbacks(c, ps)
 	validateStores(c, ps)
 	validateRetention(c, ps)
+	validateImageStore(c, ps)
 	validateTimeouts(c, ps)
 	validateHardening(c, ps)
 	validateVolumes(c, ps)
@@ -370,6 +371,29 @@ func validateRetention(c *Config, ps *problemSet) {
 			ps.add(capKey, "%d is below the disk_mb of SKU profile %s (%d); a lease of that SKU could never be retained",
 				c.MaxRetainedDiskMB, name, disk)
 		}
+	}
+}
+
+// maxImageStoreMB keeps the byte figures the collector works in (MB << 20)
+// inside an int64: a petabyte.
+const maxImageStoreMB = 1 << 30
+
+// validateImageStore checks the image collector's keys.
+func validateImageStore(c *Config, ps *problemSet) {
+	switch {
+	case c.ImageStoreBudgetMB <= 0:
+		ps.add("image_store_budget_mb", "must be positive, got %d (the images of this installation need room)", c.ImageStoreBudgetMB)
+	case c.ImageStoreBudgetMB > maxImageStoreMB:
+		ps.add("image_store_budget_mb", "must be at most %d, got %d", maxImageStoreMB, c.ImageStoreBudgetMB)
+	}
+	switch {
+	case c.ImageStoreMinFreeMB < 0:
+		ps.add("image_store_min_free_mb", "must not be negative, got %d (0 is no floor)", c.ImageStoreMinFreeMB)
+	case c.ImageStoreMinFreeMB > maxImageStoreMB:
+		ps.add("image_store_min_free_mb", "must be at most %d, got %d", maxImageStoreMB, c.ImageStoreMinFreeMB)
+	}
+	if c.ImageGCInterval <= 0 {
+		ps.add("image_gc_interval", "must be positive, got %s", c.ImageGCInterval)
 	}
 }
 

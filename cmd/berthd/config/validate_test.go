@@ -345,6 +345,23 @@ func TestValidate_Retention(t *testing.T) {
 	})
 }
 
+func TestValidate_ImageStore(t *testing.T) {
+	runRuleCases(t, []ruleCase{
+		{"budget accepted", "image_store_budget_mb: 1", nil, ""},
+		{"budget zero refused", "image_store_budget_mb: 0", nil, "image_store_budget_mb: must be positive, got 0"},
+		{"budget negative refused", "image_store_budget_mb: -5", nil, "image_store_budget_mb: must be positive, got -5"},
+		{"budget fraction refused", "image_store_budget_mb: 1.5", nil, "image_store_budget_mb: must be a whole number"},
+		{"budget text refused", "image_store_budget_mb: lots", nil, "image_store_budget_mb:"},
+		{"budget beyond a petabyte refused", "image_store_budget_mb: 1073741825", nil, "image_store_budget_mb: must be at most 1073741824"},
+		{"floor zero accepted (no floor)", "image_store_min_free_mb: 0", nil, ""},
+		{"floor negative refused", "image_store_min_free_mb: -1", nil, "image_store_min_free_mb: must not be negative"},
+		{"interval zero refused", "image_gc_interval: 0s", nil, "image_gc_interval: must be positive"},
+		{"interval negative refused", "image_gc_interval: -1m", nil, "image_gc_interval: must be positive"},
+		{"interval accepted", "image_gc_interval: 30s", nil, ""},
+		{"budget env checked", "", []string{"BERTH_IMAGE_STORE_BUDGET_MB=-1"}, "image_store_budget_mb: must be positive"},
+	})
+}
+
 // retain_on_close keeps a closed lease's managed volumes, so it needs volume_data_path.
 func TestValidate_RetainOnClose(t *testing.T) {
 	const needsData = "retain_on_close: requires volume_data_path: only managed volumes can be retained"
