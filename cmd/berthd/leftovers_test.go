@@ -37,8 +37,12 @@ func (d *daemonProc) checkLeftovers() {
 	root := d.volumeRoot()
 	for id := range d.installations {
 		if left := leftovers(id, root); len(left) > 0 {
+			said := d.logLines("network pool")
+			if said == "" { // the pool never got to its stop: how the daemon's stop went
+				said = "(nothing) — the log's last lines:\n" + d.logTail(25)
+			}
 			d.t.Errorf("installation %s left behind after its daemon stopped (removed now):\n  %s\nthe pool's stop, as logged:\n%s",
-				id, strings.Join(left, "\n  "), d.logLines("network pool"))
+				id, strings.Join(left, "\n  "), said)
 		}
 		removeInstallation(id)
 	}
@@ -130,6 +134,12 @@ func (d *daemonProc) logLines(substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// logTail is the daemon log's last n lines.
+func (d *daemonProc) logTail(n int) string {
+	lines := strings.Split(strings.TrimSpace(d.log.String()), "\n")
+	return "  " + strings.Join(lines[max(0, len(lines)-n):], "\n  ")
 }
 
 // whyNotRemoved describes the containers of leases that did not settle: their
