@@ -360,6 +360,62 @@ func (s *Store) Streams(prefix string) ([]string, error) {
 	return slices.Sorted(maps.Keys(seen)), nil
 }
 
+// RetireStream deletes a stream's journal and snapshot when it still ends at
+// seq, and records its name as retired, in one transaction: a stream written
+// meanwhile (a lease admitted again) is kept, and it reports false. The
+// record (a name and a time, ~50 bytes) is what keeps a retired lease UUID
+// used (Retired) once its history is gone.
+func (s *Store) RetireStream(stream string, seq uint64) (bool, error) {
+	if err := s.writableFor("stream", stream); err != nil {
+		return false, err
+	}
+	retired := false
+	err := s.update("retire stream", func(tx *bolt.Tx) error {
+		last := uint64(0)
+		if sb := nested(tx, bucketSnapshot, stream); sb != nil {
+			var snap Snapshot
+			if raw := sb.Get(snapshotKey); raw != nil && Decode(raw, &snap) == nil {
+				last = snap.Seq
+			}
+		}
+		if jb := nested(tx, bucketJournal, stream); jb != nil {
+			last = max(last, jb.Sequence())
+		}
+		if last != seq {
+			return nil
+		}
+		for _, root := range [][]byte{bucketJournal, bucketSnapshot} {
+			if r := tx.Bucket(root); r != nil {
+				if err := deleteBucket(r, []byte(stream)); err != nil {
+					return fmt.Errorf("delete %s/%s: %w", root, stream, err)
+				}
+			}
+		}
+		b, err := tx.CreateBucketIfNotExists(bucketRetired)
+		if err != nil {
+			return err
+		}
+		retired = true
+		return b.Put([]byte(stream), u64key(uint64(s.opts.Now().Unix())))
+	})
+	return retired, err
+}
+
+// Retired reports whether stream was retired (RetireStream).
+func (s *Store) Retired(stream string) (bool, error) {
+	found := false
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketRetired); b != nil {
+			found = b.Get([]byte(stream)) != nil
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("read retired streams in %s: %w", s.path, err)
+	}
+	return found, nil
+}
+
 // DeleteStream removes a stream's journal and snapshot; a missing stream is a no-op.
 // Its sequence starts again at 1 if it is ever written again.
 func (s *Store) DeleteStream(stream string) error {

@@ -288,3 +288,42 @@ func TestLoad_UndecodableEnvelope_ErrCorruptNamingStreamAndSeq(t *testing.T) {
 	_, err = s.Load("lease/z")
 	assertRefusal(t, err, ErrCorrupt, `stream "lease/z" seq 2 does not decode`)
 }
+
+// RetireStream deletes a stream only while it still ends at the sequence the
+// caller judged it at (snapshot and journal alike) — one written since is kept
+// whole — and records its name: Retired stays true once its history is gone.
+func TestRetireStream_OnlyWhileTheStreamEndsThere_TheNameStaysRetired(t *testing.T) {
+	s := newStore(t)
+	for range 2 {
+		if _, err := s.Commit(Write{Appends: []Append{{Stream: "lease/a", Events: []Event{ev("E", "lease/a")}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveSnapshot("lease/a", Snapshot{Seq: 2, Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(Write{Appends: []Append{{Stream: "lease/a", Events: []Event{ev("E", "lease/a")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if retired, err := s.RetireStream("lease/a", 2); err != nil || retired {
+		t.Fatalf("judged at 2, written at 3 since: retired %v, %v", retired, err)
+	}
+	if got, err := s.Load("lease/a"); err != nil || got.LastSeq != 3 || got.Snapshot == nil || len(got.Events) != 1 {
+		t.Fatalf("the kept stream: %+v %v", got, err)
+	}
+	if r, err := s.Retired("lease/a"); err != nil || r {
+		t.Fatalf("retired before it was: %v %v", r, err)
+	}
+	if retired, err := s.RetireStream("lease/a", 3); err != nil || !retired {
+		t.Fatalf("judged at 3: retired %v, %v", retired, err)
+	}
+	if got, _ := s.Streams("lease/"); len(got) != 0 {
+		t.Fatalf("streams after the retirement: %v", got)
+	}
+	if r, err := s.Retired("lease/a"); err != nil || !r {
+		t.Fatalf("the retired name: %v %v", r, err)
+	}
+	if r, _ := s.Retired("lease/b"); r {
+		t.Fatal("a name never used is retired")
+	}
+}

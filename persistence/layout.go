@@ -22,6 +22,7 @@ var (
 	bucketJournal  = []byte("journal")  // journal/<stream>: u64 seq → envelope
 	bucketSnapshot = []byte("snapshot") // snapshot/<stream>: "latest" → snapshot
 	bucketOutbox   = []byte("outbox")   // outbox/<lease>: u64 global seq → row; its own sequence is the global counter
+	bucketRetired  = []byte("retired")  // retired: <stream> → when it was deleted (RetireStream); a name once used stays used
 )
 
 // meta keys.

@@ -416,7 +416,10 @@ func Load(store supervisors.JournalStore, lease string) (*State, uint64, error) 
 }
 
 // Stream is the journal stream of a lease.
-func Stream(lease string) string { return "lease/" + lease }
+func Stream(lease string) string { return streamPrefix + lease }
+
+// streamPrefix begins every lease's stream name.
+const streamPrefix = "lease/"
 
 // ClosedReceipt reports whether a lease's journal ends in a closed receipt: the
 // authority for removing containers of a lease nobody runs. A lease without a
@@ -428,6 +431,61 @@ func ClosedReceipt(store *persistence.Store) func(lease string) (bool, error) {
 			return false, err
 		}
 		return seq > 0 && st.Status == Closed, nil
+	}
+}
+
+// ClosedStreams keeps what the host's closed leases hold in state.db bounded:
+// a lease closed before compactBefore keeps only a snapshot of its receipt
+// (its journal compacted: the history went with the close), and one closed
+// before forgetBefore (releases_max_age: until then the reconciler removes
+// its late containers by the receipt) is deleted. keep holds the leases to
+// leave alone (live, or with containers); at most max streams change a call.
+// Both steps are fenced by the stream's last sequence: a lease admitted again
+// meanwhile keeps its stream. A deleted stream stays retired: its UUID is
+// never provisioned again.
+func ClosedStreams(store *persistence.Store) func(compactBefore, forgetBefore time.Time, keep func(lease string) bool, max int) (compacted, forgotten int, err error) {
+	return func(compactBefore, forgetBefore time.Time, keep func(string) bool, max int) (compacted, forgotten int, err error) {
+		streams, err := store.Streams(streamPrefix)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, stream := range streams {
+			id := strings.TrimPrefix(stream, streamPrefix)
+			if compacted+forgotten >= max || keep(id) {
+				continue
+			}
+			loaded, err := store.Load(stream)
+			if err != nil {
+				return compacted, forgotten, err
+			}
+			st, seq, err := Load(store, id)
+			if err != nil {
+				return compacted, forgotten, err
+			}
+			if seq == 0 || st.Status != Closed || st.LastAt.IsZero() {
+				continue
+			}
+			switch {
+			case st.LastAt.Before(forgetBefore):
+				deleted, err := store.RetireStream(stream, seq) // unless written since; the UUID stays used
+				if err != nil {
+					return compacted, forgotten, err
+				}
+				if deleted {
+					forgotten++
+				}
+			case st.LastAt.Before(compactBefore) && len(loaded.Events) > 0:
+				data, err := json.Marshal(st)
+				if err == nil {
+					err = store.SaveSnapshot(stream, persistence.Snapshot{Seq: seq, V: eventVersion, At: st.LastAt, Data: data})
+				}
+				if err != nil {
+					return compacted, forgotten, err
+				}
+				compacted++
+			}
+		}
+		return compacted, forgotten, nil
 	}
 }
 

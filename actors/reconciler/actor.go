@@ -14,6 +14,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -26,8 +27,9 @@ import (
 // Actor is the reconciler's pass; supervisors.PassActor runs it.
 type Actor struct {
 	*Deps
-	pruned time.Time // last diagnostics prune (pass goroutine only)
-	asked  uint64    // the newest registry incarnation that asked for a pass (actor only)
+	pruned  time.Time // last diagnostics prune (pass goroutine only)
+	settled time.Time // last compaction of closed leases' journals (pass goroutine only)
+	asked   uint64    // the newest registry incarnation that asked for a pass (actor only)
 }
 
 // New returns the producer of the reconciler: a pass at start, every Interval
@@ -73,6 +75,10 @@ type Result struct {
 	Helpers         int      // image helpers a killed daemon left, removed
 	Guard           string   // the isolation guard: "ok", "reinstalled" or "failed"
 	Lingering       []string // closed leases with containers left after the pass's removals
+	Compacted       int      // closed leases' journals compacted to a snapshot of the receipt
+	Forgotten       int      // closed leases' streams deleted, their receipts past releases_max_age
+
+	holding map[string]bool // live leases, and leases Docker still lists containers of
 }
 
 func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
@@ -119,6 +125,7 @@ func (a *Actor) run(ctx context.Context, serving uint64) (Result, error) {
 	a.sweepHelpers(ctx, &res)
 	a.guardIsolation(ctx, &res)
 	a.pruneDiagnostics()
+	a.settleClosed(&res)
 	return res, nil
 }
 
@@ -136,8 +143,10 @@ func (a *Actor) account(ctx context.Context) (Result, error) {
 	}
 	res.Leases, res.Containers = len(isLive), len(containers)
 	byLease := make(map[string][]messages.Container)
+	res.holding = maps.Clone(isLive)
 	for _, ctr := range containers {
 		byLease[ctr.Lease] = append(byLease[ctr.Lease], ctr)
+		res.holding[ctr.Lease] = true
 	}
 
 	// Live leases classify their own containers; wait for every one to act. Each
@@ -317,6 +326,36 @@ func lingering(byLease map[string][]messages.Container, isLive map[string]bool, 
 	}
 	sort.Strings(out)
 	return out
+}
+
+// settleClosed bounds what closed leases keep in state.db (ClosedStreams),
+// at most once per PruneEvery and MaxClosedChanges a pass, never touching a
+// lease that is live or still has containers: a lease closed CompactAfter ago
+// keeps one snapshot of its receipt, one closed ClosedMaxAge
+// (releases_max_age) ago is forgotten — a late container of it is then only
+// counted, never removed by its receipt.
+func (a *Actor) settleClosed(res *Result) {
+	if a.ClosedStreams == nil || res.holding == nil {
+		return
+	}
+	now := a.Now()
+	if !a.settled.IsZero() && now.Sub(a.settled) < a.Settings.PruneEvery {
+		return
+	}
+	a.settled = now
+	forgetBefore := time.Time{} // ClosedMaxAge 0: kept forever
+	if a.Settings.ClosedMaxAge > 0 {
+		forgetBefore = now.Add(-a.Settings.ClosedMaxAge)
+	}
+	compacted, forgotten, err := a.ClosedStreams(now.Add(-a.Settings.CompactAfter), forgetBefore,
+		func(id string) bool { return res.holding[id] }, a.Settings.MaxClosedChanges)
+	res.Compacted, res.Forgotten = compacted, forgotten
+	a.Metrics.forgotten.Add(float64(forgotten))
+	if err != nil {
+		a.Log.Warn().Err(err).Msg("settle closed leases' journals")
+	} else if compacted+forgotten > 0 {
+		a.Log.Info().Int("compacted", compacted).Int("forgotten", forgotten).Msg("closed leases' journals compacted and forgotten")
+	}
 }
 
 // pruneDiagnostics deletes diagnostics older than diagnostics_max_age, at most once

@@ -14,6 +14,7 @@ type Metrics struct {
 	unaccounted                      *prometheus.GaugeVec
 	lastSuccess, backlog             prometheus.Gauge
 	removed, undelivered, diagPruned prometheus.Counter
+	forgotten                        prometheus.Counter
 }
 
 // NewMetrics registers the reconciler's series.
@@ -34,6 +35,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Removal candidates the last pass left for the next (over the per-pass cap, or failed)."),
 		diagPruned: s.Counter("berth_diagnostics_pruned_total",
 			"Diagnostics entries deleted for being older than diagnostics_max_age."),
+		forgotten: s.Counter("berth_closed_leases_forgotten_total",
+			"Closed leases whose journal (the closed receipt) was deleted once older than releases_max_age."),
 		undelivered: s.Counter("berth_reconciliation_undelivered_total",
 			"Lease inventories the registry could not deliver (lease gone, stopped or busy)."),
 	}

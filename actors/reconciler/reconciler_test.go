@@ -220,3 +220,40 @@ func TestCountFredV013_EveryPassCounts_AnUnlistedOneKeepsTheLastFigure(t *testin
 		t.Errorf("UnadoptedFredV013 called %d times, want 2", got)
 	}
 }
+
+// TestSettleClosed_HourlyNeverTouchingWhatIsHeld: the pass settles closed
+// leases' journals at most once per PruneEvery, compacting those closed
+// CompactAfter ago and forgetting those closed releases_max_age ago, and the
+// leases it keeps are exactly the live ones and those Docker still lists.
+func TestSettleClosed_HourlyNeverTouchingWhatIsHeld(t *testing.T) {
+	clock := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	a := newTestActor(fake.New(fake.Options{InstallationID: installation}), nil, func() time.Time { return clock })
+	a.Settings.CompactAfter, a.Settings.ClosedMaxAge, a.Settings.MaxClosedChanges = time.Hour, 90*24*time.Hour, 7
+	var calls int
+	a.ClosedStreams = func(compactBefore, forgetBefore time.Time, keep func(string) bool, max int) (int, int, error) {
+		calls++
+		if !compactBefore.Equal(clock.Add(-time.Hour)) || !forgetBefore.Equal(clock.Add(-90*24*time.Hour)) || max != 7 {
+			t.Errorf("cutoffs %s %s max %d", compactBefore, forgetBefore, max)
+		}
+		if !keep("live") || !keep("lingering") || keep("closed") {
+			t.Errorf("keeps live %v, lingering %v, closed %v", keep("live"), keep("lingering"), keep("closed"))
+		}
+		return 2, 1, nil
+	}
+	res := Result{holding: map[string]bool{"live": true, "lingering": true}}
+	a.settleClosed(&res)
+	if calls != 1 || res.Compacted != 2 || res.Forgotten != 1 {
+		t.Fatalf("first pass: %d calls, result %+v", calls, res)
+	}
+	clock = clock.Add(30 * time.Minute)
+	a.settleClosed(&res)
+	clock = clock.Add(31 * time.Minute)
+	a.settleClosed(&Result{}) // a pass whose accounting failed holds nothing: no call
+	if calls != 1 {
+		t.Fatalf("%d calls within the hour or without an accounting, want 1", calls)
+	}
+	a.settleClosed(&res)
+	if calls != 2 {
+		t.Fatalf("%d calls after the hour, want 2", calls)
+	}
+}

@@ -19,7 +19,10 @@ type Settings struct {
 	MaxRemovals       int           // automatic removals per pass (100)
 	RemoveTimeout     time.Duration // deadline of each removal (30 s)
 	DiagnosticsMaxAge time.Duration // diagnostics_max_age; 0 = never pruned
-	PruneEvery        time.Duration // how often diagnostics.db is pruned (1 h)
+	PruneEvery        time.Duration // how often diagnostics.db is pruned and closed leases' journals settled (1 h)
+	CompactAfter      time.Duration // a closed lease's journal is compacted to its receipt this long after the close (1 h)
+	ClosedMaxAge      time.Duration // releases_max_age: a closed lease's receipt is kept this long; 0 = forever
+	MaxClosedChanges  int           // closed leases' streams compacted or deleted per pass (1,000)
 }
 
 // DefaultSettings are the reconciler's fixed settings: a pass within 2 min, 30 s
@@ -27,7 +30,8 @@ type Settings struct {
 // each), diagnostics pruned hourly. The interval and ages come from the config.
 func DefaultSettings() Settings {
 	return Settings{PassTimeout: 2 * time.Minute, AckTimeout: 30 * time.Second, RegistryPath: messages.Registry,
-		MaxRemovals: 100, RemoveTimeout: 30 * time.Second, PruneEvery: time.Hour}
+		MaxRemovals: 100, RemoveTimeout: 30 * time.Second, PruneEvery: time.Hour,
+		CompactAfter: time.Hour, MaxClosedChanges: 1000}
 }
 
 // Docker is what the reconciler asks of the Engine API (dockerio/engine).
@@ -61,4 +65,7 @@ type Deps struct {
 	// ClosedReceipt reports whether a lease's journal ends in a closed receipt:
 	// the only authority to remove containers of a lease nobody runs.
 	ClosedReceipt func(lease string) (bool, error)
+	// ClosedStreams compacts and deletes closed leases' streams
+	// (lease.ClosedStreams); nil: they are kept whole.
+	ClosedStreams func(compactBefore, forgetBefore time.Time, keep func(lease string) bool, max int) (compacted, forgotten int, err error)
 }

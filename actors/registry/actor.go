@@ -100,6 +100,7 @@ type Store interface {
 	supervisors.JournalStore
 	Check() error
 	Findings() []string
+	Retired(stream string) (bool, error) // a lease stream the reconciler retired
 }
 
 // Actor is the registry actor: it runs Decide's decisions on its directory.
@@ -234,17 +235,21 @@ func (a *Actor) env() Env {
 	}, Used: a.used}
 }
 
-// used reports whether a lease UUID has a lease stream: its closed receipt is the
-// fence that keeps a closed UUID closed, read at admission (a point look-up; no
-// set of closed UUIDs is held — see fence_bench_test.go). A stream that does not
-// decode was a lease too.
+// used reports whether a lease UUID has a lease stream, or had one the
+// reconciler retired once its close was older than releases_max_age: its
+// closed receipt is the fence that keeps a closed UUID closed, read at
+// admission (point look-ups; no set of closed UUIDs is held — see
+// fence_bench_test.go). A stream that does not decode was a lease too.
 func (a *Actor) used(id string) (bool, error) {
 	l, err := a.deps.Store.Load(lease.Stream(id))
 	if errors.Is(err, persistence.ErrCorrupt) {
 		a.log.Warn().Err(err).Str("lease_uuid", id).Msg("lease stream unreadable at admission; the UUID is refused")
 		return true, nil
 	}
-	return l.LastSeq > 0, err
+	if err != nil || l.LastSeq > 0 {
+		return l.LastSeq > 0, err
+	}
+	return a.deps.Store.Retired(lease.Stream(id))
 }
 
 // step decides one input and runs the decision.

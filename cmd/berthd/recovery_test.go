@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -373,4 +374,44 @@ func TestRestart_ClockSetBackAnHour_ProvisionDeadlineNotExtended(t *testing.T) {
 		t.Fatalf("failed provision: %+v", info)
 	}
 	d.closeAll(dc, lease)
+}
+
+// A closed lease's receipt is kept for releases_max_age, then its journal is
+// forgotten by the reconciler's housekeeping (state.db does not grow with every
+// lease the host ever ran, beyond a ~50-byte retired name that keeps its UUID
+// closed); a live lease's journal is untouched.
+func TestReconcile_AClosedLeasesJournalIsForgottenPastReleasesMaxAge(t *testing.T) {
+	t.Parallel()
+	cb := newCallbackReceiver(t)
+	d := newDaemonDir(t, "releases_max_age: 2s").startInProcess()
+	closed, live := uuid.NewString(), uuid.NewString()
+	readyLease(t, d, cb, closed)
+	readyLease(t, d, cb, live)
+	d.deprovisionUntilGone(closed)
+	if r := d.debugGet("/debug/leases/" + closed); r.Status != http.StatusOK {
+		t.Fatalf("the closed lease's journal right after its close: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(3 * time.Second)
+	// The housekeeping runs with a pass once an hour: a restart's first pass.
+	if code := d.stop(); code != 0 {
+		t.Fatalf("stop: %d", code)
+	}
+	d.startInProcess()
+	for deadline := time.Now().Add(30 * time.Second); d.metricValue("berth_closed_leases_forgotten_total") < 1; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed lease was never forgotten:\n%s", grepLines(string(d.get("/metrics").Body), "berth_closed_leases"))
+		}
+	}
+	if r := d.debugGet("/debug/leases/" + closed); r.Status != http.StatusNotFound {
+		t.Fatalf("the forgotten lease's journal: %d %s", r.Status, r.Body)
+	}
+	if r := d.debugGet("/debug/leases/" + live); r.Status != http.StatusOK {
+		t.Fatalf("the live lease's journal: %d %s", r.Status, r.Body)
+	}
+	// Its UUID stays used: provisioned again, it is refused as before.
+	if r := d.provision(closed, cb.callbackURL(), flatManifest(nil)); r.Status != http.StatusConflict {
+		t.Fatalf("a provision of the forgotten lease's UUID: %d %s, want 409", r.Status, r.Body)
+	}
+	d.waitStatus(live, messages.StatusReady, 10*time.Second)
+	d.deprovisionUntilGone(live)
 }

@@ -68,9 +68,10 @@ func (w *wiring) children() []supervisors.Spec {
 		supervisors.At(messages.Watcher, watcher.New(&watcher.Deps{Env: env.For("watcher"), Engine: w.d.engine, Metrics: watcher.NewMetrics(w.reg),
 			Settings: with(watcher.DefaultSettings(), func(s *watcher.Settings) { s.InstallationID = id.InstallationID })})),
 		supervisors.At(messages.Reconciler, reconciler.New(&reconciler.Deps{Env: env.For("reconciler"), Engine: w.d.engine, Diag: w.d.diag,
-			Metrics: reconciler.NewMetrics(w.reg), ClosedReceipt: lease.ClosedReceipt(w.d.store),
+			Metrics: reconciler.NewMetrics(w.reg), ClosedReceipt: lease.ClosedReceipt(w.d.store), ClosedStreams: lease.ClosedStreams(w.d.store),
 			Settings: with(reconciler.DefaultSettings(), func(s *reconciler.Settings) {
 				s.Interval, s.StopTimeout, s.DiagnosticsMaxAge = cfg.ReconcileInterval, cfg.ContainerStopTimeout, cfg.DiagnosticsMaxAge
+				s.ClosedMaxAge = cfg.ReleasesMaxAge
 			})})),
 		supervisors.At(messages.Reclaimer, reclaimer.New(&reclaimer.Deps{Env: env.For("reclaimer"), Engine: w.d.engine, Metrics: reclaimer.NewMetrics(w.reg),
 			Settings: with(reclaimer.DefaultSettings(), func(s *reclaimer.Settings) {
