@@ -383,6 +383,14 @@ func (r *soakRun) cycle(i int) error {
 	if err := r.admit(lease, "", sku, flatManifest(map[string]any{"image": ref})); err != nil {
 		return r.abandon(lease, err)
 	}
+	var data []byte
+	if stateful {
+		data = make([]byte, soakDataBytes)
+		_, _ = rand.Read(data)
+		if err := r.writeData(lease, data); err != nil {
+			return r.abandon(lease, err)
+		}
+	}
 	if err := r.maintain(i, lease, ref); err != nil {
 		return r.abandon(lease, err)
 	}
@@ -396,7 +404,69 @@ func (r *soakRun) cycle(i int) error {
 	if err := r.admit(dest, lease, sku, nil); err != nil {
 		return r.abandon(dest, err)
 	}
+	if err := r.readData(dest, data); err != nil {
+		return r.abandon(dest, err)
+	}
 	return r.close(dest, true)
+}
+
+// soakDataBytes is what a stateful lease writes to its volume, read back after
+// the restore: retention and restore carry real bytes, the volume root holds them.
+const soakDataBytes = 1 << 20
+
+// dataPort is the published port of the lease's one instance.
+func (r *soakRun) dataPort(lease string) (string, error) {
+	code, body, _, err := r.call(http.MethodGet, "/info/"+lease, nil, time.Minute)
+	if err != nil || code != http.StatusOK {
+		return "", fmt.Errorf("GET /info/%s: %d %s %v", lease, code, body, err)
+	}
+	var info messages.LeaseInfo
+	if err := json.Unmarshal(body, &info); err != nil {
+		return "", err
+	}
+	for _, inst := range info.Services["app"].Instances {
+		if p := inst.Ports["8080/tcp"].HostPort; p != "" {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("lease %s publishes no 8080/tcp: %s", lease, body)
+}
+
+// writeData puts data into the lease's volume through the workload.
+func (r *soakRun) writeData(lease string, data []byte) error {
+	port, err := r.dataPort(lease)
+	if err != nil {
+		return err
+	}
+	req, _ := http.NewRequest(http.MethodPut, "http://127.0.0.1:"+port+"/file?path=/data/soak.bin", bytes.NewReader(data))
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("lease %s: write its volume: %w", lease, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("lease %s: write its volume: %d %s", lease, resp.StatusCode, msg)
+	}
+	return nil
+}
+
+// readData checks the restored lease reads back what its source wrote.
+func (r *soakRun) readData(lease string, want []byte) error {
+	port, err := r.dataPort(lease)
+	if err != nil {
+		return err
+	}
+	resp, err := r.http.Get("http://127.0.0.1:" + port + "/file?path=/data/soak.bin")
+	if err != nil {
+		return fmt.Errorf("restored lease %s: read its volume: %w", lease, err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
+		return fmt.Errorf("restored lease %s: read %d, %d bytes, want the %d its source wrote", lease, resp.StatusCode, len(got), len(want))
+	}
+	return nil
 }
 
 // maintain restarts (even cycles) or updates (odd) a ready lease and waits for the
@@ -511,7 +581,7 @@ var soakFigures = []soakFigure{
 	{"volume root", "B", 8 << 20, 8 << 20},
 	{"image store (df)", "B", -1, 0}, // host-wide: other users' images move it
 	{"run images", "", 4, 2},
-	{"run image bytes", "B", 8 << 20, 8 << 20},
+	{"run image bytes", "B", 8 << 20, 8 << 20}, // each image with its shared base layers
 	{"containers", "", 2, 0},
 	{"lease networks", "", 2, 0},
 	{"pool networks", "", 2, 0},
@@ -719,7 +789,7 @@ func soakFormat(f soakFigure, v float64) string {
 	if f.unit == "B" {
 		return fmt.Sprintf("%.2f MiB", v/(1<<20))
 	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
+	return fmt.Sprintf("%.0f", v)
 }
 
 // soakTable prints every checkpoint so far as one row per figure.
@@ -882,4 +952,30 @@ func BenchmarkSoak(b *testing.B) {
 		b.Errorf("figures growing without bound: %s", strings.Join(unbounded, ", "))
 	}
 	b.ReportMetric(perCycle.Seconds(), "s/cycle")
+}
+
+// The judgement, without Docker: a figure that keeps its rate is unbounded; one
+// that levels off, one that moves within its noise, and one not judged pass.
+func TestSoakJudgement_LinearGrowthFails_PlateauNoiseAndUnjudgedPass(t *testing.T) {
+	figs := soakFigures
+	defer func() { soakFigures = figs }()
+	// "noisy" and "jump" both rise by 40 at the last look: a rate above the floor,
+	// a change within noisy's noise and above jump's.
+	soakFigures = []soakFigure{{"linear", "", 10, 5}, {"plateau", "", 10, 5}, {"noisy", "", 10, 50}, {"jump", "", 10, 5}, {"host", "", -1, 0}}
+	var cps []soakCheckpoint
+	for i := range 9 {
+		last := 0.0
+		if i == 8 {
+			last = 40
+		}
+		cps = append(cps, soakCheckpoint{leases: int64(i * 100), v: map[string]float64{
+			"linear": float64(i * 20), "plateau": float64(min(i, 3) * 100), "noisy": last, "jump": last, "host": float64(i * 1000)}})
+	}
+	report, unbounded := soakUnbounded(cps)
+	if strings.Join(unbounded, ",") != "linear,jump" {
+		t.Fatalf("unbounded %v, want [linear jump]\n%s", unbounded, report)
+	}
+	if _, unbounded := soakUnbounded(cps[:4]); unbounded != nil {
+		t.Fatalf("three intervals judged: %v", unbounded)
+	}
 }
