@@ -786,8 +786,11 @@ func soakObjects(ctx context.Context, dc *client.Client, installation string) (o
 // --- the report ---------------------------------------------------------------
 
 func soakFormat(f soakFigure, v float64) string {
-	if f.unit == "B" {
+	if f.unit == "B" && (v >= 1<<20 || v <= -1<<20) {
 		return fmt.Sprintf("%.2f MiB", v/(1<<20))
+	}
+	if f.unit == "B" {
+		return fmt.Sprintf("%.0f KiB", v/(1<<10))
 	}
 	return fmt.Sprintf("%.0f", v)
 }
