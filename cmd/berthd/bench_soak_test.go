@@ -890,7 +890,7 @@ func BenchmarkSoak(b *testing.B) {
 	images := soakBuildImages(b, dc, repo, s.images)
 	benchPrint(b, fmt.Sprintf("soak %s: %d cycles, %d images (%s), kill -9 every %d, %d at once, 1 in %d retained and restored, checkpoint every %d cycles; images built in %s; image collector: %v; windows: %s",
 		runID, s.cycles, s.images, repo, s.killEvery, s.concurrency, s.retainEvery, s.checkpointEvery,
-		time.Since(start).Round(time.Second), soakHasImageCollector(), strings.Join(soakRetention, ", ")))
+		time.Since(start).Round(time.Second), soakHasImageCollector(), strings.Join(soakRetention, ", ")+"\n"))
 
 	cb := newCallbackReceiver(b)
 	d := newDaemonDir(b, soakConfig(b, s)...).startChild(true)
@@ -905,7 +905,7 @@ func BenchmarkSoak(b *testing.B) {
 		to := min(from+s.checkpointEvery, s.cycles)
 		r.batch(from, to)
 		cps = append(cps, r.measure(repo, installation, to, runStart))
-		benchPrint(b, fmt.Sprintf("soak checkpoint after %d cycles (%d kills, %d maintenances cut by one, %d cycles lost so far):\n%s", to, r.kills.Load(), r.cut.Load(), len(r.errs), soakTable(cps)))
+		benchPrint(b, fmt.Sprintf("soak checkpoint after %d cycles (%d kills, %d maintenances cut by one, %d cycles lost so far):\n%s\n", to, r.kills.Load(), r.cut.Load(), len(r.errs), soakTable(cps)))
 	}
 	elapsed := time.Since(runStart)
 	b.StopTimer()
@@ -948,7 +948,7 @@ func BenchmarkSoak(b *testing.B) {
 
 	judged, unbounded := soakUnbounded(cps[:len(cps)-1])
 	perCycle := elapsed / time.Duration(s.cycles)
-	benchPrint(b, fmt.Sprintf("soak %s done: %d cycles, %d leases closed, %d kills (%d maintenances cut by one) in %s (%s per cycle; 2,000 cycles ≈ %s); lost %d\n%s\nat the end (reaped):\n%s",
+	benchPrint(b, fmt.Sprintf("soak %s done: %d cycles, %d leases closed, %d kills (%d maintenances cut by one) in %s (%s per cycle; 2,000 cycles ≈ %s); lost %d\n%s\nat the end (reaped):\n%s\n",
 		runID, s.cycles, r.closed.Load(), r.kills.Load(), r.cut.Load(), elapsed.Round(time.Second), perCycle.Round(10*time.Millisecond),
 		(2000*perCycle).Round(time.Minute), len(r.errs), judged, soakTable(cps)))
 	if len(unbounded) > 0 {
