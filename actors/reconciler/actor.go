@@ -329,7 +329,8 @@ func lingering(byLease map[string][]messages.Container, isLive map[string]bool, 
 }
 
 // settleClosed bounds what closed leases keep in state.db (ClosedStreams),
-// at most once per PruneEvery and MaxClosedChanges a pass, never touching a
+// at most once per PruneEvery (or releases_max_age, when shorter) and
+// MaxClosedChanges a pass, never touching a
 // lease that is live or still has containers: a lease closed CompactAfter ago
 // keeps one snapshot of its receipt, one closed ClosedMaxAge
 // (releases_max_age) ago is forgotten — a late container of it is then only
@@ -338,8 +339,11 @@ func (a *Actor) settleClosed(res *Result) {
 	if a.ClosedStreams == nil || res.holding == nil {
 		return
 	}
-	now := a.Now()
-	if !a.settled.IsZero() && now.Sub(a.settled) < a.Settings.PruneEvery {
+	now, every := a.Now(), a.Settings.PruneEvery
+	if a.Settings.ClosedMaxAge > 0 {
+		every = min(every, a.Settings.ClosedMaxAge) // a window shorter than the hour is kept to
+	}
+	if !a.settled.IsZero() && now.Sub(a.settled) < every {
 		return
 	}
 	a.settled = now
