@@ -168,7 +168,7 @@ func (r *raceRig) admit(ref string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("create from %s: %w", info.ID, err)
 	}
-	_ = r.dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	_ = r.dc.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	return info.ID, nil
 }
 

@@ -200,7 +200,7 @@ func TestRetention_Kill9AfterTheVerdict_WritablePathOnlyStillReclaimed(t *testin
 		t.Fatal(err)
 	}
 	d.startChild(true)
-	if err := dc.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true}); err != nil {
+	if err := dc.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		t.Fatal(err)
 	}
 	d.deprovisionUntilGone(lease)

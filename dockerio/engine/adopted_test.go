@@ -97,7 +97,7 @@ func (h *fredHost) container(c fredContainer) string {
 		h.t.Fatalf("create fred container %s: %v", name, err)
 	}
 	h.t.Cleanup(func() {
-		err := fx.docker.ContainerRemove(testCtx(h.t, time.Minute), resp.ID, container.RemoveOptions{Force: true})
+		err := fx.docker.ContainerRemove(testCtx(h.t, time.Minute), resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !isNotFound(err) {
 			h.t.Errorf("cleanup: remove fred container %s: %v", name, err)
 		}
