@@ -17,16 +17,7 @@ import (
 // drivers: directories as directories, a symlink to one and a file as
 // neither, an absent volume NotFound, a top too big to judge an error.
 func TestEntries_TopOfTheVolume_BothDrivers(t *testing.T) {
-	dir, err := NewDir(filepath.Join(t.TempDir(), "volumes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	drivers := map[string]dockerio.Volumes{"dir": dir}
-	if os.Getenv("BERTH_TEST_BTRFS") != "" || required() {
-		d, _ := btrfsVolumes(t)
-		drivers["btrfs"] = d
-	}
-	for kind, v := range drivers {
+	for kind, v := range bothDrivers(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := testCtx(t)
 			name := volName("web", 0)
@@ -68,4 +59,20 @@ func TestEntries_TopOfTheVolume_BothDrivers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bothDrivers are a dir driver on a temp dir and, where the btrfs test mount
+// is (or must be) there, a btrfs one, by kind.
+func bothDrivers(t *testing.T) map[string]dockerio.Volumes {
+	t.Helper()
+	dir, err := NewDir(filepath.Join(t.TempDir(), "volumes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drivers := map[string]dockerio.Volumes{"dir": dir}
+	if os.Getenv("BERTH_TEST_BTRFS") != "" || required() {
+		d, _ := btrfsVolumes(t)
+		drivers["btrfs"] = d
+	}
+	return drivers
 }

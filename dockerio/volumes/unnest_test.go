@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/containerd/errdefs"
-
-	"github.com/berth-dev/berth/dockerio"
 )
 
 // Unnest moves fred v0.13's nested targets onto berthd's escaped names on both
@@ -16,16 +14,7 @@ import (
 // when run again, gives way over an empty escaped directory and refuses when
 // both sides hold data.
 func TestUnnest_FredsNestedTargetsMoveOntoBerthsLayout_Idempotent_BothDrivers(t *testing.T) {
-	dir, err := NewDir(filepath.Join(t.TempDir(), "volumes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	drivers := map[string]dockerio.Volumes{"dir": dir}
-	if os.Getenv("BERTH_TEST_BTRFS") != "" || required() {
-		d, _ := btrfsVolumes(t)
-		drivers["btrfs"] = d
-	}
-	for kind, v := range drivers {
+	for kind, v := range bothDrivers(t) {
 		t.Run(kind, func(t *testing.T) {
 			ctx := testCtx(t)
 			name := volName("web", 0)

@@ -109,17 +109,7 @@ func TestAdopt_StatefulCohortsAndRetainedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := &registry.State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*registry.Retention{}, Closed: map[string]*registry.ClosedUse{}}
-	for _, a := range w.Appends {
-		if a.Stream != registry.Stream {
-			continue
-		}
-		for _, e := range a.Events {
-			if err := reg.Apply(e); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	reg := registryReplay(t, w)
 	if spec := reg.Leases[flat]; spec == nil || spec.Services[0].Profile.DiskMB != 64 {
 		t.Fatalf("stateful spec %+v", spec)
 	}
@@ -267,17 +257,7 @@ func TestAdopt_ARetentionFredWasReapingIsAdoptedReaping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := &registry.State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*registry.Retention{}, Closed: map[string]*registry.ClosedUse{}}
-	for _, a := range w.Appends {
-		if a.Stream != registry.Stream {
-			continue
-		}
-		for _, e := range a.Events {
-			if err := reg.Apply(e); err != nil {
-				t.Fatalf("registry replay: %v", err)
-			}
-		}
-	}
+	reg := registryReplay(t, w)
 	if rec := reg.Retentions[retained]; rec == nil || rec.Status != registry.RetentionReaping || len(rec.Record.Volumes) != 2 {
 		t.Fatalf("the adopted record: %+v", rec)
 	}
@@ -321,4 +301,21 @@ func adoptedStates(t *testing.T, w persistence.Write) map[string]*lease.State {
 		}
 	}
 	return out
+}
+
+// registryReplay is the registry state the write's registry events replay into.
+func registryReplay(t *testing.T, w persistence.Write) *registry.State {
+	t.Helper()
+	reg := &registry.State{Leases: map[string]*lease.Spec{}, Retentions: map[string]*registry.Retention{}, Closed: map[string]*registry.ClosedUse{}}
+	for _, a := range w.Appends {
+		if a.Stream != registry.Stream {
+			continue
+		}
+		for _, e := range a.Events {
+			if err := reg.Apply(e); err != nil {
+				t.Fatalf("registry replay: %v", err)
+			}
+		}
+	}
+	return reg
 }
