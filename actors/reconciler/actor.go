@@ -113,19 +113,24 @@ func (a *Actor) end(out *supervisors.Outcome) {
 
 // run is one pass, off the actor goroutine: the accounting, then Recovered to
 // the registry (only a whole accounting makes it whole; at startup it is what
-// turns /health healthy), then the housekeeping no lease waits for — image
-// helpers, the isolation guard (start checked it already), diagnostics.
+// turns /health healthy), then the housekeeping no lease waits for — state.db's
+// and diagnostics.db's first (local, and judged on this accounting; a pass
+// canceled by a restart leaves them to the next), then Docker's and the
+// firewall's, which can wait on a busy dockerd or the xtables lock: image
+// helpers, the isolation guard (start checked it already).
 func (a *Actor) run(ctx context.Context, serving uint64) (Result, error) {
 	res, err := a.account(ctx)
 	if err != nil {
 		return res, err
 	}
 	a.Tree.Send(a.Settings.RegistryPath, messages.Recovered{For: serving, Lingering: res.Lingering})
+	if ctx.Err() == nil {
+		a.pruneDiagnostics()
+		a.settleClosed(&res)
+	}
 	a.countFredV013(ctx, &res)
 	a.sweepHelpers(ctx, &res)
 	a.guardIsolation(ctx, &res)
-	a.pruneDiagnostics()
-	a.settleClosed(&res)
 	return res, nil
 }
 
