@@ -30,6 +30,9 @@ var (
 	ErrDisabled              = errdefs.ErrPermissionDenied.WithMessage("disabled")                // the configuration turned the endpoint off
 	// ErrDemoteExceedsTier: the retained data does not fit the requested smaller disk tier.
 	ErrDemoteExceedsTier = errdefs.ErrOutOfRange.WithMessage("retained data exceeds the requested tier")
+	// ErrStorageMismatch: the request is bound (path or backend_storage_id) to a
+	// storage identity that is not this backend's.
+	ErrStorageMismatch = errdefs.ErrConflict.WithMessage("storage identity mismatch")
 )
 
 // Refusal is a wire-visible error: a sentinel Kind plus a tenant-safe message that

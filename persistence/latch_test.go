@@ -140,6 +140,33 @@ func TestCheck_MarkerRemoved_Latches(t *testing.T) {
 	}
 }
 
+// Attest is what every protected request passes: the same proof as Check,
+// without the size ceiling, and drift stays refused once seen even when the
+// marker comes back.
+func TestAttest_MarkerRemovedThenRestored_RefusedForGood(t *testing.T) {
+	s := newStore(t)
+	if err := s.Attest(); err != nil {
+		t.Fatalf("Attest on a healthy store: %v", err)
+	}
+	marker := filepath.Join(filepath.Dir(s.Path()), markerFileName)
+	saved, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Attest(); err == nil || !strings.Contains(err.Error(), "storage identity drift") || !latchedClosed(s) {
+		t.Fatalf("Attest with the marker gone = %v (latched %v)", err, latchedClosed(s))
+	}
+	if err := os.WriteFile(marker, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Attest(); err == nil {
+		t.Fatal("Attest passed again once the marker was put back: drift must stay refused")
+	}
+}
+
 func TestClose_WritesAfterCloseFailWithoutLatch(t *testing.T) {
 	s := newStore(t)
 	if err := s.Close(); err != nil {

@@ -400,10 +400,27 @@ func callSafely(tx *bolt.Tx, fn func(*bolt.Tx) error, hook *func(*bolt.Tx) error
 	return nil
 }
 
-// Check is the health probe: not latched, a read transaction works, meta still
-// matches the marker on disk, and the file is under its ceiling. Identity drift (the
-// marker changed, vanished or no longer matches) is terminal and latches the store.
+// Check is the health probe: Attest, and the file under its ceiling.
 func (s *Store) Check() error {
+	if err := s.Attest(); err != nil {
+		return err
+	}
+	var size int64
+	if err := s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil }); err != nil {
+		return fmt.Errorf("read %s: %w", s.path, err)
+	}
+	if size > s.opts.MaxFileBytes {
+		return refuse(ErrTooLarge, "state.db %s holds %d bytes, over the configured ceiling of %d bytes; it will be refused at the next start", s.path, size, s.opts.MaxFileBytes)
+	}
+	return nil
+}
+
+// Attest is the runtime storage-identity verification every protected request
+// passes (and Check): not latched, a read transaction works, and the marker on
+// disk and state.db's meta still say this store's identity and location. Drift
+// (the marker changed, vanished or no longer matches) is terminal and latches
+// the store.
+func (s *Store) Attest() error {
 	if first := s.Err(); first != nil {
 		return &latchedError{path: s.path, first: first}
 	}
@@ -426,9 +443,7 @@ func (s *Store) Check() error {
 		s.Latch(drift)
 		return drift
 	}
-	var size int64
 	err = s.db.View(func(tx *bolt.Tx) error {
-		size = tx.Size()
 		st, err := verifyStateMeta(tx, s.path, s.markerPath, s.identity)
 		if err == nil && st.location != s.location {
 			err = refuse(ErrForeign, "state.db %s now binds its installation identity to %s, not %s", s.path, st.location, s.location)
@@ -443,9 +458,6 @@ func (s *Store) Check() error {
 			return drift
 		}
 		return fmt.Errorf("read %s: %w", s.path, err)
-	}
-	if size > s.opts.MaxFileBytes {
-		return refuse(ErrTooLarge, "state.db %s holds %d bytes, over the configured ceiling of %d bytes; it will be refused at the next start", s.path, size, s.opts.MaxFileBytes)
 	}
 	return nil
 }

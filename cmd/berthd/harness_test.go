@@ -417,6 +417,7 @@ func (d *daemonProc) waitHealthy(timeout time.Duration) {
 type response struct {
 	Status int
 	Body   []byte
+	Header http.Header
 }
 
 func (r response) json(t testing.TB, into any) {
@@ -442,7 +443,7 @@ func (d *daemonProc) call(method, uri string, body []byte) response {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Body: data}
+	return response{Status: resp.StatusCode, Body: data, Header: resp.Header}
 }
 
 func (d *daemonProc) get(uri string) response { return d.call(http.MethodGet, uri, nil) }

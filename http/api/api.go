@@ -24,6 +24,7 @@ type Deps struct {
 	Diagnostics  func() error     // diagnostics.db's probe (GET /health); nil = none
 	VolumeRoot   func() error     // the volume root's proof (GET /health); nil = none
 	Verifier     *hmac.Verifier
+	Storage      Storage // named on every protected answer, verified before each protected request
 	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer
 	Metrics      *Metrics
@@ -74,12 +75,13 @@ func Handler(d *Deps) http.Handler {
 		if r.method != "" {
 			h = onlyMethod(r.method, r.handler)
 		}
-		if r.auth {
-			h = d.Verifier.Middleware(h)
-		} else {
-			h = d.Verifier.Unread(h)
+		if !r.auth {
+			mux.Handle(r.pattern, s.observe(r.pattern, d.Verifier.Unread(h)))
+			continue
 		}
+		h = s.namesStorage(d.Verifier.Middleware(s.bound(h)))
 		mux.Handle(r.pattern, s.observe(r.pattern, h))
+		mux.Handle(storagePrefix+r.pattern, s.observe(storagePrefix+r.pattern, h))
 	}
 	mux.Handle("/", s.observe("unknown", d.Verifier.Unread(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})

@@ -33,6 +33,9 @@ var wireErrors = []struct {
 	{messages.ErrNotFound, http.StatusNotFound, "", ""},
 	{messages.ErrDisabled, http.StatusForbidden, "", ""},
 	{messages.ErrDemoteExceedsTier, http.StatusUnprocessableEntity, "", "demote_exceeds_tier"},
+	// 421: this backend is not the one the request was meant for. Never 400 (a
+	// permanent refusal closes the lease) nor 409 (already provisioned).
+	{messages.ErrStorageMismatch, http.StatusMisdirectedRequest, "", "storage_identity_mismatch"},
 	{messages.ErrNotRetained, http.StatusUnprocessableEntity, "", ""},
 	{messages.ErrInsufficientResources, http.StatusServiceUnavailable, "", "insufficient_resources"},
 	{messages.ErrLifecyclePending, http.StatusServiceUnavailable, "", "lifecycle_pending"},

@@ -35,6 +35,7 @@ const (
 	watcherPath  = supervisors.RootPath + "/watcher"
 	lease        = "6f1c1c8e-8a52-4a4f-9f0c-2a9a3c1f7b10"
 	otherLease   = "0b7e6f1e-3c1a-4c8e-9d2f-5a6b7c8d9e0f"
+	storageID    = "550e8400-e29b-41d4-a716-446655440000" // berthd's storage identity
 	// berthd's own listeners, as Deps.Callbacks sees them.
 	apiListen   = "127.0.0.1:19001"
 	debugListen = "127.0.0.1:19002"
@@ -53,6 +54,7 @@ type script struct {
 	silent   map[string]bool // "registry" | "watcher"
 	diag     error           // diagnostics.db's probe answer
 	volRoot  error           // the volume root's proof
+	storage  error           // the storage identity's runtime proof
 	asked    []any
 }
 
@@ -188,6 +190,7 @@ func newEnvWith(t *testing.T, v *hmac.Verifier, askTimeout time.Duration) *env {
 		Tree: tree, RegistryPath: registryPath, WatcherPath: watcherPath, RefreshPath: registryPath, Verifier: v,
 		Diagnostics: func() error { s.mu.Lock(); defer s.mu.Unlock(); return s.diag },
 		VolumeRoot:  func() error { s.mu.Lock(); defer s.mu.Unlock(); return s.volRoot },
+		Storage:     api.Storage{ID: storageID, Attest: func() error { s.mu.Lock(); defer s.mu.Unlock(); return s.storage }},
 		Callbacks:   callback.Policy{Self: []string{apiListen, debugListen}},
 		Gatherer:    prometheus.NewRegistry(), Metrics: api.NewMetrics(nil), Log: zerolog.Nop(),
 		AskTimeout: askTimeout, CloseWait: askTimeout,
