@@ -24,7 +24,7 @@ type Deps struct {
 	Diagnostics  func() error     // diagnostics.db's probe (GET /health); nil = none
 	VolumeRoot   func() error     // the volume root's proof (GET /health); nil = none
 	Verifier     *hmac.Verifier
-	Storage      Storage // named on every protected answer, verified before each protected request
+	Storage      Storage         // named on every protected answer, verified before each protected request
 	Callbacks    callback.Policy // checks callback_url of POST /restart and /update
 	Gatherer     prometheus.Gatherer
 	Metrics      *Metrics
