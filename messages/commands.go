@@ -23,6 +23,10 @@ type Deprovision struct {
 	Retain bool
 	Reply  chan<- error
 	Ticket *Ticket // taken by the lease as it journals the close intent
+	// Durable, when set, is signalled (never blocking: buffer it) once the close
+	// intent is journaled and teardown is under way, not held; Reply comes when
+	// the close is done, or at once with ErrLifecyclePending when teardown is held.
+	Durable chan<- struct{}
 }
 
 // InfoReply answers GetInfo.

@@ -110,6 +110,7 @@ type Actor struct {
 	worker  *worker        // the lease's one worker, nil when none runs
 	wait    *waiting       // the pending Wait, nil when none
 	waiters []chan<- error // deprovision requests waiting for the closed receipt
+	held    error          // why the close's teardown is held (Answer's error), nil while it progresses
 	broken  bool           // the journal could not be read: refuse everything
 }
 
@@ -305,7 +306,7 @@ func (a *Actor) env(in Input) (Env, error) {
 	e := Env{Now: a.now(), Spec: a.spec.Load(), Limits: Limits{
 		ProvisionTimeout: a.set.ProvisionTimeout, ResumePoll: a.set.ResumePoll, TeardownRetry: a.set.TeardownRetry,
 		ReleasesMaxAge: a.set.ReleasesMaxAge, HistoryBytes: a.set.HistoryBytes, RetentionMaxAge: a.set.RetentionMaxAge},
-		DomainsUngated: a.set.Ingress != nil && a.set.CustomDomainsUngated, DomainsGated: a.gated()}
+		DomainsUngated: a.set.Ingress != nil && a.set.CustomDomainsUngated, DomainsGated: a.gated(), CloseHeld: a.held}
 	if a.worker != nil {
 		e.Worker = a.worker.kind
 	}
@@ -345,7 +346,7 @@ func (a *Actor) run(e Effect) {
 		for _, w := range a.waiters {
 			w <- e.Err
 		}
-		a.waiters = nil
+		a.waiters, a.held = nil, e.Err
 	case SyncGate:
 		a.syncGate(e)
 	case TellClosed:
@@ -374,6 +375,12 @@ func (a *Actor) deprovision(m *messages.Deprovision) {
 		m.Reply <- d.Reply
 	case d.Hold:
 		a.waiters = append(a.waiters, m.Reply)
+		if m.Durable != nil { // journaled (step committed it) and not held
+			select {
+			case m.Durable <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		m.Reply <- nil
 	}

@@ -794,8 +794,9 @@ func TestLease_InventoryWithoutRunningContainer_FailsUncounted(t *testing.T) {
 }
 
 // TestLease_TeardownFailsOnce_RetriedThenClosed: a compose down that fails (Docker
-// unavailable) is retried after TeardownRetry; the Deprovision is answered only once
-// the retry tore the lease down, and closed is journaled once.
+// unavailable) is retried after TeardownRetry; the Deprovision is answered
+// lifecycle_pending as soon as the first attempt failed (held: a close asked
+// meanwhile is answered so at once), and closed is journaled once, by the retry.
 func TestLease_TeardownFailsOnce_RetriedThenClosed(t *testing.T) {
 	h := newHarness(t, nil)
 	l, _ := readyLease(t, h)
@@ -807,14 +808,16 @@ func TestLease_TeardownFailsOnce_RetriedThenClosed(t *testing.T) {
 	awaitGate(t, "the first compose down to fail", first.returned)
 	h.eng.SetUnavailable(false)
 	awaitGate(t, "teardown to be retried", second.entered)
-	select {
-	case err := <-reply:
-		t.Fatalf("deprovision answered %v before the retried teardown finished", err)
-	default:
+	if err := awaitReply(t, "deprovision", reply, unitWait); !errors.Is(err, messages.ErrLifecyclePending) {
+		t.Fatalf("deprovision of a held close answered %v, want lifecycle_pending", err)
+	}
+	if err := awaitReply(t, "deprovision asked again", l.deprovision(), unitWait); !errors.Is(err, messages.ErrLifecyclePending) {
+		t.Fatalf("deprovision asked while held answered %v, want lifecycle_pending at once", err)
 	}
 	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvCloseRequested)
 	second.Release()
-	if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
+	l.waitEvent(lease.EvClosed)
+	if err := awaitReply(t, "deprovision once closed", l.deprovision(), unitWait); err != nil {
 		t.Fatalf("deprovision: %v", err)
 	}
 	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvCloseRequested, lease.EvClosed)
@@ -917,7 +920,8 @@ func TestLease_CloseRetaining_VolumeRenamedRecordInTheClosedReceipt(t *testing.T
 
 // TestLease_CloseDestroying_BusyVolumeHeld_CloseWaitsUntilGone: a close that does
 // not retain destroys the volume; a busy one is handed to the volumehold actor and
-// the close stays pending (no closed receipt) until the hold reports it gone.
+// the close stays pending (no closed receipt, answered lifecycle_pending) until
+// the hold reports it gone.
 func TestLease_CloseDestroying_BusyVolumeHeld_CloseWaitsUntilGone(t *testing.T) {
 	h := newHarness(t, nil)
 	l, name := statefulReady(t, h)
@@ -927,14 +931,13 @@ func TestLease_CloseDestroying_BusyVolumeHeld_CloseWaitsUntilGone(t *testing.T) 
 	h.stayQuiet("a close with a held volume closed", 300*time.Millisecond, func() bool {
 		return slices.Contains(l.eventTypes(), lease.EvClosed)
 	})
-	select {
-	case err := <-reply:
-		t.Fatalf("deprovision answered %v while its volume is held", err)
-	default:
+	if err := awaitReply(t, "deprovision", reply, unitWait); !errors.Is(err, messages.ErrLifecyclePending) {
+		t.Fatalf("deprovision answered %v while its volume is held, want lifecycle_pending", err)
 	}
 	h.vols.SetBusy(name, 0)
 	l.send(&messages.VolumeHoldDone{Name: name})
-	if err := awaitReply(t, "deprovision", reply, unitWait); err != nil {
+	l.waitEvent(lease.EvClosed)
+	if err := awaitReply(t, "deprovision once closed", l.deprovision(), unitWait); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.vols.Names(); len(got) != 0 {

@@ -188,6 +188,9 @@ func decideClose(st *State, in Close, env Env) Decision {
 	case Closed:
 		return Decision{}
 	case Deprovisioning:
+		if env.CloseHeld != nil {
+			return Decision{Reply: env.CloseHeld}
+		}
 		return Decision{Hold: true}
 	}
 	d := Decision{Hold: true}
@@ -218,10 +221,11 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 		// The volume root is not the one berthd opened (unmounted?): nothing was
 		// destroyed or retained, so the close is held — no closed event, no
 		// callback — and retried on the kit's backoff until the root is back.
-		return effects(Backoff{What: string(WorkTeardown), Attempt: in.Attempt + 1})
+		return effects(Backoff{What: string(WorkTeardown), Attempt: in.Attempt + 1},
+			closeHeld("the volume root is not proven (is it mounted?); the close completes once it is"))
 	}
 	if in.Err != nil {
-		return effects(Wait{D: env.Limits.TeardownRetry, What: string(WorkTeardown)})
+		return effects(Wait{D: env.Limits.TeardownRetry, What: string(WorkTeardown)}, closeHeld("teardown failed and is retried"))
 	}
 	if in.Judged != nil {
 		if c := st.Close; c != nil && c.Retain && !c.Judged {
@@ -234,7 +238,8 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 		// A volume could not be destroyed yet: the volumehold actor retries it and
 		// tells us when it is gone; the close stays pending (503 lifecycle_pending)
 		// and looks again now and then.
-		return effects(Wait{D: 6 * env.Limits.TeardownRetry, What: string(WorkTeardown)})
+		return effects(Wait{D: 6 * env.Limits.TeardownRetry, What: string(WorkTeardown)},
+			closeHeld("a volume is in use outside berth; the close completes once it is released"))
 	}
 	closed := ClosedEv{Admission: st.Admission, At: env.Now}
 	if c := st.Close; c != nil && c.Requarantine && env.Spec.Restore != nil {
@@ -254,6 +259,13 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 		// into the freed capacity).
 		Effects: []Effect{TellClosed{}, Answer{}},
 	}
+}
+
+// closeHeld answers the close's waiters now, and every close asked until the
+// next attempt at once: 503 lifecycle_pending, the one answer that a close whose
+// intent is durable but whose teardown cannot finish yet may give.
+func closeHeld(why string) Answer {
+	return Answer{Err: messages.Refuse(messages.ErrLifecyclePending, "close held: %s", why)}
 }
 
 // retentionRecord is what a retaining close keeps: the lease's identity, its

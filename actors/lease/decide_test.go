@@ -805,6 +805,8 @@ func TestDecide_Close(t *testing.T) {
 				maintenanceID: mID1, admittedAt: admittedAt}},
 			effects: fx(workTeardown), hold: true, status: lease.Deprovisioning},
 		{name: "deprovisioning: the answer waits for the receipt, nothing more", j: jDeprovisioning(), in: lease.Close{}, hold: true},
+		{name: "deprovisioning with its teardown held: lifecycle_pending at once", j: jDeprovisioning(), in: lease.Close{},
+			env: []func(*lease.Env){func(e *lease.Env) { e.CloseHeld = held(rootUnproven).Err }}, reply: messages.ErrLifecyclePending, replyHas: "close held"},
 		{name: "closed: answered at once", j: jClosed(), in: lease.Close{}},
 	})
 }
@@ -840,16 +842,24 @@ func TestDecide_TornDown(t *testing.T) {
 		{name: "the close of a pre-empted provision completes the same way", j: jProvisioning().close(), in: lease.TornDown{},
 			events: []wantEvent{evType(lease.EvClosed)}, cbs: []wantCB{lifeCB(messages.CallbackDeprovisioned, "")},
 			effects: fx(lease.TellClosed{}, lease.Answer{}), status: lease.Closed},
-		{name: "an error: try again after the teardown retry", j: jDeprovisioning(), in: lease.TornDown{Err: errors.New("docker: connection refused")},
-			effects: fx(waitTeardown)},
+		{name: "an error: try again after the teardown retry, the close held meanwhile", j: jDeprovisioning(), in: lease.TornDown{Err: errors.New("docker: connection refused")},
+			effects: fx(waitTeardown, held("teardown failed and is retried"))},
 		{name: "not deprovisioning: nothing", j: jReady(), in: lease.TornDown{}},
 		{name: "the volume root unproven: held — no closed event, no callback — retried on the kit's backoff",
 			j: jDeprovisioning(), in: lease.TornDown{Err: fmt.Errorf("destroy x: %w", dockerio.ErrVolumeRootUnproven)},
-			effects: fx(lease.Backoff{What: string(lease.WorkTeardown), Attempt: 1}), status: lease.Deprovisioning},
+			effects: fx(lease.Backoff{What: string(lease.WorkTeardown), Attempt: 1}, held(rootUnproven)), status: lease.Deprovisioning},
 		{name: "the volume root still unproven: the next backoff step",
 			j: jDeprovisioning(), in: lease.TornDown{Err: fmt.Errorf("destroy x: %w", dockerio.ErrVolumeRootUnproven), Attempt: 3},
-			effects: fx(lease.Backoff{What: string(lease.WorkTeardown), Attempt: 4}), status: lease.Deprovisioning},
+			effects: fx(lease.Backoff{What: string(lease.WorkTeardown), Attempt: 4}, held(rootUnproven)), status: lease.Deprovisioning},
 	})
+}
+
+const rootUnproven = "the volume root is not proven (is it mounted?); the close completes once it is"
+
+// held is the answer of a close whose teardown cannot finish yet: 503
+// lifecycle_pending, to its waiters now and to every close until the next attempt.
+func held(why string) lease.Answer {
+	return lease.Answer{Err: messages.Refuse(messages.ErrLifecyclePending, "close held: %s", why)}
 }
 
 // TestDecide_Timer: a wait scheduled by a Wait effect ran out.

@@ -199,7 +199,9 @@ type (
 	// Sweep hands containers of settled generations to automatic (gentle, bounded)
 	// cleanup.
 	Sweep struct{ IDs []string }
-	// Answer replies to every close request waiting for the closed receipt.
+	// Answer replies to every close request waiting for the closed receipt: nil
+	// when the lease closed, ErrLifecyclePending when its teardown is held (and
+	// every close asked until the next attempt is answered so at once).
 	Answer struct{ Err error }
 	// TellClosed tells the registry the closed receipt is journaled.
 	TellClosed struct{}
@@ -273,4 +275,7 @@ type Env struct {
 	DomainsUngated bool
 	// DomainsGated: ingress on with the DNS gate — a new custom domain waits for it.
 	DomainsGated bool
+	// CloseHeld says why the running close's teardown is held (its last attempt
+	// failed and is retried); nil while it makes progress.
+	CloseHeld error
 }

@@ -98,13 +98,22 @@ func (s *server) deprovision(w http.ResponseWriter, r *http.Request) {
 	if !decodeLeaseRequest(w, r, &req, &req.LeaseUUID) {
 		return
 	}
-	// A close its lease took (the intent journaled) and not finished within
-	// CloseWait is pending: teardown goes on, providerd retries. One never
-	// taken is refused as busy and never happens.
-	err := command(s, r, s.d.CloseWait, 0, func(c chan<- error, tk *messages.Ticket) any {
-		return &messages.Deprovision{Lease: req.LeaseUUID, Reply: c, Ticket: tk}
-	})
-	answer(w, http.StatusOK, err, map[string]string{"status": "ok"})
+	// A close is answered when its lease closed, or after CloseWait: 200 when its
+	// intent is journaled and teardown is under way (a workload ignoring SIGTERM
+	// takes container_stop_timeout; the deprovisioned callback tells when it is
+	// done, and fred v0.13's client counts every 503 against its breaker); 503
+	// lifecycle_pending when the lease says teardown is held (a busy volume, an
+	// unproven volume root) or the intent is not journaled yet. One never taken is
+	// refused as busy and never happens.
+	durable := make(chan struct{}, 1)
+	refusal, err := supervisors.AskTicketed(r.Context(), s.d.Tree, s.d.RegistryPath, s.d.CloseWait, 0,
+		func(c chan<- error, tk *messages.Ticket) any {
+			return &messages.Deprovision{Lease: req.LeaseUUID, Reply: c, Ticket: tk, Durable: durable}
+		})
+	if errors.Is(err, messages.ErrLifecyclePending) && len(durable) > 0 {
+		err = nil // taken, journaled and progressing: the close is as good as done
+	}
+	answer(w, http.StatusOK, cmp.Or(err, refusal), map[string]string{"status": "ok"})
 }
 
 // withLease hands h the {lease} path value; a non-canonical one is simply not found.

@@ -51,10 +51,11 @@ type script struct {
 	refresh  messages.RefreshReply
 	health   messages.HealthReply
 	docker   messages.DockerHealthReply
-	silent   map[string]bool // "registry" | "watcher"
-	diag     error           // diagnostics.db's probe answer
-	volRoot  error           // the volume root's proof
-	storage  error           // the storage identity's runtime proof
+	silent   map[string]bool             // "registry" | "watcher"
+	diag     error                       // diagnostics.db's probe answer
+	volRoot  error                       // the volume root's proof
+	storage  error                       // the storage identity's runtime proof
+	close    func(*messages.Deprovision) // the lease's part in a close (nil: answered ok at once)
 	asked    []any
 }
 
@@ -93,6 +94,13 @@ func (a *standIn) Receive(c actor.Context) {
 		return
 	}
 	switch m := c.Message().(type) {
+	case *messages.Deprovision:
+		if a.name != "registry" || a.s.close == nil {
+			m.Reply <- nil
+			return
+		}
+		a.s.asked = append(a.s.asked, "deprovision")
+		a.s.close(m)
 	case *messages.Maintain:
 		if a.name != "registry" {
 			return
