@@ -35,6 +35,9 @@ type Deps struct {
 	// never a health check left hanging. 0: AskTimeout.
 	HealthTimeout time.Duration
 	CloseWait     time.Duration    // how long POST /deprovision waits for teardown before 503 lifecycle_pending
+	// LogsWait is how long GET /logs waits for the one log response served at a
+	// time before 503 Retry-After: 1. 0: DefaultLogsWait.
+	LogsWait time.Duration
 	Now           func() time.Time // receipt time of maintenance commands; nil = time.Now
 }
 
@@ -49,7 +52,7 @@ type route struct {
 // Handler builds the API: authenticated routes behind the HMAC middleware, JSON
 // 404/405 for anything else, every request logged and counted.
 func Handler(d *Deps) http.Handler {
-	s := &server{d: d}
+	s := &server{d: d, logSlot: make(chan struct{}, 1)}
 	get, post := http.MethodGet, http.MethodPost
 	routes := []route{
 		{"/health", false, get, s.health},
@@ -89,7 +92,13 @@ func Handler(d *Deps) http.Handler {
 	return mux
 }
 
-type server struct{ d *Deps }
+type server struct {
+	d       *Deps
+	logSlot chan struct{} // one log response at a time: retrieval, encoding and the write
+}
+
+// DefaultLogsWait is how long a log request queues for its turn.
+const DefaultLogsWait = 10 * time.Second
 
 // onlyMethod answers any other method with a JSON 405 and Allow. (ServeMux's own
 // 404/405 are plain text, so methods are matched here.)

@@ -143,6 +143,21 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		tail = n
 	}
+	// One log response at a time (up to 16 MiB each, read whole into memory):
+	// a request queues for its turn, then is refused 503 with Retry-After: 1 —
+	// the seed's admission, with a queue so that a few readers at once are
+	// served rather than counted against fred v0.13's circuit breaker.
+	wait := time.NewTimer(cmp.Or(s.d.LogsWait, DefaultLogsWait))
+	defer wait.Stop()
+	select {
+	case s.logSlot <- struct{}{}:
+		defer func() { <-s.logSlot }()
+	case <-wait.C:
+		writeError(w, messages.Refuse(messages.ErrBusy, "another log response is being served, retry shortly"))
+		return
+	case <-r.Context().Done():
+		return
+	}
 	rep, err := ask(s, r, 2*s.d.AskTimeout+30*time.Second, func(c chan<- messages.LogsReply) any {
 		return &messages.GetLogs{Lease: id, Tail: tail, Reply: c}
 	})

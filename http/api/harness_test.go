@@ -56,6 +56,7 @@ type script struct {
 	volRoot  error                       // the volume root's proof
 	storage  error                       // the storage identity's runtime proof
 	close    func(*messages.Deprovision) // the lease's part in a close (nil: answered ok at once)
+	logs     func(*messages.GetLogs)     // the lease's log read (nil: answered empty at once); must not block
 	asked    []any
 }
 
@@ -101,6 +102,13 @@ func (a *standIn) Receive(c actor.Context) {
 		}
 		a.s.asked = append(a.s.asked, "deprovision")
 		a.s.close(m)
+	case *messages.GetLogs:
+		if a.name != "registry" || a.s.logs == nil {
+			m.Reply <- messages.LogsReply{}
+			return
+		}
+		a.s.asked = append(a.s.asked, "logs")
+		a.s.logs(m)
 	case *messages.Maintain:
 		if a.name != "registry" {
 			return
@@ -201,7 +209,7 @@ func newEnvWith(t *testing.T, v *hmac.Verifier, askTimeout time.Duration) *env {
 		Storage:     api.Storage{ID: storageID, Attest: func() error { s.mu.Lock(); defer s.mu.Unlock(); return s.storage }},
 		Callbacks:   callback.Policy{Self: []string{apiListen, debugListen}},
 		Gatherer:    prometheus.NewRegistry(), Metrics: api.NewMetrics(nil), Log: zerolog.Nop(),
-		AskTimeout: askTimeout, CloseWait: askTimeout,
+		AskTimeout: askTimeout, CloseWait: askTimeout, LogsWait: 3 * askTimeout,
 		Now: func() time.Time { return e.now },
 	})
 	e.srv = httptest.NewServer(h)
