@@ -27,6 +27,9 @@ func (s *Settings) checkCommonFields(tenant, provider string, items int, callbac
 	if err := s.Callbacks.CheckURLField("callback_url", callbackURL); err != nil {
 		return "", err
 	}
+	if err := callback.CheckOperationID(callbackURL); err != nil {
+		return "", err
+	}
 	if lifecycleURL == "" {
 		return callback.LifecycleURL(callbackURL), nil
 	}

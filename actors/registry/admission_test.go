@@ -63,7 +63,7 @@ func validRequest() messages.ProvisionRequest {
 		Tenant:       "fred1tenantqz8k3v7xw5m2n4p6r9s0t",
 		ProviderUUID: "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9",
 		Items:        []messages.LeaseItem{{SKU: "chain-sku-1", Quantity: 2}},
-		CallbackURL:  "https://providerd.example:8443/v1/callbacks?operation_id=op-1&attempt=2",
+		CallbackURL:  "https://providerd.example:8443/v1/callbacks?operation_id=3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f&attempt=2",
 		Payload:      b64(`{"image":"` + testImage + `"}`),
 	}
 }
@@ -85,7 +85,7 @@ func TestPrepare_ValidRequest_BuildsFrozenSpec(t *testing.T) {
 	if !spec.AdmittedAt.Equal(now) || spec.AdmittedAt.Location() != time.UTC {
 		t.Fatalf("AdmittedAt = %v, want %v in UTC", spec.AdmittedAt, now)
 	}
-	if !spec.Flat || spec.CallbackURL != req.CallbackURL || spec.OperationID != "op-1" {
+	if !spec.Flat || spec.CallbackURL != req.CallbackURL || spec.OperationID != "3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f" {
 		t.Fatalf("flat/callback/operation: %+v", spec)
 	}
 	wantItems := []messages.LeaseItem{{SKU: "chain-sku-1", Quantity: 2, ServiceName: "app"}}
@@ -141,7 +141,7 @@ func TestPrepare_CallbackURLRules(t *testing.T) {
 		url  string
 		want string // "" = accepted, else a word the refusal mentions
 	}{
-		{"https://providerd.example:8443/v1/cb?operation_id=x", ""},
+		{"https://providerd.example:8443/v1/cb?operation_id=3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f", ""},
 		{"http://10.1.2.3/cb", ""},
 		{"http://localhost/cb", ""},
 		{"http://[::1]:9000/cb", ""},
@@ -199,11 +199,39 @@ func TestPrepare_CallbackURLRules(t *testing.T) {
 	}
 }
 
+// The seed: a completion URL's operation_id is exactly one canonical UUIDv4
+// (it names the operation in the journal and in Fred), refused with 400 before
+// anything is admitted; a tokenless URL stays accepted for fred v0.13's client.
+func TestPrepare_OperationIDIsOneCanonicalUUIDv4(t *testing.T) {
+	for _, tc := range []struct{ query, want string }{
+		{"operation_id=3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f", ""},
+		{"attempt=1", ""}, // tokenless
+		{"operation_id=x", "UUIDv4"},
+		{"operation_id=3F2B8C1E-9D4A-4E6B-8F7C-1A2B3C4D5E6F", "UUIDv4"},
+		{"operation_id=3f2b8c1e-9d4a-1e6b-8f7c-1a2b3c4d5e6f", "UUIDv4"},
+		{"operation_id=3f2b8c1e-9d4a-4e6b-cf7c-1a2b3c4d5e6f", "UUIDv4"},
+		{"operation_id=", "UUIDv4"},
+		{"operation_id=3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f&operation_id=3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f", "exactly one"},
+		{"operation%5Fid=x", "UUIDv4"}, // escaped key: still the token
+	} {
+		req := validRequestWith(func(r *messages.ProvisionRequest) { r.CallbackURL = "https://providerd.example/cb?" + tc.query })
+		spec, err := admissionSettings().prepare(req, time.Now())
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s refused: %v", tc.query, err)
+		case tc.want != "" && (spec != nil || err == nil):
+			t.Errorf("%s accepted", tc.query)
+		case tc.want != "":
+			assertRefusal(t, err, messages.ErrBadRequest, tc.want)
+		}
+	}
+}
+
 // A zone-scoped IPv6 literal is link-local by definition; net.ParseIP does not parse
 // the zone, so the check must not be skipped for it.
 func TestPrepare_CallbackURL_ZonedLinkLocalIPv6Refused(t *testing.T) {
 	req := validRequest()
-	req.CallbackURL = "http://[fe80::1%25eth0]:8080/cb?operation_id=x"
+	req.CallbackURL = "http://[fe80::1%25eth0]:8080/cb?operation_id=3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f"
 	spec, err := admissionSettings().prepare(req, time.Now())
 	if spec != nil || err == nil {
 		t.Fatalf("callback_url %q (link-local with a zone) accepted", req.CallbackURL)
@@ -213,7 +241,7 @@ func TestPrepare_CallbackURL_ZonedLinkLocalIPv6Refused(t *testing.T) {
 
 func TestPrepare_LifecycleURL_DerivedFromOperationID(t *testing.T) {
 	req := validRequest()
-	req.CallbackURL = "https://providerd.example:8443/v1/callbacks/provision?tenant=a%20b&operation_id=op-42&x=1&x=2"
+	req.CallbackURL = "https://providerd.example:8443/v1/callbacks/provision?tenant=a%20b&operation_id=5e6f7a8b-1c2d-4e3f-9a0b-c1d2e3f4a5b6&x=1&x=2"
 	spec, err := admissionSettings().prepare(req, time.Now())
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
@@ -228,11 +256,11 @@ func TestPrepare_LifecycleURL_DerivedFromOperationID(t *testing.T) {
 	if got.Scheme != "https" || got.Host != "providerd.example:8443" || got.Path != "/v1/callbacks/provision" {
 		t.Fatalf("derived URL %q changed scheme, host or path", spec.LifecycleURL)
 	}
-	want := url.Values{"lifecycle_id": {"op-42"}, "tenant": {"a b"}, "x": {"1", "2"}}
+	want := url.Values{"lifecycle_id": {"5e6f7a8b-1c2d-4e3f-9a0b-c1d2e3f4a5b6"}, "tenant": {"a b"}, "x": {"1", "2"}}
 	if !reflect.DeepEqual(got.Query(), want) {
 		t.Fatalf("derived query = %v, want %v", got.Query(), want)
 	}
-	if spec.OperationID != "op-42" {
+	if spec.OperationID != "5e6f7a8b-1c2d-4e3f-9a0b-c1d2e3f4a5b6" {
 		t.Fatalf("operation ID = %q, want op-42 from the callback URL", spec.OperationID)
 	}
 
@@ -272,7 +300,7 @@ func TestPrepare_LifecycleURL_DerivedFromOperationID(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	if spec.LifecycleURL != req.LifecycleCallbackURL || spec.OperationID != "op-1" {
+	if spec.LifecycleURL != req.LifecycleCallbackURL || spec.OperationID != "3f2b8c1e-9d4a-4e6b-8f7c-1a2b3c4d5e6f" {
 		t.Fatalf("explicit lifecycle URL: got %q (operation %q)", spec.LifecycleURL, spec.OperationID)
 	}
 }

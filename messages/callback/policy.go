@@ -317,6 +317,56 @@ func LifecycleURL(callback string) string {
 	return u.String()
 }
 
+// CheckOperationID refuses a completion URL whose operation_id the seed would
+// refuse: a token present more than once, or not a canonical UUIDv4 (its value
+// names the operation in the journal and in Fred). A tokenless URL passes:
+// CONTRACT.md lets fred v0.13's client send one, and a 400 would close its
+// lease on-chain.
+func CheckOperationID(callbackURL string) error {
+	u, err := url.Parse(callbackURL)
+	if err != nil {
+		return nil // CheckURLField has refused it
+	}
+	var ops []string
+	for p := range strings.SplitSeq(u.RawQuery, "&") {
+		key, val, _ := strings.Cut(p, "=")
+		if k, err := url.QueryUnescape(key); err == nil && k == "operation_id" {
+			v, err := url.QueryUnescape(val)
+			if err != nil {
+				v = val
+			}
+			ops = append(ops, v)
+		}
+	}
+	switch {
+	case len(ops) > 1:
+		return messages.Refuse(messages.ErrBadRequest, "callback_url carries operation_id %d times; exactly one is allowed", len(ops))
+	case len(ops) == 1 && !canonicalUUIDv4(ops[0]):
+		return messages.Refuse(messages.ErrBadRequest, "callback_url's operation_id must be a canonical UUIDv4")
+	}
+	return nil
+}
+
+// canonicalUUIDv4 is 8-4-4-4-12 lowercase hex, version 4, RFC 4122 variant.
+func canonicalUUIDv4(s string) bool {
+	if len(s) != 36 || s[14] != '4' || !strings.ContainsRune("89ab", rune(s[19])) {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // OperationID is the operation's identity: the callback URL's operation_id when
 // present, else a fresh UUID.
 func OperationID(callback string) string {
