@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,9 +164,9 @@ func testConfig(dataDir, api, dbg string, extra ...string) string {
 		// the tenant-data tests override both with the btrfs test mount.
 		"volume_data_path: " + filepath.Join(filepath.Dir(dataDir), "volumes"),
 		"volume_filesystem: dir",
-		"debug:",
-		"  chaos: true",
-		"  token: " + testDebugToken,
+	}
+	if !slices.Contains(extra, "production_mode: true") { // production refuses debug.chaos
+		lines = append(lines, "debug:", "  chaos: true", "  token: "+testDebugToken)
 	}
 	// An extra line for a key already set replaces it (YAML refuses duplicates).
 	for _, e := range extra {

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,31 @@ func TestProductionMode_UnsetAddressesAndVolumeRoot_TakeTheSeedDefaults(t *testi
 		t.Fatalf("listen_addr %q host_bind_ip %q volume_data_path %q, want the seed's \":9001\", \"0.0.0.0\", \"\"",
 			c.ListenAddr, c.HostBindIP, c.VolumeDataPath)
 	}
+	if !slices.Equal(c.AllowedRegistries, []string{"docker.io", "ghcr.io"}) {
+		t.Fatalf("allowed_registries %q, want the seed's [docker.io ghcr.io]: never the laptop's 127.0.0.1:5000 or localhost:5000", c.AllowedRegistries)
+	}
+	// Set by the operator, it is theirs, local registries included.
+	c = mustLoad(t, "production_mode: true\ncallback_secret: "+testSecret+"\nhost_address: 203.0.113.7\n"+diskless+
+		"allowed_registries: [\"registry.internal:5000\"]\n")
+	if !slices.Equal(c.AllowedRegistries, []string{"registry.internal:5000"}) {
+		t.Fatalf("allowed_registries %q, want the operator's", c.AllowedRegistries)
+	}
+	// Outside production the embedded development list stays (make run pulls from the local registry).
+	if c := mustLoad(t, "callback_secret: "+testSecret+"\n"); !slices.Contains(c.AllowedRegistries, "127.0.0.1:5000") {
+		t.Fatalf("development allowed_registries %q lack the local registry", c.AllowedRegistries)
+	}
+}
+
+// debug.chaos crashes actors on request: a host running tenants refuses it.
+func TestProductionMode_DebugChaosRefused(t *testing.T) {
+	good := strings.Repeat("t", MinDebugTokenBytes)
+	runRuleCases(t, []ruleCase{
+		{"chaos in production refused", prodBase + "debug: {chaos: true, token: " + good + "}", nil,
+			"debug.chaos: is refused in production_mode"},
+		{"chaos from env in production refused", prodBase, []string{"BERTH_DEBUG__CHAOS=true", "BERTH_DEBUG__TOKEN=" + good},
+			"debug.chaos: is refused in production_mode"},
+		{"token alone in production accepted", prodBase + "debug: {token: " + good + "}", nil, ""},
+	})
 }
 
 // A diskless Fred production file that leaves volume_data_path out loads: the

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,10 +55,14 @@ const (
 	seedHostBindIP = "0.0.0.0"
 )
 
+// seedAllowedRegistries: the embedded list adds the laptop's local registry.
+var seedAllowedRegistries = []string{"docker.io", "ghcr.io"}
+
 // fillUnset gives the keys no operator layer set the default of their mode. In
 // production_mode that is the seed's: the API on every interface, ports
-// published on every address, and no volume root (only diskless SKUs load
-// without one), never the embedded loopback a laptop needs. Outside it the volume
+// published on every address, images from docker.io and ghcr.io, and no volume
+// root (only diskless SKUs load without one), never the embedded loopback a
+// laptop needs. Outside it the volume
 // root is <data_dir>/volumes, so it goes with its data dir: one in the working
 // directory outlived a reset data dir and was then refused as another
 // installation's.
@@ -73,6 +78,9 @@ func fillUnset(c *Config, g given) {
 	}
 	if c.ProductionMode && !g.operator["host_bind_ip"] {
 		c.HostBindIP = seedHostBindIP
+	}
+	if c.ProductionMode && !g.operator["allowed_registries"] {
+		c.AllowedRegistries = slices.Clone(seedAllowedRegistries) // never a registry on the host's loopback
 	}
 }
 
@@ -533,7 +541,7 @@ func validateDebug(c *Config, ps *problemSet) {
 			MinDebugTokenBytes)
 	}
 	if c.ProductionMode && c.Debug.Chaos && tokenOK {
-		c.Warnings = append(c.Warnings, "debug.chaos: enabled in production_mode; any holder of debug.token can crash actors")
+		ps.add("debug.chaos", "is refused in production_mode: it lets any holder of debug.token crash actors of a host that runs tenants")
 	}
 }
 
