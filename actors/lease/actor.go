@@ -103,15 +103,16 @@ type Actor struct {
 
 	// The journal and the Tasks are made when first needed: an idle lease
 	// holds neither (10,000 of them must fit in 5 KiB each).
-	st      *State
-	seq     uint64 // the stream's last sequence, until the journal is made
-	journal *supervisors.Journal[*State]
-	tasks   *supervisors.Tasks
-	worker  *worker        // the lease's one worker, nil when none runs
-	wait    *waiting       // the pending Wait, nil when none
-	waiters []chan<- error // deprovision requests waiting for the closed receipt
-	held    error          // why the close's teardown is held (Answer's error), nil while it progresses
-	broken  bool           // the journal could not be read: refuse everything
+	st            *State
+	seq           uint64 // the stream's last sequence, until the journal is made
+	journal       *supervisors.Journal[*State]
+	tasks         *supervisors.Tasks
+	worker        *worker        // the lease's one worker, nil when none runs
+	wait          *waiting       // the pending Wait, nil when none
+	waiters       []chan<- error // deprovision requests waiting for the closed receipt
+	held          error          // why the close's teardown is held (Answer's error), nil while it progresses
+	heldOnVolumes bool           // held only on volume deletions (Answer.OnVolumes)
+	broken        bool           // the journal could not be read: refuse everything
 }
 
 // worker is the one task a lease may have doing Docker work. Its result is
@@ -281,6 +282,9 @@ func (a *Actor) step(in Input) Decision {
 		if a.st.Status != before {
 			a.syncDomainGate()
 		}
+		if a.st.Status == Deprovisioning || before == Deprovisioning {
+			a.trackClose()
+		}
 	}()
 	d := Decide(a.st, in, env)
 	err = supervisors.Execute(supervisors.Decided[Effect]{Events: d.Events, Effects: d.Effects}, func([]persistence.Event) error {
@@ -297,6 +301,18 @@ func (a *Actor) step(in Input) Decision {
 		return Decision{Reply: messages.Refuse(messages.ErrUnavailable, "state store unavailable")}
 	}
 	return d
+}
+
+// trackClose keeps the lease's entry in the close-intent gauges: its close's
+// age while it is deprovisioning, and whether it waits only on held volumes.
+func (a *Actor) trackClose() {
+	var since time.Time
+	if a.st.Status == Deprovisioning && a.st.Close != nil {
+		since = a.st.Close.At
+	}
+	if m := a.deps.Metrics; m != nil {
+		m.closes.set(a.id, since, a.held != nil && a.heldOnVolumes)
+	}
 }
 
 // env is what Decide may know beyond the state: the clock, the latest admission,
@@ -346,7 +362,7 @@ func (a *Actor) run(e Effect) {
 		for _, w := range a.waiters {
 			w <- e.Err
 		}
-		a.waiters, a.held = nil, e.Err
+		a.waiters, a.held, a.heldOnVolumes = nil, e.Err, e.OnVolumes
 	case SyncGate:
 		a.syncGate(e)
 	case TellClosed:

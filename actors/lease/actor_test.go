@@ -814,6 +814,11 @@ func TestLease_TeardownFailsOnce_RetriedThenClosed(t *testing.T) {
 	if err := awaitReply(t, "deprovision asked again", l.deprovision(), unitWait); !errors.Is(err, messages.ErrLifecyclePending) {
 		t.Fatalf("deprovision asked while held answered %v, want lifecycle_pending at once", err)
 	}
+	// Held on a failing teardown, not on a volume: the close to page on.
+	if p, held, unheld := h.gauge("berth_pending_close_intents"), h.gauge("berth_close_intents_delete_held"),
+		h.gauge("berth_oldest_unheld_close_intent_age_seconds"); p != 1 || held != 0 || unheld <= 0 {
+		t.Fatalf("close-intent gauges while the teardown is retried: pending %v, delete_held %v, oldest unheld %v", p, held, unheld)
+	}
 	wantTypes(t, l, lease.EvProvisionStarted, lease.EvReleasePinned, lease.EvProvisionSucceeded, lease.EvCloseRequested)
 	second.Release()
 	l.waitEvent(lease.EvClosed)
@@ -934,11 +939,20 @@ func TestLease_CloseDestroying_BusyVolumeHeld_CloseWaitsUntilGone(t *testing.T) 
 	if err := awaitReply(t, "deprovision", reply, unitWait); !errors.Is(err, messages.ErrLifecyclePending) {
 		t.Fatalf("deprovision answered %v while its volume is held, want lifecycle_pending", err)
 	}
+	// The close-intent gauges: one pending, held only on its volume, so not
+	// the one to page on.
+	if p, held, unheld := h.gauge("berth_pending_close_intents"), h.gauge("berth_close_intents_delete_held"),
+		h.gauge("berth_oldest_unheld_close_intent_age_seconds"); p != 1 || held != 1 || unheld != 0 || h.gauge("berth_oldest_close_intent_age_seconds") <= 0 {
+		t.Fatalf("close-intent gauges while held on a volume: pending %v, delete_held %v, oldest unheld %v", p, held, unheld)
+	}
 	h.vols.SetBusy(name, 0)
 	l.send(&messages.VolumeHoldDone{Name: name})
 	l.waitEvent(lease.EvClosed)
 	if err := awaitReply(t, "deprovision once closed", l.deprovision(), unitWait); err != nil {
 		t.Fatal(err)
+	}
+	if p, held := h.gauge("berth_pending_close_intents"), h.gauge("berth_close_intents_delete_held"); p != 0 || held != 0 {
+		t.Fatalf("close-intent gauges once closed: pending %v, delete_held %v", p, held)
 	}
 	if got := h.vols.Names(); len(got) != 0 {
 		t.Fatalf("volumes %v remain after the close", got)

@@ -222,10 +222,10 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 		// destroyed or retained, so the close is held — no closed event, no
 		// callback — and retried on the kit's backoff until the root is back.
 		return effects(Backoff{What: string(WorkTeardown), Attempt: in.Attempt + 1},
-			closeHeld("the volume root is not proven (is it mounted?); the close completes once it is"))
+			closeHeld("the volume root is not proven (is it mounted?); the close completes once it is", false))
 	}
 	if in.Err != nil {
-		return effects(Wait{D: env.Limits.TeardownRetry, What: string(WorkTeardown)}, closeHeld("teardown failed and is retried"))
+		return effects(Wait{D: env.Limits.TeardownRetry, What: string(WorkTeardown)}, closeHeld("teardown failed and is retried", false))
 	}
 	if in.Judged != nil {
 		if c := st.Close; c != nil && c.Retain && !c.Judged {
@@ -239,7 +239,7 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 		// tells us when it is gone; the close stays pending (503 lifecycle_pending)
 		// and looks again now and then.
 		return effects(Wait{D: 6 * env.Limits.TeardownRetry, What: string(WorkTeardown)},
-			closeHeld("a volume is in use outside berth; the close completes once it is released"))
+			closeHeld("a volume is in use outside berth; the close completes once it is released", true))
 	}
 	closed := ClosedEv{Admission: st.Admission, At: env.Now}
 	if c := st.Close; c != nil && c.Requarantine && env.Spec.Restore != nil {
@@ -264,8 +264,8 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 // closeHeld answers the close's waiters now, and every close asked until the
 // next attempt at once: 503 lifecycle_pending, the one answer that a close whose
 // intent is durable but whose teardown cannot finish yet may give.
-func closeHeld(why string) Answer {
-	return Answer{Err: messages.Refuse(messages.ErrLifecyclePending, "close held: %s", why)}
+func closeHeld(why string, onVolumes bool) Answer {
+	return Answer{Err: messages.Refuse(messages.ErrLifecyclePending, "close held: %s", why), OnVolumes: onVolumes}
 }
 
 // retentionRecord is what a retaining close keeps: the lease's identity, its

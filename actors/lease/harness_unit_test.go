@@ -57,6 +57,7 @@ type harness struct {
 	deps  *lease.Deps
 	tree  *supervisors.Tree
 	logs  *logBuffer
+	reg   *prometheus.Registry // the lease metrics'
 
 	reports chan messages.LeaseReport
 	closed  chan messages.LeaseClosed
@@ -129,7 +130,9 @@ func newHarness(t *testing.T, tune func(*lease.Settings)) *harness {
 	}
 	log := zerolog.New(h.logs).With().Timestamp().Logger()
 	h.vols = fake.NewVolumes(filepath.Join(dir, "volumes"))
-	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: steps.Docker{ImagesAPI: h.eng, NetworksAPI: h.eng, ContainersAPI: h.eng}, Volumes: h.vols, Settings: h.set, Log: log, Now: time.Now}
+	h.reg = prometheus.NewRegistry()
+	h.deps = &lease.Deps{Store: store, Diag: diag, Engine: steps.Docker{ImagesAPI: h.eng, NetworksAPI: h.eng, ContainersAPI: h.eng}, Volumes: h.vols, Settings: h.set, Log: log, Now: time.Now,
+		Metrics: lease.NewMetrics(h.reg)}
 
 	// Cleanups run last-registered first: stop the tree, then close the files.
 	t.Cleanup(func() {
@@ -706,4 +709,19 @@ func (b *logBuffer) String() string {
 // describe is a short summary of a lease for failure messages.
 func (l *leaseUnderTest) describe() string {
 	return fmt.Sprintf("journal %v, rows %d, containers %d", l.eventTypes(), len(l.rows()), len(l.containers()))
+}
+
+// gauge is the value of an unlabelled gauge of the lease metrics (-1: absent).
+func (h *harness) gauge(name string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }

@@ -202,7 +202,10 @@ type (
 	// Answer replies to every close request waiting for the closed receipt: nil
 	// when the lease closed, ErrLifecyclePending when its teardown is held (and
 	// every close asked until the next attempt is answered so at once).
-	Answer struct{ Err error }
+	Answer struct {
+		Err       error
+		OnVolumes bool // held only on volume deletions the volumehold actor retries
+	}
 	// TellClosed tells the registry the closed receipt is journaled.
 	TellClosed struct{}
 )

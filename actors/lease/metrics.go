@@ -13,12 +13,14 @@ type Metrics struct {
 	provPhase    *prometheus.HistogramVec
 	maintenance  *prometheus.CounterVec
 	wpReclaimed  prometheus.Counter
+	closes       *closeIntents
 }
 
 // NewMetrics registers berth_lease_transitions_total{from,to,event},
 // berth_replace_phase_duration_seconds{operation,phase},
 // berth_provision_phase_seconds{phase}, berth_maintenance_total{operation,outcome}
-// and berth_retention_writable_path_reclaimed_total on reg.
+// berth_retention_writable_path_reclaimed_total and the close-intent gauges
+// (closeintents.go) on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -44,9 +46,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "berth_retention_writable_path_reclaimed_total",
 			Help: "Volumes a retaining close destroyed instead of retaining: they held only writable-path copies, which a restore reseeds from the image.",
 		}),
+		closes: newCloseIntents(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.transitions, m.replacePhase, m.provPhase, m.maintenance, m.wpReclaimed)
+		reg.MustRegister(m.transitions, m.replacePhase, m.provPhase, m.maintenance, m.wpReclaimed, m.closes)
 	}
 	return m
 }
