@@ -84,6 +84,9 @@ type Deps struct {
 	// ClosureBatches observes how many lease closes each journal commit carried
 	// (berth_closure_batch_size); nil = not recorded.
 	ClosureBatches prometheus.Observer
+	// DemoteRefused counts restores refused demote_exceeds_tier
+	// (berth_restore_demote_refused_total); nil = not counted.
+	DemoteRefused prometheus.Counter
 	// Quiet is marked with every admission queued, so provisions' workers wait
 	// out a burst before their Docker work (nil: not marked).
 	Quiet *supervisors.Quiet
@@ -301,6 +304,10 @@ func (a *Actor) run(fx Effect) {
 		}
 	case Log:
 		a.log.WithLevel(fx.Level).Str("lease_uuid", fx.Lease).Msg(fx.Msg)
+	case DemoteRefused:
+		if a.deps.DemoteRefused != nil {
+			a.deps.DemoteRefused.Inc()
+		}
 	case Note:
 		if fx.From != untold {
 			a.transitions().Add(a.deps.Now(), fx.Lease, fx.From, fx.To, fx.Reason)

@@ -67,7 +67,7 @@ type Decision = supervisors.Decided[Effect]
 // spawned (Admitted here: its first report is its admission in the ring), sent
 // a command (none running: Reply hears "not found") or stopped, a sibling told
 // (Path "": none), a request answered, an item queued for its group commit, a
-// line logged — and the directory's changes: an entry's status (To "":
+// line logged, a demote refusal counted — and the directory's changes: an entry's status (To "":
 // forgotten), its last report, the status it shows (a transition unless From is
 // untold), a pool reservation (Use nil: none), a close's retained footprint.
 type Effect any
@@ -91,8 +91,9 @@ type (
 		Reply chan<- error
 		Err   error
 	}
-	Queue struct{ Item any }
-	Log   struct {
+	Queue         struct{ Item any }
+	DemoteRefused struct{} // a restore refused demote_exceeds_tier, counted
+	Log           struct {
 		Lease string
 		Level zerolog.Level
 		Msg   string

@@ -193,6 +193,8 @@ func renderEffect(e Effect) string {
 		return fmt.Sprintf("retain %s %dMB", e.Lease, e.MB)
 	case CloseSent:
 		return fmt.Sprintf("closes %s %+d", e.Lease, e.N)
+	case DemoteRefused:
+		return "count demote refused"
 	}
 	return "" // Log
 }
@@ -534,7 +536,7 @@ func TestDecide_Restore(t *testing.T) {
 		{name: "demoted below the data", mutate: mini, setup: func(d *Directory) any {
 			withRecord(100 << 20)(d)
 			return restore(lA, lB, "docker-mini")
-		}, want: []string{"answer retained data exceeds the requested tier: the retained data of app does not fit the requested tier"}},
+		}, want: []string{"count demote refused", "answer retained data exceeds the requested tier: the retained data of app does not fit the requested tier"}},
 		{name: "already provisioned", setup: func(d *Directory) any {
 			withRecord(0)(d)
 			put(d, lA, "docker-small", 1, Reported, lease.Ready)

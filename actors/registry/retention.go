@@ -10,6 +10,7 @@ package registry
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -124,6 +125,9 @@ func (d *Directory) restore(m *messages.Restore, env Env) Decision {
 		return answer(m.Reply, errRecovering)
 	}
 	spec, err := d.set.prepareRestore(m.Req, d.St.Retentions[m.Req.FromLeaseUUID], env.Now)
+	if errors.Is(err, messages.ErrDemoteExceedsTier) {
+		return Decision{Effects: []Effect{DemoteRefused{}, Answer{m.Reply, err}}}
+	}
 	if err != nil {
 		return answer(m.Reply, err)
 	}

@@ -220,6 +220,9 @@ func TestRestore_Refusals_DemoteShapeOwnership_NothingChanged(t *testing.T) {
 	if r := d.restoreLease(uuid.NewString(), src, "diskless", cb); r.Status != 422 || !strings.Contains(string(r.Body), `"code":"demote_exceeds_tier"`) {
 		t.Fatalf("restore into a diskless tier: %d %s", r.Status, r.Body)
 	}
+	if n := d.metricValue("berth_restore_demote_refused_total"); n != 2 {
+		t.Fatalf("berth_restore_demote_refused_total %v after two demote refusals, want 2", n)
+	}
 	shape := messages.RestoreRequest{LeaseUUID: uuid.NewString(), FromLeaseUUID: src, Tenant: "tenant-test",
 		Items: []messages.LeaseItem{{SKU: "big", Quantity: 2}}, CallbackURL: cb.callbackURL()}
 	if r := d.postJSON("/restore", shape); r.Status != 400 {

@@ -128,6 +128,8 @@ func (w *wiring) registry() *registry.Deps {
 			"Admissions carried by each registry journal commit (a burst of concurrent provisions shares one)."),
 		ClosureBatches: batchSizes(w.reg, "berth_closure_batch_size",
 			"Lease closes carried by each registry journal commit (a mass close shares a few)."),
+		DemoteRefused: promauto.With(w.reg).NewCounter(prometheus.CounterOpts{Name: "berth_restore_demote_refused_total",
+			Help: "Restores refused 422 demote_exceeds_tier: the retained data does not fit the requested smaller (or diskless) tier."}),
 		Settings: with(registry.DefaultSettings(), func(s *registry.Settings) {
 			s.Totals = registry.Resources{CPUMilli: registry.CPU(cfg.TotalCPUCores), MemoryMB: cfg.TotalMemoryMB, DiskMB: cfg.TotalDiskMB}
 			s.TenantQuota = registry.Resources{CPUMilli: registry.CPU(cfg.TenantQuota.MaxCPUCores),
