@@ -118,12 +118,12 @@ func (a *Actor) read(start bool, reply chan<- messages.RefreshReply) {
 
 // answer starts a run (a POST) and answers the status with the inventory read.
 func (a *Actor) answer(m read) {
+	a.Metrics.read(m.inv, m.err)
 	if m.err != nil {
 		a.Log.Warn().Err(m.err).Msg("runtime refresh: inventory unreadable")
 		m.reply <- messages.RefreshReply{Err: messages.Refuse(messages.ErrUnavailable, "the Docker inventory could not be read")}
 		return
 	}
-	a.Metrics.stale.Set(float64(len(m.inv.Stale)))
 	if m.start {
 		if err := a.decide(Start{Inv: m.inv}); err != nil {
 			m.reply <- messages.RefreshReply{Err: err}
@@ -215,9 +215,10 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 func (a *Actor) end(out *supervisors.Outcome) {
 	f, ok := out.Value.(findings)
 	if out.Err != nil || !ok {
+		a.Metrics.read(Inventory{}, cmp.Or(out.Err, errors.New("no findings")))
 		return
 	}
-	a.Metrics.stale.Set(float64(len(f.inv.Stale)))
+	a.Metrics.read(f.inv, nil)
 	_ = a.decide(Pass{Inv: f.inv, Receipts: f.receipts})
 	if st := a.journal.State; st.Active() {
 		out.After = a.Settings.RetryEvery

@@ -112,6 +112,13 @@ func TestIsolation_SingleContainerLeases_OnTheIsolatedBridge_CannotReachEachOthe
 	if n := d.metricValue(`berth_network_pool_claims_total{outcome="bridged"}`); n != 2 {
 		t.Fatalf("bridged claims %v, want 2", n)
 	}
+	// The runtime inventory counts neither as sharing a network: the bridge
+	// isolates them (icc=false, checked above), so being on it shares nothing.
+	if st := d.refreshStatus(); slices.Contains(st.SharedNetworkLeases, a) || slices.Contains(st.SharedNetworkLeases, b) {
+		t.Fatalf("GET /runtime_refresh shared_network_leases %v lists a bridged lease", st.SharedNetworkLeases)
+	} else if got := d.metricValue("berth_runtime_shared_network_leases"); got != float64(len(st.SharedNetworkLeases)) {
+		t.Fatalf("berth_runtime_shared_network_leases %v, the read listed %v", got, st.SharedNetworkLeases)
+	}
 	d.closeAll(dc, a, b)
 	deadline := time.Now().Add(time.Minute)
 	for d.metricValue(`berth_network_pool_networks{state="bridged"}`) != 0 {

@@ -77,6 +77,13 @@ func TestRuntimeRefresh_LeasesUnderThePreviousContract_RefreshedAcrossAKill9(t *
 	if m := d.get("/metrics"); !strings.Contains(string(m.Body), "berth_runtime_stale_leases 3") {
 		t.Errorf("berth_runtime_stale_leases is not 3")
 	}
+	// The shared-network gauge is the same read's (single-container leases share the default bridge).
+	if got := d.metricValue("berth_runtime_shared_network_leases"); got != float64(len(st.SharedNetworkLeases)) {
+		t.Errorf("berth_runtime_shared_network_leases %v, the read listed %d: %v", got, len(st.SharedNetworkLeases), st.SharedNetworkLeases)
+	}
+	if got := d.metricValue(`berth_runtime_inventory_total{outcome="ok"}`); got < 1 {
+		t.Errorf(`berth_runtime_inventory_total{outcome="ok"} %v after a read`, got)
+	}
 	if r := d.call(http.MethodPost, "/runtime_refresh", []byte(`{"concurrency": 9}`)); r.Status != http.StatusBadRequest {
 		t.Fatalf("POST with a body: %d %s, want 400", r.Status, r.Body)
 	}
