@@ -100,11 +100,11 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 
 var errBudget = errors.New("budget exhausted with candidates left")
 
+// run lists the networks first and asks which leases are live after: a network
+// in the listing was created by a lease admitted before the listing, so the
+// registry's later answer names it live (the fence: read the other way round, a
+// lease admitted between the two reads loses the network it just created).
 func (a *Actor) run(ctx context.Context) (int, error) {
-	isLive, err := supervisors.LiveLeases(ctx, a.Tree, a.Settings.RegistryPath, 10*time.Second)
-	if err != nil {
-		return 0, err
-	}
 	nets, err := a.Engine.LeaseNetworks(ctx)
 	if err != nil {
 		a.Metrics.outcome("list_error")
@@ -114,6 +114,10 @@ func (a *Actor) run(ctx context.Context) (int, error) {
 	if err != nil {
 		a.Metrics.outcome("list_error")
 		return 0, fmt.Errorf("list adopted networks: %w", err)
+	}
+	isLive, err := supervisors.LiveLeases(ctx, a.Tree, a.Settings.RegistryPath, 10*time.Second)
+	if err != nil {
+		return 0, err
 	}
 	candidates := make([]candidate, 0, len(nets)+len(adopted))
 	for _, n := range nets {

@@ -32,13 +32,24 @@ const (
 	regPath      = supervisors.RootPath + "/registry"
 )
 
-// stubRegistry answers ListLeases with a fixed set of live leases.
-type stubRegistry struct{ live []string }
+// stubRegistry answers ListLeases with its set of live leases.
+type stubRegistry struct {
+	mu   sync.Mutex
+	live []string
+}
 
 func (s *stubRegistry) Receive(c actor.Context) {
 	if m, ok := c.Message().(*messages.ListLeases); ok {
-		m.Reply <- messages.LeasesReply{Leases: s.live}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		m.Reply <- messages.LeasesReply{Leases: slices.Clone(s.live)}
 	}
+}
+
+func (s *stubRegistry) admit(lease string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live = append(s.live, lease)
 }
 
 // startReclaimer runs the reclaimer on eng in a tree whose registry knows the
@@ -46,8 +57,12 @@ func (s *stubRegistry) Receive(c actor.Context) {
 // budget.
 func startReclaimer(t *testing.T, eng Docker, live []string, budget time.Duration) *Metrics {
 	t.Helper()
+	return startReclaimerWith(t, eng, &stubRegistry{live: live}, budget)
+}
+
+func startReclaimerWith(t *testing.T, eng Docker, reg *stubRegistry, budget time.Duration) *Metrics {
+	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	reg := &stubRegistry{live: live}
 	tree, err := supervisors.Start(supervisors.Options{
 		Logger:     zerolog.Nop(),
 		Registerer: prometheus.NewRegistry(),
@@ -189,5 +204,54 @@ func TestReclaimer_AdoptedTenantNetwork_RemovedOnlyWithNothingAttached(t *testin
 	nets, err := eng.LeaseNetworks(ctx)
 	if err != nil || len(nets) != 1 || nets[0].Labels[dockerio.LabelLease] != live {
 		t.Errorf("lease networks left = %+v, %v; want the live lease's only", nets, err)
+	}
+}
+
+// admittingEngine admits a lease and creates its network while the pass lists
+// networks: the admission lands between the reclaimer's two reads.
+type admittingEngine struct {
+	*fake.Engine
+	reg   *stubRegistry
+	lease string
+	once  sync.Once
+}
+
+func (e *admittingEngine) LeaseNetworks(ctx context.Context) ([]dockerio.Network, error) {
+	var err error
+	e.once.Do(func() {
+		e.reg.admit(e.lease)
+		_, err = e.Engine.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: e.lease, Tenant: "t", BackendName: backend, InstallationID: installation})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.Engine.LeaseNetworks(ctx)
+}
+
+func (e *admittingEngine) AdoptedNetworks(context.Context) ([]dockerio.Network, error) { return nil, nil }
+
+// A lease admitted while a pass runs keeps the network it just created (no
+// container on it yet): the pass asks which leases are live after it listed.
+func TestReclaimer_LeaseAdmittedDuringThePass_KeepsItsNewNetwork(t *testing.T) {
+	ctx := context.Background()
+	reg := &stubRegistry{}
+	closed, admitted := uuid.NewString(), uuid.NewString()
+	eng := &admittingEngine{Engine: fake.New(fake.Options{InstallationID: installation}), reg: reg, lease: admitted}
+	if _, err := eng.EnsureNetwork(ctx, dockerio.NetworkSpec{Lease: closed, Tenant: "t", BackendName: backend, InstallationID: installation}); err != nil {
+		t.Fatal(err)
+	}
+	m := startReclaimerWith(t, eng, reg, 5*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.outcomes.WithLabelValues("removed")) < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed lease's network was never removed")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the pass's other removals, if it made any
+	nets, err := eng.Engine.LeaseNetworks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nets) != 1 || nets[0].Labels[dockerio.LabelLease] != admitted {
+		t.Fatalf("networks left %v, want the admitted lease's alone", nets)
 	}
 }
