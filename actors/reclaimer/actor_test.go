@@ -228,7 +228,9 @@ func (e *admittingEngine) LeaseNetworks(ctx context.Context) ([]dockerio.Network
 	return e.Engine.LeaseNetworks(ctx)
 }
 
-func (e *admittingEngine) AdoptedNetworks(context.Context) ([]dockerio.Network, error) { return nil, nil }
+func (e *admittingEngine) AdoptedNetworks(context.Context) ([]dockerio.Network, error) {
+	return nil, nil
+}
 
 // A lease admitted while a pass runs keeps the network it just created (no
 // container on it yet): the pass asks which leases are live after it listed.
