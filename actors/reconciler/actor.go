@@ -74,6 +74,7 @@ type Result struct {
 	Undelivered     int      // leases whose inventory could not be delivered or acknowledged
 	Helpers         int      // image helpers a killed daemon left, removed
 	Guard           string   // the isolation guard: "ok", "reinstalled" or "failed"
+	Bridge          string   // why the default bridge no longer isolates its leases ("" it does, or none run there)
 	Lingering       []string // closed leases with containers left after the pass's removals
 	Compacted       int      // closed leases' journals compacted to a snapshot of the receipt
 	Forgotten       int      // closed leases' streams deleted, their receipts past releases_max_age
@@ -95,6 +96,9 @@ func (a *Actor) begin() func(ctx context.Context) supervisors.Outcome {
 		}
 		if res.Guard != "ok" && res.Guard != "" {
 			detail += ", isolation guard " + res.Guard
+		}
+		if res.Bridge != "" {
+			detail += ", default bridge not isolating: " + res.Bridge
 		}
 		return supervisors.Outcome{Err: err, Value: res, Detail: detail}
 	}
@@ -131,7 +135,31 @@ func (a *Actor) run(ctx context.Context, serving uint64) (Result, error) {
 	a.countFredV013(ctx, &res)
 	a.sweepHelpers(ctx, &res)
 	a.guardIsolation(ctx, &res)
+	a.watchBridge(ctx, &res)
 	return res, nil
+}
+
+// watchBridge proves, while leases run on Docker's default bridge, that it
+// still isolates them: "icc" turned back on under live-restore, or a dockerd
+// restarted with --iptables=false, leaves them reaching each other with every
+// option still reading isolated. Launches onto it check it too; the leases
+// already there are reported loudly (berth_default_bridge_isolated 0, alert
+// BerthDefaultBridgeNotIsolating) for the operator to restore the setting.
+func (a *Actor) watchBridge(ctx context.Context, res *Result) {
+	if !a.Settings.Bridged {
+		return
+	}
+	facts, err := a.Engine.DefaultBridge(ctx)
+	switch {
+	case err != nil:
+		a.Log.Warn().Err(err).Msg("the default bridge could not be read; its isolation is checked again next pass")
+		return
+	case !facts.Isolated:
+		res.Bridge = facts.Reason
+		a.Log.Error().Str("reason", facts.Reason).Msg("Docker's default bridge no longer isolates the single-container leases on it: " +
+			"they can reach each other; new ones get their own networks. Restore the setting (\"icc\": false, iptables on) and restart dockerd")
+	}
+	a.Metrics.bridgeIsolated(facts.Isolated)
 }
 
 // account hands every live lease its containers, removes what closed receipts

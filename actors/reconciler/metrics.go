@@ -15,12 +15,13 @@ type Metrics struct {
 	lastSuccess, backlog             prometheus.Gauge
 	removed, undelivered, diagPruned prometheus.Counter
 	forgotten                        prometheus.Counter
+	bridge                           prometheus.Gauge
 }
 
 // NewMetrics registers the reconciler's series.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	s := supervisors.NewSeries(reg)
-	return &Metrics{
+	m := &Metrics{
 		passes: s.Counters("berth_reconciliation_total",
 			"Reconciliation passes, by outcome (ok, error).", "outcome", "ok", "error"),
 		lastSuccess: s.Gauge("berth_reconciliation_last_success_timestamp_seconds",
@@ -39,7 +40,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Closed leases whose journal (the closed receipt) was deleted once older than releases_max_age."),
 		undelivered: s.Counter("berth_reconciliation_undelivered_total",
 			"Lease inventories the registry could not deliver (lease gone, stopped or busy)."),
+		bridge: s.Gauge("berth_default_bridge_isolated",
+			"0 when Docker's default bridge, which single-container leases share, no longer isolates them (icc on, or dockerd's DROP rule missing), "+
+				"from the last pass; 1 otherwise (also when leases do not use the bridge)."),
 	}
+	m.bridge.Set(1)
+	return m
+}
+
+// bridgeIsolated records the last pass's proof of the default bridge.
+func (m *Metrics) bridgeIsolated(ok bool) {
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	m.bridge.Set(v)
 }
 
 func (m *Metrics) observe(res Result, err error, now time.Time) {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,6 +195,31 @@ func TestGuardIsolation_EveryPassChecks_ReinstallsAMissingGuard_ReportsAFailure(
 	}
 	if got := e.Calls(fake.OpGuardIsolation); got != 3 {
 		t.Errorf("GuardIsolation called %d times, want 3", got)
+	}
+}
+
+// TestWatchBridge_BridgedLeases_ABridgeThatStopsIsolatingIsReported: with
+// leases on the default bridge each pass proves it still isolates; once it does
+// not (icc back on, dockerd without iptables) the pass says why and the gauge
+// drops to 0; without bridged leases nothing is asked.
+func TestWatchBridge_BridgedLeases_ABridgeThatStopsIsolatingIsReported(t *testing.T) {
+	e := fake.New(fake.Options{InstallationID: installation})
+	a := newTestActor(e, nil, time.Now)
+	var res Result
+	a.watchBridge(context.Background(), &res)
+	if n := e.Calls(fake.OpDefaultBridge); n != 0 {
+		t.Fatalf("the bridge read %d times with no bridged leases", n)
+	}
+	a.Settings.Bridged = true
+	e.SetBridge(dockerio.BridgeFacts{Isolated: true, Subnet: "10.200.0.0/20", Capacity: 100})
+	a.watchBridge(context.Background(), &res)
+	if res.Bridge != "" || testutil.ToFloat64(a.Metrics.bridge) != 1 {
+		t.Fatalf("an isolating bridge: %q, gauge %v", res.Bridge, testutil.ToFloat64(a.Metrics.bridge))
+	}
+	e.SetBridge(dockerio.BridgeFacts{Reason: "dockerd drops nothing between containers on the default bridge"})
+	a.watchBridge(context.Background(), &res)
+	if !strings.Contains(res.Bridge, "drops nothing") || testutil.ToFloat64(a.Metrics.bridge) != 0 {
+		t.Fatalf("a bridge that stopped isolating: %q, gauge %v", res.Bridge, testutil.ToFloat64(a.Metrics.bridge))
 	}
 }
 

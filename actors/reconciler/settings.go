@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
 	"github.com/berth-dev/berth/supervisors"
@@ -23,6 +24,9 @@ type Settings struct {
 	CompactAfter      time.Duration // a closed lease's journal is compacted to its receipt this long after the close (1 h)
 	ClosedMaxAge      time.Duration // releases_max_age: a closed lease's receipt is kept this long; 0 = forever
 	MaxClosedChanges  int           // closed leases' streams compacted or deleted per pass (1,000)
+	// Bridged: single-container leases run on Docker's default bridge (decided
+	// at start); each pass then proves the bridge still isolates them.
+	Bridged bool
 }
 
 // DefaultSettings are the reconciler's fixed settings: a pass within 2 min, 30 s
@@ -53,6 +57,9 @@ type Docker interface {
 	// UnadoptedFredV013 are the containers fred v0.13 made under this backend
 	// name that no adoption made this installation's (never touched).
 	UnadoptedFredV013(ctx context.Context) ([]messages.Container, error)
+	// DefaultBridge reads whether Docker's default bridge still isolates its
+	// containers (icc off, dockerd's DROP rule in place).
+	DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error)
 }
 
 // Deps are the reconciler's collaborators.

@@ -371,6 +371,20 @@ func (d *daemon) guardIsolation(cfg *config.Config) error {
 	case installed:
 		d.log.Info().Msg("isolation guard installed (mangle chain BERTH-ISOLATION): Docker's bridges stay apart while Docker rewrites its rules")
 	}
+	// The guard only covers Docker's rewrite window: the isolation itself is
+	// dockerd's rules, which a dockerd run with --iptables=false never writes.
+	rules, err := d.engine.DockerFirewall(ctx)
+	if err == nil && rules.Isolation {
+		return nil
+	}
+	why := "DOCKER-ISOLATION-STAGE-1 is not in the filter table: is dockerd running with --iptables=false?"
+	if err != nil {
+		why = "its firewall rules could not be read: " + err.Error()
+	}
+	if cfg.ProductionMode {
+		return fmt.Errorf("refusing to start: dockerd's networks are not proven apart (%s); leases could reach each other", why)
+	}
+	d.log.Error().Msg("dockerd's networks are not proven apart (" + why + "): leases can reach each other (production_mode refuses this)")
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/berth-dev/berth/actors/watcher"
 	"github.com/berth-dev/berth/dockerio"
 	"github.com/berth-dev/berth/dockerio/engine"
+	"github.com/berth-dev/berth/dockerio/isolation"
 )
 
 // docker is the engine the wiring hands every actor: the union of the ports
@@ -26,6 +27,7 @@ type docker interface {
 	reconciler.Docker
 	refresh.Lister
 	DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error)
+	DockerFirewall(ctx context.Context) (isolation.DockerRules, error)
 	SeccompEnabled(ctx context.Context) (bool, error)
 	FredV013Objects(ctx context.Context) ([]dockerio.FredObject, error)
 }

@@ -71,7 +71,7 @@ func (w *wiring) children() []supervisors.Spec {
 			Metrics: reconciler.NewMetrics(w.reg), ClosedReceipt: lease.ClosedReceipt(w.d.store), ClosedStreams: lease.ClosedStreams(w.d.store),
 			Settings: with(reconciler.DefaultSettings(), func(s *reconciler.Settings) {
 				s.Interval, s.StopTimeout, s.DiagnosticsMaxAge = cfg.ReconcileInterval, cfg.ContainerStopTimeout, cfg.DiagnosticsMaxAge
-				s.ClosedMaxAge = cfg.ReleasesMaxAge
+				s.ClosedMaxAge, s.Bridged = cfg.ReleasesMaxAge, w.d.bridged
 			})})),
 		supervisors.At(messages.Reclaimer, reclaimer.New(&reclaimer.Deps{Env: env.For("reclaimer"), Engine: w.d.engine, Metrics: reclaimer.NewMetrics(w.reg),
 			Settings: with(reclaimer.DefaultSettings(), func(s *reclaimer.Settings) {

@@ -61,6 +61,9 @@ func (e *Engine) DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error
 			facts.Reason = "bridged traffic bypasses iptables (" + bridgeNFWarning + ")"
 		}
 	}
+	if facts.Reason == "" {
+		facts.Reason = e.firewallGap(ctx)
+	}
 	for _, c := range n.IPAM.Config {
 		p, err := netip.ParsePrefix(c.Subnet)
 		if err != nil || !p.Addr().Is4() {

@@ -162,3 +162,19 @@ func TestInfo_ConcurrentReaders_OneRequest(t *testing.T) {
 		t.Fatalf("a later reader: %v, %d requests; want a fresh one (2)", err, d.infos.Load())
 	}
 }
+
+// This host's real dockerd runs with iptables and "icc": false (make
+// docker-up): its rules read as isolating, and the default bridge with them.
+// A dockerd with --iptables=false programs neither (dockerio/isolation reads an
+// empty table so), and the bridge is then not used.
+func TestDockerFirewall_ThisHostsDockerd_ProgramsIsolationAndTheIccDrop(t *testing.T) {
+	e := newTestEngine(t)
+	ctx := testCtx(t, 30*time.Second)
+	r, err := e.DockerFirewall(ctx)
+	if err != nil || !r.Isolation || !r.ICCDrop {
+		t.Fatalf("dockerd's rules: %+v %v, want its isolation chain and the docker0 DROP", r, err)
+	}
+	if f, err := e.DefaultBridge(ctx); err != nil || !f.Isolated {
+		t.Fatalf("the default bridge: %+v %v, want isolated", f, err)
+	}
+}

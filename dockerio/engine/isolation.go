@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -17,4 +18,37 @@ func (e *Engine) GuardIsolation(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("isolation guard: docker_host %s is not this host's dockerd; install the guard where dockerd runs: %w", h, dockerio.ErrUnavailable)
 	}
 	return isolation.Host.Ensure(ctx)
+}
+
+// bridgeNameOption names the default bridge's Linux interface (docker0).
+const bridgeNameOption = "com.docker.network.bridge.name"
+
+// DockerFirewall reads the rules dockerd programmed on its host for the default
+// bridge: a dockerd started with --iptables=false keeps no network apart while
+// every option still reads isolated. A dockerd on another host is out of reach.
+func (e *Engine) DockerFirewall(ctx context.Context) (isolation.DockerRules, error) {
+	if h := e.opts.Host; h != "" && !strings.HasPrefix(h, "unix://") {
+		return isolation.DockerRules{}, fmt.Errorf("docker_host %s is not this host's dockerd; its firewall cannot be read: %w", h, dockerio.ErrUnavailable)
+	}
+	n, err := e.defaultBridge(ctx)
+	if err != nil {
+		return isolation.DockerRules{}, err
+	}
+	return isolation.Host.DockerRules(ctx, cmp.Or(n.Options[bridgeNameOption], "docker0"))
+}
+
+// firewallGap says why dockerd's own rules do not isolate the default bridge
+// ("" when they do, or when dockerd is another host's and the rules cannot be read).
+func (e *Engine) firewallGap(ctx context.Context) string {
+	if h := e.opts.Host; h != "" && !strings.HasPrefix(h, "unix://") {
+		return ""
+	}
+	r, err := e.DockerFirewall(ctx)
+	switch {
+	case err != nil:
+		return "dockerd's firewall rules could not be read (" + err.Error() + ")"
+	case !r.ICCDrop:
+		return `dockerd drops nothing between containers on the default bridge: it runs without iptables (--iptables=false?), so "icc": false isolates nothing`
+	}
+	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/berth-dev/berth/dockerio"
+	"github.com/berth-dev/berth/dockerio/isolation"
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/messages/policy"
 )
@@ -147,4 +148,9 @@ func (e *Engine) GuardIsolation(ctx context.Context) (bool, error) {
 	gone := e.guardGone
 	e.guardGone = false
 	return gone, nil
+}
+
+// DockerFirewall is a dockerd that programs its isolation rules.
+func (e *Engine) DockerFirewall(context.Context) (isolation.DockerRules, error) {
+	return isolation.DockerRules{Isolation: true, ICCDrop: true}, nil
 }
