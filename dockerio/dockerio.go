@@ -406,3 +406,10 @@ type StoredImage struct {
 	Size        int64
 	Created     time.Time
 }
+
+// LeaseResidue is what Docker holds of one lease (Engine.LeaseResidue).
+type LeaseResidue struct {
+	Containers   []string // this installation's containers of the lease, any state, by name
+	Networks     []string // this installation's lease networks, by name
+	Unattributed int      // containers labelled with the lease that are not this installation's
+}

@@ -224,3 +224,42 @@ type DropNetwork struct {
 	Lease string
 	ID    string
 }
+
+// GetCleanup asks the reconciler what Docker still holds of a lease, now
+// (GET /cleanup/{lease}).
+type GetCleanup struct {
+	Lease string
+	Reply chan<- CleanupReply
+}
+
+// CleanupReply answers GetCleanup.
+type CleanupReply struct {
+	Observation CleanupObservation
+	Err         error
+}
+
+// Cleanup observation states.
+const (
+	CleanupNotClosed     = "not_closed"     // the lease is live: its objects are its own
+	CleanupObservedClear = "observed_clear" // a complete observation found nothing of the lease
+	CleanupPending       = "pending"        // closed, and Docker still holds some of it (removal under way or held)
+	CleanupUnknown       = "unknown"        // Docker or the registry could not be read: nothing is claimed
+)
+
+// CleanupObservation is GET /cleanup/{lease}: one fresh observation of what
+// Docker holds of the lease. It is evidence, not a removal authority; volumes,
+// images and host data are out of its scope (retention records cover volumes).
+type CleanupObservation struct {
+	LeaseUUID  string    `json:"lease_uuid"`
+	Scope      string    `json:"scope"` // "containers,networks"
+	State      string    `json:"state"`
+	ObservedAt time.Time `json:"observed_at"`
+	// Complete: every read succeeded, so remaining and unattributed are whole.
+	Complete bool `json:"complete"`
+	// Remaining names this installation's containers and lease networks still there.
+	Remaining []string `json:"remaining"`
+	// Unattributed counts containers labelled with the lease that are not this
+	// installation's (another installation's, or fred v0.13's not adopted): never touched.
+	Unattributed int    `json:"unattributed"`
+	Error        string `json:"error,omitempty"` // a fixed code: docker_unavailable, registry_unavailable
+}

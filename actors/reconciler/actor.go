@@ -27,9 +27,10 @@ import (
 // Actor is the reconciler's pass; supervisors.PassActor runs it.
 type Actor struct {
 	*Deps
-	pruned  time.Time // last diagnostics prune (pass goroutine only)
-	settled time.Time // last compaction of closed leases' journals (pass goroutine only)
-	asked   uint64    // the newest registry incarnation that asked for a pass (actor only)
+	pass    *supervisors.PassActor // its tasks run the cleanup reads
+	pruned  time.Time              // last diagnostics prune (pass goroutine only)
+	settled time.Time              // last compaction of closed leases' journals (pass goroutine only)
+	asked   uint64                 // the newest registry incarnation that asked for a pass (actor only)
 }
 
 // New returns the producer of the reconciler: a pass at start, every Interval
@@ -37,8 +38,9 @@ type Actor struct {
 func New(deps *Deps) actor.Producer {
 	return func() actor.Actor {
 		a := &Actor{Deps: deps}
-		return &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reconciler", Interval: a.Settings.Interval,
+		a.pass = &supervisors.PassActor{Spec: supervisors.PassSpec{Name: "reconciler", Interval: a.Settings.Interval,
 			Timeout: a.Settings.PassTimeout, Begin: a.begin, End: a.end}, On: a.on}
+		return a.pass
 	}
 }
 
@@ -49,6 +51,13 @@ func New(deps *Deps) actor.Producer {
 // and then vouch for accounting it never did. The registry asks again until
 // answered: a pass already serving it is left to finish.
 func (a *Actor) on(loop *supervisors.Periodic, msg any) {
+	if g, ok := msg.(*messages.GetCleanup); ok {
+		a.pass.Tasks().Go("cleanup-read", func(ctx context.Context) any {
+			g.Reply <- a.observeCleanup(ctx, g.Lease)
+			return nil
+		})
+		return
+	}
 	m, ok := msg.(messages.RecoverNow)
 	switch {
 	case !ok:

@@ -60,6 +60,8 @@ type Docker interface {
 	// DefaultBridge reads whether Docker's default bridge still isolates its
 	// containers (icc off, dockerd's DROP rule in place).
 	DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error)
+	// LeaseResidue lists what Docker holds of one lease, any state.
+	LeaseResidue(ctx context.Context, lease string) (dockerio.LeaseResidue, error)
 }
 
 // Deps are the reconciler's collaborators.

@@ -254,6 +254,7 @@ func (w *wiring) api() http.Handler {
 		verifier.NextSecret = []byte(w.cfg.CallbackSecretNext)
 	}
 	return api.Handler(&api.Deps{Tree: w.tree, RegistryPath: messages.Registry, WatcherPath: messages.Watcher, RefreshPath: messages.Refresh,
+		CleanupPath: messages.Reconciler,
 		Diagnostics: w.d.diag.Check, VolumeRoot: w.d.proveVolumeRoot,
 		Verifier: verifier, Storage: api.Storage{ID: w.id.StorageID, Attest: w.d.store.Attest}, Callbacks: w.callbacks, Gatherer: w.reg, Metrics: metrics, Log: w.log.With().Str("component", "http").Logger(),
 		AskTimeout: cmp.Or(testHooks.askTimeout, 10*time.Second), HealthTimeout: 1500 * time.Millisecond, CloseWait: 25 * time.Second,

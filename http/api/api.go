@@ -21,6 +21,7 @@ type Deps struct {
 	RegistryPath messages.Address // leases, admission, health of accounting and the store
 	WatcherPath  messages.Address // Docker reachability (GET /health)
 	RefreshPath  messages.Address // the runtime refresh (GET and POST /runtime_refresh)
+	CleanupPath  messages.Address // the reconciler: GET /cleanup/{lease}
 	Diagnostics  func() error     // diagnostics.db's probe (GET /health); nil = none
 	VolumeRoot   func() error     // the volume root's proof (GET /health); nil = none
 	Verifier     *hmac.Verifier
@@ -34,11 +35,11 @@ type Deps struct {
 	// time is reported unhealthy at once (a restarting registry is not ready),
 	// never a health check left hanging. 0: AskTimeout.
 	HealthTimeout time.Duration
-	CloseWait     time.Duration    // how long POST /deprovision waits for teardown before 503 lifecycle_pending
+	CloseWait     time.Duration // how long POST /deprovision waits for teardown before 503 lifecycle_pending
 	// LogsWait is how long GET /logs waits for the one log response served at a
 	// time before 503 Retry-After: 1. 0: DefaultLogsWait.
 	LogsWait time.Duration
-	Now           func() time.Time // receipt time of maintenance commands; nil = time.Now
+	Now      func() time.Time // receipt time of maintenance commands; nil = time.Now
 }
 
 // route is one path with its method and handler.
@@ -71,6 +72,7 @@ func Handler(d *Deps) http.Handler {
 		{"/restore", true, post, s.restore},
 		{"/releases/{lease}", true, get, withLease(s.releases)},
 		{"/runtime_refresh", true, "", s.runtimeRefresh}, // GET and POST
+		{"/cleanup/{lease}", true, get, withLease(s.cleanup)},
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {

@@ -429,3 +429,13 @@ func clip(s string) string {
 	}
 	return strings.ToValidUTF8(s, "?")
 }
+
+// cleanup is one fresh observation of what Docker holds of a lease: 200 with
+// state unknown and complete false when Docker or the registry could not be
+// read (an observation, never an error that reads as "gone").
+func (s *server) cleanup(w http.ResponseWriter, r *http.Request, id string) {
+	rep, err := supervisors.Ask(r.Context(), s.d.Tree, s.d.CleanupPath, 2*s.d.AskTimeout, func(c chan<- messages.CleanupReply) any {
+		return &messages.GetCleanup{Lease: id, Reply: c}
+	})
+	answer(w, http.StatusOK, cmp.Or(err, rep.Err), rep.Observation)
+}

@@ -659,3 +659,27 @@ func (e *Engine) AddForeignContainer(lease, service string, index int, installat
 	e.startLocked(c)
 	return id
 }
+
+// LeaseResidue lists the fake's containers and lease networks of lease.
+func (e *Engine) LeaseResidue(ctx context.Context, lease string) (dockerio.LeaseResidue, error) {
+	ctrs, err := e.ListManaged(ctx)
+	if err != nil {
+		return dockerio.LeaseResidue{}, err
+	}
+	var r dockerio.LeaseResidue
+	for _, c := range ctrs {
+		if c.Lease == lease {
+			r.Containers = append(r.Containers, c.Name)
+		}
+	}
+	nets, err := e.LeaseNetworks(ctx)
+	if err != nil {
+		return dockerio.LeaseResidue{}, err
+	}
+	for _, n := range nets {
+		if n.Labels[dockerio.LabelLease] == lease {
+			r.Networks = append(r.Networks, n.Name)
+		}
+	}
+	return r, nil
+}
