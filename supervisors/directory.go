@@ -4,6 +4,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/berth-dev/berth/messages"
@@ -19,6 +20,15 @@ type Node struct {
 
 	depth    atomic.Int64
 	restarts atomic.Int64
+	handling atomic.Int64 // when the running handler began (unix ns); 0: idle
+}
+
+// Stuck is how long the actor's running handler has run (0: idle).
+func (n *Node) Stuck(now time.Time) time.Duration {
+	if began := n.handling.Load(); began != 0 {
+		return max(0, now.Sub(time.Unix(0, began)))
+	}
+	return 0
 }
 
 // Depth is the number of user messages posted and not yet taken for handling.
@@ -91,17 +101,20 @@ func (d *Directory) remove(n *Node) {
 type KindStats struct {
 	Live         int
 	MailboxDepth int
+	Stuck        time.Duration // the oldest handler still running
 }
 
-// ByKind aggregates live actors and mailbox depth per kind.
+// ByKind aggregates live actors, mailbox depth and the oldest running handler per kind.
 func (d *Directory) ByKind() map[string]KindStats {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	out := make(map[string]KindStats)
+	now := time.Now()
 	for _, n := range d.nodes {
 		s := out[n.Kind]
 		s.Live++
 		s.MailboxDepth += n.Depth()
+		s.Stuck = max(s.Stuck, n.Stuck(now))
 		out[n.Kind] = s
 	}
 	return out

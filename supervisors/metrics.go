@@ -94,16 +94,21 @@ type treeCollector struct{ dir *Directory }
 var (
 	liveDesc  = prometheus.NewDesc("berth_actors_live", "Live actors, by kind.", []string{"kind"}, nil)
 	depthDesc = prometheus.NewDesc("berth_actor_mailbox_depth", "User messages waiting in mailboxes, summed by actor kind.", []string{"kind"}, nil)
+	stuckDesc = prometheus.NewDesc("berth_actor_stuck_seconds",
+		"Age of the oldest message handler still running, by actor kind (0: none). Handlers do no I/O but journal commits: "+
+			"seconds here mean a store or an actor is wedged.", []string{"kind"}, nil)
 )
 
 func (c *treeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- liveDesc
 	ch <- depthDesc
+	ch <- stuckDesc
 }
 
 func (c *treeCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, s := range c.dir.ByKind() {
 		ch <- prometheus.MustNewConstMetric(liveDesc, prometheus.GaugeValue, float64(s.Live), kind)
 		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(s.MailboxDepth), kind)
+		ch <- prometheus.MustNewConstMetric(stuckDesc, prometheus.GaugeValue, s.Stuck.Seconds(), kind)
 	}
 }

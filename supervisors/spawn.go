@@ -119,7 +119,9 @@ func (t *Tree) middleware(node *Node) actor.ReceiverMiddleware {
 func (t *Tree) handle(c actor.ReceiverContext, env *actor.MessageEnvelope, node *Node, msg any, next actor.ReceiverFunc) {
 	start := time.Now()
 	completed := false
+	node.handling.Store(start.UnixNano())
 	defer func() {
+		node.handling.Store(0)
 		if !completed {
 			t.Metrics.panic(node.Kind) // the panic continues to the supervisor
 		}

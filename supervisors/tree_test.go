@@ -255,6 +255,11 @@ func TestMiddleware_CountsMessagesAndMailboxDepth(t *testing.T) {
 	}
 	n, _ := tree.Dir.Get(path)
 	waitFor(t, "depth 3", func() bool { return n.Depth() == 3 })
+	// The blocked handler is the kind's stuck one (berth_actor_stuck_seconds).
+	time.Sleep(20 * time.Millisecond)
+	if s := tree.Dir.ByKind()["worker"].Stuck; s < 20*time.Millisecond {
+		t.Fatalf("stuck %s while a handler blocks, want its age", s)
+	}
 	if !n.Overloaded() {
 		t.Fatal("node with depth at its limit is not overloaded")
 	}
@@ -271,8 +276,8 @@ func TestMiddleware_CountsMessagesAndMailboxDepth(t *testing.T) {
 		t.Fatalf("messages{worker,inc} = %v, want 3", got)
 	}
 	stats := tree.Dir.ByKind()
-	if stats["worker"].Live != 1 || stats["root"].Live != 1 {
-		t.Fatalf("live by kind = %+v", stats)
+	if stats["worker"].Live != 1 || stats["root"].Live != 1 || stats["worker"].Stuck != 0 {
+		t.Fatalf("live by kind = %+v (stuck must be 0 once drained)", stats)
 	}
 }
 
