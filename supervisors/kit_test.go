@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/berth-dev/berth/messages"
 	"github.com/berth-dev/berth/persistence"
@@ -112,6 +113,9 @@ func TestTasks_NamedInDescribe_ResultsOfAnEarlierInstanceDropped(t *testing.T) {
 	if n := describe(t, tree, path).Tasks; len(n) != 0 {
 		t.Fatalf("tasks left after the restart: %v", n)
 	}
+	waitFor(t, "the old instance's result counted dropped", func() bool {
+		return testutil.ToFloat64(tree.Metrics.stale.WithLabelValues("kit")) == 1
+	})
 }
 
 func closedChan() chan struct{} { c := make(chan struct{}); close(c); return c }

@@ -16,6 +16,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	panics   *prometheus.CounterVec
 	restarts *prometheus.CounterVec
+	stale    *prometheus.CounterVec
 
 	observers sync.Map // kind+"\x00"+type → *observer
 	typeNames sync.Map // reflect.Type → string
@@ -47,9 +48,14 @@ func NewMetrics(reg prometheus.Registerer, dir *Directory) *Metrics {
 			Name: "berth_actor_restarts_total",
 			Help: "Supervisor decisions applied to failed actors, by kind and directive (restart, stop, escalate).",
 		}, []string{"kind", "directive"}),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_actor_stale_results_dropped_total",
+			Help: "Task results (a worker's outcome, a timer) that reached a later incarnation of their actor and were dropped " +
+				"(the seed's terminal events dropped): only after a restart; the new incarnation recovers from its journal.",
+		}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.messages, m.duration, m.panics, m.restarts, &treeCollector{dir: dir})
+		reg.MustRegister(m.messages, m.duration, m.panics, m.restarts, m.stale, &treeCollector{dir: dir})
 	}
 	return m
 }
@@ -83,6 +89,8 @@ func (m *Metrics) typeName(msg any) string {
 }
 
 func (m *Metrics) panic(kind string) { m.panics.WithLabelValues(kind).Inc() }
+
+func (m *Metrics) staleResult(kind string) { m.stale.WithLabelValues(kind).Inc() }
 
 func (m *Metrics) supervision(kind, directive string) {
 	m.restarts.WithLabelValues(kind, directive).Inc()

@@ -95,7 +95,8 @@ func (t *Tree) middleware(node *Node) actor.ReceiverMiddleware {
 			case stamped:
 				node.depth.Add(-1)
 				if !fresh(c, m) {
-					return // a result of an earlier instance's task
+					t.Metrics.staleResult(node.Kind) // a result of an earlier instance's task
+					return
 				}
 				msg, env = m.msg, &actor.MessageEnvelope{Header: env.Header, Message: m.msg, Sender: env.Sender}
 				t.handle(c, env, node, msg, next)
