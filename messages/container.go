@@ -19,12 +19,16 @@ type Container struct {
 	Health      string // "" (no check) | starting | healthy | unhealthy
 	ExitCode    int
 	OOMKilled   bool
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	Ports       map[string]PortBinding // "8080/tcp" → binding
-	Labels      map[string]string
-	Contract    int      // fred.runtime_contract it was created under (0: before the contract)
-	Networks    []string // IDs of the networks it is attached to (listings only)
+	// StartRefused: the daemon answered its start with a final error (a
+	// launch's cohort only). A container still created without it was never
+	// started: Compose gave up on a dependency first.
+	StartRefused bool
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	Ports        map[string]PortBinding // "8080/tcp" → binding
+	Labels       map[string]string
+	Contract     int      // fred.runtime_contract it was created under (0: before the contract)
+	Networks     []string // IDs of the networks it is attached to (listings only)
 }
 
 // ImagePin is the recorded content of one service image.

@@ -61,7 +61,9 @@ func (e *Engine) Launched(ctx context.Context, lease string) ([]messages.Contain
 func (e *Engine) launchedFrom(lease string, list []container.Summary) []messages.Container {
 	out := make([]messages.Container, 0, len(list))
 	for _, s := range list {
-		out = append(out, fromSummary(s))
+		c := fromSummary(s)
+		c.StartRefused = c.State == "created" && e.refusals != nil && e.refusals.refused(s.ID, c.Name)
+		out = append(out, c)
 	}
 	dockerio.SortContainers(out)
 	return out

@@ -67,7 +67,8 @@ type Engine struct {
 	base      *http.Transport // the client's own transport, under boundedTransport
 	requests  *prometheus.CounterVec
 	durations *prometheus.HistogramVec
-	busy      *atomic.Int64 // requests in flight, streams and other unbounded ops aside
+	busy      *atomic.Int64  // requests in flight, streams and other unbounded ops aside
+	refusals  *startRefusals // starts the daemon refused (startrefusals.go)
 	compose   api.Compose
 	opts      Options
 	log       zerolog.Logger
@@ -124,10 +125,10 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	busy := new(atomic.Int64)
+	busy, refusals := new(atomic.Int64), &startRefusals{}
 	var base *http.Transport
 	bounded := withBoundedTransport(boundedTransport{requests: requests, durations: durations, create: opts.CreateTimeout, start: opts.StartTimeout,
-		busy: busy, slots: semaphore(opts.MaxInFlight), starts: semaphore(opts.MaxStartsInFlight)}, &base)
+		busy: busy, slots: semaphore(opts.MaxInFlight), starts: semaphore(opts.MaxStartsInFlight), refusals: refusals}, &base)
 	docker, err := dockerClient(opts, bounded, &base)
 	if err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ func New(opts Options) (*Engine, error) {
 		docker:   docker,
 		base:     base,
 		requests: requests, durations: durations,
-		busy: busy,
+		busy: busy, refusals: refusals,
 		// The prompt is only asked about destructive changes (e.g. recreating a
 		// diverged volume); berth never agrees to them unattended.
 		compose: compose.NewComposeService(cli, compose.WithPrompt(func(string, bool) (bool, error) { return false, nil })),

@@ -193,6 +193,8 @@ type boundedTransport struct {
 	// headers arrive): background work (the network pool's refill) waits for
 	// it to reach zero rather than compete with a burst of provisions.
 	busy *atomic.Int64
+	// refusals records the starts the daemon answered with a final error (nil: not recorded).
+	refusals *startRefusals
 }
 
 // unbounded ops hold a request open for as long as something flows (events, logs,
@@ -243,6 +245,9 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if limit <= 0 {
 		resp, err := t.base.RoundTrip(req)
+		if err == nil && op == opContainerStart && t.refusals != nil {
+			t.refusals.record(req, resp.StatusCode)
+		}
 		if err == nil && op == opImageInspect {
 			resp.Body = &cappedBody{rc: resp.Body, left: maxImageInspectBytes}
 		}
@@ -251,6 +256,9 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	// WithTimeout keeps the caller's deadline when that one is earlier.
 	ctx, cancel := context.WithTimeout(req.Context(), limit)
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err == nil && op == opContainerStart && t.refusals != nil {
+		t.refusals.record(req, resp.StatusCode)
+	}
 	if err != nil {
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) && req.Context().Err() == nil
 		cancel()

@@ -46,8 +46,8 @@ func (s Compose) Up(ctx context.Context, p dockerio.Plan) ([]messages.Container,
 
 // Rejected reads a cohort Compose refused to finish launching: a *Failed for a
 // definite finding, else nil. Only an exchange Docker answered can hold one
-// (seed: an exited or unhealthy container, or one still created after its start
-// was refused); a launch cut off unanswered — a create or start past its
+// (seed: an exited or unhealthy container, or one still created after the
+// daemon refused its start — not one Compose never started); a launch cut off unanswered — a create or start past its
 // timeout, Docker unreachable — holds none, whatever its containers show yet:
 // under load dockerd may still carry the start out. Compose's error text is
 // never read.
@@ -72,10 +72,12 @@ func Rejected(upErr error, cohort []messages.Container) error {
 		}
 	}
 	for _, c := range cohort {
-		if c.State == "created" {
+		if c.State == "created" && c.StartRefused {
 			return fail(messages.ReasonContainerStartFailed, "container could not be started", upErr)
 		}
 	}
+	// Created but never started (Compose gave up on a dependency that flapped):
+	// no finding; the attempt stays in flight for recovery.
 	return nil
 }
 

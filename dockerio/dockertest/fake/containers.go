@@ -103,7 +103,14 @@ func (e *Engine) Up(ctx context.Context, plan dockerio.Plan) error {
 	}
 
 	if err := e.refuseStart; err != nil {
+		// The daemon refuses the first start; Compose starts nothing after it.
 		e.refuseStart = nil
+		for _, svcName := range order {
+			if c := byKey[composeKeyOf(serviceNamed(plan, svcName), 0)]; c != nil && !isUp(c.c.State) {
+				c.c.StartRefused = true
+				break
+			}
+		}
 		return fmt.Errorf("compose up %s: %w", name, err)
 	}
 	for _, svcName := range order {
