@@ -261,9 +261,9 @@ func decideTornDown(st *State, in TornDown, env Env) Decision {
 	}
 }
 
-// closeHeld answers the close's waiters now, and every close asked until the
-// next attempt at once: 503 lifecycle_pending, the one answer that a close whose
-// intent is durable but whose teardown cannot finish yet may give.
+// closeHeld answers the close's waiters now, and every close asked until an
+// attempt succeeds at once: 503 lifecycle_pending, the one answer that a close
+// whose intent is durable but whose teardown cannot finish yet may give.
 func closeHeld(why string, onVolumes bool) Answer {
 	return Answer{Err: messages.Refuse(messages.ErrLifecyclePending, "close held: %s", why), OnVolumes: onVolumes}
 }

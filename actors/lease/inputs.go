@@ -201,7 +201,7 @@ type (
 	Sweep struct{ IDs []string }
 	// Answer replies to every close request waiting for the closed receipt: nil
 	// when the lease closed, ErrLifecyclePending when its teardown is held (and
-	// every close asked until the next attempt is answered so at once).
+	// every close asked until an attempt succeeds is answered so at once).
 	Answer struct {
 		Err       error
 		OnVolumes bool // held only on volume deletions the volumehold actor retries
