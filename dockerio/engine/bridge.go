@@ -62,7 +62,7 @@ func (e *Engine) DefaultBridge(ctx context.Context) (dockerio.BridgeFacts, error
 		}
 	}
 	if facts.Reason == "" {
-		facts.Reason = e.firewallGap(ctx)
+		facts.Reason = e.firewallGap(ctx, n) // the bridge as listed above: not listed again
 	}
 	for _, c := range n.IPAM.Config {
 		p, err := netip.ParsePrefix(c.Subnet)
